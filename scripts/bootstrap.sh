@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# Set up what iorig needs on a Debian/Ubuntu machine: fio (and, for the test
+# suite, Chromium) from the distribution, and a Python virtual environment.
+# Usage: scripts/bootstrap.sh [--test]
+set -euo pipefail
+
+want_test=0
+[ "${1:-}" = "--test" ] && want_test=1
+venv=${VENV:-.venv}
+python=${PYTHON:-python3}
+
+as_root() {
+    if [ "$(id -u)" -eq 0 ]; then "$@"
+    elif command -v sudo >/dev/null 2>&1; then sudo "$@"
+    else
+        echo "bootstrap: need root to run: $*" >&2
+        echo "bootstrap: install the packages yourself, then re-run" >&2
+        exit 1
+    fi
+}
+
+missing=()
+command -v fio >/dev/null 2>&1 || missing+=(fio)
+# util-linux's blkid lets iorig recognise filesystems on block devices.
+command -v blkid >/dev/null 2>&1 || [ -x /usr/sbin/blkid ] || missing+=(util-linux)
+if ! "$python" -c 'import ensurepip, venv' >/dev/null 2>&1; then
+    missing+=(python3-venv)
+fi
+if [ "$want_test" -eq 1 ]; then
+    command -v chromium >/dev/null 2>&1 || missing+=(chromium)
+fi
+if [ "${#missing[@]}" -gt 0 ]; then
+    if ! command -v apt-get >/dev/null 2>&1; then
+        echo "bootstrap: please install: ${missing[*]} (no apt-get on this machine)" >&2
+        exit 1
+    fi
+    echo "bootstrap: installing ${missing[*]} from the distribution"
+    as_root apt-get update -qq
+    as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+
+if ! "$python" -c 'import sys; sys.exit(sys.version_info < (3, 11))'; then
+    echo "bootstrap: iorig needs Python 3.11 or newer ($python is $("$python" --version 2>&1))" >&2
+    exit 1
+fi
+
+stamp="$venv/.iorig-installed"
+if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
+    [ -x "$venv/bin/python" ] || "$python" -m venv "$venv"
+    "$venv/bin/python" -m pip install --quiet --upgrade pip
+    "$venv/bin/python" -m pip install --quiet -e '.[dev]'
+    touch "$stamp"
+fi

@@ -1,0 +1,3 @@
+"""iorig: an open storage benchmarking rig built on fio."""
+
+__version__ = "0.1.0"

@@ -1,0 +1,314 @@
+"""Run a plan: one fio invocation per phase, each finished phase stored
+before the next starts, progress reported as events, Ctrl-C handled.
+
+On SIGINT/SIGTERM/SIGHUP the current fio is asked to stop (it still writes
+what it measured, which is stored as an ``aborted`` phase), no further
+phase starts, and the run ends ``aborted``. Any other failure ends it
+``failed`` with the reason; it is never left ``running``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+import tempfile
+import threading
+import time
+from collections import defaultdict
+from collections.abc import Callable, Iterator
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from iorig import __version__
+from iorig.assemble import JobLogs, SectionData, build_scopes
+from iorig.fio import parse, status
+from iorig.fio.jobfile import Section, render, workload_options
+from iorig.fio.runner import FioExit, FioProcess
+from iorig.plan import Plan, PlannedPhase
+from iorig.results import PhaseResult
+from iorig.store import Store
+from iorig.targets import release
+
+
+@dataclass(frozen=True)
+class RunStarted:
+    run_id: str
+    plan: Plan
+
+
+@dataclass(frozen=True)
+class PhaseStarted:
+    phase: PlannedPhase
+    index: int
+    total: int
+
+
+@dataclass(frozen=True)
+class PhaseProgress:
+    phase: PlannedPhase
+    elapsed_s: float
+    fraction: float | None  # 0..1 when the phase's length is known
+    rates: status.LiveRates | None
+
+
+@dataclass(frozen=True)
+class PhaseFinished:
+    phase: PlannedPhase
+    result: PhaseResult
+
+
+Event = RunStarted | PhaseStarted | PhaseProgress | PhaseFinished
+
+
+@dataclass(frozen=True)
+class RunOutcome:
+    run_id: str
+    status: str  # ok | failed | aborted
+    error: str | None
+    phases: tuple[PhaseResult, ...]
+
+
+@contextlib.contextmanager
+def cancel_on_signals() -> Iterator[threading.Event]:
+    """An event set by SIGINT, SIGTERM or SIGHUP while the block runs."""
+    cancel = threading.Event()
+    if threading.current_thread() is not threading.main_thread():
+        yield cancel
+        return
+
+    def handler(signum: int, frame: object) -> None:
+        cancel.set()
+
+    sigs = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+    previous = {s: signal.signal(s, handler) for s in sigs}
+    try:
+        yield cancel
+    finally:
+        for s, h in previous.items():
+            signal.signal(s, h)
+
+
+def _run_metadata(plan: Plan, command: str) -> dict:
+    resolved = plan.resolved
+    scenario = resolved.scenario
+    params = {
+        name: {
+            "value": resolved.params[name],
+            "text": resolved.param_text(name),
+            "origin": resolved.param_origins[name],
+        }
+        for name in scenario.parameters
+    }
+    targets = [asdict(t) | {"path": str(t.path)} for t in plan.targets.values()]
+    return {
+        "scenario": scenario.name,
+        "scenario_version": scenario.version,
+        "title": scenario.title,
+        "scenario_origin": resolved.source.origin,
+        "scenario_text": resolved.source.text,
+        "resolved": scenario.model_dump(mode="json"),
+        "params": params,
+        "profile": resolved.profile,
+        "targets": targets,
+        "hosts": [plan.host],
+        "command": command,
+        "iorig_version": __version__,
+        "fio_version": plan.fio_version,
+        "warnings": [{"code": "plan", "message": n} for n in plan.notes],
+    }
+
+
+def execute(
+    plan: Plan,
+    store: Store,
+    *,
+    command: str,
+    on_event: Callable[[Event], None] = lambda e: None,
+    keep_files: bool = False,
+) -> RunOutcome:
+    run_id = store.create_run(**_run_metadata(plan, command))
+    on_event(RunStarted(run_id, plan))
+    results: list[PhaseResult] = []
+    run_status, error = "ok", None
+    with cancel_on_signals() as cancel, tempfile.TemporaryDirectory(prefix="iorig-") as tmp:
+        try:
+            for index, phase in enumerate(plan.phases):
+                if cancel.is_set():
+                    break
+                on_event(PhaseStarted(phase, index, len(plan.phases)))
+                if phase.kind == "idle":
+                    result = _idle(phase, cancel, on_event)
+                else:
+                    workdir = Path(tmp) / f"{phase.seq:02d}-{phase.name}"
+                    workdir.mkdir()
+                    result = _fio_phase(plan, run_id, phase, workdir, cancel, on_event)
+                store.save_phase(run_id, result)
+                results.append(result)
+                on_event(PhaseFinished(phase, result))
+                if result.status == "failed":
+                    run_status, error = "failed", f"phase {phase.name!r}: {result.error}"
+                    break
+            if run_status == "ok" and cancel.is_set():
+                run_status, error = "aborted", "interrupted by a signal"
+        except BaseException as exc:
+            run_status = "aborted" if isinstance(exc, KeyboardInterrupt) else "failed"
+            error = f"{type(exc).__name__}: {exc}"
+            raise
+        finally:
+            store.finish_run(run_id, run_status, error)
+            for target in plan.targets.values():
+                release(target, keep_files)
+    return RunOutcome(run_id, run_status, error, tuple(results))
+
+
+def _idle(
+    phase: PlannedPhase, cancel: threading.Event, on_event: Callable[[Event], None]
+) -> PhaseResult:
+    started = time.time()
+    duration = phase.duration_s or 0.0
+    while (elapsed := time.time() - started) < duration:
+        on_event(PhaseProgress(phase, elapsed, elapsed / duration, None))
+        if cancel.wait(min(0.5, duration - elapsed)):
+            break
+    return PhaseResult(
+        seq=phase.seq,
+        name=phase.name,
+        kind=phase.kind,
+        status="aborted" if cancel.is_set() else "ok",
+        started_at=started,
+        ended_at=time.time(),
+        planned_s=phase.duration_s,
+        headline=phase.headline,
+        scopes=(),
+    )
+
+
+def job_text(plan: Plan, run_id: str, phase: PlannedPhase, log_dir: Path) -> str:
+    sections = [
+        Section(
+            w.label,
+            workload_options(
+                engine=w.engine,
+                rw=w.spec.rw,
+                bs=w.spec.bs,
+                filename=str(w.target.path),
+                size=w.size_bytes,
+                offset=w.offset_bytes,
+                iodepth=w.spec.iodepth,
+                jobs=w.spec.jobs,
+                direct=w.spec.direct,
+                read_pct=w.spec.read_pct,
+                rate_iops=w.spec.rate_iops,
+                runtime_s=phase.duration_s if phase.kind != "prefill" else None,
+                log_prefix=str(log_dir / w.label),
+            ),
+        )
+        for w in phase.workloads
+    ]
+    comment = (
+        f"iorig {__version__} run {run_id}\n"
+        f"scenario {plan.resolved.scenario.name}, phase {phase.name} ({phase.kind})"
+    )
+    return render({}, sections, comment=comment)
+
+
+def _fio_phase(
+    plan: Plan,
+    run_id: str,
+    phase: PlannedPhase,
+    workdir: Path,
+    cancel: threading.Event,
+    on_event: Callable[[Event], None],
+) -> PhaseResult:
+    text = job_text(plan, run_id, phase, workdir)
+    jobfile = workdir / "job.fio"
+    jobfile.write_text(text)
+    proc = FioProcess(plan.fio, jobfile, workdir)
+    duration = phase.duration_s
+    # Generous bound for a hung fio (e.g. a dead NFS server); prefill has no bound.
+    timeout = None if duration is None else duration * 1.5 + 60
+    previous: list[status.Snapshot] = []
+
+    def on_snapshot(doc: dict) -> None:
+        snap = status.snapshot(doc)
+        live = status.rates(previous[-1] if previous else None, snap)
+        previous[:] = [snap]
+        if duration:
+            fraction = live.elapsed_s / duration
+        else:
+            fraction = live.io_bytes / max(phase.bytes_to_write, 1)
+        on_event(PhaseProgress(phase, live.elapsed_s, min(fraction, 1.0), live))
+
+    started = time.time()
+    done = proc.run(cancel=cancel, on_snapshot=on_snapshot, timeout_s=timeout)
+    ended = time.time()
+    scopes, fio_version, problem = _collect(done, workdir, phase, plan.host)
+    if done.timed_out:
+        state, error = "failed", f"fio did not finish within {timeout:.0f} s and was stopped"
+    elif done.stopped:
+        state, error = "aborted", "interrupted; the figures cover the time before the interrupt"
+    elif done.returncode != 0:
+        state, error = "failed", f"fio exited with code {done.returncode}: {_tail(done.stderr)}"
+    elif problem:
+        state, error = "failed", problem
+    else:
+        state, error = "ok", None
+    return PhaseResult(
+        seq=phase.seq,
+        name=phase.name,
+        kind=phase.kind,
+        status=state,
+        started_at=started,
+        ended_at=ended,
+        planned_s=duration,
+        headline=phase.headline,
+        scopes=scopes,
+        job_text=text,
+        command=proc.command,
+        fio_version=fio_version or plan.fio_version,
+        engine=",".join(sorted({w.engine for w in phase.workloads})),
+        fio_output=done.output,
+        fio_stderr=done.stderr,
+        error=error,
+    )
+
+
+def _tail(text: str, lines: int = 3) -> str:
+    kept = [line for line in text.strip().splitlines() if line.strip()][-lines:]
+    return " / ".join(kept) or "(fio printed no error message)"
+
+
+def _collect(
+    done: FioExit, workdir: Path, phase: PlannedPhase, host: str
+) -> tuple[tuple, str, str | None]:
+    """Scopes from fio's output and logs, fio's version, and a problem if any."""
+    try:
+        output = parse.parse_final(done.output, host)
+    except parse.FioOutputError as exc:
+        return (), "", f"{exc}: {_tail(done.stderr)}"
+    logs: dict[tuple[str, str], dict[int, dict[str, list]]] = defaultdict(lambda: defaultdict(dict))
+    for log in parse.find_logs(workdir):
+        text = log.path.read_text()
+        content = (
+            parse.parse_hist_log(text) if log.kind == "clat_hist" else parse.parse_series_log(text)
+        )
+        logs[(log.prefix, log.host or host)][log.job][log.kind] = content
+    sections = []
+    for w in phase.workloads:
+        jobs = tuple(j for j in output.jobs if j.name == w.label)
+        job_logs = tuple(
+            JobLogs(
+                iops=tuple(kinds.get("iops", ())),
+                bw=tuple(kinds.get("bw", ())),
+                clat=tuple(kinds.get("clat", ())),
+                hist=tuple(kinds.get("clat_hist", ())),
+            )
+            for _, kinds in sorted(logs[(w.label, host)].items())
+        )
+        sections.append(SectionData(w.label, host, jobs, job_logs))
+    failed_jobs = [j for j in output.jobs if j.error]
+    problem = None
+    if failed_jobs:
+        j = failed_jobs[0]
+        problem = f"fio job {j.name} ended with error {j.error}: {_tail(done.stderr)}"
+    return build_scopes(sections), output.version, problem

@@ -1,0 +1,253 @@
+"""Render fio job files from typed options, through a whitelist.
+
+Scenario files are data: only the options below can reach fio, every value
+is checked by its option's validator, and characters that fio would
+interpret (``$`` expansion, ``;``/``#`` comments, newlines, ``:`` as a file
+separator) are rejected or escaped. Options that run commands or read other
+files (``exec_prerun``, ``include``, ``ioengine=exec`` …) have no validator
+and therefore cannot be rendered at all.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+from iorig.errors import UserError
+
+OptionValue = str | int | float | bool
+
+ENGINES = ("io_uring", "libaio", "psync")
+RW_MODES = ("read", "write", "randread", "randwrite", "randrw", "rw", "trim", "randtrim")
+_FORBIDDEN_CHARS = {
+    "$": "fio expands $VAR",
+    ";": "fio starts a comment",
+    "#": "fio starts a comment",
+    "\n": "newline",
+    "\r": "carriage return",
+    "\0": "NUL",
+    "\\": "backslash",
+}
+
+
+class JobFileError(UserError):
+    """A value that cannot be passed to fio safely."""
+
+
+def _check_text(option: str, text: str) -> str:
+    for char, why in _FORBIDDEN_CHARS.items():
+        if char in text:
+            raise JobFileError(
+                f"{option}={text!r}: the character {char!r} cannot be passed to fio ({why})",
+                hint="rename the path or value so it does not contain it",
+            )
+    if text != text.strip():
+        raise JobFileError(f"{option}={text!r}: leading or trailing spaces are not allowed")
+    return text
+
+
+def _int(lo: int, hi: int) -> Callable[[str, OptionValue], str]:
+    def check(option: str, value: OptionValue) -> str:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise JobFileError(f"{option} must be a whole number, got {value!r}")
+        if not lo <= value <= hi:
+            raise JobFileError(f"{option}={value} is out of range {lo}..{hi}")
+        return str(value)
+
+    return check
+
+
+def _bool(option: str, value: OptionValue) -> str:
+    if not isinstance(value, bool):
+        raise JobFileError(f"{option} must be true or false, got {value!r}")
+    return "1" if value else "0"
+
+
+def _choice(*allowed: str) -> Callable[[str, OptionValue], str]:
+    def check(option: str, value: OptionValue) -> str:
+        if value not in allowed:
+            raise JobFileError(f"{option}={value!r} is not one of {', '.join(allowed)}")
+        return str(value)
+
+    return check
+
+
+def _path(option: str, value: OptionValue) -> str:
+    text = _check_text(option, str(value))
+    if not text.startswith("/"):
+        raise JobFileError(f"{option}={text!r}: iorig passes absolute paths only")
+    # fio separates several files with ':'; a literal colon is written '\:'.
+    return text.replace(":", "\\:")
+
+
+def _millis(option: str, value: OptionValue) -> str:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise JobFileError(f"{option} must be a positive number of milliseconds, got {value!r}")
+    return f"{value}ms"
+
+
+def _flag(option: str, value: OptionValue) -> str | None:
+    """Options fio takes without a value; True renders the bare name."""
+    if value is not True:
+        raise JobFileError(f"{option} is a flag and only takes true")
+    return None
+
+
+def _distribution(option: str, value: OptionValue) -> str:
+    text = _check_text(option, str(value))
+    kind, _, rest = text.partition(":")
+    if kind not in ("random", "zipf", "pareto", "normal", "zoned", "zoned_abs"):
+        raise JobFileError(f"{option}={text!r}: unknown distribution {kind!r}")
+    if kind != "random" and not rest:
+        raise JobFileError(f"{option}={text!r}: {kind} needs a parameter, e.g. {kind}:1.2")
+    allowed = set("0123456789.,/:%")
+    if not set(rest) <= allowed:
+        raise JobFileError(f"{option}={text!r}: unexpected characters in the parameter")
+    return text
+
+
+_U32 = 2**32 - 1
+_U64 = 2**63 - 1
+
+# option -> validator returning the rendered value (None = bare flag)
+WHITELIST: dict[str, Callable[[str, OptionValue], str | None]] = {
+    "ioengine": _choice(*ENGINES),
+    "rw": _choice(*RW_MODES),
+    "bs": _int(512, 2**30),
+    "size": _int(1, _U64),
+    "io_size": _int(1, _U64),
+    "offset": _int(0, _U64),
+    "filename": _path,
+    "iodepth": _int(1, 65536),
+    "numjobs": _int(1, 4096),
+    "rwmixread": _int(0, 100),
+    "direct": _bool,
+    "time_based": _bool,
+    "runtime": _millis,
+    "ramp_time": _millis,
+    "norandommap": _bool,
+    "randrepeat": _bool,
+    "refill_buffers": _bool,
+    "buffer_compress_percentage": _int(0, 100),
+    "buffer_compress_chunk": _int(1, 2**30),
+    "dedupe_percentage": _int(0, 100),
+    "random_distribution": _distribution,
+    "rate_iops": _int(1, _U32),
+    "rate": _int(1, _U64),
+    "rate_process": _choice("linear", "poisson"),
+    "new_group": _flag,
+    "write_iops_log": _path,
+    "write_bw_log": _path,
+    "write_lat_log": _path,
+    "write_hist_log": _path,
+    "log_avg_msec": _int(1, _U32),
+    "log_hist_msec": _int(1, _U32),
+    "log_hist_coarseness": _int(0, 6),
+    "per_job_logs": _bool,
+    "verify": _choice("crc32c", "md5", "sha256", "xxhash"),
+    "do_verify": _bool,
+    "verify_fatal": _bool,
+    "verify_dump": _bool,
+    "thread": _flag,
+    "fallocate": _choice("none", "native", "posix", "keep"),
+    "allow_file_create": _bool,
+}
+
+_NAME_CHARS = set("abcdefghijklmnopqrstuvwxyz0123456789-_.")
+
+
+@dataclass(frozen=True)
+class Section:
+    name: str
+    options: Mapping[str, OptionValue]
+
+
+def render_options(options: Mapping[str, OptionValue]) -> list[str]:
+    lines = []
+    for option, value in options.items():
+        validator = WHITELIST.get(option)
+        if validator is None:
+            raise JobFileError(
+                f"fio option {option!r} is not on iorig's whitelist",
+                hint="iorig renders only options it validates; commands and includes never run",
+            )
+        rendered = validator(option, value)
+        lines.append(option if rendered is None else f"{option}={rendered}")
+    return lines
+
+
+def render(
+    global_options: Mapping[str, OptionValue], sections: list[Section], comment: str = ""
+) -> str:
+    """The text of a fio job file."""
+    out = []
+    for line in comment.splitlines():
+        out.append("; " + line.replace("\r", ""))
+    out.append("[global]")
+    out += render_options(global_options)
+    seen = set()
+    for section in sections:
+        if not section.name or not set(section.name) <= _NAME_CHARS or section.name == "global":
+            raise JobFileError(f"bad fio section name {section.name!r}")
+        if section.name in seen:
+            raise JobFileError(f"duplicate fio section name {section.name!r}")
+        seen.add(section.name)
+        out.append("")
+        out.append(f"[{section.name}]")
+        out += render_options(section.options)
+    return "\n".join(out) + "\n"
+
+
+LOG_INTERVAL_MS = 1000
+
+
+def workload_options(
+    *,
+    engine: str,
+    rw: str,
+    bs: int,
+    filename: str,
+    size: int,
+    offset: int,
+    iodepth: int,
+    jobs: int,
+    direct: bool,
+    read_pct: float | None,
+    rate_iops: int | None,
+    runtime_s: float | None,
+    log_prefix: str,
+) -> dict[str, OptionValue]:
+    """fio options for one workload: iorig's typed model, nothing else."""
+    options: dict[str, OptionValue] = {
+        "ioengine": engine,
+        "rw": rw,
+        "bs": bs,
+        "filename": filename,
+        "size": size,
+    }
+    if offset:
+        options["offset"] = offset
+    options |= {"iodepth": iodepth, "numjobs": jobs, "direct": direct}
+    if rw in ("randrw", "rw"):
+        options["rwmixread"] = round(read_pct if read_pct is not None else 50)
+    if rw.startswith("rand"):
+        # No random map: every offset may repeat, like real applications; a fresh
+        # sequence each run so repeats do not replay a warmed cache.
+        options |= {"norandommap": True, "randrepeat": False}
+    # Incompressible, non-repeating data: storage cannot shrink what it writes.
+    options["refill_buffers"] = True
+    if rate_iops:
+        options |= {"rate_iops": rate_iops, "rate_process": "poisson"}
+    if runtime_s is not None:
+        options |= {"time_based": True, "runtime": max(1, round(runtime_s * 1000))}
+    # One-second averaged series and per-second latency histograms: cheap for
+    # fio (no per-I/O logging) and enough for any sub-window percentile.
+    options |= {
+        "write_iops_log": log_prefix,
+        "write_bw_log": log_prefix,
+        "write_lat_log": log_prefix,
+        "write_hist_log": log_prefix,
+        "log_avg_msec": LOG_INTERVAL_MS,
+        "log_hist_msec": LOG_INTERVAL_MS,
+    }
+    return options

@@ -1,0 +1,239 @@
+"""Parse what fio writes: json+ output (with status snapshots) and its logs.
+
+Parsing only: no statistics beyond what fio printed. Merging jobs, aligning
+seconds and computing percentiles happen in ``iorig.assemble`` and
+``iorig.fio.histogram``.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from iorig.fio import histogram
+
+DDIRS = ("read", "write", "trim")
+_DDIR_BY_CODE = {0: "read", 1: "write", 2: "trim"}
+
+
+class FioOutputError(ValueError):
+    """fio's output could not be understood (truncated, wrong format)."""
+
+
+@dataclass(frozen=True)
+class DirStats:
+    """One I/O direction of one fio job, as fio reported it."""
+
+    ios: int
+    io_bytes: int
+    runtime_ms: int
+    iops: float
+    bytes_per_s: float
+    clat_min_ns: float
+    clat_max_ns: float
+    clat_mean_ns: float
+    clat_stddev_ns: float
+    slat_mean_ns: float
+    lat_mean_ns: float
+    lat_max_ns: float
+    hist: np.ndarray = field(compare=False, repr=False)
+
+
+@dataclass(frozen=True)
+class JobStats:
+    """One fio job (one thread of one section) on one host."""
+
+    name: str
+    host: str
+    error: int
+    usr_cpu_pct: float
+    sys_cpu_pct: float
+    ctx: int
+    job_runtime_ms: int
+    dirs: dict[str, DirStats]
+    iodepth_level: dict[str, float]
+
+
+@dataclass(frozen=True)
+class FioOutput:
+    version: str
+    timestamp_ms: int
+    jobs: tuple[JobStats, ...]
+    disk_util: tuple[dict, ...]
+
+
+def split_documents(text: str) -> list[dict]:
+    """The JSON objects in fio's output file, in order.
+
+    With ``--status-interval`` fio appends a full JSON document per interval
+    and the final one last. Lines fio prints that are not JSON (warnings such
+    as ``fio: ...``) are skipped; a truncated last document is ignored, so a
+    file being written can be read at any moment.
+    """
+    return scan_documents(text)[0]
+
+
+def scan_documents(text: str) -> tuple[list[dict], int]:
+    """Like ``split_documents``, also returning where the last complete one ends."""
+    decoder = json.JSONDecoder()
+    docs: list[dict] = []
+    pos, consumed, end = 0, 0, len(text)
+    while pos < end:
+        start = text.find("{", pos)
+        if start < 0:
+            break
+        try:
+            doc, pos = decoder.raw_decode(text, start)
+        except json.JSONDecodeError:
+            # Either noise containing "{" or a document still being written.
+            next_line = text.find("\n{", start + 1)
+            if next_line < 0:
+                break
+            pos = next_line + 1
+            continue
+        if isinstance(doc, dict):
+            docs.append(doc)
+            consumed = pos
+    return docs, consumed
+
+
+def _dir_stats(d: dict) -> DirStats:
+    clat = d.get("clat_ns", {})
+    slat = d.get("slat_ns", {})
+    lat = d.get("lat_ns", {})
+    return DirStats(
+        ios=int(d.get("total_ios", 0)),
+        io_bytes=int(d.get("io_bytes", 0)),
+        runtime_ms=int(d.get("runtime", 0)),
+        iops=float(d.get("iops", 0.0)),
+        bytes_per_s=float(d.get("bw_bytes", 0.0)),
+        clat_min_ns=float(clat.get("min", 0)),
+        clat_max_ns=float(clat.get("max", 0)),
+        clat_mean_ns=float(clat.get("mean", 0.0)),
+        clat_stddev_ns=float(clat.get("stddev", 0.0)),
+        slat_mean_ns=float(slat.get("mean", 0.0)),
+        lat_mean_ns=float(lat.get("mean", 0.0)),
+        lat_max_ns=float(lat.get("max", 0)),
+        hist=histogram.from_json_bins(clat.get("bins", {})),
+    )
+
+
+def _job_stats(job: dict, host: str) -> JobStats:
+    dirs = {ddir: _dir_stats(job[ddir]) for ddir in DDIRS if job.get(ddir, {}).get("total_ios")}
+    return JobStats(
+        name=str(job.get("jobname", "")),
+        host=str(job.get("hostname", host)),
+        error=int(job.get("error", 0)),
+        usr_cpu_pct=float(job.get("usr_cpu", 0.0)),
+        sys_cpu_pct=float(job.get("sys_cpu", 0.0)),
+        ctx=int(job.get("ctx", 0)),
+        job_runtime_ms=int(job.get("job_runtime", 0)),
+        dirs=dirs,
+        iodepth_level={k: float(v) for k, v in job.get("iodepth_level", {}).items()},
+    )
+
+
+def parse_document(doc: dict, host: str = "local") -> FioOutput:
+    """One fio json/json+ document -> typed job stats."""
+    if "jobs" not in doc and "client_stats" not in doc:
+        raise FioOutputError("fio output has neither 'jobs' nor 'client_stats'")
+    raw_jobs = doc.get("client_stats") or doc.get("jobs") or []
+    # In client/server mode fio adds an "All clients" summary; iorig merges
+    # the per-host entries itself.
+    jobs = tuple(_job_stats(j, host) for j in raw_jobs if j.get("jobname") != "All clients")
+    return FioOutput(
+        version=str(doc.get("fio version", "")),
+        timestamp_ms=int(doc.get("timestamp_ms", 0)),
+        jobs=jobs,
+        disk_util=tuple(doc.get("disk_util", ())),
+    )
+
+
+def parse_final(text: str, host: str = "local") -> FioOutput:
+    docs = split_documents(text)
+    if not docs:
+        raise FioOutputError("fio wrote no JSON result (see its error output)")
+    return parse_document(docs[-1], host)
+
+
+@dataclass(frozen=True)
+class LogSample:
+    t_ms: int
+    value: float
+    ddir: str
+    bs: int
+
+
+_LOG_LINE = re.compile(r"^\s*(\d+),\s*(\d+),\s*(\d+),\s*(\d+)")
+
+
+def parse_series_log(text: str) -> list[LogSample]:
+    """An averaged iops/bw/lat log: ``time_ms, value, ddir, bs[, offset, prio]``."""
+    samples = []
+    for line in text.splitlines():
+        match = _LOG_LINE.match(line)
+        if not match:
+            continue
+        t_ms, value, ddir, bs = (int(g) for g in match.groups())
+        if ddir in _DDIR_BY_CODE:
+            samples.append(LogSample(t_ms, float(value), _DDIR_BY_CODE[ddir], bs))
+    return samples
+
+
+@dataclass(frozen=True)
+class HistLogEntry:
+    t_ms: int
+    ddir: str
+    counts: np.ndarray = field(compare=False, repr=False)
+
+
+def parse_hist_log(text: str) -> list[HistLogEntry]:
+    """A histogram log (``log_hist_msec``, coarseness 0): per-interval bin counts.
+
+    Each line is ``time_ms, ddir, bs, bin0 .. bin1855`` and holds the
+    completions since the previous line of that job and direction.
+    """
+    if not text.strip():
+        return []
+    table = np.loadtxt(io.StringIO(text), delimiter=",", dtype=np.uint64, ndmin=2)
+    if table.shape[1] != 3 + histogram.NR_BINS:
+        raise FioOutputError(
+            f"histogram log has {table.shape[1] - 3} bins per line, expected "
+            f"{histogram.NR_BINS} (log_hist_coarseness must be 0)"
+        )
+    return [
+        HistLogEntry(int(row[0]), _DDIR_BY_CODE.get(int(row[1]), "read"), row[3:].copy())
+        for row in table
+        if int(row[1]) in _DDIR_BY_CODE
+    ]
+
+
+_LOG_NAME = re.compile(
+    r"^(?P<prefix>.+)_(?P<kind>iops|bw|clat_hist|clat|lat|slat)\.(?P<job>\d+)\.log(?:\.(?P<host>.+))?$"
+)
+
+
+@dataclass(frozen=True)
+class LogFile:
+    path: Path
+    prefix: str
+    kind: str
+    job: int
+    host: str | None
+
+
+def find_logs(directory: Path) -> list[LogFile]:
+    """The fio log files in ``directory``, named ``<prefix>_<kind>.<job>.log[.<host>]``."""
+    found = []
+    for path in sorted(directory.iterdir()):
+        match = _LOG_NAME.match(path.name)
+        if match:
+            found.append(
+                LogFile(path, match["prefix"], match["kind"], int(match["job"]), match["host"])
+            )
+    return found

@@ -1,0 +1,60 @@
+"""Live rates from fio's ``--status-interval`` snapshots (cumulative counters)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from iorig.fio.parse import DDIRS
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    t_ms: int
+    elapsed_s: float
+    ios: int
+    io_bytes: int
+    lat_sum_ns: float  # sum of completion latencies so far
+
+
+@dataclass(frozen=True)
+class LiveRates:
+    elapsed_s: float
+    io_bytes: int
+    iops: float
+    bytes_per_s: float
+    lat_mean_ns: float
+
+
+def snapshot(doc: dict) -> Snapshot:
+    jobs = doc.get("client_stats") or doc.get("jobs") or []
+    jobs = [j for j in jobs if j.get("jobname") != "All clients"]
+    ios = io_bytes = 0
+    lat_sum = 0.0
+    for job in jobs:
+        for ddir in DDIRS:
+            d = job.get(ddir) or {}
+            n = int(d.get("total_ios", 0))
+            ios += n
+            io_bytes += int(d.get("io_bytes", 0))
+            lat_sum += float((d.get("clat_ns") or {}).get("mean", 0.0)) * n
+    elapsed = max((float(j.get("elapsed", 0)) for j in jobs), default=0.0)
+    return Snapshot(int(doc.get("timestamp_ms", 0)), elapsed, ios, io_bytes, lat_sum)
+
+
+def rates(previous: Snapshot | None, current: Snapshot) -> LiveRates:
+    """Rates over the last interval (or since the start for the first snapshot)."""
+    if previous is None or current.t_ms <= previous.t_ms:
+        seconds = max(current.elapsed_s, 1e-3)
+        d_ios, d_bytes, d_lat = current.ios, current.io_bytes, current.lat_sum_ns
+    else:
+        seconds = (current.t_ms - previous.t_ms) / 1000
+        d_ios = current.ios - previous.ios
+        d_bytes = current.io_bytes - previous.io_bytes
+        d_lat = current.lat_sum_ns - previous.lat_sum_ns
+    return LiveRates(
+        elapsed_s=current.elapsed_s,
+        io_bytes=current.io_bytes,
+        iops=d_ios / seconds,
+        bytes_per_s=d_bytes / seconds,
+        lat_mean_ns=d_lat / d_ios if d_ios > 0 else float("nan"),
+    )

@@ -1,0 +1,166 @@
+"""From a resolved scenario and the user's targets to concrete phases.
+
+``prepare`` does the checks that touch the machine (fio present and recent
+enough, targets safe and sized, engines probed) before anything is written
+to the database; ``build_plan`` is the pure part.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from iorig.errors import UserError
+from iorig.fio import runner
+from iorig.scenario import ResolvedScenario, Workload
+from iorig.targets import Target, release, resolve_target
+from iorig.units import format_bytes
+
+ENGINE_ORDER = ("io_uring", "libaio", "psync")
+
+
+@dataclass(frozen=True)
+class PlannedWorkload:
+    label: str  # workload name within the phase; also the fio section name
+    spec: Workload
+    target: Target
+    size_bytes: int  # working set
+    offset_bytes: int
+    engine: str
+
+
+@dataclass(frozen=True)
+class PlannedPhase:
+    seq: int
+    name: str
+    kind: str
+    duration_s: float | None
+    headline: str
+    description: str
+    workloads: tuple[PlannedWorkload, ...]
+
+    @property
+    def bytes_to_write(self) -> int:
+        """For prefill phases: what fio writes before it finishes."""
+        return sum(w.size_bytes * w.spec.jobs for w in self.workloads)
+
+
+@dataclass(frozen=True)
+class Plan:
+    resolved: ResolvedScenario
+    targets: dict[str, Target]
+    phases: tuple[PlannedPhase, ...]
+    fio: str
+    fio_version: str
+    host: str = "local"
+    notes: tuple[str, ...] = ()
+
+    @property
+    def engines(self) -> list[str]:
+        return sorted({w.engine for p in self.phases for w in p.workloads})
+
+
+def build_plan(
+    resolved: ResolvedScenario,
+    targets: dict[str, Target],
+    engines: dict[tuple[str, bool], str],
+    fio: str,
+    fio_version: str,
+) -> Plan:
+    """Concrete phases: working sets sized, engines chosen, empty pauses dropped."""
+    phases = []
+    notes = []
+    for seq, phase in enumerate(resolved.scenario.phases):
+        if phase.kind == "idle" and not phase.duration:
+            notes.append(f"pause {phase.name!r} has zero length and is skipped")
+            continue
+        planned = []
+        for w in phase.workloads:
+            target = targets[w.target]
+            size = w.size if w.size is not None else target.size_bytes - w.offset
+            if size <= 0 or w.offset + size > target.size_bytes:
+                raise UserError(
+                    f"phase {phase.name!r}, workload {w.label!r}: offset {format_bytes(w.offset)} "
+                    f"+ working set {format_bytes(size)} does not fit in target {w.target!r} "
+                    f"({format_bytes(target.size_bytes)})",
+                    hint="raise --size or lower the workload's size/offset",
+                )
+            if size < w.bs:
+                raise UserError(
+                    f"phase {phase.name!r}: the working set ({format_bytes(size)}) is smaller "
+                    f"than one block ({format_bytes(w.bs)})",
+                    hint="raise --size",
+                )
+            engine = w.engine if w.engine != "auto" else engines[(w.target, w.direct)]
+            planned.append(PlannedWorkload(w.label, w, target, size, w.offset, engine))
+        phases.append(
+            PlannedPhase(
+                seq=seq,
+                name=phase.name,
+                kind=phase.kind,
+                duration_s=phase.duration,
+                headline=phase.headline,
+                description=phase.description,
+                workloads=tuple(planned),
+            )
+        )
+    if not any(p.kind == "measure" for p in phases):
+        notes.append("the scenario has no measure phase: nothing will be scored")
+    return Plan(resolved, targets, tuple(phases), fio, fio_version, notes=tuple(notes))
+
+
+def prepare(
+    resolved: ResolvedScenario,
+    target_paths: dict[str, str],
+    *,
+    allow_destroy: bool,
+    fio_path: str | None = None,
+) -> Plan:
+    """Check the machine and the targets, then build the plan. Raises UserError."""
+    fio = runner.find_fio(fio_path)
+    version = runner.fio_version(fio)
+    scenario = resolved.scenario
+    missing = [role for role in scenario.targets if role not in target_paths]
+    if missing:
+        raise UserError(
+            f"scenario {scenario.name!r} needs a target for: {', '.join(missing)}",
+            hint="pass --target PATH (a file, a directory or a block device), "
+            "e.g. --target ./iorig-scratch/",
+        )
+    size_explicit = resolved.param_origins.get("size", "default") != "default"
+    targets: dict[str, Target] = {}
+    try:
+        for role, spec in scenario.targets.items():
+            targets[role] = resolve_target(
+                target_paths[role],
+                role=role,
+                size=spec.size,
+                size_explicit=size_explicit,
+                allow_destroy=allow_destroy,
+            )
+        engines = _probe_engines(resolved, targets, fio)
+        return build_plan(resolved, targets, engines, fio, version)
+    except BaseException:
+        for target in targets.values():  # nothing ran: leave no files behind
+            release(target, keep=False)
+        raise
+
+
+def _probe_engines(
+    resolved: ResolvedScenario, targets: dict[str, Target], fio: str
+) -> dict[tuple[str, bool], str]:
+    engines: dict[tuple[str, bool], str] = {}
+    for phase in resolved.scenario.phases:
+        for w in phase.workloads:
+            key = (w.target, w.direct)
+            if w.engine == "auto" and key not in engines:
+                target = targets[w.target]
+                location = target.path if target.kind == "block" else Path(target.path).parent
+                engines[key] = runner.probe_engine(
+                    fio,
+                    location,
+                    block_device=target.kind == "block",
+                    direct=w.direct,
+                    candidates=ENGINE_ORDER,
+                ).engine
+    return engines

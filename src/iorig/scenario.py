@@ -1,0 +1,474 @@
+"""Scenario files: the pydantic schema, parameter templating and loading.
+
+A scenario is data, not code. Values may reference parameters as ``${name}``;
+a value that is exactly ``${name}`` takes the parameter's typed value, a
+longer string gets it interpolated. Parameters have a type, a default, and
+may be changed by a named profile (``--quick``) or ``--set name=value``, in
+that order of precedence. Every error names the file, the line and the field.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+
+from iorig.errors import UserError
+from iorig.units import format_bytes, parse_duration, parse_percent, parse_size
+from iorig.yamlsource import Path_, YamlDoc, load_yaml
+
+FORMAT_VERSION = 1
+_NAME_RE = r"^[a-z0-9][a-z0-9_-]{0,62}$"
+_TEMPLATE_RE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
+
+Size = Annotated[int, BeforeValidator(parse_size)]
+Duration = Annotated[float, BeforeValidator(parse_duration)]
+Percent = Annotated[float, BeforeValidator(parse_percent)]
+
+
+def _strict_bool(value: Any) -> bool:
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text in ("true", "yes", "on", "1"):
+        return True
+    if text in ("false", "no", "off", "0"):
+        return False
+    raise ValueError(f"expected true or false, got {value!r}")
+
+
+Bool = Annotated[bool, BeforeValidator(_strict_bool)]
+
+RW = Literal["read", "write", "randread", "randwrite", "randrw", "rw"]
+SEQUENTIAL = frozenset({"read", "write", "rw"})
+READS = frozenset({"read", "randread", "randrw", "rw"})
+WRITES = frozenset({"write", "randwrite", "randrw", "rw"})
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Workload(_Model):
+    """One typed I/O stream; maps 1:1 to a fio job section."""
+
+    name: str | None = Field(default=None, pattern=_NAME_RE)
+    target: str = "data"
+    rw: RW
+    bs: Size
+    read_pct: Percent | None = None
+    iodepth: int = Field(default=1, ge=1, le=65536)
+    jobs: int = Field(default=1, ge=1, le=1024)
+    size: Size | None = None  # working set; default: the whole target
+    offset: Size = 0
+    rate_iops: int | None = Field(default=None, ge=1)
+    direct: Bool = True
+    engine: Literal["auto", "io_uring", "libaio", "psync"] = "auto"
+
+    @field_validator("rw", mode="before")
+    @classmethod
+    def _alias_readwrite(cls, value: Any) -> Any:
+        return "rw" if value == "readwrite" else value
+
+    @field_validator("bs")
+    @classmethod
+    def _aligned(cls, bs: int) -> int:
+        if bs <= 0:
+            raise ValueError("block size must be positive")
+        if bs % 512:
+            raise ValueError(
+                f"block size {bs} bytes is not a multiple of 512; note that KB/MB are SI "
+                f"units (4KB = 4000 bytes): write 4KiB or 4k for 4096"
+            )
+        return bs
+
+    @model_validator(mode="after")
+    def _mix(self) -> Workload:
+        if self.read_pct is not None:
+            if self.rw not in ("randrw", "rw"):
+                raise ValueError(f"read_pct applies to rw: randrw or rw, not {self.rw}")
+            if not float(self.read_pct).is_integer():
+                raise ValueError("read_pct must be a whole percentage (fio's rwmixread)")
+        return self
+
+    @property
+    def label(self) -> str:
+        return self.name or self.rw
+
+    @property
+    def sequential(self) -> bool:
+        return self.rw in SEQUENTIAL
+
+
+PhaseKind = Literal["prefill", "warmup", "measure", "idle"]
+
+
+class Phase(_Model):
+    name: str = Field(pattern=_NAME_RE)
+    kind: PhaseKind
+    duration: Duration | None = None
+    description: str = ""
+    workloads: list[Workload] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _shape(self) -> Phase:
+        if self.kind == "idle":
+            if self.workloads:
+                raise ValueError("an idle phase has no workloads")
+            if self.duration is None:
+                raise ValueError("an idle phase needs a duration")
+            return self
+        if not self.workloads:
+            raise ValueError(f"a {self.kind} phase needs at least one workload")
+        if self.kind == "prefill":
+            if self.duration is not None:
+                raise ValueError("a prefill phase writes its working set once; remove 'duration'")
+            for w in self.workloads:
+                if w.rw not in ("write", "randwrite"):
+                    raise ValueError(f"a prefill phase only writes; rw: {w.rw} is not allowed")
+        elif self.duration is None or self.duration <= 0:
+            raise ValueError(f"a {self.kind} phase needs a duration greater than zero")
+        labels = [w.label for w in self.workloads]
+        if len(set(labels)) != len(labels):
+            raise ValueError(
+                "workloads in one phase need distinct names; add 'name:' to each workload"
+            )
+        return self
+
+    @property
+    def headline(self) -> str:
+        """IOPS for random work, bytes/s when every workload is sequential."""
+        if self.workloads and all(w.sequential for w in self.workloads):
+            return "bytes_per_s"
+        return "iops"
+
+
+class TargetSpec(_Model):
+    size: Size
+    description: str = ""
+
+
+ParamType = Literal["size", "duration", "int", "float", "bool", "percent", "str", "choice"]
+
+
+class Parameter(_Model):
+    type: ParamType = "str"
+    default: Any
+    help: str = ""
+    choices: list[str] | None = None
+
+    @model_validator(mode="after")
+    def _default_valid(self) -> Parameter:
+        if self.type == "choice" and not self.choices:
+            raise ValueError("a choice parameter needs 'choices'")
+        coerce_parameter(self, self.default)
+        return self
+
+
+class Scenario(_Model):
+    iorig: int = FORMAT_VERSION
+    name: str = Field(pattern=_NAME_RE)
+    version: int = 1
+    title: str
+    description: str = ""
+    parameters: dict[str, Parameter] = Field(default_factory=dict)
+    profiles: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    targets: dict[str, TargetSpec] = Field(default_factory=dict)
+    phases: list[Phase] = Field(min_length=1)
+
+    @field_validator("iorig")
+    @classmethod
+    def _format(cls, value: int) -> int:
+        if value > FORMAT_VERSION:
+            raise ValueError(
+                f"scenario format {value} is newer than this iorig understands "
+                f"({FORMAT_VERSION}); upgrade iorig"
+            )
+        return value
+
+    @model_validator(mode="after")
+    def _references(self) -> Scenario:
+        names = [p.name for p in self.phases]
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        if dupes:
+            raise ValueError(f"phase names must be unique: {', '.join(dupes)}")
+        if not self.targets:
+            raise ValueError("the scenario declares no targets")
+        for phase in self.phases:
+            for w in phase.workloads:
+                if w.target not in self.targets:
+                    raise ValueError(
+                        f"phase {phase.name!r} uses target {w.target!r}, which is not under "
+                        f"'targets' ({', '.join(self.targets)})"
+                    )
+        for profile, values in self.profiles.items():
+            unknown = sorted(set(values) - set(self.parameters))
+            if unknown:
+                raise ValueError(
+                    f"profile {profile!r} sets unknown parameters: {', '.join(unknown)}"
+                )
+        return self
+
+    @property
+    def measured(self) -> list[Phase]:
+        return [p for p in self.phases if p.kind == "measure"]
+
+
+def coerce_parameter(spec: Parameter, value: Any) -> Any:
+    """The typed value of a parameter; raises ValueError naming the problem."""
+    kind = spec.type
+    if kind == "size":
+        return parse_size(value)
+    if kind == "duration":
+        return parse_duration(value)
+    if kind == "percent":
+        return parse_percent(value)
+    if kind == "bool":
+        return _strict_bool(value)
+    if kind == "int":
+        if isinstance(value, bool):
+            raise ValueError(f"expected a whole number, got {value!r}")
+        try:
+            number = int(str(value).strip())
+        except ValueError:
+            raise ValueError(f"expected a whole number, got {value!r}") from None
+        return number
+    if kind == "float":
+        try:
+            return float(str(value).strip())
+        except ValueError:
+            raise ValueError(f"expected a number, got {value!r}") from None
+    if kind == "choice":
+        if str(value) not in (spec.choices or []):
+            raise ValueError(f"expected one of {', '.join(spec.choices or [])}, got {value!r}")
+        return str(value)
+    return str(value)
+
+
+# ------------------------------------------------------------------ loading
+
+
+@dataclass(frozen=True)
+class ScenarioSource:
+    """A scenario file as read: its text, where it came from, its YAML tree."""
+
+    text: str
+    origin: str  # "builtin:peak" or a path
+    doc: YamlDoc
+
+    @property
+    def name(self) -> str:
+        return str(self.doc.data.get("name", "")) if isinstance(self.doc.data, dict) else ""
+
+
+@dataclass(frozen=True)
+class ResolvedScenario:
+    """A validated scenario with every parameter resolved."""
+
+    scenario: Scenario
+    source: ScenarioSource
+    params: dict[str, Any]  # typed values
+    param_origins: dict[str, str]  # "default", "profile quick", "--set"
+    profile: str | None
+
+    def param_text(self, name: str) -> str:
+        value = self.params[name]
+        spec = self.scenario.parameters[name]
+        if spec.type == "size":
+            return format_bytes(value)
+        if spec.type == "duration":
+            return f"{value:g}s"
+        if spec.type == "bool":
+            return "true" if value else "false"
+        return str(value)
+
+
+def builtin_names() -> list[str]:
+    folder = resources.files("iorig") / "scenarios"
+    return sorted(p.name[:-5] for p in folder.iterdir() if p.name.endswith(".yaml"))
+
+
+def read_source(ref: str) -> ScenarioSource:
+    """A built-in scenario by name, or a user's YAML file by path."""
+    path = Path(ref)
+    if ref.endswith((".yaml", ".yml")) or path.is_file():
+        try:
+            text = path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            raise UserError(f"scenario file {ref} does not exist") from None
+        except (OSError, UnicodeDecodeError) as exc:
+            raise UserError(f"cannot read scenario file {ref}: {exc}") from None
+        return ScenarioSource(text, str(path), load_yaml(text, str(path)))
+    if ref in builtin_names():
+        text = (resources.files("iorig") / "scenarios" / f"{ref}.yaml").read_text(encoding="utf-8")
+        return ScenarioSource(text, f"builtin:{ref}", load_yaml(text, f"{ref}.yaml"))
+    raise UserError(
+        f"no built-in scenario named {ref!r} and no such file",
+        hint=f"built-ins: {', '.join(builtin_names())}; or give a path to a .yaml file",
+    )
+
+
+def source_from_text(text: str, origin: str) -> ScenarioSource:
+    return ScenarioSource(text, origin, load_yaml(text, origin))
+
+
+def _format_errors(
+    errors: list, doc: YamlDoc, substituted: dict[Path_, str], prefix: Path_ = ()
+) -> str:
+    lines = []
+    for err in errors:
+        # Drop pydantic's validator tags (e.g. "function-after[...]"), keep the data path.
+        path = tuple(p for p in (*prefix, *err["loc"]) if isinstance(p, int) or "[" not in str(p))
+        field = ".".join(f"[{p}]" if isinstance(p, int) else str(p) for p in path)
+        field = field.replace(".[", "[") or "(top level)"
+        message = err["msg"].removeprefix("Value error, ")
+        if err["type"] == "extra_forbidden":
+            message = f"unknown field {path[-1]!r}" if path else "unknown field"
+        elif err["type"] == "missing":
+            message = "required field is missing"
+        elif err["type"] == "string_pattern_mismatch":
+            message = "use lowercase letters, digits, '-' or '_' (e.g. random-read)"
+        origin = substituted.get(path)
+        suffix = f" (value from parameter {origin})" if origin else ""
+        lines.append(f"{doc.where(path)}: {field}: {message}{suffix}")
+    return "\n".join(lines)
+
+
+def _substitute(data: Any, params: dict[str, Any], path: Path_, doc: YamlDoc, used: dict) -> Any:
+    if isinstance(data, dict):
+        return {k: _substitute(v, params, (*path, k), doc, used) for k, v in data.items()}
+    if isinstance(data, list):
+        return [_substitute(v, params, (*path, i), doc, used) for i, v in enumerate(data)]
+    if isinstance(data, str) and "${" in data:
+        names = _TEMPLATE_RE.findall(data)
+        for name in names:
+            if name not in params:
+                raise UserError(
+                    f"{doc.where(path)}: unknown parameter ${{{name}}}",
+                    hint=f"declare it under 'parameters' (known: {', '.join(params) or 'none'})",
+                )
+        whole = _TEMPLATE_RE.fullmatch(data)
+        used[path] = names[0] if whole else ", ".join(names)
+        if whole:
+            return params[whole.group(1)]
+        return _TEMPLATE_RE.sub(lambda m: str(params[m.group(1)]), data)
+    return data
+
+
+def _parameter_specs(source: ScenarioSource) -> dict[str, Parameter]:
+    data = source.doc.data
+    if not isinstance(data, dict):
+        raise UserError(f"{source.doc.where(())}: a scenario is a mapping with name, title, phases")
+    raw = data.get("parameters") or {}
+    if not isinstance(raw, dict):
+        raise UserError(f"{source.doc.where(('parameters',))}: 'parameters' must be a mapping")
+    specs = {}
+    for name, spec in raw.items():
+        if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
+            raise UserError(
+                f"{source.doc.where(('parameters', name))}: bad parameter name {name!r}"
+            )
+        if not isinstance(spec, dict):
+            raise UserError(
+                f"{source.doc.where(('parameters', name))}: parameter {name!r} needs a mapping "
+                "with 'type' and 'default'"
+            )
+        try:
+            specs[name] = Parameter.model_validate(spec)
+        except ValidationError as exc:
+            raise UserError(
+                _format_errors(exc.errors(), source.doc, {}, prefix=("parameters", name))
+            ) from None
+    return specs
+
+
+def resolve(
+    source: ScenarioSource,
+    profile: str | None = None,
+    overrides: dict[str, str] | None = None,
+) -> ResolvedScenario:
+    """Validate ``source`` with its parameters resolved. Raises UserError."""
+    overrides = overrides or {}
+    specs = _parameter_specs(source)
+    data = source.doc.data
+    profiles = data.get("profiles") or {}
+    if profile is not None and profile not in profiles:
+        known = ", ".join(profiles) or "none"
+        raise UserError(f"scenario {source.name!r} has no profile {profile!r} (profiles: {known})")
+    values: dict[str, Any] = {}
+    origins: dict[str, str] = {}
+    raw_text: dict[str, str] = {}
+    for name, spec in specs.items():
+        values[name] = coerce_parameter(spec, spec.default)
+        origins[name] = "default"
+        raw_text[name] = str(spec.default)
+    for name, value in (profiles.get(profile) or {}).items() if profile else ():
+        if name not in specs:
+            raise UserError(
+                f"{source.doc.where(('profiles', profile, name))}: profile {profile!r} sets "
+                f"unknown parameter {name!r}"
+            )
+        try:
+            values[name] = coerce_parameter(specs[name], value)
+        except ValueError as exc:
+            raise UserError(
+                f"{source.doc.where(('profiles', profile, name))}: {name}: {exc}"
+            ) from None
+        origins[name] = f"profile {profile}"
+        raw_text[name] = str(value)
+    for name, value in overrides.items():
+        if name not in specs:
+            raise UserError(
+                f"--set {name}=...: scenario {source.name!r} has no parameter {name!r}",
+                hint=f"its parameters: {', '.join(specs) or 'none'} (see `iorig scenarios show`)",
+            )
+        try:
+            values[name] = coerce_parameter(specs[name], value)
+        except ValueError as exc:
+            raise UserError(f"--set {name}={value}: {exc}") from None
+        origins[name] = "--set"
+        raw_text[name] = str(value)
+
+    used: dict[Path_, str] = {}
+    body = {k: v for k, v in data.items() if k not in ("parameters", "profiles")}
+    body = _substitute(body, values, (), source.doc, used)
+    body["parameters"] = {n: s.model_dump() for n, s in specs.items()}
+    body["profiles"] = profiles
+    try:
+        scenario = Scenario.model_validate(body)
+    except ValidationError as exc:
+        described = {
+            path: f"{name}: {raw_text.get(name, '?')} from {origins.get(name, '?')}"
+            for path, name in used.items()
+        }
+        raise UserError(_format_errors(exc.errors(), source.doc, described)) from None
+    return ResolvedScenario(scenario, source, values, origins, profile)
+
+
+def load(
+    ref: str, profile: str | None = None, overrides: dict[str, str] | None = None
+) -> ResolvedScenario:
+    return resolve(read_source(ref), profile, overrides)
+
+
+def parse_assignments(items: list[str]) -> dict[str, str]:
+    """``["bs=4k", "iodepth=32"]`` -> dict; rejects malformed items."""
+    out: dict[str, str] = {}
+    for item in items:
+        name, sep, value = item.partition("=")
+        if not sep or not name.strip():
+            raise UserError(f"--set {item!r}: expected name=value, e.g. --set duration=30s")
+        out[name.strip()] = value.strip()
+    return out

@@ -1,0 +1,290 @@
+"""Resolve ``--target`` into the file or device fio will use, and refuse
+anything that would destroy data the user did not offer.
+
+A block device is refused when it is mounted, holds partitions, is used by
+another device (LVM, RAID, dm-crypt), or carries a partition table or
+filesystem signature — the last three unless ``--allow-destroy`` is given;
+a mounted device is always refused. An existing regular file that iorig did
+not create is treated the same way: iorig marks the files it creates with
+the extended attribute ``user.iorig`` so that later runs may reuse them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import shutil
+import stat
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from iorig.errors import UserError
+from iorig.units import format_bytes
+
+MARK_XATTR = "user.iorig"
+DATA_FILE_NAME = "iorig-{role}.dat"
+TargetKind = Literal["file", "directory", "block"]
+
+
+@dataclass(frozen=True)
+class Target:
+    role: str  # the scenario's name for it, e.g. "data"
+    given: str  # what the user typed
+    kind: TargetKind
+    path: Path  # the file or device fio does I/O on
+    size_bytes: int  # region iorig uses
+    device_size_bytes: int | None  # whole device (block targets)
+    created: bool  # iorig created the data file in this run
+    remove_after: bool  # a data file iorig placed in a directory target
+
+
+# ------------------------------------------------------------ block devices
+
+
+def _sysfs_dir(dev: Path) -> Path:
+    st = os.stat(dev)
+    return Path(f"/sys/dev/block/{os.major(st.st_rdev)}:{os.minor(st.st_rdev)}")
+
+
+def _mounted_devnums() -> set[str]:
+    """major:minor of every mounted filesystem's device, plus active swap."""
+    nums: set[str] = set()
+    with contextlib.suppress(OSError), open("/proc/self/mountinfo") as f:
+        for line in f:
+            fields = line.split()
+            if len(fields) > 2:
+                nums.add(fields[2])
+    with contextlib.suppress(OSError), open("/proc/swaps") as f:
+        for line in list(f)[1:]:
+            name = line.split()[0]
+            with contextlib.suppress(OSError):
+                st = os.stat(name)
+                if stat.S_ISBLK(st.st_mode):
+                    nums.add(f"{os.major(st.st_rdev)}:{os.minor(st.st_rdev)}")
+    return nums
+
+
+def _children(sysdir: Path) -> list[Path]:
+    """Partitions of the device (sysfs entries with a 'partition' file)."""
+    with contextlib.suppress(OSError):
+        return [p for p in sysdir.resolve().iterdir() if (p / "partition").exists()]
+    return []
+
+
+def _devnum(sysdir: Path) -> str:
+    try:
+        return (sysdir / "dev").read_text().strip()
+    except OSError:
+        return ""
+
+
+_MAGICS: tuple[tuple[int, bytes, str], ...] = (
+    (510, b"\x55\xaa", "an MBR partition table or boot sector"),
+    (512, b"EFI PART", "a GPT partition table"),
+    (0x438, b"\x53\xef", "an ext2/3/4 filesystem"),
+    (0, b"XFSB", "an XFS filesystem"),
+    (0x10040, b"_BHRfS_M", "a btrfs filesystem"),
+    (0, b"LUKS\xba\xbe", "a LUKS encrypted volume"),
+    (0x218, b"LVM2 001", "an LVM physical volume"),
+    (4086, b"SWAPSPACE2", "a swap area"),
+    (3, b"NTFS    ", "an NTFS filesystem"),
+    (0x52, b"FAT32   ", "a FAT32 filesystem"),
+    (0x36, b"FAT", "a FAT filesystem"),
+)
+
+
+def _signature(dev: Path) -> str | None:
+    """What the device's first blocks say it holds, or None when blank."""
+    blkid = shutil.which("blkid") or (
+        "/usr/sbin/blkid" if os.path.exists("/usr/sbin/blkid") else None
+    )
+    if blkid:
+        try:
+            done = subprocess.run(
+                [blkid, "-p", "-o", "export", str(dev)], capture_output=True, text=True, timeout=30
+            )
+        except (OSError, subprocess.TimeoutExpired):
+            done = None
+        if done is not None and done.returncode == 0:
+            info = dict(line.split("=", 1) for line in done.stdout.splitlines() if "=" in line)
+            if "PTTYPE" in info:
+                return f"a {info['PTTYPE']} partition table (blkid)"
+            if "TYPE" in info:
+                return f"{info.get('USAGE', 'data')} of type {info['TYPE']} (blkid)"
+            return "a signature blkid recognises"
+        if done is not None and done.returncode == 2:
+            return None  # blkid: nothing found
+    # No usable blkid: look for the common signatures ourselves.
+    try:
+        with open(dev, "rb") as f:
+            head = f.read(0x10048)
+    except OSError as exc:
+        raise UserError(f"cannot read {dev} to check what it holds: {exc}") from None
+    for offset, magic, what in _MAGICS:
+        if head[offset : offset + len(magic)] == magic:
+            return what
+    return None
+
+
+def _device_size(dev: Path) -> int:
+    fd = os.open(dev, os.O_RDONLY)
+    try:
+        return os.lseek(fd, 0, os.SEEK_END)
+    finally:
+        os.close(fd)
+
+
+def check_block_device(dev: Path, allow_destroy: bool) -> None:
+    """Raise UserError unless writing to ``dev`` destroys nothing unoffered."""
+    sysdir = _sysfs_dir(dev)
+    mounted = _mounted_devnums()
+    devnums = {_devnum(sysdir)} | {_devnum(p) for p in _children(sysdir)}
+    if devnums & mounted:
+        raise UserError(
+            f"refusing to write to {dev}: it (or one of its partitions) is mounted or used as swap",
+            hint="unmount it first; iorig never writes to a mounted device, even with "
+            "--allow-destroy",
+        )
+    if allow_destroy:
+        return
+    advice = "pass --allow-destroy if everything on it may be overwritten"
+    parts = _children(sysdir)
+    if parts:
+        raise UserError(
+            f"refusing to write to {dev}: it has partitions ({', '.join(p.name for p in parts)})",
+            hint=advice,
+        )
+    holders = list((sysdir / "holders").iterdir()) if (sysdir / "holders").is_dir() else []
+    if holders:
+        raise UserError(
+            f"refusing to write to {dev}: it is in use by {', '.join(h.name for h in holders)} "
+            "(LVM, RAID or encryption)",
+            hint=advice,
+        )
+    what = _signature(dev)
+    if what:
+        raise UserError(f"refusing to write to {dev}: it holds {what}", hint=advice)
+
+
+# ------------------------------------------------------------------ files
+
+
+def _is_marked(path: Path) -> bool:
+    try:
+        return os.getxattr(path, MARK_XATTR) == b"1"
+    except OSError:
+        return False
+
+
+def _mark(path: Path) -> None:
+    with contextlib.suppress(
+        OSError
+    ):  # filesystems without user xattrs: reuse needs --allow-destroy
+        os.setxattr(path, MARK_XATTR, b"1")
+
+
+def _existing_ancestor(path: Path) -> Path:
+    probe = path
+    while not probe.exists():
+        probe = probe.parent
+    return probe
+
+
+def _check_space(path: Path, needed: int, existing: int) -> None:
+    free_at = _existing_ancestor(path.parent)
+    vfs = os.statvfs(free_at)
+    available = vfs.f_bavail * vfs.f_frsize
+    growth = max(0, needed - existing)
+    if growth > available:
+        raise UserError(
+            f"not enough free space for {path}: the working set needs {format_bytes(needed)}, "
+            f"{format_bytes(available)} is free on {free_at}",
+            hint="use --size to test a smaller working set, or choose a target on a larger "
+            "filesystem",
+        )
+
+
+def _prepare_file(path: Path, size: int, allow_destroy: bool) -> bool:
+    """Create (or vet) the data file; True when iorig created it now."""
+    if path.exists():
+        if not path.is_file():
+            raise UserError(f"{path} exists and is neither a regular file nor a block device")
+        current = path.stat().st_size
+        if current and not _is_marked(path) and not allow_destroy:
+            raise UserError(
+                f"refusing to overwrite {path}: it holds {format_bytes(current)} that iorig did "
+                "not create",
+                hint="choose a new path or a directory, or pass --allow-destroy to overwrite it",
+            )
+        if not os.access(path, os.R_OK | os.W_OK):
+            raise UserError(f"cannot read and write {path}: permission denied")
+        _check_space(path, size, current)
+        _mark(path)
+        return False
+    _check_space(path, size, 0)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        os.close(fd)
+    except OSError as exc:
+        reason = "permission denied" if exc.errno in (errno.EACCES, errno.EPERM) else exc.strerror
+        raise UserError(
+            f"cannot create {path}: {reason}",
+            hint="choose a directory you can write to, e.g. --target ./iorig-scratch/",
+        ) from None
+    _mark(path)
+    return True
+
+
+# ------------------------------------------------------------------ entry
+
+
+def resolve_target(
+    given: str,
+    *,
+    role: str,
+    size: int,
+    size_explicit: bool,
+    allow_destroy: bool,
+) -> Target:
+    """Check and prepare one target. ``size`` is the scenario's working set;
+    on a block device without an explicit size the whole device is used."""
+    if not given:
+        raise UserError(
+            "no target given", hint="pass --target PATH (a file, directory or block device)"
+        )
+    path = Path(given).expanduser()
+    if path.exists() and stat.S_ISBLK(path.stat().st_mode):
+        if not os.access(path, os.R_OK | os.W_OK):
+            raise UserError(
+                f"cannot open {path} for reading and writing: permission denied",
+                hint="run as root or add your user to the disk group",
+            )
+        device_size = _device_size(path)
+        if size_explicit and size > device_size:
+            raise UserError(
+                f"--size {format_bytes(size)} is larger than {path} ({format_bytes(device_size)})"
+            )
+        check_block_device(path, allow_destroy)
+        region = size if size_explicit else device_size
+        return Target(role, given, "block", path.resolve(), region, device_size, False, False)
+    if size <= 0:
+        raise UserError(f"the working set of target {role!r} must be larger than zero")
+    if given.endswith("/") or path.is_dir():
+        if path.exists() and not path.is_dir():
+            raise UserError(f"{given} ends with '/' but is not a directory")
+        data = path / DATA_FILE_NAME.format(role=role)
+        created = _prepare_file(data.resolve(), size, allow_destroy)
+        return Target(role, given, "directory", data.resolve(), size, None, created, created)
+    created = _prepare_file(path.resolve(), size, allow_destroy)
+    return Target(role, given, "file", path.resolve(), size, None, created, False)
+
+
+def release(target: Target, keep: bool) -> None:
+    """Remove a data file iorig placed in a directory target (unless kept)."""
+    if target.remove_after and not keep:
+        with contextlib.suppress(FileNotFoundError):
+            target.path.unlink()

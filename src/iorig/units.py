@@ -1,0 +1,148 @@
+"""Parsing and formatting of sizes, durations, rates and counts.
+
+Sizes follow what storage people type: ``4k``, ``4K``, ``4KiB`` and ``4Ki`` are
+4096 bytes (fio's habit, IEC), while ``4KB`` is 4000 bytes (SI). Block sizes
+that come out unaligned because of SI units are caught by the scenario model,
+which says so. Durations accept ``500ms``, ``30s``, ``5m``, ``2h`` or a bare
+number of seconds.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+
+_SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*$")
+_IEC = {"": 1, "b": 1}
+for _i, _p in enumerate("kmgtp", start=1):
+    _IEC[_p] = 1024**_i
+    _IEC[_p + "i"] = 1024**_i
+    _IEC[_p + "ib"] = 1024**_i
+_SI = {p + "b": 1000**i for i, p in enumerate("kmgtp", start=1)}
+
+_DURATION_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|sec|m|min|h|hr|d)?\s*$", re.IGNORECASE)
+_DURATION_FACTORS = {
+    None: 1.0,
+    "ms": 0.001,
+    "s": 1.0,
+    "sec": 1.0,
+    "m": 60.0,
+    "min": 60.0,
+    "h": 3600.0,
+    "hr": 3600.0,
+    "d": 86400.0,
+}
+
+
+def parse_size(value: str | int | float) -> int:
+    """Bytes from ``64MiB``, ``4k``, ``1.5GiB``, ``4KB`` (SI) or a plain integer."""
+    if isinstance(value, bool):
+        raise ValueError(f"expected a size such as 64MiB, got {value!r}")
+    if isinstance(value, int):
+        if value < 0:
+            raise ValueError(f"size must not be negative, got {value}")
+        return value
+    if isinstance(value, float):
+        if value < 0 or not value.is_integer():
+            raise ValueError(f"size must be a whole number of bytes, got {value}")
+        return int(value)
+    match = _SIZE_RE.match(str(value))
+    if not match:
+        raise ValueError(f"not a size: {value!r} (use e.g. 4KiB, 64MiB, 1GiB or 4k)")
+    number, unit = match.groups()
+    key = unit.lower()
+    if unit.endswith("B") and len(unit) == 2 and unit[0].upper() in "KMGTP":
+        factor = _SI[key]  # "KB", "MB": SI, as printed on drive labels
+    elif key in _IEC:
+        factor = _IEC[key]
+    else:
+        raise ValueError(f"unknown size unit {unit!r} in {value!r} (use B, KiB, MiB, GiB, TiB)")
+    size = float(number) * factor
+    if not size.is_integer():
+        raise ValueError(f"size {value!r} is not a whole number of bytes")
+    return int(size)
+
+
+def parse_duration(value: str | int | float) -> float:
+    """Seconds from ``30s``, ``5m``, ``500ms``, ``1h`` or a plain number of seconds."""
+    if isinstance(value, bool):
+        raise ValueError(f"expected a duration such as 30s, got {value!r}")
+    if isinstance(value, int | float):
+        if value < 0 or math.isnan(value):
+            raise ValueError(f"duration must not be negative, got {value}")
+        return float(value)
+    match = _DURATION_RE.match(str(value))
+    if not match:
+        raise ValueError(f"not a duration: {value!r} (use e.g. 500ms, 30s, 5m, 1h)")
+    number, unit = match.groups()
+    return float(number) * _DURATION_FACTORS[unit.lower() if unit else None]
+
+
+def parse_percent(value: str | int | float) -> float:
+    """A percentage 0..100 from ``70`` or ``70%`` (a fraction such as 0.7 means 0.7 %)."""
+    text = str(value).strip()
+    if text.endswith("%"):
+        text = text[:-1]
+    try:
+        number = float(text)
+    except ValueError:
+        raise ValueError(f"not a percentage: {value!r} (use e.g. 70 or 70%)") from None
+    if not 0.0 <= number <= 100.0:
+        raise ValueError(f"percentage must be between 0 and 100, got {value!r}")
+    return number
+
+
+def format_bytes(n: float) -> str:
+    """IEC size for capacities and block sizes: ``4KiB``, ``64MiB``, ``1.5GiB``."""
+    for unit, factor in (("TiB", 1024**4), ("GiB", 1024**3), ("MiB", 1024**2), ("KiB", 1024)):
+        if abs(n) >= factor:
+            value = n / factor
+            return f"{value:.0f}{unit}" if value.is_integer() else f"{value:.3g}{unit}"
+    return f"{n:.0f}B"
+
+
+def format_si(n: float, digits: int = 2) -> str:
+    """Seed 000's style: ``117.55K``, ``2.25G``."""
+    if n is None or (isinstance(n, float) and math.isnan(n)):
+        return "-"
+    for suffix, factor in (("T", 1e12), ("G", 1e9), ("M", 1e6), ("K", 1e3)):
+        if abs(n) >= factor:
+            return f"{n / factor:.{digits}f}{suffix}"
+    return f"{n:.{digits}f}" if not float(n).is_integer() else f"{int(n)}"
+
+
+def format_rate(bytes_per_s: float) -> str:
+    """Bandwidth in decimal units, as drive and link ratings are quoted."""
+    if bytes_per_s is None or math.isnan(bytes_per_s):
+        return "-"
+    for unit, factor in (("GB/s", 1e9), ("MB/s", 1e6), ("kB/s", 1e3)):
+        if abs(bytes_per_s) >= factor:
+            return f"{bytes_per_s / factor:.2f} {unit}"
+    return f"{bytes_per_s:.0f} B/s"
+
+
+def format_latency(ns: float | None) -> str:
+    """``850 µs``, ``1.24 ms``, ``0.56 s`` from nanoseconds."""
+    if ns is None or math.isnan(ns):
+        return "-"
+    if ns >= 1e9:
+        return f"{ns / 1e9:.2f} s"
+    if ns >= 1e6:
+        return f"{ns / 1e6:.2f} ms"
+    if ns >= 1e3:
+        return f"{ns / 1e3:.1f} µs"
+    return f"{ns:.0f} ns"
+
+
+def format_duration(seconds: float) -> str:
+    """``45s``, ``5m``, ``1h 30m``, ``1.5s``."""
+    if seconds < 60:
+        return f"{seconds:g}s"
+    minutes, secs = divmod(round(seconds), 60)
+    hours, minutes = divmod(minutes, 60)
+    parts = [f"{hours}h"] if hours else []
+    if minutes:
+        parts.append(f"{minutes}m")
+    if secs:
+        parts.append(f"{secs}s")
+    return " ".join(parts)
