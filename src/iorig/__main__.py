@@ -1,0 +1,3 @@
+from iorig.cli import main
+
+main()
