@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Set up what iorig needs on a Debian/Ubuntu machine: fio (and, for the test
-# suite, Chromium) from the distribution, and a Python virtual environment.
+# suite, the tools that build test block devices) from the distribution, and
+# a Python virtual environment.
 # Usage: scripts/bootstrap.sh [--test]
 set -euo pipefail
 
@@ -27,7 +28,9 @@ if ! "$python" -c 'import ensurepip, venv' >/dev/null 2>&1; then
     missing+=(python3-venv)
 fi
 if [ "$want_test" -eq 1 ]; then
-    command -v chromium >/dev/null 2>&1 || missing+=(chromium)
+    # sfdisk and mkfs.ext4 let the tests build devices that hold data.
+    command -v sfdisk >/dev/null 2>&1 || [ -x /usr/sbin/sfdisk ] || missing+=(fdisk)
+    command -v mkfs.ext4 >/dev/null 2>&1 || [ -x /usr/sbin/mkfs.ext4 ] || missing+=(e2fsprogs)
 fi
 if [ "${#missing[@]}" -gt 0 ]; then
     if ! command -v apt-get >/dev/null 2>&1; then

@@ -7,6 +7,7 @@ import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -30,14 +31,15 @@ def _supports_direct_io(directory: Path) -> bool:
 
 
 @pytest.fixture
-def scratch(tmp_path: Path) -> Path:
+def scratch(tmp_path: Path) -> Iterator[Path]:
     """A directory for fio data files on a filesystem with O_DIRECT.
 
     /tmp is tmpfs on some machines (no O_DIRECT); fall back to a folder in
     the repository, which is on a real disk.
     """
     if _supports_direct_io(tmp_path):
-        return tmp_path
+        yield tmp_path
+        return
     fallback = REPO / ".test-scratch" / tmp_path.name
     fallback.mkdir(parents=True, exist_ok=True)
     yield fallback

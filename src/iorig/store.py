@@ -228,14 +228,16 @@ class Store:
             self.conn.execute("PRAGMA journal_mode=WAL")
             self.conn.execute("PRAGMA foreign_keys=ON")
             self.conn.execute("PRAGMA busy_timeout=30000")
-            self._migrate()
+            self.schema_version  # noqa: B018 - fails here when the file is not SQLite
         except sqlite3.DatabaseError as exc:
             self.conn.close()
             raise UserError(
                 f"{self.path} is not an iorig results database ({exc})",
                 hint="choose another file with --db or IORIG_DB",
             ) from None
-        except UserError:
+        try:
+            self._migrate()
+        except BaseException:
             self.conn.close()
             raise
 
@@ -264,9 +266,16 @@ class Store:
                 hint="upgrade iorig to read it; iorig never downgrades a database",
             )
         for target in range(version + 1, known + 1):
-            with self.transaction():
-                self._migrations[target - 1](self.conn)
-                self.conn.execute(f"PRAGMA user_version = {target:d}")
+            try:
+                with self.transaction():
+                    self._migrations[target - 1](self.conn)
+                    self.conn.execute(f"PRAGMA user_version = {target:d}")
+            except sqlite3.Error as exc:
+                raise UserError(
+                    f"upgrading {self.path} from schema version {target - 1} to {target} "
+                    f"failed ({exc}); the database was left unchanged at version {target - 1}",
+                    hint="free disk space or check file permissions, then retry",
+                ) from None
 
     @contextlib.contextmanager
     def transaction(self) -> Iterator[sqlite3.Connection]:

@@ -96,11 +96,19 @@ _MAGICS: tuple[tuple[int, bytes, str], ...] = (
 )
 
 
-def _signature(dev: Path) -> str | None:
-    """What the device's first blocks say it holds, or None when blank."""
-    blkid = shutil.which("blkid") or (
-        "/usr/sbin/blkid" if os.path.exists("/usr/sbin/blkid") else None
-    )
+def find_blkid() -> str | None:
+    for candidate in (shutil.which("blkid"), "/usr/sbin/blkid", "/sbin/blkid"):
+        if candidate and os.access(candidate, os.X_OK):
+            return candidate
+    return None
+
+
+def signature(dev: Path, blkid: str | None) -> str | None:
+    """What the device's first blocks say it holds, or None when blank.
+
+    util-linux's blkid knows every filesystem and partition table; without it
+    the common signatures are checked directly.
+    """
     if blkid:
         try:
             done = subprocess.run(
@@ -164,7 +172,7 @@ def check_block_device(dev: Path, allow_destroy: bool) -> None:
             "(LVM, RAID or encryption)",
             hint=advice,
         )
-    what = _signature(dev)
+    what = signature(dev, find_blkid())
     if what:
         raise UserError(f"refusing to write to {dev}: it holds {what}", hint=advice)
 

@@ -1,0 +1,253 @@
+"""The results database: round trip of every figure, atomic phase writes,
+forward migrations, refusal of newer schemas, run addressing, stale runs."""
+
+from __future__ import annotations
+
+import sqlite3
+import subprocess
+
+import numpy as np
+import pytest
+
+from iorig.errors import UserError
+from iorig.fio import histogram
+from iorig.results import ALL, PhaseResult, ScopeResult, Series, Totals
+from iorig.store import MIGRATIONS, Store
+
+
+def _totals(ddir: str, seed: int) -> Totals:
+    rng = np.random.default_rng(seed)
+    hist = histogram.empty()
+    idx = rng.integers(200, 900, size=5000)
+    np.add.at(hist, idx, 1)
+    return Totals(
+        ddir=ddir,
+        ios=5000,
+        io_bytes=5000 * 4096,
+        iops=1000.0 + seed,
+        bytes_per_s=(1000.0 + seed) * 4096,
+        lat_mean_ns=histogram.mean(hist),
+        lat_min_ns=100.0,
+        lat_max_ns=9e6,
+        lat_stddev_ns=1234.5,
+        slat_mean_ns=2000.0,
+        total_lat_mean_ns=histogram.mean(hist) + 2000.0,
+        hist=hist,
+    )
+
+
+def _series(ddir: str, n: int) -> Series:
+    hist = np.zeros((n, histogram.NR_BINS), dtype=np.uint64)
+    hist[:, 500] = np.arange(1, n + 1)
+    lat = np.linspace(1e5, 2e5, n)
+    lat[1] = np.nan  # a second without completions survives the round trip
+    return Series(
+        ddir,
+        np.arange(1, n + 1),
+        np.linspace(900, 1100, n),
+        np.linspace(900, 1100, n) * 4096,
+        lat,
+        hist,
+    )
+
+
+def _phase(seq: int = 2, status: str = "ok") -> PhaseResult:
+    scope = ScopeResult(
+        workload="",
+        host="",
+        jobs=2,
+        totals={"read": _totals("read", 1), ALL: _totals(ALL, 2)},
+        series={"read": _series("read", 6), ALL: _series(ALL, 6)},
+        usr_cpu_pct=3.5,
+        sys_cpu_pct=20.25,
+        busiest_job_cpu_pct=25.0,
+        errors=0,
+    )
+    return PhaseResult(
+        seq=seq,
+        name="random-read",
+        kind="measure",
+        status=status,
+        started_at=1000.0,
+        ended_at=1006.5,
+        planned_s=6.0,
+        headline="iops",
+        scopes=(scope, scope.__class__(**{**scope.__dict__, "workload": "randread"})),
+        job_text="[global]\n[randread]\nrw=randread\n",
+        command=("fio", "--output-format=json+"),
+        fio_version="fio-3.33",
+        engine="io_uring",
+        fio_output='{"fio version": "fio-3.33"}',
+        fio_stderr="",
+    )
+
+
+def _run(store: Store, **over: object) -> str:
+    args = dict(
+        scenario="peak",
+        scenario_version=1,
+        title="Peak",
+        scenario_origin="builtin:peak",
+        scenario_text="name: peak\n",
+        resolved={"name": "peak"},
+        params={"size": {"value": 1, "text": "1B", "origin": "default"}},
+        profile="quick",
+        targets=[{"role": "data", "given": "/x", "path": "/x", "kind": "file", "size_bytes": 1}],
+        hosts=["local"],
+        command="iorig run peak",
+        iorig_version="0.1.0",
+        fio_version="fio-3.33",
+    )
+    args.update(over)
+    return store.create_run(**args)  # type: ignore[arg-type]
+
+
+def test_phase_round_trip_keeps_every_figure(db_path):
+    with Store(db_path) as store:
+        run_id = _run(store)
+        phase = _phase()
+        phase_id = store.save_phase(run_id, phase)
+        store.finish_run(run_id, "ok")
+    with Store(db_path) as store:
+        loaded = store.load_run(run_id)
+        assert loaded.run.status == "ok" and loaded.run.profile == "quick"
+        assert loaded.phase_ids == (phase_id,)
+        got = loaded.phases[0]
+        assert (got.name, got.kind, got.status, got.engine) == (
+            "random-read",
+            "measure",
+            "ok",
+            "io_uring",
+        )
+        assert [s.workload for s in got.scopes] == ["", "randread"]
+        for ddir in ("read", ALL):
+            want, have = phase.scopes[0].totals[ddir], got.scopes[0].totals[ddir]
+            assert have.ios == want.ios and have.iops == want.iops
+            assert np.array_equal(have.hist, want.hist)
+            assert have.percentiles_ns() == want.percentiles_ns()
+            ws, hs = phase.scopes[0].series[ddir], got.scopes[0].series[ddir]
+            assert np.array_equal(hs.t_s, ws.t_s)
+            assert np.allclose(hs.iops, ws.iops)
+            assert np.allclose(hs.lat_mean_ns, ws.lat_mean_ns, equal_nan=True)
+            assert np.isnan(hs.lat_mean_ns[1])
+            assert np.array_equal(hs.hist, ws.hist)
+        assert store.artifact(phase_id, "job.fio") == phase.job_text
+        assert store.artifact(phase_id, "fio-output.json") == phase.fio_output
+        # stored percentile columns come from the histogram
+        p99 = store.conn.execute("SELECT lat_p99_ns FROM totals WHERE ddir = 'all' LIMIT 1")
+        assert p99.fetchone()[0] == phase.scopes[0].totals[ALL].percentiles_ns((99.0,))[99.0]
+
+
+def test_phase_write_is_atomic(db_path, monkeypatch):
+    with Store(db_path) as store:
+        run_id = _run(store)
+
+        def explode(*args: object) -> None:
+            raise RuntimeError("disk full")
+
+        monkeypatch.setattr(Store, "_save_scope", explode)
+        with pytest.raises(RuntimeError):
+            store.save_phase(run_id, _phase())
+        counts = [
+            store.conn.execute(f"SELECT COUNT(*) FROM {t}").fetchone()[0]
+            for t in ("phases", "phase_results", "totals", "samples", "artifacts")
+        ]
+        assert counts == [0, 0, 0, 0, 0]
+        assert store.conn.in_transaction is False
+
+
+def test_new_database_is_wal_at_latest_schema(db_path):
+    with Store(db_path) as store:
+        assert store.schema_version == len(MIGRATIONS)
+        mode = store.conn.execute("PRAGMA journal_mode").fetchone()[0]
+        assert mode == "wal"
+
+
+def test_forward_migration_upgrades_and_keeps_data(db_path):
+    with Store(db_path) as store:
+        run_id = _run(store)
+        store.save_phase(run_id, _phase())
+
+    def add_note_column(conn: sqlite3.Connection) -> None:
+        conn.execute("ALTER TABLE runs ADD COLUMN note TEXT NOT NULL DEFAULT 'migrated'")
+
+    with Store(db_path, migrations=[*MIGRATIONS, add_note_column]) as store:
+        assert store.schema_version == len(MIGRATIONS) + 1
+        note = store.conn.execute("SELECT note FROM runs WHERE id = ?", (run_id,)).fetchone()[0]
+        assert note == "migrated"
+        assert store.load_run(run_id).phases[0].scopes[0].totals[ALL].ios == 5000
+
+
+def test_failed_migration_leaves_the_database_unchanged(db_path):
+    with Store(db_path) as store:
+        _run(store)
+
+    def broken(conn: sqlite3.Connection) -> None:
+        conn.execute("ALTER TABLE runs ADD COLUMN half TEXT")
+        raise sqlite3.OperationalError("simulated failure half-way")
+
+    with pytest.raises(UserError, match=f"left unchanged at version {len(MIGRATIONS)}"):
+        Store(db_path, migrations=[*MIGRATIONS, broken])
+    with Store(db_path) as store:
+        assert store.schema_version == len(MIGRATIONS)
+        columns = [r[1] for r in store.conn.execute("PRAGMA table_info(runs)")]
+        assert "half" not in columns
+
+
+def test_newer_schema_is_refused(db_path):
+    with Store(db_path):
+        pass
+    conn = sqlite3.connect(db_path)
+    conn.execute(f"PRAGMA user_version = {len(MIGRATIONS) + 5}")
+    conn.close()
+    with pytest.raises(UserError, match="newer than this iorig understands"):
+        Store(db_path)
+
+
+def test_not_a_database_is_refused(tmp_path):
+    bogus = tmp_path / "results.sqlite"
+    bogus.write_text("this is not sqlite, it is a note\n" * 100)
+    with pytest.raises(UserError, match="not an iorig results database"):
+        Store(bogus)
+
+
+def test_run_addressing(db_path):
+    with Store(db_path) as store:
+        first = _run(store, run_id="abc123000001", started_at=1.0)
+        second = _run(store, run_id="abc124000002", started_at=2.0)
+        assert store.resolve_run_id("last") == second
+        assert store.resolve_run_id("last~1") == first
+        assert store.resolve_run_id("abc123") == first
+        assert store.resolve_run_id(second) == second
+        with pytest.raises(UserError, match="matches 2 runs"):
+            store.resolve_run_id("abc12")
+        with pytest.raises(UserError, match="no run with id"):
+            store.resolve_run_id("fff")
+        with pytest.raises(UserError, match="not a run id"):
+            store.resolve_run_id("peak; drop table runs")
+
+
+def test_empty_database_last_is_a_clear_error(db_path):
+    with Store(db_path) as store, pytest.raises(UserError, match="has no runs"):
+        store.resolve_run_id("last")
+
+
+def test_run_of_a_dead_process_is_marked_aborted(db_path):
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    with Store(db_path) as store:
+        run_id = _run(store)
+        store.conn.execute("UPDATE runs SET pid = ? WHERE id = ?", (dead.pid, run_id))
+        (record,) = store.list_runs()
+        assert record.status == "aborted"
+        assert "ended without finishing" in (record.error or "")
+
+
+def test_headline_series_reads_the_aggregate_per_second_values(db_path):
+    with Store(db_path) as store:
+        run_id = _run(store)
+        phase = _phase()
+        store.save_phase(run_id, phase)
+        ((name, metric, values),) = store.headline_series(run_id)
+        assert (name, metric) == ("random-read", "iops")
+        assert np.allclose(values, phase.scopes[0].series[ALL].iops)
