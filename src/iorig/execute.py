@@ -183,7 +183,7 @@ def _idle(
     )
 
 
-def job_text(plan: Plan, run_id: str, phase: PlannedPhase, log_dir: Path) -> str:
+def job_text(plan: Plan, run_id: str, phase: PlannedPhase) -> str:
     sections = [
         Section(
             w.label,
@@ -200,7 +200,7 @@ def job_text(plan: Plan, run_id: str, phase: PlannedPhase, log_dir: Path) -> str
                 read_pct=w.spec.read_pct,
                 rate_iops=w.spec.rate_iops,
                 runtime_s=phase.duration_s if phase.kind != "prefill" else None,
-                log_prefix=str(log_dir / w.label),
+                log_prefix=w.label,
             ),
         )
         for w in phase.workloads
@@ -220,7 +220,7 @@ def _fio_phase(
     cancel: threading.Event,
     on_event: Callable[[Event], None],
 ) -> PhaseResult:
-    text = job_text(plan, run_id, phase, workdir)
+    text = job_text(plan, run_id, phase)
     jobfile = workdir / "job.fio"
     jobfile.write_text(text)
     proc = FioProcess(plan.fio, jobfile, workdir)

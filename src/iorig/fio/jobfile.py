@@ -86,6 +86,15 @@ def _millis(option: str, value: OptionValue) -> str:
     return f"{value}ms"
 
 
+def _log_name(option: str, value: OptionValue) -> str:
+    # Logs go to fio's working directory under a plain name, so the job text
+    # does not depend on where a run's scratch directory happened to be.
+    text = str(value)
+    if not text or not set(text) <= _NAME_CHARS or text.startswith("."):
+        raise JobFileError(f"{option}={text!r}: log names are plain names (a-z, 0-9, -, _)")
+    return text
+
+
 def _flag(option: str, value: OptionValue) -> str | None:
     """Options fio takes without a value; True renders the bare name."""
     if value is not True:
@@ -136,10 +145,10 @@ WHITELIST: dict[str, Callable[[str, OptionValue], str | None]] = {
     "rate": _int(1, _U64),
     "rate_process": _choice("linear", "poisson"),
     "new_group": _flag,
-    "write_iops_log": _path,
-    "write_bw_log": _path,
-    "write_lat_log": _path,
-    "write_hist_log": _path,
+    "write_iops_log": _log_name,
+    "write_bw_log": _log_name,
+    "write_lat_log": _log_name,
+    "write_hist_log": _log_name,
     "log_avg_msec": _int(1, _U32),
     "log_hist_msec": _int(1, _U32),
     "log_hist_coarseness": _int(0, 6),
@@ -183,8 +192,9 @@ def render(
     out = []
     for line in comment.splitlines():
         out.append("; " + line.replace("\r", ""))
-    out.append("[global]")
-    out += render_options(global_options)
+    if global_options:
+        out.append("[global]")
+        out += render_options(global_options)
     seen = set()
     for section in sections:
         if not section.name or not set(section.name) <= _NAME_CHARS or section.name == "global":
