@@ -28,6 +28,8 @@ if ! "$python" -c 'import ensurepip, venv' >/dev/null 2>&1; then
     missing+=(python3-venv)
 fi
 if [ "$want_test" -eq 1 ]; then
+    # The HTML report is checked in a real headless browser.
+    command -v chromium >/dev/null 2>&1 || missing+=(chromium)
     # sfdisk and mkfs.ext4 let the tests build devices that hold data.
     command -v sfdisk >/dev/null 2>&1 || [ -x /usr/sbin/sfdisk ] || missing+=(fdisk)
     command -v mkfs.ext4 >/dev/null 2>&1 || [ -x /usr/sbin/mkfs.ext4 ] || missing+=(e2fsprogs)

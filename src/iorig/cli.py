@@ -18,13 +18,17 @@ from rich.progress import BarColumn, Progress, TaskID, TextColumn
 from iorig import __version__
 from iorig import scenario as scenario_mod
 from iorig.adhoc import adhoc_source
+from iorig.analyze.compare import compare
 from iorig.analyze.summary import measured, series_stats, summarize_phase
 from iorig.errors import UserError
 from iorig.execute import Event, PhaseFinished, PhaseProgress, PhaseStarted, RunStarted, execute
 from iorig.plan import prepare
 from iorig.report import tabular, terminal
+from iorig.report.html import render_report, report_runs
+from iorig.report.markdown import markdown_comparison, markdown_run
+from iorig.report.tables import comparison_notes, comparison_tables, summary_tables, to_rich
 from iorig.store import Store, default_db_path
-from iorig.units import format_bytes, format_latency, format_rate, format_si
+from iorig.units import format_bytes, format_latency, format_rate, format_si, parse_rate
 
 EXIT_CODES = {"ok": 0, "failed": 1, "aborted": 130}
 
@@ -85,7 +89,7 @@ class ProgressView:
             console=out,
             auto_refresh=True,
         )
-        self.tasks: dict[int, TaskID] = {}
+        self.tasks: dict[tuple[int, int], TaskID] = {}
 
     def __enter__(self) -> ProgressView:
         self.progress.start()
@@ -110,8 +114,9 @@ class ProgressView:
                 )
         elif isinstance(event, PhaseStarted):
             p = event.phase
-            self.tasks[p.seq] = self.progress.add_task(
-                f"[{event.index + 1}/{event.total}] {p.name} ({p.kind})",
+            again = f" #{event.repeat + 1}" if event.repeat else ""
+            self.tasks[(p.seq, event.repeat)] = self.progress.add_task(
+                f"[{event.index + 1}/{event.total}] {p.name}{again} ({p.kind})",
                 total=1.0,
                 clock="",
                 stats="",
@@ -127,7 +132,10 @@ class ProgressView:
                     f"lat {format_latency(r.lat_mean_ns)}"
                 )
             self.progress.update(
-                self.tasks[p.seq], completed=event.fraction or 0, clock=clock, stats=stats
+                self.tasks[(p.seq, event.repeat)],
+                completed=event.fraction or 0,
+                clock=clock,
+                stats=stats,
             )
         elif isinstance(event, PhaseFinished):
             result = event.result
@@ -138,7 +146,8 @@ class ProgressView:
                 stats += f": {value} {terminal.METRIC_LABEL[s.headline]} (phase mean)"
             if result.error:
                 stats += f" ({result.error})"
-            self.progress.update(self.tasks[event.phase.seq], completed=1.0, stats=stats)
+            key = (event.phase.seq, event.result.repeat)
+            self.progress.update(self.tasks[key], completed=1.0, stats=stats)
 
 
 def _command_line() -> str:
@@ -177,6 +186,12 @@ def run(
     engine: Annotated[
         str | None, typer.Option(help="ad-hoc: io_uring, libaio, psync or auto")
     ] = None,
+    repeat: Annotated[
+        int, typer.Option(min=1, help="run the measured phases N times (for significance)")
+    ] = 1,
+    label: Annotated[
+        str | None, typer.Option(help="a name for this run in comparisons, e.g. 'with passthrough'")
+    ] = None,
     fio: Annotated[
         str | None, typer.Option(help="fio binary (default: $IORIG_FIO or PATH)")
     ] = None,
@@ -194,11 +209,17 @@ def run(
         {roles[0]: target} if target and len(roles) == 1 else {},
         allow_destroy=allow_destroy,
         fio_path=fio,
+        repeats=repeat,
     )
     with Store(ctx.obj) as store:
         with ProgressView(console) as view:
             outcome = execute(
-                plan, store, command=_command_line(), on_event=view.handle, keep_files=keep_files
+                plan,
+                store,
+                command=_command_line(),
+                on_event=view.handle,
+                keep_files=keep_files,
+                label=label,
             )
         stored = store.load_run(outcome.run_id)
     console.print()
@@ -296,6 +317,185 @@ def show(
         if text:
             console.print(f"\n[bold]; phase {name}[/]")
             console.print(text, markup=False, highlight=False)
+
+
+class CompareFormat(StrEnum):
+    text = "text"
+    md = "md"
+    json = "json"
+    csv = "csv"
+
+
+def _load_runs(store: Store, refs: list[str]) -> list:
+    ids = [store.resolve_run_id(r) for r in refs]
+    if len(set(ids)) != len(ids):
+        raise UserError("the same run is given twice", hint="compare different runs")
+    return [(store.load_run(i), store.job_texts(i)) for i in ids]
+
+
+@app.command("compare")
+def compare_cmd(
+    ctx: typer.Context,
+    run_refs: Annotated[
+        list[str], typer.Argument(metavar="A B [C ...]", help="runs: id, prefix, last, last~1")
+    ],
+    threshold: Annotated[
+        float, typer.Option(help="practical threshold in %: smaller changes are no difference")
+    ] = 2.0,
+    confidence: Annotated[float, typer.Option(help="confidence level in %")] = 95.0,
+    as_percent_of: Annotated[
+        str | None, typer.Option(help="baseline run; print each run as % of it")
+    ] = None,
+    limit: Annotated[
+        str | None, typer.Option(help="interface limit, e.g. 3.5GB/s: adds % of limit")
+    ] = None,
+    fmt: Annotated[
+        CompareFormat, typer.Option("--format", help="output format")
+    ] = CompareFormat.text,
+) -> None:
+    """Compare runs phase by phase: median/max/min with % change, winner and significance."""
+    limit_bytes = _parse_limit(limit)
+    if not 0 < confidence < 100:
+        raise UserError("--confidence is a percentage between 0 and 100, e.g. 95")
+    refs = list(run_refs)
+    if as_percent_of:
+        refs = [as_percent_of, *[r for r in refs if r != as_percent_of]]
+    if len(refs) < 2:
+        raise UserError("compare needs at least two runs", hint="e.g. iorig compare last~1 last")
+    with Store(ctx.obj) as store:
+        loaded = _load_runs(store, refs)
+    cmp = compare(
+        [run for run, _ in loaded],
+        [texts for _, texts in loaded],
+        threshold=threshold / 100,
+        confidence=confidence / 100,
+    )
+    tables = comparison_tables(cmp, as_percent=bool(as_percent_of), limit_bytes_per_s=limit_bytes)
+    if fmt is CompareFormat.json:
+        console.print_json(json.dumps(tabular.comparison_dict(cmp)))
+    elif fmt is CompareFormat.csv:
+        sys.stdout.write(tabular.records_csv(tabular.comparison_records(cmp)))
+    elif fmt is CompareFormat.md:
+        sys.stdout.write(markdown_comparison(cmp, tables))
+    else:
+        for note in cmp.definition_differences:
+            console.print(f"[yellow]differs:[/] {escape(note)}")
+        for table in tables:
+            console.print(to_rich(table))
+            for note in table.notes:
+                console.print(f"  [dim]{escape(note)}[/]")
+        for note in comparison_notes(cmp):
+            console.print(f"[dim]{escape(note)}[/]")
+
+
+def _parse_limit(limit: str | None) -> float | None:
+    if limit is None:
+        return None
+    try:
+        value = parse_rate(limit)
+    except ValueError as exc:
+        raise UserError(f"--limit {limit}: {exc}") from None
+    if value <= 0:
+        raise UserError("--limit must be greater than zero")
+    return value
+
+
+class ReportFormat(StrEnum):
+    html = "html"
+    md = "md"
+    json = "json"
+    csv = "csv"
+
+
+@app.command()
+def report(
+    ctx: typer.Context,
+    run_refs: Annotated[list[str], typer.Argument(metavar="RUN [RUN ...]", help="runs to report")],
+    output: Annotated[
+        Path | None, typer.Option("-o", "--output", help="file to write (html: required)")
+    ] = None,
+    fmt: Annotated[
+        ReportFormat, typer.Option("--format", help="output format")
+    ] = ReportFormat.html,
+    threshold: Annotated[float, typer.Option(help="practical threshold in % (comparisons)")] = 2.0,
+    confidence: Annotated[float, typer.Option(help="confidence level in %")] = 95.0,
+    limit: Annotated[
+        str | None, typer.Option(help="interface limit, e.g. 3.5GB/s: adds % of limit")
+    ] = None,
+) -> None:
+    """Report runs: a self-contained HTML file, Markdown tables, or the numbers (json/csv)."""
+    limit_bytes = _parse_limit(limit)
+    if fmt is ReportFormat.html and output is None:
+        raise UserError("an HTML report needs a file", hint="add -o report.html")
+    with Store(ctx.obj) as store:
+        loaded = _load_runs(store, run_refs)
+    runs = [run for run, _ in loaded]
+    cmp = None
+    if len(runs) > 1:
+        cmp = compare(
+            runs, [t for _, t in loaded], threshold=threshold / 100, confidence=confidence / 100
+        )
+        tables = comparison_tables(cmp, limit_bytes_per_s=limit_bytes)
+        notes = comparison_notes(cmp)
+    else:
+        tables = summary_tables(measured(runs[0].phases))
+        notes = []
+    if fmt is ReportFormat.html:
+        text = render_report(report_runs(loaded), tables, notes, cmp)
+    elif fmt is ReportFormat.md:
+        text = markdown_comparison(cmp, tables) if cmp else markdown_run(runs[0], tables)
+    elif fmt is ReportFormat.json:
+        data = {
+            "runs": [tabular.show_dict(r) for r in runs],
+            "comparison": tabular.comparison_dict(cmp) if cmp else None,
+            "samples": [rec for r in runs for rec in tabular.series_records(r)],
+        }
+        text = json.dumps(data, indent=1)
+    else:
+        text = tabular.records_csv([rec for r in runs for rec in tabular.series_records(r)])
+    if output is None:
+        sys.stdout.write(text)
+        return
+    _write_atomically(output, text)
+    console.print(f"wrote {output} ({len(text.encode()) / 1e6:.1f} MB)")
+
+
+def _write_atomically(path: Path, text: str) -> None:
+    tmp = path.with_name(f".{path.name}.partial")
+    try:
+        tmp.write_text(text, encoding="utf-8")
+        tmp.replace(path)
+    except OSError as exc:
+        tmp.unlink(missing_ok=True)
+        raise UserError(f"cannot write {path}: {exc.strerror}") from None
+
+
+@app.command("export")
+def export_cmd(
+    ctx: typer.Context,
+    run_ref: Annotated[str, typer.Argument(metavar="RUN", help="run id, prefix or last")],
+    output: Annotated[Path, typer.Option("-o", "--output", help="bundle file to create")],
+) -> None:
+    """Write one run with all its data to a portable file (an iorig results database)."""
+    with Store(ctx.obj) as store:
+        run_id = store.export_run(run_ref, output)
+    console.print(f"exported run {run_id} to {output}; load it elsewhere with `iorig import`")
+
+
+@app.command("import")
+def import_cmd(
+    ctx: typer.Context,
+    bundle: Annotated[
+        Path, typer.Argument(help="file written by `iorig export` (or any results db)")
+    ],
+) -> None:
+    """Add the runs of an exported file to the database; runs already present are skipped."""
+    with Store(ctx.obj) as store:
+        results = store.import_runs(bundle)
+    for run_id, imported in results:
+        console.print(f"{run_id}: {'imported' if imported else 'already present, skipped'}")
+    if not results:
+        console.print(f"{bundle} holds no runs")
 
 
 @scenarios_app.callback()

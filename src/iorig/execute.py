@@ -39,6 +39,7 @@ class RunStarted:
 @dataclass(frozen=True)
 class PhaseStarted:
     phase: PlannedPhase
+    repeat: int
     index: int
     total: int
 
@@ -46,6 +47,7 @@ class PhaseStarted:
 @dataclass(frozen=True)
 class PhaseProgress:
     phase: PlannedPhase
+    repeat: int
     elapsed_s: float
     fraction: float | None  # 0..1 when the phase's length is known
     rates: status.LiveRates | None
@@ -88,7 +90,7 @@ def cancel_on_signals() -> Iterator[threading.Event]:
             signal.signal(s, h)
 
 
-def _run_metadata(plan: Plan, command: str) -> dict:
+def _run_metadata(plan: Plan, command: str, label: str | None) -> dict:
     resolved = plan.resolved
     scenario = resolved.scenario
     params = {
@@ -101,6 +103,7 @@ def _run_metadata(plan: Plan, command: str) -> dict:
     }
     targets = [asdict(t) | {"path": str(t.path)} for t in plan.targets.values()]
     return {
+        "label": label,
         "scenario": scenario.name,
         "scenario_version": scenario.version,
         "title": scenario.title,
@@ -125,23 +128,25 @@ def execute(
     command: str,
     on_event: Callable[[Event], None] = lambda e: None,
     keep_files: bool = False,
+    label: str | None = None,
 ) -> RunOutcome:
-    run_id = store.create_run(**_run_metadata(plan, command))
+    run_id = store.create_run(**_run_metadata(plan, command, label))
     on_event(RunStarted(run_id, plan))
     results: list[PhaseResult] = []
     run_status, error = "ok", None
     with cancel_on_signals() as cancel, tempfile.TemporaryDirectory(prefix="iorig-") as tmp:
         try:
-            for index, phase in enumerate(plan.phases):
+            schedule = plan.schedule()
+            for index, (phase, repeat) in enumerate(schedule):
                 if cancel.is_set():
                     break
-                on_event(PhaseStarted(phase, index, len(plan.phases)))
+                on_event(PhaseStarted(phase, repeat, index, len(schedule)))
                 if phase.kind == "idle":
-                    result = _idle(phase, cancel, on_event)
+                    result = _idle(phase, repeat, cancel, on_event)
                 else:
-                    workdir = Path(tmp) / f"{phase.seq:02d}-{phase.name}"
+                    workdir = Path(tmp) / f"{phase.seq:02d}-{repeat:02d}-{phase.name}"
                     workdir.mkdir()
-                    result = _fio_phase(plan, run_id, phase, workdir, cancel, on_event)
+                    result = _fio_phase(plan, run_id, phase, repeat, workdir, cancel, on_event)
                 store.save_phase(run_id, result)
                 results.append(result)
                 on_event(PhaseFinished(phase, result))
@@ -162,12 +167,12 @@ def execute(
 
 
 def _idle(
-    phase: PlannedPhase, cancel: threading.Event, on_event: Callable[[Event], None]
+    phase: PlannedPhase, repeat: int, cancel: threading.Event, on_event: Callable[[Event], None]
 ) -> PhaseResult:
     started = time.time()
     duration = phase.duration_s or 0.0
     while (elapsed := time.time() - started) < duration:
-        on_event(PhaseProgress(phase, elapsed, elapsed / duration, None))
+        on_event(PhaseProgress(phase, repeat, elapsed, elapsed / duration, None))
         if cancel.wait(min(0.5, duration - elapsed)):
             break
     return PhaseResult(
@@ -180,6 +185,7 @@ def _idle(
         planned_s=phase.duration_s,
         headline=phase.headline,
         scopes=(),
+        repeat=repeat,
     )
 
 
@@ -216,6 +222,7 @@ def _fio_phase(
     plan: Plan,
     run_id: str,
     phase: PlannedPhase,
+    repeat: int,
     workdir: Path,
     cancel: threading.Event,
     on_event: Callable[[Event], None],
@@ -237,7 +244,7 @@ def _fio_phase(
             fraction = live.elapsed_s / duration
         else:
             fraction = live.io_bytes / max(phase.bytes_to_write, 1)
-        on_event(PhaseProgress(phase, live.elapsed_s, min(fraction, 1.0), live))
+        on_event(PhaseProgress(phase, repeat, live.elapsed_s, min(fraction, 1.0), live))
 
     started = time.time()
     done = proc.run(cancel=cancel, on_snapshot=on_snapshot, timeout_s=timeout)
@@ -270,6 +277,7 @@ def _fio_phase(
         fio_output=done.output,
         fio_stderr=done.stderr,
         error=error,
+        repeat=repeat,
     )
 
 

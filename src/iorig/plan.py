@@ -54,6 +54,22 @@ class Plan:
     fio_version: str
     host: str = "local"
     notes: tuple[str, ...] = ()
+    repeats: int = 1
+
+    def schedule(self) -> list[tuple[PlannedPhase, int]]:
+        """(phase, repeat) in execution order. With repeats, the stretch from the
+        first to the last measured phase runs that many times, each with fresh
+        fio processes; what comes before (prefill, warm-up) runs once."""
+        measured = [i for i, p in enumerate(self.phases) if p.kind == "measure"]
+        if self.repeats <= 1 or not measured:
+            return [(p, 0) for p in self.phases]
+        first, last = measured[0], measured[-1]
+        block = self.phases[first : last + 1]
+        return (
+            [(p, 0) for p in self.phases[:first]]
+            + [(p, r) for r in range(self.repeats) for p in block]
+            + [(p, 0) for p in self.phases[last + 1 :]]
+        )
 
     @property
     def engines(self) -> list[str]:
@@ -66,6 +82,7 @@ def build_plan(
     engines: dict[tuple[str, bool], str],
     fio: str,
     fio_version: str,
+    repeats: int = 1,
 ) -> Plan:
     """Concrete phases: working sets sized, engines chosen, empty pauses dropped."""
     phases = []
@@ -106,7 +123,11 @@ def build_plan(
         )
     if not any(p.kind == "measure" for p in phases):
         notes.append("the scenario has no measure phase: nothing will be scored")
-    return Plan(resolved, targets, tuple(phases), fio, fio_version, notes=tuple(notes))
+    if repeats < 1:
+        raise UserError(f"--repeat must be at least 1, got {repeats}")
+    return Plan(
+        resolved, targets, tuple(phases), fio, fio_version, notes=tuple(notes), repeats=repeats
+    )
 
 
 def prepare(
@@ -115,6 +136,7 @@ def prepare(
     *,
     allow_destroy: bool,
     fio_path: str | None = None,
+    repeats: int = 1,
 ) -> Plan:
     """Check the machine and the targets, then build the plan. Raises UserError."""
     fio = runner.find_fio(fio_path)
@@ -139,7 +161,7 @@ def prepare(
                 allow_destroy=allow_destroy,
             )
         engines = _probe_engines(resolved, targets, fio)
-        return build_plan(resolved, targets, engines, fio, version)
+        return build_plan(resolved, targets, engines, fio, version, repeats)
     except BaseException:
         for target in targets.values():  # nothing ran: leave no files behind
             release(target, keep=False)

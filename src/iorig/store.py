@@ -14,8 +14,10 @@ import contextlib
 import json
 import os
 import secrets
+import shutil
 import socket
 import sqlite3
+import tempfile
 import time
 import zlib
 from collections.abc import Callable, Iterator
@@ -36,6 +38,7 @@ PCT_COLUMNS = {50.0: "lat_p50_ns", 90.0: "lat_p90_ns", 99.0: "lat_p99_ns", 99.9:
 _SCHEMA_V1 = """
 CREATE TABLE runs (
     id TEXT PRIMARY KEY,
+    label TEXT,
     scenario TEXT NOT NULL,
     scenario_version INTEGER NOT NULL,
     title TEXT NOT NULL,
@@ -171,6 +174,7 @@ def _unpack(blob: bytes, rows: int | None) -> np.ndarray:
 @dataclass(frozen=True)
 class RunRecord:
     id: str
+    label: str | None
     scenario: str
     scenario_version: int
     title: str
@@ -309,10 +313,12 @@ class Store:
         disclosure: dict[str, Any] | None = None,
         run_id: str | None = None,
         started_at: float | None = None,
+        label: str | None = None,
     ) -> str:
         run_id = run_id or new_run_id()
         row = {
             "id": run_id,
+            "label": label,
             "scenario": scenario,
             "scenario_version": scenario_version,
             "title": title,
@@ -529,6 +535,52 @@ class Store:
             entry[2].append(iops if metric == "iops" else bytes_per_s)
         return list(out.values())
 
+    def job_texts(self, run_id: str) -> dict[str, str]:
+        """Phase name -> the fio job file of its first run (repeats share it)."""
+        rows = self.conn.execute(
+            "SELECT p.name, a.data FROM phases p JOIN artifacts a ON a.phase_id = p.id "
+            "WHERE p.run_id = ? AND a.name = 'job.fio' ORDER BY p.seq, p.repeat DESC",
+            (run_id,),
+        ).fetchall()
+        return {name: zlib.decompress(data).decode() for name, data in rows}
+
+    def export_run(self, ref: str, path: Path) -> str:
+        """Write one run with all its data to a new results file at ``path``."""
+        run_id = self.resolve_run_id(ref)
+        if path.exists():
+            raise UserError(f"{path} already exists", hint="choose a new file name")
+        tmp = path.with_name(path.name + ".partial")
+        tmp.unlink(missing_ok=True)
+        try:
+            with Store(tmp) as bundle, bundle.transaction() as c:
+                copy_run(self.conn, c, run_id)
+            tmp.rename(path)
+        except BaseException:
+            tmp.unlink(missing_ok=True)
+            raise
+        finally:
+            for suffix in ("-wal", "-shm"):
+                Path(str(tmp) + suffix).unlink(missing_ok=True)
+        return run_id
+
+    def import_runs(self, path: Path) -> list[tuple[str, bool]]:
+        """Copy every run of the results file at ``path`` into this database.
+
+        Returns (run id, imported) pairs; runs already present are skipped,
+        so importing twice duplicates nothing. All or nothing.
+        """
+        if not path.is_file():
+            raise UserError(f"{path} does not exist")
+        if path.resolve() == self.path.resolve():
+            raise UserError("cannot import a database into itself")
+        with tempfile.TemporaryDirectory(prefix="iorig-import-") as tmp:
+            copy = Path(tmp) / "bundle.sqlite"
+            shutil.copyfile(path, copy)  # opening migrates: never touch the user's file
+            with Store(copy) as bundle:
+                ids = [r[0] for r in bundle.conn.execute("SELECT id FROM runs ORDER BY started_at")]
+                with self.transaction() as c:
+                    return [(run_id, copy_run(bundle.conn, c, run_id)) for run_id in ids]
+
     def artifact(self, phase_id: int, name: str) -> str | None:
         row = self.conn.execute(
             "SELECT data FROM artifacts WHERE phase_id = ? AND name = ?", (phase_id, name)
@@ -544,6 +596,7 @@ class Store:
     def _run_record(row: dict) -> RunRecord:
         return RunRecord(
             id=row["id"],
+            label=row["label"],
             scenario=row["scenario"],
             scenario_version=row["scenario_version"],
             title=row["title"],
@@ -640,6 +693,53 @@ class Store:
             busiest_job_cpu_pct=r["busiest_job_cpu_pct"],
             errors=r["errors"],
         )
+
+
+# Child tables in dependency order, with the column linking each to its parent.
+_CHILDREN = (
+    ("phases", "run_id", "runs"),
+    ("phase_results", "phase_id", "phases"),
+    ("totals", "result_id", "phase_results"),
+    ("samples", "result_id", "phase_results"),
+    ("histograms", "result_id", "phase_results"),
+    ("artifacts", "phase_id", "phases"),
+)
+
+
+def copy_run(src: sqlite3.Connection, dst: sqlite3.Connection, run_id: str) -> bool:
+    """Copy one run with all its rows from ``src`` to ``dst`` (same schema).
+
+    Integer ids are re-assigned in ``dst`` and references follow them. The
+    caller holds a transaction on ``dst``. Returns False (and copies nothing)
+    when ``dst`` already has the run.
+    """
+    if dst.execute("SELECT 1 FROM runs WHERE id = ?", (run_id,)).fetchone():
+        return False
+    cur = src.execute("SELECT * FROM runs WHERE id = ?", (run_id,))
+    names = [d[0] for d in cur.description]
+    row = cur.fetchone()
+    if row is None:
+        raise UserError(f"run {run_id} is not in the source database")
+    _insert(dst, "runs", dict(zip(names, row, strict=True)))
+    new_ids: dict[str, dict[Any, Any]] = {"runs": {run_id: run_id}}
+    for table, parent_col, parent in _CHILDREN:
+        parent_ids = new_ids[parent]
+        new_ids.setdefault(table, {})
+        if not parent_ids:
+            continue
+        marks = ",".join("?" * len(parent_ids))
+        cur = src.execute(
+            f"SELECT * FROM {table} WHERE {parent_col} IN ({marks})", tuple(parent_ids)
+        )
+        names = [d[0] for d in cur.description]
+        for values in cur.fetchall():
+            record = dict(zip(names, values, strict=True))
+            record[parent_col] = parent_ids[record[parent_col]]
+            old_id = record.pop("id", None)
+            new_id = _insert(dst, table, record)
+            if old_id is not None:
+                new_ids[table][old_id] = new_id
+    return True
 
 
 def _insert(c: sqlite3.Connection, table: str, row: dict[str, Any]) -> int:

@@ -146,3 +146,22 @@ def format_duration(seconds: float) -> str:
     if secs:
         parts.append(f"{secs}s")
     return " ".join(parts)
+
+
+_RATE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]*?)\s*(?:/\s*s|ps)?\s*$")
+
+
+def parse_rate(value: str) -> float:
+    """Bytes per second from ``3.5GB/s``, ``985MB/s``, ``2GiB/s`` or ``25Gb/s`` (bits)."""
+    match = _RATE_RE.match(str(value))
+    if not match:
+        raise ValueError(f"not a rate: {value!r} (use e.g. 3.5GB/s, 600MB/s, 25Gb/s)")
+    number, unit = match.groups()
+    if len(unit) == 2 and unit[1] == "b" and unit[0].upper() in "KMGT":
+        return float(number) * 1000 ** ("KMGT".index(unit[0].upper()) + 1) / 8  # bits
+    if unit.lower() in ("gbit", "mbit", "kbit"):
+        return float(number) * 1000 ** ("kmg".index(unit[0].lower()) + 1) / 8
+    try:
+        return float(parse_size(f"{number}{unit or 'B'}"))
+    except ValueError:
+        raise ValueError(f"not a rate: {value!r} (use e.g. 3.5GB/s, 600MB/s, 25Gb/s)") from None

@@ -1,10 +1,13 @@
-"""Plain-data views of runs for ``--json`` output and scripts."""
+"""Plain-data views of runs and comparisons for JSON and CSV output."""
 
 from __future__ import annotations
 
+import csv
+import io
 import math
 from typing import Any
 
+from iorig.analyze.compare import Comparison
 from iorig.analyze.summary import PhaseSummary, SeriesStats, summarize_phase
 from iorig.store import RunRecord, StoredRun
 
@@ -85,3 +88,94 @@ def show_dict(stored: StoredRun) -> dict[str, Any]:
         "phases": [phase_dict(s) for s in summaries if s.kind == "measure"],
         "other_phases": [phase_dict(s) for s in summaries if s.kind != "measure"],
     }
+
+
+def comparison_records(cmp: Comparison) -> list[dict[str, Any]]:
+    """One flat record per run and phase, with the numbers behind the tables."""
+    records = []
+    for phase in cmp.phases:
+        for i, entry in enumerate(phase.entries):
+            if entry is None:
+                continue
+            stats = entry.stats
+            diff = phase.differences[i]
+            test = diff.test if diff else None
+            records.append(
+                {
+                    "phase": phase.name,
+                    "metric": phase.headline,
+                    "run_id": cmp.runs[i].id,
+                    "label": cmp.labels[i],
+                    "baseline": i == 0,
+                    "seconds": stats.n,
+                    "median": _num(stats.median),
+                    "max": _num(stats.maximum),
+                    "min": _num(stats.minimum),
+                    "mean": _num(stats.mean),
+                    "cov": _num(stats.cov),
+                    "repeats": len(entry.repeat_levels),
+                    "lat_mean_ns": _num(entry.lat_mean_ns),
+                    "lat_p99_ns": _num(entry.lat_p99_ns),
+                    "change_median": _num(diff.change_median) if diff else None,
+                    "change_max": _num(diff.change_max) if diff else None,
+                    "change_min": _num(diff.change_min) if diff else None,
+                    "change_lat_mean": _num(diff.change_lat_mean) if diff else None,
+                    "change_lat_p99": _num(diff.change_lat_p99) if diff else None,
+                    "verdict": diff.verdict if diff else None,
+                    "method": diff.method if diff else None,
+                    "ratio": test.ratio if test else None,
+                    "ci_low": test.ci_low if test else None,
+                    "ci_high": test.ci_high if test else None,
+                    "p_value": test.p_value if test else None,
+                }
+            )
+    return records
+
+
+def comparison_dict(cmp: Comparison) -> dict[str, Any]:
+    return {
+        "runs": [
+            run_dict(r) | {"label": label} for r, label in zip(cmp.runs, cmp.labels, strict=True)
+        ],
+        "threshold": cmp.threshold,
+        "confidence": cmp.confidence,
+        "definition_differences": list(cmp.definition_differences),
+        "only_in": [{"phase": p, "label": label} for p, label in cmp.only_in],
+        "phases": comparison_records(cmp),
+    }
+
+
+def records_csv(records: list[dict[str, Any]]) -> str:
+    out = io.StringIO()
+    if records:
+        writer = csv.DictWriter(out, fieldnames=list(records[0]))
+        writer.writeheader()
+        writer.writerows(records)
+    return out.getvalue()
+
+
+def series_records(stored: StoredRun) -> list[dict[str, Any]]:
+    """Every per-second sample of every phase of a run (aggregate scope)."""
+    out = []
+    for phase in stored.phases:
+        scope = phase.aggregate
+        if scope is None:
+            continue
+        for ddir, series in scope.series.items():
+            for t, iops, bw, lat in zip(
+                series.t_s, series.iops, series.bytes_per_s, series.lat_mean_ns, strict=True
+            ):
+                out.append(
+                    {
+                        "run_id": stored.run.id,
+                        "phase": phase.name,
+                        "kind": phase.kind,
+                        "repeat": phase.repeat,
+                        "ddir": ddir,
+                        "t_s": int(t),
+                        "iops": float(iops),
+                        "bytes_per_s": float(bw),
+                        "lat_mean_ns": _num(float(lat)),
+                    }
+                )
+    return out

@@ -1,0 +1,318 @@
+"""A/B (and A/B/C …) comparison of stored runs, phase by phase, with a
+significance verdict for every difference.
+
+The first run is the baseline. For each measured phase the runs share (by
+name), the per-second series of the phase's headline metric gives seed 000's
+median, maximum and minimum with their % change, and the merged histograms
+give mean and p99 latency. Whether a difference is real is judged on the
+phase's throughput level:
+
+* with repeats (``iorig run --repeat N``, N ≥ 2 on both sides): Welch's t-test
+  on the per-repeat throughputs — each repeat is a fresh fio run, so this
+  includes run-to-run variation;
+* otherwise: Welch's t-test on batch means of the per-second series — a
+  weaker verdict, because it only sees the variation within one run.
+
+A difference whose confidence interval includes zero, or whose size is under
+the practical threshold (default 2 %), is "no significant difference".
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from iorig.analyze.stats import RatioTest, batch_means, welch_ratio
+from iorig.analyze.summary import SeriesStats, series_stats
+from iorig.fio import histogram
+from iorig.results import ALL, PhaseResult
+from iorig.store import RunRecord, StoredRun
+
+NO_DIFFERENCE = "no significant difference"
+
+
+@dataclass(frozen=True)
+class RunPhase:
+    """One measured phase of one run, all its repeats pooled."""
+
+    name: str
+    headline: str  # "iops" or "bytes_per_s"
+    per_second: np.ndarray
+    repeat_levels: tuple[float, ...]  # the phase's throughput in each repeat
+    iops: float
+    bytes_per_s: float
+    lat_mean_ns: float
+    lat_p99_ns: float
+    hist: np.ndarray
+    job_hash: str
+    engine: str
+    fio_version: str
+    status: str
+
+    @property
+    def stats(self) -> SeriesStats:
+        return series_stats(self.per_second)
+
+    @property
+    def level(self) -> float:
+        return self.iops if self.headline == "iops" else self.bytes_per_s
+
+
+def normalized_job_text(text: str) -> str:
+    """Job text without comments (they carry the run id) or blank lines."""
+    lines = [line.strip() for line in text.splitlines()]
+    return "\n".join(line for line in lines if line and not line.startswith((";", "#")))
+
+
+def job_hash(text: str) -> str:
+    return hashlib.sha256(normalized_job_text(text).encode()).hexdigest()[:12]
+
+
+def run_phases(stored: StoredRun, job_texts: dict[str, str] | None = None) -> dict[str, RunPhase]:
+    """Measured phases by name, repeats pooled. ``job_texts``: name -> job file."""
+    groups: dict[str, list[PhaseResult]] = {}
+    for phase in stored.phases:
+        if phase.kind == "measure" and phase.aggregate is not None:
+            groups.setdefault(phase.name, []).append(phase)
+    out = {}
+    for name, repeats in groups.items():
+        totals = [p.aggregate.totals[ALL] for p in repeats if ALL in p.aggregate.totals]
+        series = [p.aggregate.series[ALL] for p in repeats if ALL in p.aggregate.series]
+        headline = repeats[0].headline
+        per_second = (
+            np.concatenate([getattr(s, headline) for s in series]) if series else np.zeros(0)
+        )
+        ios = sum(t.ios for t in totals)
+        hist = histogram.merge(t.hist for t in totals)
+        lat_mean = sum(t.lat_mean_ns * t.ios for t in totals) / ios if ios else math.nan
+        n = len(totals) or 1
+        out[name] = RunPhase(
+            name=name,
+            headline=headline,
+            per_second=per_second,
+            repeat_levels=tuple(getattr(t, headline) for t in totals),
+            iops=sum(t.iops for t in totals) / n,
+            bytes_per_s=sum(t.bytes_per_s for t in totals) / n,
+            lat_mean_ns=lat_mean,
+            lat_p99_ns=histogram.percentiles(hist, (99.0,))[99.0],
+            hist=hist,
+            job_hash=job_hash((job_texts or {}).get(name, "")),
+            engine=repeats[0].engine,
+            fio_version=repeats[0].fio_version,
+            status="ok" if all(p.status == "ok" for p in repeats) else repeats[-1].status,
+        )
+    return out
+
+
+@dataclass(frozen=True)
+class Difference:
+    """One run against the baseline in one phase."""
+
+    change_median: float
+    change_max: float
+    change_min: float
+    change_lat_mean: float
+    change_lat_p99: float
+    test: RatioTest | None
+    method: str  # "repeats", "batch means" or "none"
+    verdict: str  # "better", "worse", "same", "untestable"
+    below_threshold: bool
+
+    @property
+    def significant(self) -> bool:
+        return self.verdict in ("better", "worse")
+
+
+def _change(new: float, old: float) -> float:
+    if not old or math.isnan(old) or math.isnan(new):
+        return math.nan
+    return (new - old) / old
+
+
+def _level_samples(a: RunPhase, b: RunPhase) -> tuple[list[float], list[float], str]:
+    if len(a.repeat_levels) >= 2 and len(b.repeat_levels) >= 2:
+        return list(a.repeat_levels), list(b.repeat_levels), "repeats"
+    return batch_means(a.per_second), batch_means(b.per_second), "batch means"
+
+
+def difference(a: RunPhase, b: RunPhase, threshold: float, confidence: float) -> Difference:
+    sa, sb = a.stats, b.stats
+    samples_a, samples_b, method = _level_samples(a, b)
+    test = welch_ratio(samples_a, samples_b, confidence)
+    below = False
+    if test is None:
+        verdict, method = "untestable", method if samples_a and samples_b else "none"
+    elif not test.excludes_no_change():
+        verdict = "same"
+    elif abs(test.change) < threshold:
+        verdict, below = "same", True
+    else:
+        verdict = "better" if test.ratio > 1 else "worse"
+    return Difference(
+        change_median=_change(sb.median, sa.median),
+        change_max=_change(sb.maximum, sa.maximum),
+        change_min=_change(sb.minimum, sa.minimum),
+        change_lat_mean=_change(b.lat_mean_ns, a.lat_mean_ns),
+        change_lat_p99=_change(b.lat_p99_ns, a.lat_p99_ns),
+        test=test,
+        method=method,
+        verdict=verdict,
+        below_threshold=below,
+    )
+
+
+@dataclass(frozen=True)
+class PhaseComparison:
+    name: str
+    headline: str
+    entries: tuple[RunPhase | None, ...]  # one per run, in the runs' order
+    differences: tuple[Difference | None, ...]  # vs the baseline; None for it or when absent
+
+    def winner(self, labels: tuple[str, ...], figure: str) -> str:
+        """The winner of one table ("median", "max", "min"), or no difference.
+
+        A run wins only where the level test says it differs from the
+        baseline and the table's own figure moves the same way.
+        """
+        best, best_change = None, 0.0
+        baseline_beaten_by_all = True
+        for i, diff in enumerate(self.differences):
+            if diff is None or self.entries[i] is None:
+                continue
+            change = getattr(diff, f"change_{figure}")
+            agrees = diff.significant and (change > 0) == (diff.verdict == "better")
+            if diff.verdict != "worse" or not agrees:
+                baseline_beaten_by_all = False
+            if diff.verdict == "better" and agrees and change > best_change:
+                best, best_change = i, change
+        if best is not None:
+            return labels[best]
+        others = [d for d in self.differences if d is not None]
+        if others and baseline_beaten_by_all:
+            return labels[0]
+        return NO_DIFFERENCE
+
+
+@dataclass(frozen=True)
+class Comparison:
+    runs: tuple[RunRecord, ...]
+    labels: tuple[str, ...]
+    phases: tuple[PhaseComparison, ...]
+    only_in: tuple[tuple[str, str], ...]  # (phase, label) present in one run only
+    definition_differences: tuple[str, ...]
+    threshold: float
+    confidence: float
+
+
+def run_label(run: RunRecord) -> str:
+    return run.label or run.id
+
+
+def compare(
+    runs: list[StoredRun],
+    job_texts: list[dict[str, str]] | None = None,
+    *,
+    threshold: float = 0.02,
+    confidence: float = 0.95,
+) -> Comparison:
+    """Compare ``runs`` (the first is the baseline)."""
+    if len(runs) < 2:
+        raise ValueError("a comparison needs at least two runs")
+    texts = job_texts or [{} for _ in runs]
+    per_run = [run_phases(r, t) for r, t in zip(runs, texts, strict=True)]
+    labels = _unique_labels([run_label(r.run) for r in runs])
+    names = list(dict.fromkeys(n for phases in per_run for n in phases))
+    compared, only_in = [], []
+    for name in names:
+        entries = tuple(p.get(name) for p in per_run)
+        present = [i for i, e in enumerate(entries) if e is not None]
+        if len(present) == 1:
+            only_in.append((name, labels[present[0]]))
+            continue
+        base = entries[0]
+        diffs = tuple(
+            difference(base, e, threshold, confidence)
+            if base is not None and e is not None
+            else None
+            for e in (None, *entries[1:])
+        )
+        headline = next(e.headline for e in entries if e is not None)
+        compared.append(PhaseComparison(name, headline, entries, diffs))
+    return Comparison(
+        runs=tuple(r.run for r in runs),
+        labels=labels,
+        phases=tuple(compared),
+        only_in=tuple(only_in),
+        definition_differences=tuple(_definition_differences(runs, per_run, labels)),
+        threshold=threshold,
+        confidence=confidence,
+    )
+
+
+def _unique_labels(labels: list[str]) -> tuple[str, ...]:
+    seen: dict[str, int] = {}
+    out = []
+    for label in labels:
+        seen[label] = seen.get(label, 0) + 1
+        out.append(label if seen[label] == 1 else f"{label} ({seen[label]})")
+    return tuple(out)
+
+
+def _definition_differences(
+    runs: list[StoredRun], per_run: list[dict[str, RunPhase]], labels: tuple[str, ...]
+) -> list[str]:
+    """What differs between the runs' definitions, so nobody compares apples
+    to oranges unknowingly."""
+    notes = []
+
+    def differ(what: str, values: list[str]) -> None:
+        if len(set(values)) > 1:
+            listed = "; ".join(f"{lab}: {v}" for lab, v in zip(labels, values, strict=True))
+            notes.append(f"{what} differs — {listed}")
+
+    differ("scenario", [f"{r.run.scenario} v{r.run.scenario_version}" for r in runs])
+    differ("profile", [r.run.profile or "full" for r in runs])
+    differ("fio version", [r.run.fio_version for r in runs])
+    differ("target kind", [",".join(t["kind"] for t in r.run.targets) for r in runs])
+    params = [r.run.params for r in runs]
+    for name in dict.fromkeys(k for p in params for k in p):
+        differ(f"parameter {name}", [p.get(name, {}).get("text", "(none)") for p in params])
+    for name in dict.fromkeys(n for p in per_run for n in p):
+        entries = [p.get(name) for p in per_run]
+        if any(e is None for e in entries):
+            continue
+        differ(f"{name}: engine", [e.engine for e in entries if e])
+        hashes = [e.job_hash for e in entries if e]
+        if len(set(hashes)) > 1 and not any(h == job_hash("") for h in hashes):
+            differ(f"{name}: fio job definition (hash)", hashes)
+    return notes
+
+
+def percent(value: float) -> str:
+    if value is None or math.isnan(value):
+        return "-"
+    return f"{value * 100:+.2f}%"
+
+
+def verdict_text(diff: Difference | None) -> str:
+    """Short: the verdict with the CI of the change and the p-value."""
+    if diff is None:
+        return ""
+    if diff.test is None:
+        return "not testable: too few samples"
+    t = diff.test
+    ci = f"CI {(t.ci_low - 1) * 100:+.1f}…{(t.ci_high - 1) * 100:+.1f}%, p={t.p_value:.2g}"
+    if diff.verdict == "same":
+        return f"n.s., under threshold ({ci})" if diff.below_threshold else f"n.s. ({ci})"
+    return f"significant ({ci})"
+
+
+METHOD_NOTES = {
+    "repeats": "Welch's t-test on the throughput of each repeat (fresh fio runs)",
+    "batch means": "Welch's t-test on batch means of the per-second samples within each run "
+    "— weaker: it cannot see run-to-run variation; use --repeat N for a firmer verdict",
+    "none": "too few samples to test",
+}

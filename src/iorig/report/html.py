@@ -1,0 +1,222 @@
+"""Self-contained HTML report: one file with plotly.js inlined, nothing
+fetched at view time (a Content-Security-Policy forbids it), every
+user-supplied string escaped by Jinja's autoescape."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import jinja2
+import numpy as np
+from markupsafe import Markup
+
+from iorig import __version__
+from iorig.analyze.compare import Comparison, run_label
+from iorig.fio import histogram
+from iorig.report.tables import TableModel
+from iorig.results import ALL
+from iorig.store import StoredRun
+from iorig.units import format_bytes, format_duration
+
+_METRIC_AXIS = {"iops": "IOPS", "bytes_per_s": "MB/s"}
+_PERCENTILE_TICKS = (0, 1, 2, 3, 4, 5)
+_PERCENTILE_LABELS = ("0", "90", "99", "99.9", "99.99", "99.999")
+
+
+@dataclass(frozen=True)
+class ReportRun:
+    stored: StoredRun
+    label: str
+    job_texts: dict[str, str]
+
+
+def _when(ts: float | None) -> str:
+    if ts is None:
+        return "-"
+    return dt.datetime.fromtimestamp(ts).strftime("%Y-%m-%d %H:%M:%S")
+
+
+def _run_header(r: ReportRun) -> dict[str, Any]:
+    run = r.stored.run
+    ended = run.ended_at or run.started_at
+    return {
+        "id": run.id,
+        "label": r.label,
+        "scenario": run.scenario,
+        "scenario_version": run.scenario_version,
+        "title": run.title,
+        "origin": run.scenario_origin,
+        "status": run.status,
+        "error": run.error,
+        "profile": run.profile,
+        "started": _when(run.started_at),
+        "duration": format_duration(ended - run.started_at),
+        "targets": [
+            {
+                "role": t["role"],
+                "path": t["path"],
+                "kind": t["kind"],
+                "size": format_bytes(t["size_bytes"]),
+            }
+            for t in run.targets
+        ],
+        "hosts": ", ".join(run.hosts),
+        "fio_version": run.fio_version,
+        "engines": ", ".join(sorted({p.engine for p in r.stored.phases if p.engine})) or "-",
+        "params": [(name, p["text"], p["origin"]) for name, p in run.params.items()],
+        "command": run.command,
+        "warnings": [w.get("message", "") for w in run.warnings],
+    }
+
+
+def _finite(values: np.ndarray) -> list[float | None]:
+    return [None if v is None or math.isnan(v) else float(v) for v in values]
+
+
+def _percentile_trace(counts: np.ndarray) -> tuple[list[float], list[float]]:
+    values, cumulative = histogram.percentile_curve(counts)
+    with np.errstate(divide="ignore"):
+        x = -np.log10(np.clip(1.0 - cumulative, 1e-6, 1.0))
+    return x.tolist(), (values / 1e6).tolist()
+
+
+def _layout(title: str, x_title: str, y_title: str, **extra: Any) -> dict[str, Any]:
+    layout = {
+        "title": {"text": title, "font": {"size": 14}, "x": 0.01, "xanchor": "left"},
+        "margin": {"l": 60, "r": 20, "t": 40, "b": 45},
+        "xaxis": {"title": {"text": x_title}},
+        "yaxis": {"title": {"text": y_title}, "rangemode": "tozero"},
+        "legend": {"orientation": "h", "y": -0.25},
+        "hovermode": "x unified",
+    }
+    layout.update(extra)
+    return layout
+
+
+def phase_charts(index: int, name: str, runs: list[ReportRun]) -> list[dict[str, Any]]:
+    """Throughput and latency per second (runs overlaid) and percentile curves."""
+    throughput, latency, percentiles = [], [], []
+    headline = "iops"
+    for r in runs:
+        repeats = [p for p in r.stored.phases if p.name == name and p.kind == "measure"]
+        merged = []
+        for p in repeats:
+            scope = p.aggregate
+            if scope is None or ALL not in scope.series:
+                continue
+            headline = p.headline
+            s = scope.series[ALL]
+            trace_name = r.label + (f" #{p.repeat + 1}" if len(repeats) > 1 else "")
+            y = s.iops if headline == "iops" else s.bytes_per_s / 1e6
+            throughput.append(
+                {"type": "scatter", "mode": "lines+markers", "name": trace_name,
+                 "x": s.t_s.tolist(), "y": _finite(y)}
+            )  # fmt: skip
+            latency.append(
+                {"type": "scatter", "mode": "lines+markers", "name": trace_name,
+                 "x": s.t_s.tolist(), "y": _finite(s.lat_mean_ns / 1e6)}
+            )  # fmt: skip
+            if ALL in scope.totals:
+                merged.append(scope.totals[ALL].hist)
+        if merged:
+            x, y = _percentile_trace(histogram.merge(merged))
+            percentiles.append(
+                {"type": "scatter", "mode": "lines", "name": r.label, "x": x, "y": y}
+            )
+    prefix = f"chart-{index}"
+    return [
+        {
+            "id": f"{prefix}-throughput",
+            "data": throughput,
+            "layout": _layout(f"{name}: {_METRIC_AXIS[headline]} per second", "second",
+                              _METRIC_AXIS[headline]),
+        },
+        {
+            "id": f"{prefix}-latency",
+            "data": latency,
+            "layout": _layout(f"{name}: mean completion latency per second", "second", "ms"),
+        },
+        {
+            "id": f"{prefix}-percentiles",
+            "data": percentiles,
+            "layout": _layout(
+                f"{name}: latency percentiles (merged histograms)",
+                "percentile",
+                "ms",
+                xaxis={
+                    "title": {"text": "percentile"},
+                    "tickvals": list(_PERCENTILE_TICKS),
+                    "ticktext": list(_PERCENTILE_LABELS),
+                },
+                yaxis={"title": {"text": "ms"}, "type": "log"},
+                hovermode="closest",
+            ),
+        },
+    ]  # fmt: skip
+
+
+def _json_for_script(data: Any) -> Markup:
+    # Inside <script>, "</script>" or "<!--" in a user string would end the
+    # script; escaping <, > and & as JSON unicode escapes makes that impossible.
+    text = json.dumps(data, allow_nan=False)
+    text = text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
+    return Markup(text)
+
+
+def _plotly_js() -> Markup:
+    from plotly.offline import get_plotlyjs
+
+    js = get_plotlyjs()
+    return Markup(js.replace("</script", "<\\/script"))
+
+
+_ENV = jinja2.Environment(
+    loader=jinja2.PackageLoader("iorig.report", "templates"),
+    autoescape=True,
+    undefined=jinja2.StrictUndefined,
+)
+
+
+def render_report(
+    runs: list[ReportRun],
+    tables: list[TableModel],
+    notes: list[str],
+    comparison: Comparison | None = None,
+) -> str:
+    names = list(
+        dict.fromkeys(p.name for r in runs for p in r.stored.phases if p.kind == "measure")
+    )
+    charts = [c for i, name in enumerate(names) for c in phase_charts(i, name, runs)]
+    phases = [
+        {
+            "name": name,
+            "jobs": [
+                {"label": r.label, "text": r.job_texts[name]} for r in runs if name in r.job_texts
+            ],
+        }
+        for name in names
+    ]
+    title = "iorig report: " + " vs ".join(r.label for r in runs)
+    return _ENV.get_template("report.html.j2").render(
+        title=title,
+        version=__version__,
+        generated=dt.datetime.now().strftime("%Y-%m-%d %H:%M:%S"),
+        runs=[_run_header(r) for r in runs],
+        differences=list(comparison.definition_differences) if comparison else [],
+        tables=tables,
+        notes=notes,
+        phases=phases,
+        plotly_js=_plotly_js(),
+        charts_json=_json_for_script(charts),
+    )
+
+
+def report_runs(
+    loaded: list[tuple[StoredRun, dict[str, str]]], labels: list[str] | None = None
+) -> list[ReportRun]:
+    labels = labels or [run_label(s.run) for s, _ in loaded]
+    return [ReportRun(s, label, texts) for (s, texts), label in zip(loaded, labels, strict=True)]
