@@ -157,8 +157,6 @@ def _adhoc(iorig, dev: Path, *extra: str):
     )  # fmt: skip
 
 
-
-
 @pytest.mark.blockdev
 @pytest.mark.fio
 def test_blank_device_is_used(iorig, loopdev):

@@ -230,6 +230,7 @@ def _prepare_file(path: Path, size: int, allow_destroy: bool) -> bool:
         if not os.access(path, os.R_OK | os.W_OK):
             raise UserError(f"cannot read and write {path}: permission denied")
         _check_space(path, size, current)
+        _allocate(path, size)
         _mark(path)
         return False
     _check_space(path, size, 0)
@@ -243,8 +244,33 @@ def _prepare_file(path: Path, size: int, allow_destroy: bool) -> bool:
             f"cannot create {path}: {reason}",
             hint="choose a directory you can write to, e.g. --target ./iorig-scratch/",
         ) from None
+    _allocate(path, size)
     _mark(path)
     return True
+
+
+def _allocate(path: Path, size: int) -> None:
+    """Give the file its full size before fio opens it.
+
+    A write job that finds its file too small makes fio unlink and recreate
+    it, which would drop iorig's mark; and reserving the space now turns a
+    full filesystem into an error before the run instead of during it.
+    """
+    if path.stat().st_size >= size:
+        return
+    fd = os.open(path, os.O_WRONLY)
+    try:
+        try:
+            os.posix_fallocate(fd, 0, size)
+        except OSError as exc:
+            if exc.errno == errno.ENOSPC:
+                raise UserError(
+                    f"not enough free space to allocate {format_bytes(size)} for {path}",
+                    hint="use --size to test a smaller working set",
+                ) from None
+            os.ftruncate(fd, size)  # no fallocate here (e.g. some network filesystems)
+    finally:
+        os.close(fd)
 
 
 # ------------------------------------------------------------------ entry
@@ -292,7 +318,12 @@ def resolve_target(
 
 
 def release(target: Target, keep: bool) -> None:
-    """Remove a data file iorig placed in a directory target (unless kept)."""
+    """Remove a data file iorig placed in a directory target (unless kept);
+    make sure a kept file still carries the mark for the next run."""
+    if target.kind == "block":
+        return
     if target.remove_after and not keep:
         with contextlib.suppress(FileNotFoundError):
             target.path.unlink()
+    elif target.path.exists():
+        _mark(target.path)

@@ -1,0 +1,220 @@
+"""Comparison statistics on constructed runs: seed 000's +2.26 %, verdicts,
+winners, Welch's test and batch means."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from iorig.analyze.compare import NO_DIFFERENCE, compare, verdict_text
+from iorig.analyze.stats import batch_means, t_cdf, t_quantile, welch_ratio
+from iorig.fio import histogram
+from iorig.report.tables import comparison_tables, to_markdown
+from iorig.results import ALL, PhaseResult, ScopeResult, Series, Totals
+from iorig.store import RunRecord, StoredRun
+
+
+def _phase(name: str, headline: str, per_second: np.ndarray, repeat: int = 0) -> PhaseResult:
+    n = per_second.size
+    hist = histogram.empty()
+    hist[600] = 1000
+    level = float(per_second.mean())
+    totals = Totals(
+        ddir=ALL,
+        ios=int(level * n),
+        io_bytes=int(level * n * 8192),
+        iops=level if headline == "iops" else level / 2**20,
+        bytes_per_s=level if headline == "bytes_per_s" else level * 8192,
+        lat_mean_ns=1e6,
+        lat_min_ns=1e5,
+        lat_max_ns=1e7,
+        lat_stddev_ns=1e5,
+        slat_mean_ns=1e3,
+        total_lat_mean_ns=1.001e6,
+        hist=hist,
+    )
+    series = Series(
+        ALL,
+        np.arange(1, n + 1),
+        per_second if headline == "iops" else per_second / 2**20,
+        per_second if headline == "bytes_per_s" else per_second * 8192,
+        np.full(n, 1e6),
+        np.zeros((n, histogram.NR_BINS), dtype=np.uint64),
+    )
+    scope = ScopeResult("", "", 1, {ALL: totals}, {ALL: series}, 1.0, 10.0, 11.0, 0)
+    return PhaseResult(
+        seq=1,
+        name=name,
+        kind="measure",
+        status="ok",
+        started_at=0.0,
+        ended_at=float(n),
+        planned_s=float(n),
+        headline=headline,
+        scopes=(scope,),
+        engine="libaio",
+        fio_version="fio-3.33",
+        repeat=repeat,
+    )
+
+
+def _run(run_id: str, label: str, phases: list[PhaseResult], **over: object) -> StoredRun:
+    record = dict(
+        id=run_id,
+        label=label,
+        scenario="peak",
+        scenario_version=1,
+        title="Peak",
+        scenario_origin="builtin:peak",
+        scenario_text="",
+        resolved={},
+        params={"size": {"value": 1, "text": "16GiB", "origin": "default"}},
+        profile=None,
+        targets=[{"role": "data", "kind": "block", "path": "/dev/x", "size_bytes": 1}],
+        hosts=["local"],
+        command="",
+        iorig_version="0.1.0",
+        fio_version="fio-3.33",
+        status="ok",
+        error=None,
+        warnings=[],
+        disclosure={},
+        hostname="h",
+        pid=1,
+        started_at=0.0,
+        ended_at=60.0,
+    )
+    record.update(over)
+    return StoredRun(RunRecord(**record), tuple(phases))  # type: ignore[arg-type]
+
+
+def _noisy(level: float, n: int = 60, spread: float = 0.01, seed: int = 0) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    return level * (1 + spread * rng.standard_normal(n))
+
+
+def _centered(median: float, n: int = 61, spread: float = 0.01, seed: int = 0) -> np.ndarray:
+    """Noisy seconds whose median is exactly ``median`` (symmetric noise)."""
+    half = np.abs(np.random.default_rng(seed).standard_normal(n // 2)) * spread
+    return (
+        median
+        * np.concatenate([1 + half, 1 - half, [1.0]])[np.random.default_rng(seed).permutation(n)]
+    )
+
+
+def test_seed_000_median_random_read_gain_is_plus_2_26_percent():
+    without = _run(
+        "a1", "Without HBA PCI Passthrough", [_phase("random-read", "iops", _centered(117.55e3))]
+    )
+    with_ = _run(
+        "b2",
+        "With HBA PCI Passthrough",
+        [_phase("random-read", "iops", _centered(120.21e3, seed=2))],
+    )
+    cmp = compare([without, with_])
+    (phase,) = cmp.phases
+    diff = phase.differences[1]
+    assert round(diff.change_median * 100, 2) == 2.26
+    median_table = comparison_tables(cmp)[0]
+    row = median_table.rows[0]
+    assert row[:4] == ("random-read (IOPS)", "117.55K", "120.21K", "+2.26%")
+    markdown = to_markdown(median_table)
+    assert "| random-read (IOPS) | 117.55K | 120.21K | +2.26% |" in markdown
+    assert markdown.splitlines()[2].startswith("| Test | Without HBA PCI Passthrough (Median)")
+
+
+def test_clear_difference_names_the_winner():
+    a = _run("a1", "A", [_phase("random-read", "iops", _noisy(100e3, seed=3))])
+    b = _run("b2", "B", [_phase("random-read", "iops", _noisy(110e3, seed=4))])
+    cmp = compare([a, b])
+    phase = cmp.phases[0]
+    assert phase.differences[1].verdict == "better"
+    assert phase.winner(cmp.labels, "median") == "B"
+    assert verdict_text(phase.differences[1]).startswith("significant (CI +")
+
+
+def test_small_difference_is_no_significant_difference():
+    a = _run("a1", "A", [_phase("random-read", "iops", _noisy(100e3, spread=0.0005, seed=5))])
+    b = _run("b2", "B", [_phase("random-read", "iops", _noisy(101e3, spread=0.0005, seed=6))])
+    cmp = compare([a, b], threshold=0.02)
+    diff = cmp.phases[0].differences[1]
+    assert diff.test is not None and diff.test.excludes_no_change()  # real but tiny
+    assert diff.verdict == "same" and diff.below_threshold
+    assert cmp.phases[0].winner(cmp.labels, "median") == NO_DIFFERENCE
+    assert "under threshold" in verdict_text(diff)
+
+
+def test_noise_is_no_significant_difference():
+    a = _run("a1", "A", [_phase("random-read", "iops", _noisy(100e3, spread=0.2, n=10, seed=7))])
+    b = _run("b2", "B", [_phase("random-read", "iops", _noisy(104e3, spread=0.2, n=10, seed=8))])
+    cmp = compare([a, b])
+    diff = cmp.phases[0].differences[1]
+    assert diff.method == "batch means"
+    assert diff.verdict == "same" and not diff.below_threshold
+    assert cmp.phases[0].winner(cmp.labels, "max") == NO_DIFFERENCE
+
+
+def test_repeats_are_used_when_both_runs_have_them():
+    a = _run("a1", "A", [_phase("rr", "iops", _noisy(100e3, seed=s), repeat=s) for s in range(4)])
+    b = _run(
+        "b2", "B", [_phase("rr", "iops", _noisy(120e3, seed=10 + s), repeat=s) for s in range(4)]
+    )
+    cmp = compare([a, b])
+    diff = cmp.phases[0].differences[1]
+    assert diff.method == "repeats" and diff.test is not None
+    assert (diff.test.n_a, diff.test.n_b) == (4, 4)
+    assert diff.verdict == "better"
+    assert cmp.phases[0].entries[0].per_second.size == 4 * 60  # seconds of all repeats pooled
+
+
+def test_phase_only_in_one_run_is_listed_and_definitions_are_diffed():
+    a = _run("a1", "A", [_phase("rr", "iops", _noisy(1e5)), _phase("extra", "iops", _noisy(1e5))])
+    b = _run(
+        "b2",
+        "B",
+        [_phase("rr", "iops", _noisy(1e5, seed=9))],
+        fio_version="fio-3.36",
+        targets=[{"role": "data", "kind": "file", "path": "/x", "size_bytes": 1}],
+    )
+    cmp = compare([a, b], [{"rr": "[rr]\nrw=randread\n"}, {"rr": "; run x\n[rr]\nrw=randwrite\n"}])
+    assert [p.name for p in cmp.phases] == ["rr"]
+    assert cmp.only_in == (("extra", "A"),)
+    text = "\n".join(cmp.definition_differences)
+    assert "fio version differs" in text and "fio-3.36" in text
+    assert "target kind differs" in text
+    assert "rr: fio job definition (hash) differs" in text
+
+
+def test_job_text_comments_do_not_count_as_a_difference():
+    a = _run("a1", "A", [_phase("rr", "iops", _noisy(1e5))])
+    b = _run("b2", "B", [_phase("rr", "iops", _noisy(1e5, seed=3))])
+    cmp = compare(
+        [a, b], [{"rr": "; run a1\n[rr]\nrw=randread\n"}, {"rr": "; run b2\n[rr]\nrw=randread\n"}]
+    )
+    assert cmp.definition_differences == ()
+
+
+def test_welch_ratio_matches_known_values():
+    # Reference: scipy.stats.ttest_ind(log a, log b, equal_var=False) gives p = 0.000166
+    test = welch_ratio([100, 102, 98, 101], [110, 111, 109, 112])
+    assert test is not None
+    assert test.ratio == pytest.approx(1.10231, rel=1e-4)
+    assert test.p_value == pytest.approx(1.66e-4, rel=0.02)
+    assert test.ci_low < test.ratio < test.ci_high
+    assert welch_ratio([1.0], [2.0, 3.0]) is None
+
+
+def test_t_distribution_quantiles():
+    assert t_quantile(0.975, 10) == pytest.approx(2.228139, abs=1e-5)
+    assert t_quantile(0.975, 1) == pytest.approx(12.7062, abs=1e-3)
+    assert t_quantile(0.95, 1e6) == pytest.approx(1.644854, abs=1e-4)
+    assert t_cdf(0.0, 7) == pytest.approx(0.5)
+
+
+def test_batch_means_use_equal_batches_and_drop_nan():
+    values = [float(v) for v in range(30)] + [math.nan]
+    means = batch_means(values, batches=10, min_batch=2)
+    assert means == [1.0, 4.0, 7.0, 10.0, 13.0, 16.0, 19.0, 22.0, 25.0, 28.0]
+    assert batch_means([1.0, 2.0, 3.0], batches=10, min_batch=2) == []

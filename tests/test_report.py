@@ -1,0 +1,194 @@
+"""Two real quick peak runs compared, reported and moved between databases:
+the terminal and Markdown tables, the JSON/CSV numbers, the HTML report in a
+real headless Chromium with no network, and export/import."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.fio
+REPO = Path(__file__).resolve().parent.parent
+EVIL = 'B </script><script>window.pwned=1</script> & "q"'
+
+
+def _cli(db: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess:
+    env = dict(os.environ, IORIG_DB=str(db), COLUMNS="250", NO_COLOR="1")
+    done = subprocess.run(
+        [sys.executable, "-m", "iorig", *args],
+        cwd=REPO, env=env, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    if check and done.returncode != 0:
+        raise AssertionError(f"iorig {args} failed:\n{done.stdout}\n{done.stderr}")
+    return done
+
+
+@pytest.fixture(scope="module")
+def two_runs(tmp_path_factory) -> tuple[Path, Path]:
+    """A database with two back-to-back `peak --quick` runs on the same file."""
+    base = tmp_path_factory.mktemp("report")
+    db = base / "results.sqlite"
+    (REPO / ".test-scratch").mkdir(exist_ok=True)
+    scratch = Path(tempfile.mkdtemp(dir=REPO / ".test-scratch"))  # on disk: O_DIRECT works
+    try:
+        for label in ("A", EVIL):
+            _cli(db, "run", "peak", "--quick", "--target", str(scratch / "data"),
+                 "--size", "32MiB", "--label", label)  # fmt: skip
+        yield db, base
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def test_compare_prints_median_maximum_minimum_with_verdicts(two_runs):
+    db, _ = two_runs
+    out = _cli(db, "compare", "last~1", "last").stdout
+    for title in ("Median", "Maximum", "Minimum", "Completion latency"):
+        assert re.search(rf"^{title}", out, re.M), title
+    for phase in ("random-read", "sequential-read", "random-write", "sequential-write"):
+        rows = [line for line in out.splitlines() if f"{phase} (" in line]
+        assert len(rows) == 3, phase  # one row in each of the three tables
+        for row in rows:
+            assert "%" in row
+            assert ("n.s." in row) or ("significant (" in row) or ("not testable" in row)
+
+
+def test_compare_markdown_has_seed_000_layout(two_runs):
+    db, _ = two_runs
+    md = _cli(db, "compare", "last~1", "last", "--format", "md").stdout
+    for title in ("Median", "Maximum", "Minimum"):
+        assert f"### {title}" in md
+        header = next(line for line in md.splitlines() if line.startswith(f"| Test | A ({title})"))
+        assert header.endswith("| % Gain or Loss | Winner | Significance |")
+    separator = "| :--- | :---: | :---: | :---: | :---: | :--- |"
+    assert md.count(separator) == 3
+    rows = [line for line in md.splitlines() if line.startswith("| random-read (IOPS)")]
+    assert len(rows) == 3 and all(row.count("|") == 7 for row in rows)
+
+
+def test_compare_json_and_csv_carry_the_numbers(two_runs):
+    db, _ = two_runs
+    data = json.loads(_cli(db, "compare", "last~1", "last", "--format", "json").stdout)
+    assert [r["label"] for r in data["runs"]] == ["A", EVIL]
+    phases = [p for p in data["phases"] if not p["baseline"]]
+    assert len(phases) == 4
+    for p in phases:
+        assert p["verdict"] in ("better", "worse", "same", "untestable")
+        assert p["change_median"] is not None and p["median"] > 0
+    table = list(
+        csv.DictReader(io.StringIO(_cli(db, "compare", "last~1", "last", "--format", "csv").stdout))
+    )
+    assert len(table) == 8 and {"median", "ci_low", "p_value"} <= set(table[0])
+
+
+def test_as_percent_of_and_limit(two_runs):
+    db, _ = two_runs
+    out = _cli(db, "compare", "last", "--as-percent-of", "last~1", "--limit", "1GB/s").stdout
+    assert "as % of A" in out
+    assert "Percent of the interface limit (1.00 GB/s)" in out
+    assert "above the limit" in out  # the sequential phases beat 1 GB/s on this machine's cache
+
+
+def _chromium() -> str | None:
+    for name in ("chromium", "chromium-browser", "google-chrome"):
+        found = shutil.which(name)
+        if found:
+            return found
+    return None
+
+
+def test_html_report_in_headless_chromium(two_runs):
+    db, base = two_runs
+    browser = _chromium()
+    if browser is None:
+        if os.environ.get("IORIG_REQUIRE_BROWSER"):
+            pytest.fail("chromium is required (IORIG_REQUIRE_BROWSER) but not installed")
+        pytest.skip("chromium is not installed (make test installs it)")
+    report = base / "report.html"
+    _cli(db, "report", "last~1", "last", "-o", str(report))
+    html = report.read_text()
+    assert "<script>window.pwned=1</script>" not in html
+    assert "&lt;/script&gt;&lt;script&gt;window.pwned=1&lt;/script&gt;" in html
+    profile, netlog, shot = base / "profile", base / "net.json", base / "report.png"
+    done = subprocess.run(
+        [
+            browser, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
+            "--no-first-run", "--disable-background-networking", "--disable-component-update",
+            "--disable-sync", f"--user-data-dir={profile}", "--enable-logging=stderr", "--v=0",
+            f"--log-net-log={netlog}", "--host-resolver-rules=MAP * ~NOTFOUND",
+            "--window-size=1200,3000", "--virtual-time-budget=15000", "--dump-dom",
+            f"file://{report}",
+        ],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    dom = done.stdout
+    console = [line for line in done.stderr.splitlines() if ":CONSOLE" in line]
+    assert console == [], console  # no errors, no CSP violations, nothing logged at all
+    assert 'data-charts-drawn="12"' in dom  # 4 phases × (throughput, latency, percentiles)
+    drawn = re.findall(r'id="(chart-\d+-\w+)"[^>]*class="[^"]*js-plotly-plot', dom)
+    drawn += re.findall(r'class="[^"]*js-plotly-plot[^"]*"[^>]*id="(chart-\d+-\w+)"', dom)
+    assert len(set(drawn)) == 12, drawn
+    assert dom.count('class="main-svg"') >= 12  # plotly drew SVG for each chart
+    for title in ("Median", "Maximum", "Minimum", "Completion latency"):
+        assert f"<h3>{title}" in dom
+    assert "rw=randread" in dom  # job files in collapsible blocks
+    assert "<script>window.pwned=1</script>" not in dom  # the label never became markup
+    # No request left the page: page-initiated requests have an initiator origin
+    # ("null" for file://); the browser's own background traffic has none.
+    events = json.loads(netlog.read_text())
+    types = {v: k for k, v in events["constants"]["logEventTypes"].items()}
+    page_requests = [
+        e["params"]["url"]
+        for e in events["events"]
+        if types.get(e["type"]) == "URL_REQUEST_START_JOB"
+        and e.get("params", {}).get("url")
+        and e["params"].get("initiator") not in (None, "not an origin")
+    ]
+    assert page_requests == []
+    screenshot = subprocess.run(
+        [browser, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+         f"--user-data-dir={profile}", "--window-size=1200,2400", "--virtual-time-budget=15000",
+         f"--screenshot={shot}", f"file://{report}"],
+        capture_output=True, timeout=120,
+    )  # fmt: skip
+    assert screenshot.returncode == 0 and shot.stat().st_size > 50_000
+
+
+def test_report_markdown_json_csv(two_runs):
+    db, _ = two_runs
+    md = _cli(db, "report", "last", "--format", "md").stdout
+    assert "### Throughput per second" in md and "| random-read (IOPS) |" in md
+    data = json.loads(_cli(db, "report", "last~1", "last", "--format", "json").stdout)
+    assert len(data["runs"]) == 2 and data["comparison"]["phases"]
+    assert {s["phase"] for s in data["samples"]} >= {"random-read", "sequential-write"}
+    rows = list(csv.DictReader(io.StringIO(_cli(db, "report", "last", "--format", "csv").stdout)))
+    assert rows and {"t_s", "iops", "bytes_per_s", "lat_mean_ns"} <= set(rows[0])
+    missing = _cli(db, "report", "last", check=False)
+    assert missing.returncode == 2 and "-o report.html" in missing.stderr
+
+
+def test_export_import_round_trip_without_duplicates(two_runs, tmp_path):
+    db, _ = two_runs
+    bundle = tmp_path / "run.iorig"
+    _cli(db, "export", "last", "-o", str(bundle))
+    original = json.loads(_cli(db, "show", "last", "--json").stdout)
+    other = tmp_path / "other.sqlite"
+    first = _cli(other, "import", str(bundle)).stdout
+    assert "imported" in first
+    again = _cli(other, "import", str(bundle)).stdout
+    assert "already present, skipped" in again
+    copied = json.loads(_cli(other, "show", original["run"]["id"], "--json").stdout)
+    assert copied == original
+    runs = json.loads(_cli(other, "runs", "--json").stdout)
+    assert len(runs) == 1
+    exists = _cli(db, "export", "last", "-o", str(bundle), check=False)
+    assert exists.returncode == 2 and "already exists" in exists.stderr
