@@ -21,6 +21,7 @@ from pydantic import (
     ConfigDict,
     Field,
     ValidationError,
+    ValidationInfo,
     field_validator,
     model_validator,
 )
@@ -165,16 +166,19 @@ ParamType = Literal["size", "duration", "int", "float", "bool", "percent", "str"
 
 class Parameter(_Model):
     type: ParamType = "str"
+    choices: list[str] | None = None
     default: Any
     help: str = ""
-    choices: list[str] | None = None
 
-    @model_validator(mode="after")
-    def _default_valid(self) -> Parameter:
-        if self.type == "choice" and not self.choices:
-            raise ValueError("a choice parameter needs 'choices'")
-        coerce_parameter(self, self.default)
-        return self
+    @field_validator("default")
+    @classmethod
+    def _default_valid(cls, value: Any, info: ValidationInfo) -> Any:
+        if "type" in info.data:  # a bad type is reported on its own
+            spec = cls.model_construct(type=info.data["type"], choices=info.data.get("choices"))
+            if spec.type == "choice" and not spec.choices:
+                raise ValueError("a choice parameter needs 'choices'")
+            coerce_parameter(spec, value)
+        return value
 
 
 class Scenario(_Model):

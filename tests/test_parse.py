@@ -1,0 +1,107 @@
+"""Parsing fio's json+ output (with status snapshots) and its log files."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from tests.fixtures import DATA, output_text
+
+from iorig.fio import histogram, parse
+
+
+def test_status_snapshots_then_final_document():
+    docs = parse.split_documents(output_text("randread-2jobs"))
+    assert len(docs) == 4  # three one-second snapshots and the final result
+    totals = [sum(j["read"]["total_ios"] for j in d["jobs"]) for d in docs]
+    assert totals == sorted(totals) and totals[-1] == max(totals)
+
+
+def test_reading_a_growing_file_in_chunks_yields_the_same_documents():
+    text = output_text("randread-2jobs")
+    expected = parse.split_documents(text)
+    for chunk in (997, 4096, 50_000):
+        buffer, seen = "", []
+        for start in range(0, len(text), chunk):
+            buffer += text[start : start + chunk]
+            docs, consumed = parse.scan_documents(buffer)
+            seen += docs
+            buffer = buffer[consumed:]
+        assert seen == expected
+
+
+def test_noise_and_truncation_are_skipped():
+    final = parse.split_documents(output_text("randread-2jobs"))[-1]
+    text = "fio: some warning {not json}\n" + json.dumps(final, indent=1) + "\n"
+    assert parse.split_documents(text) == [final]
+    cut = text[: len(text) // 2]
+    assert parse.split_documents(cut) == []
+    assert parse.scan_documents(cut)[1] == 0
+
+
+def test_parse_final_keeps_fios_figures():
+    text = output_text("randread-2jobs")
+    raw = parse.split_documents(text)[-1]
+    out = parse.parse_final(text)
+    assert out.version == raw["fio version"] == "fio-3.33"
+    assert [j.name for j in out.jobs] == ["randread-2jobs", "randread-2jobs"]
+    for job, rj in zip(out.jobs, raw["jobs"], strict=True):
+        d = job.dirs["read"]
+        assert set(job.dirs) == {"read"}
+        assert d.ios == rj["read"]["total_ios"]
+        assert d.io_bytes == rj["read"]["io_bytes"]
+        assert d.iops == rj["read"]["iops"]
+        assert d.clat_mean_ns == rj["read"]["clat_ns"]["mean"]
+        assert histogram.total_count(d.hist) == rj["read"]["clat_ns"]["N"]
+        assert job.usr_cpu_pct == rj["usr_cpu"] and job.host == "local"
+
+
+def test_mixed_job_has_both_directions():
+    (job,) = parse.parse_final(output_text("randrw-mixed")).jobs
+    assert set(job.dirs) == {"read", "write"}
+    share = job.dirs["read"].ios / (job.dirs["read"].ios + job.dirs["write"].ios)
+    assert share == pytest.approx(0.7, abs=0.03)
+
+
+def test_client_server_documents_drop_the_all_clients_entry():
+    raw = parse.split_documents(output_text("randread-2jobs"))[-1]
+    job = dict(raw["jobs"][0], hostname="127.0.0.2")
+    doc = {"fio version": "fio-3.33", "client_stats": [job, dict(job, jobname="All clients")]}
+    out = parse.parse_document(doc)
+    assert [(j.name, j.host) for j in out.jobs] == [("randread-2jobs", "127.0.0.2")]
+
+
+def test_garbage_is_a_clear_error():
+    with pytest.raises(parse.FioOutputError, match="no JSON result"):
+        parse.parse_final("fio: engine io_uring not loadable\n")
+    with pytest.raises(parse.FioOutputError, match="neither"):
+        parse.parse_document({"something": 1})
+
+
+def test_series_logs():
+    samples = parse.parse_series_log((DATA / "randread-2jobs" / "rr_iops.2.log").read_text())
+    assert [s.t_ms for s in samples] == [1000, 2001, 3000]
+    assert all(s.ddir == "read" and s.bs == 0 and s.value > 1000 for s in samples)
+    mixed = parse.parse_series_log((DATA / "randrw-mixed" / "rr_iops.1.log").read_text())
+    assert {s.ddir for s in mixed} == {"read", "write"}
+
+
+def test_hist_logs_have_1856_bins_per_line():
+    entries = parse.parse_hist_log((DATA / "randread-2jobs" / "rr_clat_hist.1.log").read_text())
+    assert len(entries) >= 2
+    for e in entries:
+        assert e.counts.shape == (histogram.NR_BINS,) and e.counts.sum() > 0 and e.ddir == "read"
+    assert parse.parse_hist_log("") == []
+    with pytest.raises(parse.FioOutputError, match="coarseness"):
+        parse.parse_hist_log("1000, 0, 4096, 1, 2, 3\n")
+
+
+def test_find_logs_recognises_names_and_host_suffixes(tmp_path):
+    for name in ("w1_iops.1.log", "w1_clat_hist.2.log", "w1_bw.1.log.127.0.0.2", "notes.txt"):
+        (tmp_path / name).write_text("")
+    found = {(f.prefix, f.kind, f.job, f.host) for f in parse.find_logs(tmp_path)}
+    assert found == {
+        ("w1", "iops", 1, None),
+        ("w1", "clat_hist", 2, None),
+        ("w1", "bw", 1, "127.0.0.2"),
+    }
