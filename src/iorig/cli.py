@@ -18,8 +18,9 @@ from rich.progress import BarColumn, Progress, TaskID, TextColumn
 from iorig import __version__
 from iorig import scenario as scenario_mod
 from iorig.adhoc import adhoc_source
-from iorig.analyze.compare import compare
+from iorig.analyze.compare import compare, shared_limit
 from iorig.analyze.summary import measured, series_stats, summarize_phase
+from iorig.doctor import examine, measure_data_pattern
 from iorig.errors import UserError
 from iorig.execute import Event, PhaseFinished, PhaseProgress, PhaseStarted, RunStarted, execute
 from iorig.plan import prepare
@@ -105,8 +106,8 @@ class ProgressView:
                 f"{t.path} ({format_bytes(t.size_bytes)})" for t in plan.targets.values()
             )
             self.console.print(
-                f"run [bold]{event.run_id}[/]: {plan.resolved.scenario.title} on {targets}; "
-                f"{plan.fio_version}, engine {', '.join(plan.engines) or '-'}"
+                f"run [bold]{event.run_id}[/]: {escape(plan.resolved.scenario.title)} on "
+                f"{escape(targets)}; {plan.fio_version}, engine {', '.join(plan.engines) or '-'}"
             )
             if plan.resolved.profile:
                 self.console.print(
@@ -116,7 +117,7 @@ class ProgressView:
             p = event.phase
             again = f" #{event.repeat + 1}" if event.repeat else ""
             self.tasks[(p.seq, event.repeat)] = self.progress.add_task(
-                f"[{event.index + 1}/{event.total}] {p.name}{again} ({p.kind})",
+                escape(f"[{event.index + 1}/{event.total}] {p.name}{again} ({p.kind})"),
                 total=1.0,
                 clock="",
                 stats="",
@@ -146,6 +147,7 @@ class ProgressView:
                 stats += f": {value} {terminal.METRIC_LABEL[s.headline]} (phase mean)"
             if result.error:
                 stats += f" ({result.error})"
+            stats = escape(stats)
             key = (event.phase.seq, event.result.repeat)
             self.progress.update(self.tasks[key], completed=1.0, stats=stats)
 
@@ -224,8 +226,10 @@ def run(
         stored = store.load_run(outcome.run_id)
     console.print()
     engines = sorted({p.engine for p in stored.phases if p.engine})
-    console.print(terminal.run_report(stored.run, measured(stored.phases), engines))
-    console.print(f"\nstored in {ctx.obj}; see `iorig show {outcome.run_id}`")
+    console.print(
+        terminal.run_report(stored.run, measured(stored.phases), engines, list(stored.phases))
+    )
+    console.print(f"\nstored in {escape(str(ctx.obj))}; see `iorig show {outcome.run_id}`")
     raise typer.Exit(EXIT_CODES[outcome.status])
 
 
@@ -296,6 +300,9 @@ def show(
     ] = "last",
     as_json: Annotated[bool, typer.Option("--json", help="machine-readable output")] = False,
     jobs: Annotated[bool, typer.Option("--jobs", help="print each phase's fio job file")] = False,
+    disclosure: Annotated[
+        bool, typer.Option("--disclosure", help="print the system disclosure")
+    ] = False,
 ) -> None:
     """Show one run: per measured phase, median/max/min per second and latency percentiles."""
     with Store(ctx.obj) as store:
@@ -311,11 +318,16 @@ def show(
     if as_json:
         console.print_json(json.dumps(tabular.show_dict(stored)))
         return
+    if disclosure:
+        console.print(terminal.disclosure_view(stored.run))
+        return
     engines = sorted({p.engine for p in stored.phases if p.engine})
-    console.print(terminal.run_report(stored.run, measured(stored.phases), engines))
+    console.print(
+        terminal.run_report(stored.run, measured(stored.phases), engines, list(stored.phases))
+    )
     for name, text in job_texts:
         if text:
-            console.print(f"\n[bold]; phase {name}[/]")
+            console.print(f"\n[bold]; phase {escape(name)}[/]")
             console.print(text, markup=False, highlight=False)
 
 
@@ -370,6 +382,8 @@ def compare_cmd(
         threshold=threshold / 100,
         confidence=confidence / 100,
     )
+    if limit_bytes is None and (found := shared_limit([run for run, _ in loaded])):
+        limit_bytes = found["bytes_per_s"]  # recorded by the runs' system disclosure
     tables = comparison_tables(cmp, as_percent=bool(as_percent_of), limit_bytes_per_s=limit_bytes)
     if fmt is CompareFormat.json:
         console.print_json(json.dumps(tabular.comparison_dict(cmp)))
@@ -380,6 +394,14 @@ def compare_cmd(
     else:
         for note in cmp.definition_differences:
             console.print(f"[yellow]differs:[/] {escape(note)}")
+        for label, run in zip(cmp.labels, cmp.runs, strict=True):
+            found = [w for w in run.warnings if w.get("severity") == "warning"]
+            if found:
+                codes = ", ".join(dict.fromkeys(w.get("code", "?") for w in found))
+                console.print(
+                    f"[yellow]audit of {escape(label)}:[/] {escape(codes)} "
+                    f"(see `iorig show {run.id}`)"
+                )
         for table in tables:
             console.print(to_rich(table))
             for note in table.notes:
@@ -457,7 +479,7 @@ def report(
         sys.stdout.write(text)
         return
     _write_atomically(output, text)
-    console.print(f"wrote {output} ({len(text.encode()) / 1e6:.1f} MB)")
+    console.print(f"wrote {escape(str(output))} ({len(text.encode()) / 1e6:.1f} MB)")
 
 
 def _write_atomically(path: Path, text: str) -> None:
@@ -479,7 +501,9 @@ def export_cmd(
     """Write one run with all its data to a portable file (an iorig results database)."""
     with Store(ctx.obj) as store:
         run_id = store.export_run(run_ref, output)
-    console.print(f"exported run {run_id} to {output}; load it elsewhere with `iorig import`")
+    console.print(
+        f"exported run {run_id} to {escape(str(output))}; load it elsewhere with `iorig import`"
+    )
 
 
 @app.command("import")
@@ -495,7 +519,29 @@ def import_cmd(
     for run_id, imported in results:
         console.print(f"{run_id}: {'imported' if imported else 'already present, skipped'}")
     if not results:
-        console.print(f"{bundle} holds no runs")
+        console.print(f"{escape(str(bundle))} holds no runs")
+
+
+@app.command()
+def doctor(
+    target: Annotated[str | None, typer.Argument(help="file, directory or block device")] = None,
+    data: Annotated[
+        bool, typer.Option("--data", help="measure what a data pattern compresses to")
+    ] = False,
+    compress: Annotated[float, typer.Option(help="--data: compressible % per buffer")] = 0.0,
+    dedupe: Annotated[float, typer.Option(help="--data: % of duplicate buffers")] = 0.0,
+    fio: Annotated[str | None, typer.Option(help="fio binary")] = None,
+) -> None:
+    """Check a target for what would distort a benchmark (nothing is written to it)."""
+    if not data and target is None:
+        raise UserError("doctor needs a TARGET (or --data)", hint="e.g. iorig doctor /mnt/nvme/")
+    if target is not None:
+        report_ = examine(target, fio)
+        console.print(terminal.doctor_view(report_))
+    if data:
+        where = Path(target) if target and Path(target).is_dir() else None
+        pattern = measure_data_pattern(compress, dedupe, where, fio)
+        console.print(terminal.data_pattern_view(pattern))
 
 
 @scenarios_app.callback()

@@ -20,12 +20,15 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from iorig import __version__
+from iorig.analyze import audit
+from iorig.analyze.steady import RoundTracker, evaluate
 from iorig.assemble import JobLogs, SectionData, build_scopes
 from iorig.fio import parse, status
 from iorig.fio.jobfile import Section, render, workload_options
 from iorig.fio.runner import FioExit, FioProcess
 from iorig.plan import Plan, PlannedPhase
 from iorig.results import PhaseResult
+from iorig.scenario import WRITE_ONCE_KINDS
 from iorig.store import Store
 from iorig.targets import release
 
@@ -117,7 +120,12 @@ def _run_metadata(plan: Plan, command: str, label: str | None) -> dict:
         "command": command,
         "iorig_version": __version__,
         "fio_version": plan.fio_version,
-        "warnings": [{"code": "plan", "message": n} for n in plan.notes],
+        "warnings": [
+            {"code": "plan", "message": n, "advice": "", "phase": None, "severity": "info"}
+            for n in plan.notes
+        ]
+        + [f.as_dict() for f in audit.before_run(plan, plan.disclosure)],
+        "disclosure": plan.disclosure | {"interface_limit": plan.limit},
     }
 
 
@@ -160,9 +168,13 @@ def execute(
             error = f"{type(exc).__name__}: {exc}"
             raise
         finally:
-            store.finish_run(run_id, run_status, error)
-            for target in plan.targets.values():
-                release(target, keep_files)
+            try:
+                findings = audit.after_run(results, plan.requested(), plan.limit)
+                store.add_warnings(run_id, [f.as_dict() for f in findings])
+            finally:
+                store.finish_run(run_id, run_status, error)
+                for target in plan.targets.values():
+                    release(target, keep_files)
     return RunOutcome(run_id, run_status, error, tuple(results))
 
 
@@ -205,8 +217,12 @@ def job_text(plan: Plan, run_id: str, phase: PlannedPhase) -> str:
                 direct=w.spec.direct,
                 read_pct=w.spec.read_pct,
                 rate_iops=w.spec.rate_iops,
-                runtime_s=phase.duration_s if phase.kind != "prefill" else None,
+                runtime_s=phase.duration_s if phase.kind not in WRITE_ONCE_KINDS else None,
                 log_prefix=w.label,
+                loops=w.loops,
+                compress_pct=w.spec.compress,
+                dedupe_pct=w.spec.dedupe,
+                distribution=w.spec.distribution,
             ),
         )
         for w in phase.workloads
@@ -235,8 +251,9 @@ def _fio_phase(
     # Generous bound for a hung fio (e.g. a dead NFS server); prefill has no bound.
     timeout = None if duration is None else duration * 1.5 + 60
     previous: list[status.Snapshot] = []
+    rounds = RoundTracker(phase.steady) if phase.steady else None
 
-    def on_snapshot(doc: dict) -> None:
+    def on_snapshot(doc: dict) -> bool:
         snap = status.snapshot(doc)
         live = status.rates(previous[-1] if previous else None, snap)
         previous[:] = [snap]
@@ -245,16 +262,19 @@ def _fio_phase(
         else:
             fraction = live.io_bytes / max(phase.bytes_to_write, 1)
         on_event(PhaseProgress(phase, repeat, live.elapsed_s, min(fraction, 1.0), live))
+        # A steady-state warm-up ends as soon as its window holds.
+        return bool(rounds and rounds.feed(snap) and evaluate(rounds.rounds, rounds.rule).converged)
 
     started = time.time()
     done = proc.run(cancel=cancel, on_snapshot=on_snapshot, timeout_s=timeout)
     ended = time.time()
     scopes, fio_version, problem = _collect(done, workdir, phase, plan.host)
-    if done.timed_out:
+    steady = evaluate(rounds.rounds, rounds.rule) if rounds else None
+    if done.stopped_by == "timeout":
         state, error = "failed", f"fio did not finish within {timeout:.0f} s and was stopped"
-    elif done.stopped:
+    elif done.stopped_by == "cancel":
         state, error = "aborted", "interrupted; the figures cover the time before the interrupt"
-    elif done.returncode != 0:
+    elif done.returncode != 0 and done.stopped_by != "request":
         state, error = "failed", f"fio exited with code {done.returncode}: {_tail(done.stderr)}"
     elif problem:
         state, error = "failed", problem
@@ -278,6 +298,7 @@ def _fio_phase(
         fio_stderr=done.stderr,
         error=error,
         repeat=repeat,
+        steady=steady,
     )
 
 

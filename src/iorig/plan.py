@@ -7,12 +7,13 @@ to the database; ``build_plan`` is the pure part.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from iorig.errors import UserError
 from iorig.fio import runner
-from iorig.scenario import ResolvedScenario, Workload
+from iorig.scenario import ResolvedScenario, SteadyRule, Workload
+from iorig.sysinfo import collect_fio, disclose, interface_limit
 from iorig.targets import Target, release, resolve_target
 from iorig.units import format_bytes
 
@@ -27,6 +28,7 @@ class PlannedWorkload:
     size_bytes: int  # working set
     offset_bytes: int
     engine: str
+    loops: int = 1  # times fio goes over the working set (precondition: 2)
 
 
 @dataclass(frozen=True)
@@ -38,11 +40,12 @@ class PlannedPhase:
     headline: str
     description: str
     workloads: tuple[PlannedWorkload, ...]
+    steady: SteadyRule | None = None
 
     @property
     def bytes_to_write(self) -> int:
-        """For prefill phases: what fio writes before it finishes."""
-        return sum(w.size_bytes * w.spec.jobs for w in self.workloads)
+        """For size-based phases: what fio writes before it finishes."""
+        return sum(w.size_bytes * w.spec.jobs * w.loops for w in self.workloads)
 
 
 @dataclass(frozen=True)
@@ -55,6 +58,22 @@ class Plan:
     host: str = "local"
     notes: tuple[str, ...] = ()
     repeats: int = 1
+    disclosure: dict = field(default_factory=dict)
+
+    @property
+    def limit(self) -> dict | None:
+        """Smallest known interface bandwidth on the path, or None (unknown)."""
+        return interface_limit(self.disclosure)
+
+    def requested(self) -> dict[str, dict[str, tuple[int, int, bool]]]:
+        """Phase -> workload -> (jobs, iodepth, rate-limited), for the audit."""
+        return {
+            p.name: {
+                w.label: (w.spec.jobs, w.spec.iodepth, w.spec.rate_iops is not None)
+                for w in p.workloads
+            }
+            for p in self.phases
+        }
 
     def schedule(self) -> list[tuple[PlannedPhase, int]]:
         """(phase, repeat) in execution order. With repeats, the stretch from the
@@ -88,11 +107,25 @@ def build_plan(
     phases = []
     notes = []
     for seq, phase in enumerate(resolved.scenario.phases):
+        if not phase.enabled:
+            notes.append(f"phase {phase.name!r} is disabled by the scenario's parameters")
+            continue
         if phase.kind == "idle" and not phase.duration:
             notes.append(f"pause {phase.name!r} has zero length and is skipped")
             continue
+        workloads = phase.workloads
+        loops = 1
+        if phase.kind == "precondition":
+            # SNIA PTS workload-independent preconditioning: the whole target
+            # written twice with 128 KiB sequential writes.
+            loops = 2
+            workloads = workloads or [
+                Workload(name=f"precondition-{role}" if len(targets) > 1 else None, target=role,
+                         rw="write", bs=128 * 1024, iodepth=16)
+                for role in targets
+            ]  # fmt: skip
         planned = []
-        for w in phase.workloads:
+        for w in workloads:
             target = targets[w.target]
             size = w.size if w.size is not None else target.size_bytes - w.offset
             if size <= 0 or w.offset + size > target.size_bytes:
@@ -109,7 +142,7 @@ def build_plan(
                     hint="raise --size",
                 )
             engine = w.engine if w.engine != "auto" else engines[(w.target, w.direct)]
-            planned.append(PlannedWorkload(w.label, w, target, size, w.offset, engine))
+            planned.append(PlannedWorkload(w.label, w, target, size, w.offset, engine, loops))
         phases.append(
             PlannedPhase(
                 seq=seq,
@@ -119,6 +152,7 @@ def build_plan(
                 headline=phase.headline,
                 description=phase.description,
                 workloads=tuple(planned),
+                steady=phase.steady_rule,
             )
         )
     if not any(p.kind == "measure" for p in phases):
@@ -161,7 +195,11 @@ def prepare(
                 allow_destroy=allow_destroy,
             )
         engines = _probe_engines(resolved, targets, fio)
-        return build_plan(resolved, targets, engines, fio, version, repeats)
+        plan = build_plan(resolved, targets, engines, fio, version, repeats)
+        disclosure = disclose(
+            [(t.path, t.kind) for t in targets.values()], collect_fio(fio, version, plan.engines)
+        )
+        return replace(plan, disclosure=disclosure)
     except BaseException:
         for target in targets.values():  # nothing ran: leave no files behind
             release(target, keep=False)
@@ -173,7 +211,9 @@ def _probe_engines(
 ) -> dict[tuple[str, bool], str]:
     engines: dict[tuple[str, bool], str] = {}
     for phase in resolved.scenario.phases:
-        for w in phase.workloads:
+        # a precondition phase without workloads writes every target with direct I/O
+        implicit = [Workload(target=r, rw="write", bs=4096) for r in targets]
+        for w in phase.workloads or (implicit if phase.kind == "precondition" else []):
             key = (w.target, w.direct)
             if w.engine == "auto" and key not in engines:
                 target = targets[w.target]

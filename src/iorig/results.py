@@ -8,10 +8,14 @@ percentiles are always computed from them, never averaged.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from iorig.fio import histogram
+
+if TYPE_CHECKING:
+    from iorig.analyze.steady import SteadyState
 
 ALL = "all"  # the ddir key that combines read, write and trim
 ALL_WORKLOADS = ""  # ScopeResult.workload of a phase's aggregate
@@ -102,6 +106,7 @@ class PhaseResult:
     fio_stderr: str = ""
     error: str | None = None
     repeat: int = 0
+    steady: SteadyState | None = None  # warm-up phases that ran "until: steady"
 
     @property
     def aggregate(self) -> ScopeResult | None:

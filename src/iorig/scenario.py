@@ -62,6 +62,12 @@ class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
+_DISTRIBUTION_RE = re.compile(
+    r"^(random|zipf:\d+(\.\d+)?|pareto:\d+(\.\d+)?|normal:\d+(\.\d+)?(,\d+(\.\d+)?)?"
+    r"|zoned:\d+/\d+(:\d+/\d+)*|zoned_abs:\d+/\d+[kKmMgG]?(:\d+/\d+[kKmMgG]?)*)$"
+)
+
+
 class Workload(_Model):
     """One typed I/O stream; maps 1:1 to a fio job section."""
 
@@ -77,6 +83,9 @@ class Workload(_Model):
     rate_iops: int | None = Field(default=None, ge=1)
     direct: Bool = True
     engine: Literal["auto", "io_uring", "libaio", "psync"] = "auto"
+    compress: Percent = 0.0  # share of each buffer that compresses (fio buffer_compress_percentage)
+    dedupe: Percent = 0.0  # share of buffers that repeat earlier ones (fio dedupe_percentage)
+    distribution: str = "random"  # fio random_distribution: zipf:1.2, pareto:0.9, zoned:...
 
     @field_validator("rw", mode="before")
     @classmethod
@@ -94,6 +103,23 @@ class Workload(_Model):
                 f"units (4KB = 4000 bytes): write 4KiB or 4k for 4096"
             )
         return bs
+
+    @field_validator("distribution")
+    @classmethod
+    def _distribution(cls, value: str) -> str:
+        if not _DISTRIBUTION_RE.match(value):
+            raise ValueError(
+                f"{value!r} is not an access distribution: use random, zipf:1.2, pareto:0.9, "
+                "normal:10, zoned:60/10:30/20:10/70 (percent of accesses / percent of the range)"
+            )
+        return value
+
+    @field_validator("compress", "dedupe")
+    @classmethod
+    def _whole_percent(cls, value: float) -> float:
+        if not float(value).is_integer():
+            raise ValueError("use a whole percentage (fio takes integers)")
+        return value
 
     @model_validator(mode="after")
     def _mix(self) -> Workload:
@@ -113,18 +139,52 @@ class Workload(_Model):
         return self.rw in SEQUENTIAL
 
 
-PhaseKind = Literal["prefill", "warmup", "measure", "idle"]
+PhaseKind = Literal["precondition", "prefill", "warmup", "measure", "idle"]
+WRITE_ONCE_KINDS = ("precondition", "prefill")
+
+
+class SteadyRule(_Model):
+    """SNIA PTS steady state: the last ``window`` rounds of the tracking
+    variable stay within ``max_range`` of their mean, and the least-squares
+    line across them moves less than ``max_slope`` of the mean."""
+
+    metric: Literal["iops", "bytes_per_s"] = "iops"
+    round: Duration = 10.0
+    window: int = Field(default=5, ge=2, le=100)
+    max_range: Percent = 20.0
+    max_slope: Percent = 10.0
+
+    @field_validator("round")
+    @classmethod
+    def _round(cls, value: float) -> float:
+        if value < 1:
+            raise ValueError("a round lasts at least 1 s (fio reports once per second)")
+        return value
 
 
 class Phase(_Model):
     name: str = Field(pattern=_NAME_RE)
     kind: PhaseKind
+    enabled: Bool = True
     duration: Duration | None = None
+    until: Literal["duration", "steady"] = "duration"
+    steady: SteadyRule | None = None
     description: str = ""
     workloads: list[Workload] = Field(default_factory=list)
 
     @model_validator(mode="after")
     def _shape(self) -> Phase:
+        if self.until == "steady" and self.kind != "warmup":
+            raise ValueError("until: steady applies to warmup phases")
+        if self.steady is not None and self.until != "steady":
+            raise ValueError("'steady' settings need until: steady")
+        if self.kind == "precondition":
+            if self.duration is not None:
+                raise ValueError("a precondition phase writes the target twice; remove 'duration'")
+            for w in self.workloads:
+                if w.rw not in ("write", "randwrite"):
+                    raise ValueError(f"a precondition phase only writes; rw: {w.rw} is not allowed")
+            return self
         if self.kind == "idle":
             if self.workloads:
                 raise ValueError("an idle phase has no workloads")
@@ -133,12 +193,12 @@ class Phase(_Model):
             return self
         if not self.workloads:
             raise ValueError(f"a {self.kind} phase needs at least one workload")
-        if self.kind == "prefill":
+        if self.kind in WRITE_ONCE_KINDS:
             if self.duration is not None:
                 raise ValueError("a prefill phase writes its working set once; remove 'duration'")
             for w in self.workloads:
                 if w.rw not in ("write", "randwrite"):
-                    raise ValueError(f"a prefill phase only writes; rw: {w.rw} is not allowed")
+                    raise ValueError(f"a {self.kind} phase only writes; rw: {w.rw} is not allowed")
         elif self.duration is None or self.duration <= 0:
             raise ValueError(f"a {self.kind} phase needs a duration greater than zero")
         labels = [w.label for w in self.workloads]
@@ -151,9 +211,15 @@ class Phase(_Model):
     @property
     def headline(self) -> str:
         """IOPS for random work, bytes/s when every workload is sequential."""
-        if self.workloads and all(w.sequential for w in self.workloads):
+        if self.kind == "precondition" or (
+            self.workloads and all(w.sequential for w in self.workloads)
+        ):
             return "bytes_per_s"
         return "iops"
+
+    @property
+    def steady_rule(self) -> SteadyRule | None:
+        return (self.steady or SteadyRule()) if self.until == "steady" else None
 
 
 class TargetSpec(_Model):

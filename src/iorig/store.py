@@ -27,6 +27,7 @@ from typing import Any
 
 import numpy as np
 
+from iorig.analyze.steady import SteadyState, check_window
 from iorig.errors import UserError
 from iorig.fio import histogram
 from iorig.results import PhaseResult, ScopeResult, Series, Totals
@@ -127,6 +128,17 @@ CREATE TABLE histograms (
     rows INTEGER NOT NULL,
     data BLOB NOT NULL,
     PRIMARY KEY (result_id, ddir, kind)
+);
+CREATE TABLE steady_states (
+    phase_id INTEGER PRIMARY KEY REFERENCES phases (id) ON DELETE CASCADE,
+    metric TEXT NOT NULL,
+    round_s REAL NOT NULL,
+    window INTEGER NOT NULL,
+    max_range REAL NOT NULL,
+    max_slope REAL NOT NULL,
+    converged INTEGER NOT NULL,
+    window_start INTEGER,
+    rounds_json TEXT NOT NULL
 );
 CREATE TABLE artifacts (
     phase_id INTEGER NOT NULL REFERENCES phases (id) ON DELETE CASCADE,
@@ -384,6 +396,23 @@ class Store:
             )
             for scope in phase.scopes:
                 self._save_scope(c, phase_id, scope)
+            if phase.steady is not None:
+                st = phase.steady
+                _insert(
+                    c,
+                    "steady_states",
+                    {
+                        "phase_id": phase_id,
+                        "metric": st.metric,
+                        "round_s": st.round_s,
+                        "window": st.window,
+                        "max_range": st.max_range,
+                        "max_slope": st.max_slope,
+                        "converged": int(st.converged),
+                        "window_start": st.window_start,
+                        "rounds_json": json.dumps(list(st.rounds)),
+                    },
+                )
             artifacts = {
                 "job.fio": phase.job_text,
                 "command": json.dumps(list(phase.command)),
@@ -627,7 +656,9 @@ class Store:
                 "SELECT * FROM phase_results WHERE phase_id = ? ORDER BY id", (p["id"],)
             )
         ]
+        steady = self._rows("SELECT * FROM steady_states WHERE phase_id = ?", (p["id"],))
         return PhaseResult(
+            steady=_steady(steady[0]) if steady else None,
             seq=p["seq"],
             name=p["name"],
             kind=p["kind"],
@@ -703,6 +734,7 @@ _CHILDREN = (
     ("samples", "result_id", "phase_results"),
     ("histograms", "result_id", "phase_results"),
     ("artifacts", "phase_id", "phases"),
+    ("steady_states", "phase_id", "phases"),
 )
 
 
@@ -740,6 +772,24 @@ def copy_run(src: sqlite3.Connection, dst: sqlite3.Connection, run_id: str) -> b
             if old_id is not None:
                 new_ids[table][old_id] = new_id
     return True
+
+
+def _steady(row: dict) -> SteadyState:
+    rounds = json.loads(row["rounds_json"])
+    check = None
+    if len(rounds) >= row["window"]:
+        check = check_window(rounds[-row["window"] :], row["max_range"], row["max_slope"])
+    return SteadyState(
+        metric=row["metric"],
+        round_s=row["round_s"],
+        window=row["window"],
+        max_range=row["max_range"],
+        max_slope=row["max_slope"],
+        rounds=tuple(rounds),
+        converged=bool(row["converged"]),
+        window_start=row["window_start"],
+        check=check,
+    )
 
 
 def _insert(c: sqlite3.Connection, table: str, row: dict[str, Any]) -> int:

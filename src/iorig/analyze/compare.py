@@ -30,6 +30,7 @@ from iorig.analyze.summary import SeriesStats, series_stats
 from iorig.fio import histogram
 from iorig.results import ALL, PhaseResult
 from iorig.store import RunRecord, StoredRun
+from iorig.sysinfo import flatten
 
 NO_DIFFERENCE = "no significant difference"
 
@@ -280,6 +281,7 @@ def _definition_differences(
     params = [r.run.params for r in runs]
     for name in dict.fromkeys(k for p in params for k in p):
         differ(f"parameter {name}", [p.get(name, {}).get("text", "(none)") for p in params])
+    notes += _disclosure_differences(runs, labels)
     for name in dict.fromkeys(n for p in per_run for n in p):
         entries = [p.get(name) for p in per_run]
         if any(e is None for e in entries):
@@ -289,6 +291,37 @@ def _definition_differences(
         if len(set(hashes)) > 1 and not any(h == job_hash("") for h in hashes):
             differ(f"{name}: fio job definition (hash)", hashes)
     return notes
+
+
+# Facts that change between any two runs without saying anything about them.
+_VOLATILE = ("memory.available_bytes", "fio.path")
+MAX_DISCLOSURE_LINES = 20
+
+
+def _disclosure_differences(runs: list[StoredRun], labels: tuple[str, ...]) -> list[str]:
+    flat = [flatten(r.run.disclosure) for r in runs]
+    keys = list(dict.fromkeys(k for f in flat for k in f))
+    notes = []
+    for key in keys:
+        if key.endswith(_VOLATILE) or key.startswith(_VOLATILE):
+            continue
+        values = [f.get(key, "(not recorded)") for f in flat]
+        if len(set(values)) > 1:
+            listed = "; ".join(f"{lab}: {v}" for lab, v in zip(labels, values, strict=True))
+            notes.append(f"system {key} differs — {listed}")
+    if len(notes) > MAX_DISCLOSURE_LINES:
+        hidden = len(notes) - MAX_DISCLOSURE_LINES
+        more = f"… and {hidden} more (iorig show RUN --disclosure)"
+        notes = [*notes[:MAX_DISCLOSURE_LINES], more]
+    return notes
+
+
+def shared_limit(runs: list[StoredRun]) -> dict | None:
+    """The interface limit all runs recorded, when it is the same for all."""
+    limits = [r.run.disclosure.get("interface_limit") for r in runs]
+    if limits and limits[0] and all(lim == limits[0] for lim in limits):
+        return limits[0]
+    return None
 
 
 def percent(value: float) -> str:

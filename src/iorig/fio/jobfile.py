@@ -153,6 +153,7 @@ WHITELIST: dict[str, Callable[[str, OptionValue], str | None]] = {
     "log_hist_msec": _int(1, _U32),
     "log_hist_coarseness": _int(0, 6),
     "per_job_logs": _bool,
+    "loops": _int(1, 1000),
     "verify": _choice("crc32c", "md5", "sha256", "xxhash"),
     "do_verify": _bool,
     "verify_fatal": _bool,
@@ -226,6 +227,10 @@ def workload_options(
     rate_iops: int | None,
     runtime_s: float | None,
     log_prefix: str,
+    loops: int = 1,
+    compress_pct: float = 0,
+    dedupe_pct: float = 0,
+    distribution: str = "random",
 ) -> dict[str, OptionValue]:
     """fio options for one workload: iorig's typed model, nothing else."""
     options: dict[str, OptionValue] = {
@@ -244,8 +249,20 @@ def workload_options(
         # No random map: every offset may repeat, like real applications; a fresh
         # sequence each run so repeats do not replay a warmed cache.
         options |= {"norandommap": True, "randrepeat": False}
-    # Incompressible, non-repeating data: storage cannot shrink what it writes.
+        if distribution != "random":
+            options["random_distribution"] = distribution
+    # Fresh random data for every I/O: storage cannot shrink what it writes,
+    # unless the scenario asks for reducible data (and then says so).
     options["refill_buffers"] = True
+    if compress_pct:
+        options |= {
+            "buffer_compress_percentage": round(compress_pct),
+            "buffer_compress_chunk": 4096,
+        }
+    if dedupe_pct:
+        options["dedupe_percentage"] = round(dedupe_pct)
+    if loops > 1:
+        options["loops"] = loops
     if rate_iops:
         options |= {"rate_iops": rate_iops, "rate_process": "poisson"}
     if runtime_s is not None:

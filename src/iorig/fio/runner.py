@@ -118,8 +118,7 @@ class FioExit:
     returncode: int
     output: str  # everything fio wrote to --output (status snapshots + final)
     stderr: str
-    stopped: bool  # iorig asked fio to stop (cancel or timeout)
-    timed_out: bool
+    stopped_by: str | None  # None, "cancel", "timeout" or "request" (on_snapshot said so)
     elapsed_s: float
 
 
@@ -191,28 +190,26 @@ class FioProcess:
         self,
         *,
         cancel: threading.Event,
-        on_snapshot: Callable[[dict], None] | None = None,
+        on_snapshot: Callable[[dict], bool | None] | None = None,
         timeout_s: float | None = None,
         poll_s: float = 0.25,
     ) -> FioExit:
-        """Start fio and wait for it, forwarding snapshots; stop on cancel/timeout."""
+        """Start fio and wait for it, forwarding snapshots; stop on cancel, on
+        timeout, or when ``on_snapshot`` returns True (e.g. steady state)."""
         started = time.monotonic()
         self.start()
         assert self._proc is not None
-        stopped = timed_out = False
+        stopped_by = None
         try:
-            while self._proc.poll() is None:
+            while self._proc.poll() is None and stopped_by is None:
                 if cancel.wait(poll_s):
-                    stopped = True
-                    self.stop()
-                    break
-                if timeout_s is not None and time.monotonic() - started > timeout_s:
-                    stopped = timed_out = True
-                    self.stop()
-                    break
-                if on_snapshot:
-                    for doc in self.new_snapshots():
-                        on_snapshot(doc)
+                    stopped_by = "cancel"
+                elif timeout_s is not None and time.monotonic() - started > timeout_s:
+                    stopped_by = "timeout"
+                elif on_snapshot and any([on_snapshot(d) for d in self.new_snapshots()]):
+                    stopped_by = "request"
+            if stopped_by:
+                self.stop()
         finally:
             # Whatever happened (including a bug above), fio must not outlive us.
             self.stop(grace_s=5.0)
@@ -222,7 +219,26 @@ class FioProcess:
             returncode=self._proc.returncode,
             output=output,
             stderr=stderr,
-            stopped=stopped,
-            timed_out=timed_out,
+            stopped_by=stopped_by,
             elapsed_s=time.monotonic() - started,
         )
+
+
+def write_sample(fio: str, path: Path, job_text: str) -> None:
+    """Run a small, size-bounded write job (e.g. to measure a data pattern)."""
+    job = path.with_suffix(".fio")
+    job.write_text(job_text)
+    try:
+        done = subprocess.run(
+            [fio, "--output-format=json", str(job)],
+            cwd=path.parent,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+    except subprocess.TimeoutExpired:
+        raise UserError("fio took more than 5 minutes to write the data sample") from None
+    finally:
+        job.unlink(missing_ok=True)
+    if done.returncode != 0:
+        raise UserError(f"fio could not write the data sample: {done.stderr.strip()[-300:]}")

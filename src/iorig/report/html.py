@@ -20,7 +20,8 @@ from iorig.fio import histogram
 from iorig.report.tables import TableModel
 from iorig.results import ALL
 from iorig.store import StoredRun
-from iorig.units import format_bytes, format_duration
+from iorig.sysinfo import flatten
+from iorig.units import format_bytes, format_duration, format_rate
 
 _METRIC_AXIS = {"iops": "IOPS", "bytes_per_s": "MB/s"}
 _PERCENTILE_TICKS = (0, 1, 2, 3, 4, 5)
@@ -69,8 +70,79 @@ def _run_header(r: ReportRun) -> dict[str, Any]:
         "engines": ", ".join(sorted({p.engine for p in r.stored.phases if p.engine})) or "-",
         "params": [(name, p["text"], p["origin"]) for name, p in run.params.items()],
         "command": run.command,
-        "warnings": [w.get("message", "") for w in run.warnings],
+        "warnings": sorted(
+            (
+                {
+                    "message": w.get("message", ""),
+                    "advice": w.get("advice", ""),
+                    "severity": w.get("severity", "warning"),
+                }
+                for w in run.warnings
+            ),
+            key=lambda w: w["severity"] != "warning",
+        ),
+        "limit": _limit_text(run.disclosure.get("interface_limit")) if run.disclosure else None,
+        "disclosure": [
+            (section, list(flatten(content).items()))
+            for section, content in run.disclosure.items()
+            if section != "interface_limit"
+        ],
     }
+
+
+def _limit_text(limit: dict[str, Any] | None) -> str:
+    if not limit:
+        return "unknown (no device on the path reports a link speed)"
+    return f"{format_rate(limit['bytes_per_s'])} ({limit['source']})"
+
+
+def steady_charts(runs: list[ReportRun]) -> list[dict[str, Any]]:
+    """Convergence plots: round means with the steady window and its band."""
+    charts = []
+    for r in runs:
+        for p in r.stored.phases:
+            st = p.steady
+            if st is None or not st.rounds:
+                continue
+            x = list(range(1, len(st.rounds) + 1))
+            scale = 1.0 if st.metric == "iops" else 1e-6
+            data: list[dict[str, Any]] = [
+                {"type": "scatter", "mode": "lines+markers", "name": "round mean", "x": x,
+                 "y": [v * scale for v in st.rounds]}
+            ]  # fmt: skip
+            shapes = []
+            tail = st.rounds[-st.window :]
+            if len(st.rounds) >= st.window:
+                mean = sum(tail) / len(tail) * scale
+                start = len(st.rounds) - st.window + 1
+                for level, name in ((1 + st.max_range / 2, "+range/2"), (1.0, "window mean"),
+                                    (1 - st.max_range / 2, "-range/2")):  # fmt: skip
+                    data.append(
+                        {"type": "scatter", "mode": "lines", "name": name,
+                         "x": [start, len(st.rounds)], "y": [mean * level] * 2,
+                         "line": {"dash": "dot" if level != 1.0 else "dash"}}
+                    )  # fmt: skip
+                shapes.append(
+                    {"type": "rect", "xref": "x", "yref": "paper", "x0": start - 0.5,
+                     "x1": len(st.rounds) + 0.5, "y0": 0, "y1": 1, "opacity": 0.12,
+                     "fillcolor": "green" if st.converged else "red", "line": {"width": 0}}
+                )  # fmt: skip
+            verdict = "steady" if st.converged else "NOT steady"
+            charts.append(
+                {
+                    "id": f"steady-{len(charts)}",
+                    "title": f"{r.label}: {p.name} — {verdict} after {len(st.rounds)} rounds",
+                    "data": data,
+                    "layout": _layout(
+                        f"{r.label}: {p.name} ({verdict})",
+                        f"round ({st.round_s:g} s each)",
+                        "IOPS" if st.metric == "iops" else "MB/s",
+                        shapes=shapes,
+                        hovermode="closest",
+                    ),
+                }
+            )
+    return charts
 
 
 def _finite(values: np.ndarray) -> list[float | None]:
@@ -190,7 +262,9 @@ def render_report(
     names = list(
         dict.fromkeys(p.name for r in runs for p in r.stored.phases if p.kind == "measure")
     )
+    steady = steady_charts(runs)
     charts = [c for i, name in enumerate(names) for c in phase_charts(i, name, runs)]
+    charts += [{k: v for k, v in c.items() if k != "title"} for c in steady]
     phases = [
         {
             "name": name,
@@ -210,6 +284,7 @@ def render_report(
         tables=tables,
         notes=notes,
         phases=phases,
+        steady=[{"id": c["id"], "title": c["title"]} for c in steady],
         plotly_js=_plotly_js(),
         charts_json=_json_for_script(charts),
     )

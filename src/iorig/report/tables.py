@@ -7,6 +7,7 @@ import math
 from dataclasses import dataclass
 
 from rich.table import Table
+from rich.text import Text
 
 from iorig.analyze.compare import (
     METHOD_NOTES,
@@ -227,12 +228,12 @@ def summary_tables(summaries: list[PhaseSummary]) -> list[TableModel]:
 
 
 def to_rich(model: TableModel) -> Table:
-    table = Table(title=model.title, title_justify="left", header_style="bold")
+    table = Table(title=Text(model.title), title_justify="left", header_style="bold")
     justify = {"l": "left", "c": "center", "r": "right"}
     for header, align in zip(model.headers, model.align, strict=True):
-        table.add_column(header, justify=justify[align], overflow="fold")  # type: ignore[arg-type]
+        table.add_column(Text(header), justify=justify[align], overflow="fold")  # type: ignore[arg-type]
     for row in model.rows:
-        table.add_row(*row)
+        table.add_row(*(Text(cell) for cell in row))  # labels are user text, not markup
     return table
 
 

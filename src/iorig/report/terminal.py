@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import math
+from typing import Any
 
 from rich.console import Group
 from rich.table import Table
@@ -12,10 +13,17 @@ from rich.text import Text
 from iorig.analyze.summary import PhaseSummary, series_stats
 from iorig.scenario import ResolvedScenario, ScenarioSource
 from iorig.store import RunRecord
+from iorig.sysinfo import flatten
 from iorig.units import format_bytes, format_duration, format_latency, format_rate, format_si
 
 STATUS_STYLE = {"ok": "green", "running": "cyan", "failed": "red", "aborted": "yellow"}
 METRIC_LABEL = {"iops": "IOPS", "bytes_per_s": "bytes/s"}
+
+
+def add_row(table: Table, *cells: object) -> None:
+    """Add a row whose strings are shown as they are (paths, labels and sysfs
+    values may contain [brackets] that rich would take for markup)."""
+    table.add_row(*(Text(c) if isinstance(c, str) else c for c in cells))  # type: ignore[arg-type]
 
 
 def format_metric(headline: str, value: float) -> str:
@@ -40,23 +48,24 @@ def run_header(run: RunRecord, engines: list[str]) -> Table:
     grid = Table.grid(padding=(0, 2))
     grid.add_column(style="bold")
     grid.add_column()
-    grid.add_row("run", f"{run.id}  {run.title}")
-    grid.add_row("scenario", f"{run.scenario} v{run.scenario_version} ({run.scenario_origin})")
-    grid.add_row("status", status_text(run.status))
+    add_row(grid, "run", f"{run.id}  {run.title}")
+    add_row(grid, "scenario", f"{run.scenario} v{run.scenario_version} ({run.scenario_origin})")
+    add_row(grid, "status", status_text(run.status))
     if run.error:
-        grid.add_row("error", Text(run.error, style="red"))
+        add_row(grid, "error", Text(run.error, style="red"))
     for t in run.targets:
         size = format_bytes(t["size_bytes"])
-        grid.add_row(f"target {t['role']}", f"{t['path']} ({t['kind']}, {size})")
-    grid.add_row("host", ", ".join(run.hosts))
-    grid.add_row("fio", run.fio_version + (f", engine {', '.join(engines)}" if engines else ""))
+        add_row(grid, f"target {t['role']}", f"{t['path']} ({t['kind']}, {size})")
+    add_row(grid, "host", ", ".join(run.hosts))
+    add_row(grid, "fio", run.fio_version + (f", engine {', '.join(engines)}" if engines else ""))
     ended = run.ended_at or run.started_at
-    grid.add_row("started", f"{when(run.started_at)} ({format_duration(ended - run.started_at)})")
+    add_row(grid, "started", f"{when(run.started_at)} ({format_duration(ended - run.started_at)})")
     changed = [
         f"{name}={p['text']}" for name, p in run.params.items() if p.get("origin") != "default"
     ]
     if run.profile:
-        grid.add_row(
+        add_row(
+            grid,
             "profile",
             Text(
                 f"{run.profile}: shortened for a fast look; not figures to decide on",
@@ -64,10 +73,49 @@ def run_header(run: RunRecord, engines: list[str]) -> Table:
             ),
         )
     if changed:
-        grid.add_row("parameters", ", ".join(changed))
-    for w in run.warnings:
-        grid.add_row("note", Text(w.get("message", ""), style="yellow"))
+        add_row(grid, "parameters", ", ".join(changed))
+    limit = run.disclosure.get("interface_limit") if run.disclosure else None
+    if run.disclosure:
+        add_row(
+            grid,
+            "interface limit",
+            f"{format_rate(limit['bytes_per_s'])} ({limit['source']})"
+            if limit
+            else "unknown (no device on the path reports a link speed)",
+        )
     return grid
+
+
+def warnings_block(run: RunRecord) -> list[Text]:
+    """The audit's findings, warnings first, each with its advice."""
+    return warnings_block_from(run.warnings)
+
+
+def warnings_block_from(warnings: list[dict]) -> list[Text]:
+    out = []
+    ordered = sorted(warnings, key=lambda w: w.get("severity") != "warning")
+    for w in ordered:
+        warning = w.get("severity", "warning") == "warning"
+        mark = ("warning: ", "bold yellow") if warning else ("note: ", "cyan")
+        out.append(Text.assemble(mark, w.get("message", "")))
+        if w.get("advice"):
+            out.append(Text(f"    advice: {w['advice']}", style="dim"))
+    return out
+
+
+def disclosure_view(run: RunRecord) -> Group:
+    """`show --disclosure`: every collected fact, grouped by section."""
+    parts: list = []
+    for section, content in run.disclosure.items():
+        table = Table(title=section, title_justify="left", show_header=False, box=None)
+        table.add_column("key", style="bold")
+        table.add_column("value", overflow="fold")
+        for key, value in flatten(content).items():
+            add_row(table, key or section, value)
+        parts += [table, Text("")]
+    if not parts:
+        parts.append(Text("this run has no disclosure (recorded by an older iorig)"))
+    return Group(*parts)
 
 
 def throughput_table(summaries: list[PhaseSummary]) -> Table:
@@ -80,7 +128,8 @@ def throughput_table(summaries: list[PhaseSummary]) -> Table:
     table.add_column("CoV", justify="right", no_wrap=True)
     for s in summaries:
         stats = s.per_second
-        table.add_row(
+        add_row(
+            table,
             _phase_label(s),
             METRIC_LABEL[s.headline],
             format_metric(s.headline, stats.median),
@@ -102,7 +151,8 @@ def latency_table(summaries: list[PhaseSummary]) -> Table:
         table.add_column(name, justify="right", no_wrap=True)
     for s in summaries:
         pct = s.lat_percentiles_ns
-        table.add_row(
+        add_row(
+            table,
             _phase_label(s),
             format_latency(s.lat_mean_ns),
             format_latency(pct.get(50.0)),
@@ -123,21 +173,45 @@ def _phase_label(s: PhaseSummary) -> Text:
 def phase_notes(summaries: list[PhaseSummary]) -> list[Text]:
     notes = []
     for s in summaries:
-        if s.per_second.n and s.per_second.n < 5:
-            notes.append(
-                Text(
-                    f"{s.name}: only {s.per_second.n} whole seconds of samples; median, maximum "
-                    "and minimum say little (use a longer duration)",
-                    style="yellow",
-                )
-            )
         if s.error:
             notes.append(Text(f"{s.name}: {s.error}", style="red"))
     return notes
 
 
-def run_report(run: RunRecord, summaries: list[PhaseSummary], engines: list[str]) -> Group:
+def steady_lines(phases: list) -> list[Text]:
+    out = []
+    for p in phases:
+        st = p.steady
+        if st is None:
+            continue
+        rounds = ", ".join(format_si(v) for v in st.rounds[-st.window :])
+        if st.converged:
+            out.append(
+                Text(
+                    f"{p.name}: steady after {len(st.rounds)} rounds of {st.round_s:g} s "
+                    f"(window rounds {st.window_start + 1}-{len(st.rounds)}: {rounds})",
+                    style="green",
+                )
+            )
+        else:
+            out.append(
+                Text(
+                    f"{p.name}: did NOT reach steady state in {len(st.rounds)} rounds of "
+                    f"{st.round_s:g} s (last rounds: {rounds or 'none'})",
+                    style="bold red",
+                )
+            )
+    return out
+
+
+def run_report(
+    run: RunRecord, summaries: list[PhaseSummary], engines: list[str], phases: list | None = None
+) -> Group:
     parts: list = [run_header(run, engines), Text("")]
+    parts += steady_lines(phases or [])
+    parts += warnings_block(run)
+    if run.warnings or any(p.steady for p in phases or []):
+        parts.append(Text(""))
     if summaries:
         parts += [throughput_table(summaries), latency_table(summaries)]
         parts += phase_notes(summaries)
@@ -150,8 +224,8 @@ def runs_table(runs: list[RunRecord], headlines: dict[str, list[tuple[str, str, 
     table = Table(header_style="bold")
     for col in ("id", "started", "scenario", "status"):
         table.add_column(col, no_wrap=True)
-    table.add_column("target", overflow="fold")
-    table.add_column("median per second", overflow="fold")
+    table.add_column("label / target", overflow="fold", min_width=12)
+    table.add_column("median per second", overflow="fold", min_width=16)
     for run in runs:
         parts = []
         for name, metric, values in headlines.get(run.id, []):
@@ -159,13 +233,14 @@ def runs_table(runs: list[RunRecord], headlines: dict[str, list[tuple[str, str, 
             parts.append(f"{name} {format_metric(metric, median)}")
         target = ", ".join(t["given"] for t in run.targets)
         scenario = run.scenario + (f" ({run.profile})" if run.profile else "")
-        table.add_row(
+        add_row(
+            table,
             run.id,
-            when(run.started_at),
+            when(run.started_at)[5:16],  # MM-DD HH:MM
             scenario,
-            target,
             status_text(run.status),
-            " · ".join(parts),
+            f"{run.label}\n{target}" if run.label else target,
+            "\n".join(parts),
         )
     return table
 
@@ -179,7 +254,7 @@ def scenarios_table(sources: list[ScenarioSource]) -> Table:
         data = src.doc.data
         phases = data.get("phases", [])
         measured = [p.get("name", "?") for p in phases if p.get("kind") == "measure"]
-        table.add_row(src.name, str(data.get("title", "")), ", ".join(measured))
+        add_row(table, src.name, str(data.get("title", "")), ", ".join(measured))
     return table
 
 
@@ -193,7 +268,7 @@ def scenario_detail(resolved: ResolvedScenario) -> Group:
         params.add_column(col)
     for name, spec in s.parameters.items():
         profile_values = [str(s.profiles[p].get(name, "")) for p in s.profiles]
-        params.add_row(name, spec.type, str(spec.default), *profile_values, spec.help)
+        add_row(params, name, spec.type, str(spec.default), *profile_values, spec.help)
     phases = Table(title="Phases (defaults)", title_justify="left", header_style="bold")
     for col in ("phase", "kind", "duration", "workloads"):
         phases.add_column(col)
@@ -204,5 +279,61 @@ def scenario_detail(resolved: ResolvedScenario) -> Group:
             for w in p.workloads
         )
         duration = format_duration(p.duration) if p.duration is not None else "working set once"
-        phases.add_row(p.name, p.kind, duration, work)
+        add_row(phases, p.name, p.kind, duration, work)
     return Group(head, Text(""), params, Text(""), phases)
+
+
+def findings_block(findings: list) -> list[Text]:
+    return warnings_block_from([f.as_dict() for f in findings])
+
+
+def doctor_view(report: Any) -> Group:
+    grid = Table.grid(padding=(0, 2))
+    grid.add_column(style="bold")
+    grid.add_column()
+    d = report.disclosure
+    add_row(grid, "target", f"{report.path} ({report.kind})")
+    for t in d.get("targets", []):
+        fs = (t.get("filesystem") or {}) if isinstance(t, dict) else {}
+        if fs:
+            add_row(
+                grid, "filesystem", f"{fs.get('type')} on {fs.get('source')} ({fs.get('options')})"
+            )
+        for dev in t.get("backing_devices", []) if isinstance(t, dict) else []:
+            add_row(
+                grid,
+                f"device {dev.get('name')}",
+                f"{dev.get('model') or dev.get('vendor') or '?'}, {dev.get('transport')}, "
+                f"{'rotational' if dev.get('rotational') else 'non-rotational'}, "
+                f"scheduler {dev.get('scheduler')}, write cache {dev.get('write_cache')}",
+            )
+    limit = report.limit
+    add_row(
+        grid,
+        "interface limit",
+        f"{format_rate(limit['bytes_per_s'])} ({limit['source']})" if limit else "unknown",
+    )
+    add_row(grid, "direct I/O engine", report.engine or "none works here")
+    cpu, mem = d.get("cpu") or {}, d.get("memory") or {}
+    add_row(
+        grid,
+        "cpu",
+        f"{cpu.get('model')} x{cpu.get('logical_cpus')}, governor {cpu.get('governor')}",
+    )
+    if mem.get("total_bytes"):
+        add_row(grid, "memory", format_bytes(mem["total_bytes"]))
+    parts: list = [grid, Text("")]
+    parts += findings_block(report.findings) or [Text("no problems found", style="green")]
+    return Group(*parts)
+
+
+def data_pattern_view(p: Any) -> Group:
+    claimed = f"compress {p.compress_pct:g}%, dedupe {p.dedupe_pct:g}%"
+    return Group(
+        Text(f"data pattern ({claimed}), {format_bytes(p.sample_bytes)} sample written by fio:"),
+        Text(
+            f"  zlib (level 6) compresses it to {p.zlib_ratio * 100:.1f}% of its size "
+            f"(saves {p.saved_by_compression * 100:.1f}%)"
+        ),
+        Text(f"  {p.duplicate_fraction * 100:.1f}% of its 4 KiB blocks are duplicates"),
+    )

@@ -1,0 +1,339 @@
+"""Fairness audit: what could have inflated or distorted a run, each finding
+with advice (METHODOLOGY §9). Pure functions over the plan, the disclosure
+and the stored results; ``before_run`` runs on the plan, ``after_run`` on
+the results.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, replace
+from typing import Any
+
+import numpy as np
+
+from iorig.analyze.summary import series_stats
+from iorig.results import ALL, PhaseResult
+from iorig.scenario import READS, WRITE_ONCE_KINDS
+from iorig.units import format_bytes, format_rate
+
+CPU_BOUND_PCT = 90.0
+DEPTH_SHORTFALL = 0.8
+COV_LIMIT = 0.10
+FIRST_SECOND_RATIO = 0.7
+MIN_SECONDS = 10
+
+
+@dataclass(frozen=True)
+class Finding:
+    code: str
+    message: str
+    advice: str
+    phase: str | None = None
+    severity: str = "warning"  # "warning" or "info"
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+# ------------------------------------------------------------ before a run
+
+
+def check_cache_fit(plan: Any, memory_bytes: int | None) -> list[Finding]:
+    """Buffered I/O on a working set the page cache can hold."""
+    if not memory_bytes:
+        return []
+    out = []
+    for phase in plan.phases:
+        for w in phase.workloads:
+            if not w.spec.direct and w.size_bytes < 2 * memory_bytes:
+                out.append(
+                    Finding(
+                        "cache-fit",
+                        f"buffered I/O (direct=false) on a working set of "
+                        f"{format_bytes(w.size_bytes)}, less than twice the RAM "
+                        f"({format_bytes(memory_bytes)}): reads can be served from the page "
+                        "cache and writes absorbed by it, so results show memory, not storage",
+                        "use direct I/O (the default) or a working set of at least twice the RAM",
+                        phase.name,
+                    )
+                )
+                break
+    return out
+
+
+def check_prefill(plan: Any) -> list[Finding]:
+    """Reads of a region no earlier phase has written completely."""
+    written: set[str] = set()
+    out = []
+    for phase in plan.phases:
+        for w in phase.workloads:
+            if w.spec.rw in READS and w.target.role not in written:
+                out.append(
+                    Finding(
+                        "no-prefill",
+                        f"phase {phase.name!r} reads target {w.target.role!r} before any phase "
+                        "wrote all of it: never-written blocks can be answered without touching "
+                        "the media (thin provisioning, sparse files, unmapped SSD blocks)",
+                        "add a prefill or precondition phase (the built-ins have one; "
+                        "do not disable it)",
+                        phase.name,
+                    )
+                )
+                break
+        if phase.kind in WRITE_ONCE_KINDS:
+            for w in phase.workloads:
+                if w.offset_bytes == 0 and w.size_bytes >= w.target.size_bytes:
+                    written.add(w.target.role)
+    return out
+
+
+def check_data_pattern(plan: Any) -> list[Finding]:
+    out = []
+    for phase in plan.phases:
+        for w in phase.workloads:
+            if w.spec.rw in READS and w.spec.rw not in ("randrw", "rw"):
+                continue
+            if w.spec.compress or w.spec.dedupe:
+                out.append(
+                    Finding(
+                        "reducible-data",
+                        f"phase {phase.name!r} writes reducible data: {w.spec.compress:g}% "
+                        f"compressible, {w.spec.dedupe:g}% duplicate buffers; storage that "
+                        "compresses or deduplicates will show higher throughput than with "
+                        "real data",
+                        "state the data pattern with any result; check the real ratio with "
+                        "`iorig doctor --data`",
+                        phase.name,
+                        "info",
+                    )
+                )
+    return out
+
+
+def check_distribution(plan: Any) -> list[Finding]:
+    out = []
+    for phase in plan.phases:
+        for w in phase.workloads:
+            if w.spec.distribution != "random" and w.spec.rw.startswith("rand"):
+                out.append(
+                    Finding(
+                        "access-skew",
+                        f"phase {phase.name!r} uses a skewed access distribution "
+                        f"({w.spec.distribution}): a hot subset gets most I/O, which caches "
+                        "and tiers favour",
+                        "report the distribution with the result",
+                        phase.name,
+                        "info",
+                    )
+                )
+    return out
+
+
+def check_target_location(disclosure: dict[str, Any]) -> list[Finding]:
+    out = []
+    for target in disclosure.get("targets", []):
+        if not isinstance(target, dict) or "path" not in target:
+            continue
+        fs = target.get("filesystem") or {}
+        if fs.get("type") in ("tmpfs", "ramfs"):
+            out.append(
+                Finding(
+                    "memory-backed",
+                    f"{target['path']} is on {fs['type']}: that is RAM, not storage",
+                    "point --target at the storage you mean to measure",
+                )
+            )
+        if target.get("shares_os_device"):
+            out.append(
+                Finding(
+                    "os-device",
+                    f"{target['path']} is on the same device as the operating system: its "
+                    "I/O (logs, swap, package updates) competes with the test and the "
+                    "device's caches are shared",
+                    "test a dedicated device where you can",
+                    severity="info",
+                )
+            )
+    return out
+
+
+def merge_by_code(findings: list[Finding]) -> list[Finding]:
+    """One finding per kind: the first one's text, naming the other phases
+    that have it too, so a quick run does not print the same advice ten times."""
+    merged: dict[str, Finding] = {}
+    others: dict[str, list[str]] = {}
+    for f in findings:
+        if f.code not in merged:
+            merged[f.code] = f
+            others[f.code] = []
+        elif f.phase and f.phase != merged[f.code].phase and f.phase not in others[f.code]:
+            others[f.code].append(f.phase)
+    out = []
+    for code, f in merged.items():
+        if others[code]:
+            f = replace(f, message=f"{f.message} — also in {', '.join(others[code])}")
+        out.append(f)
+    return out
+
+
+def before_run(plan: Any, disclosure: dict[str, Any]) -> list[Finding]:
+    memory = (disclosure.get("memory") or {}).get("total_bytes")
+    return merge_by_code(
+        check_cache_fit(plan, memory)
+        + check_prefill(plan)
+        + check_data_pattern(plan)
+        + check_distribution(plan)
+        + check_target_location(disclosure)
+    )
+
+
+# ------------------------------------------------------------- after a run
+
+
+def _outstanding(iops: float, lat_ns: float) -> float:
+    """Little's law: I/Os in flight = rate × time each one spends in flight."""
+    return iops * lat_ns / 1e9
+
+
+def check_generator(
+    phase: PhaseResult, requested: dict[str, tuple[int, int, bool]]
+) -> list[Finding]:
+    """CPU-bound fio jobs, or fewer I/Os in flight than asked for.
+
+    ``requested``: workload label -> (jobs, iodepth, rate-limited).
+    """
+    out = []
+    for scope in phase.scopes:
+        if scope.is_aggregate or scope.workload not in requested:
+            continue
+        jobs, depth, limited = requested[scope.workload]
+        if scope.busiest_job_cpu_pct >= CPU_BOUND_PCT:
+            out.append(
+                Finding(
+                    "cpu-bound",
+                    f"phase {phase.name!r}, workload {scope.workload!r}: a fio job used "
+                    f"{scope.busiest_job_cpu_pct:.0f}% of a CPU; the load generator, not the "
+                    "storage, may be the limit",
+                    "give the load generator more CPUs, use fewer jobs with a deeper queue, "
+                    "or a more efficient engine (io_uring)",
+                    phase.name,
+                )
+            )
+        totals = scope.totals.get(ALL)
+        if totals is None or limited or phase.engine == "psync":
+            continue
+        achieved = _outstanding(totals.iops, totals.total_lat_mean_ns)
+        wanted = jobs * depth
+        if wanted > 1 and achieved < DEPTH_SHORTFALL * wanted:
+            out.append(
+                Finding(
+                    "shallow-queue",
+                    f"phase {phase.name!r}, workload {scope.workload!r}: by Little's law only "
+                    f"{achieved:.1f} I/Os were in flight on average, of {wanted} requested "
+                    "(jobs × iodepth)",
+                    "the generator could not keep the queue full (CPU, engine or device "
+                    "queue limit); results understate what the storage does at that depth",
+                    phase.name,
+                )
+            )
+    return out
+
+
+def check_stability(phase: PhaseResult) -> list[Finding]:
+    scope = phase.aggregate
+    if phase.kind != "measure" or scope is None or ALL not in scope.series:
+        return []
+    values = getattr(scope.series[ALL], phase.headline)
+    stats = series_stats(values)
+    out = []
+    if stats.n < MIN_SECONDS:
+        out.append(
+            Finding(
+                "few-samples",
+                f"phase {phase.name!r} has {stats.n} whole seconds of samples: its median, "
+                "maximum, minimum and any comparison rest on very little",
+                f"measure for at least {MIN_SECONDS} s (60 s or more for decisions) or repeat "
+                "the run (--repeat)",
+                phase.name,
+            )
+        )
+    if stats.n > 2 and not math.isnan(stats.cov) and stats.cov >= COV_LIMIT:
+        out.append(
+            Finding(
+                "unstable",
+                f"phase {phase.name!r} varies a lot from second to second (coefficient of "
+                f"variation {stats.cov * 100:.0f}%)",
+                "look at the per-second chart; warm up until steady (until: steady) or "
+                "measure longer",
+                phase.name,
+            )
+        )
+    if stats.n > 3:
+        rest = float(np.median(np.asarray(values[1:], dtype=float)))
+        if rest > 0 and values[0] < FIRST_SECOND_RATIO * rest:
+            out.append(
+                Finding(
+                    "slow-start",
+                    f"phase {phase.name!r}: the first second ran at "
+                    f"{values[0] / rest * 100:.0f}% of the rest (a cache or device still "
+                    "warming up)",
+                    "add or lengthen a warm-up phase",
+                    phase.name,
+                )
+            )
+    return out
+
+
+def check_limit(phase: PhaseResult, limit: dict[str, Any] | None) -> list[Finding]:
+    scope = phase.aggregate
+    if not limit or scope is None or ALL not in scope.totals:
+        return []
+    rate = scope.totals[ALL].bytes_per_s
+    if rate <= limit["bytes_per_s"]:
+        return []
+    return [
+        Finding(
+            "above-limit",
+            f"phase {phase.name!r} moved {format_rate(rate)}, above the "
+            f"{format_rate(limit['bytes_per_s'])} the link allows ({limit['source']}): a cache "
+            "or data reduction answered, not the device",
+            "use direct I/O, incompressible data and a working set larger than every cache",
+            phase.name,
+        )
+    ]
+
+
+def check_steady(phase: PhaseResult) -> list[Finding]:
+    st = phase.steady
+    if st is None or st.converged:
+        return []
+    last = st.check
+    detail = (
+        f" (last window: range {last.range_frac * 100:.0f}%, slope {last.slope_frac * 100:.0f}% "
+        "of the mean)"
+        if last
+        else f" ({len(st.rounds)} rounds, fewer than the {st.window}-round window)"
+    )
+    return [
+        Finding(
+            "not-steady",
+            f"warm-up {phase.name!r} did not reach steady state in {len(st.rounds)} rounds of "
+            f"{st.round_s:g} s{detail}; measured phases after it may still drift",
+            "allow a longer warm-up (its duration is the maximum) or precondition the device",
+            phase.name,
+        )
+    ]
+
+
+def after_run(
+    phases: list[PhaseResult],
+    requested: dict[str, dict[str, tuple[int, int, bool]]],
+    limit: dict[str, Any] | None,
+) -> list[Finding]:
+    out: list[Finding] = []
+    for phase in phases:
+        if phase.kind in ("measure", "warmup"):
+            out += check_generator(phase, requested.get(phase.name, {}))
+        out += check_stability(phase) + check_limit(phase, limit) + check_steady(phase)
+    return merge_by_code(out)
