@@ -316,7 +316,8 @@ def show(
             else []
         )
     if as_json:
-        console.print_json(json.dumps(tabular.show_dict(stored)))
+        data = stored.run.disclosure if disclosure else tabular.show_dict(stored)
+        console.print_json(json.dumps(data))
         return
     if disclosure:
         console.print(terminal.disclosure_view(stored.run))

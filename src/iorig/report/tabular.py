@@ -77,6 +77,7 @@ def run_dict(run: RunRecord) -> dict[str, Any]:
         "fio_version": run.fio_version,
         "iorig_version": run.iorig_version,
         "warnings": run.warnings,
+        "interface_limit": run.disclosure.get("interface_limit") if run.disclosure else None,
     }
 
 
@@ -85,6 +86,18 @@ def show_dict(stored: StoredRun) -> dict[str, Any]:
     return {
         "run": run_dict(stored.run),
         "engines": sorted({p.engine for p in stored.phases if p.engine}),
+        "steady_state": [
+            {
+                "phase": p.name,
+                "converged": p.steady.converged,
+                "metric": p.steady.metric,
+                "round_s": p.steady.round_s,
+                "rounds": list(p.steady.rounds),
+                "window_start": p.steady.window_start,
+            }
+            for p in stored.phases
+            if p.steady is not None
+        ],
         "phases": [phase_dict(s) for s in summaries if s.kind == "measure"],
         "other_phases": [phase_dict(s) for s in summaries if s.kind != "measure"],
     }
