@@ -22,11 +22,24 @@ ADHOC_DEFAULTS: dict[str, Any] = {
 }
 
 
-def adhoc_source(rw: str) -> ScenarioSource:
+RW_CHOICES = ["read", "write", "randread", "randwrite", "randrw", "rw"]
+
+
+def adhoc_source(
+    rw: str,
+    *,
+    rw_parameter: bool = False,
+    prefill: bool | None = None,
+    name: str = "adhoc",
+    title: str | None = None,
+) -> ScenarioSource:
     """A scenario with one measured phase of ``rw``, filled first when it reads.
 
     Every other figure is a parameter, so ``--bs`` and friends (or ``--set``)
     set them and the stored run lists them like any scenario's parameters.
+    With ``rw_parameter`` the pattern is a parameter too (``rw`` is then its
+    default), so a sweep can vary it; ``prefill`` then says whether any value
+    reads.
     """
     mixed = rw in ("randrw", "rw", "readwrite")
     parameters: dict[str, dict[str, Any]] = {
@@ -43,18 +56,20 @@ def adhoc_source(rw: str) -> ScenarioSource:
         },
     }
     workload: dict[str, Any] = {
-        "rw": rw,
+        "rw": "${rw}" if rw_parameter else rw,
         "bs": "${bs}",
         "iodepth": "${iodepth}",
         "jobs": "${jobs}",
         "direct": "${direct}",
         "engine": "${engine}",
     }
+    if rw_parameter:
+        parameters["rw"] = {"type": "choice", "choices": RW_CHOICES, "default": rw}
     if mixed:
         parameters["read_pct"] = {"type": "percent", "default": ADHOC_DEFAULTS["read_pct"]}
         workload["read_pct"] = "${read_pct}"
     phases: list[dict[str, Any]] = []
-    if rw in READS or mixed:
+    if prefill if prefill is not None else (rw in READS or mixed):
         phases.append(
             {
                 "name": "fill",
@@ -67,13 +82,18 @@ def adhoc_source(rw: str) -> ScenarioSource:
             }
         )  # fmt: skip
     phases.append(
-        {"name": rw, "kind": "measure", "duration": "${duration}", "workloads": [workload]}
+        {
+            "name": "measure" if rw_parameter else rw,
+            "kind": "measure",
+            "duration": "${duration}",
+            "workloads": [workload],
+        }
     )
     document = {
         "iorig": 1,
-        "name": "adhoc",
+        "name": name,
         "version": 1,
-        "title": f"ad-hoc {rw}",
+        "title": title or f"ad-hoc {rw}",
         "description": "Generated from iorig run's command-line options.",
         "parameters": parameters,
         "profiles": {"quick": {"size": "64MiB", "duration": "5s"}},

@@ -44,7 +44,7 @@ class PhaseStarted:
     phase: PlannedPhase
     repeat: int
     index: int
-    total: int
+    total: int | None  # None while a search decides its phases as it goes
 
 
 @dataclass(frozen=True)
@@ -98,7 +98,9 @@ def _run_metadata(plan: Plan, command: str, label: str | None) -> dict:
     scenario = resolved.scenario
     params = {
         name: {
-            "value": resolved.params[name],
+            "value": list(resolved.sweep[name])
+            if name in resolved.sweep
+            else resolved.params[name],
             "text": resolved.param_text(name),
             "origin": resolved.param_origins[name],
         }
@@ -129,6 +131,112 @@ def _run_metadata(plan: Plan, command: str, label: str | None) -> dict:
     }
 
 
+class RunSession:
+    """One run in the database, open while phases execute.
+
+    ``execute`` runs a plan's fixed schedule through it; searches (knee,
+    load-point curve) use it to run phases they decide on as they go. On
+    leaving, the audit is stored, the run gets its final status (never left
+    ``running``) and the targets are released — also on a signal or a bug.
+    """
+
+    def __init__(
+        self,
+        plan: Plan,
+        store: Store,
+        *,
+        command: str,
+        on_event: Callable[[Event], None] = lambda e: None,
+        keep_files: bool = False,
+        label: str | None = None,
+        search: dict | None = None,
+    ) -> None:
+        self.plan = plan
+        self.store = store
+        self.command = command
+        self.on_event = on_event
+        self.keep_files = keep_files
+        self.label = label
+        self.search = search or {}
+        self.results: list[PhaseResult] = []
+        self.status, self.error = "ok", None
+        self.run_id = ""
+        self._stack = contextlib.ExitStack()
+        self._cancel = threading.Event()
+        self._tmp = Path()
+        self._count = 0
+
+    def __enter__(self) -> RunSession:
+        self.run_id = self.store.create_run(
+            **_run_metadata(self.plan, self.command, self.label), search=self.search
+        )
+        try:
+            self._cancel = self._stack.enter_context(cancel_on_signals())
+            self._tmp = Path(
+                self._stack.enter_context(tempfile.TemporaryDirectory(prefix="iorig-"))
+            )
+        except BaseException:
+            self._finish()
+            raise
+        self.on_event(RunStarted(self.run_id, self.plan))
+        return self
+
+    def __exit__(self, exc_type: type | None, exc: BaseException | None, tb: object) -> None:
+        if exc is not None:
+            self.status = "aborted" if isinstance(exc, KeyboardInterrupt) else "failed"
+            self.error = f"{type(exc).__name__}: {exc}"
+        elif self.status == "ok" and self._cancel.is_set():
+            self.status, self.error = "aborted", "interrupted by a signal"
+        self._finish()
+
+    def _finish(self) -> None:
+        try:
+            try:
+                findings = audit.after_run(self.results, self.plan.requested(), self.plan.limit)
+                self.store.add_warnings(self.run_id, [f.as_dict() for f in findings])
+            finally:
+                self.store.finish_run(self.run_id, self.status, self.error)
+                for target in self.plan.targets.values():
+                    release(target, self.keep_files)
+        finally:
+            self._stack.close()
+
+    @property
+    def stopped(self) -> bool:
+        """True once a signal arrived or a phase failed: run nothing more."""
+        return self._cancel.is_set() or self.status != "ok"
+
+    def run_phase(
+        self, phase: PlannedPhase, repeat: int = 0, total: int | None = None
+    ) -> PhaseResult:
+        """Run one phase, store it (one transaction) and return its result."""
+        self.on_event(PhaseStarted(phase, repeat, self._count, total))
+        self._count += 1
+        if phase.kind == "idle":
+            result = _idle(phase, repeat, self._cancel, self.on_event)
+        else:
+            workdir = self._tmp / f"{phase.seq:03d}-{repeat:02d}"
+            workdir.mkdir()
+            result = _fio_phase(
+                self.plan, self.run_id, phase, repeat, workdir, self._cancel, self.on_event
+            )
+        self.store.save_phase(self.run_id, result)
+        self.results.append(result)
+        self.on_event(PhaseFinished(phase, result))
+        if result.status == "failed" and self.status == "ok":
+            self.status, self.error = "failed", f"phase {phase.name!r}: {result.error}"
+        return result
+
+    def fail(self, error: str) -> None:
+        """End the run as failed for a reason found between phases."""
+        if self.status == "ok":
+            self.status, self.error = "failed", error
+
+    @property
+    def outcome(self) -> RunOutcome:
+        return RunOutcome(self.run_id, self.status, self.error, tuple(self.results))
+
+
 def execute(
     plan: Plan,
     store: Store,
@@ -137,45 +245,20 @@ def execute(
     on_event: Callable[[Event], None] = lambda e: None,
     keep_files: bool = False,
     label: str | None = None,
+    search: dict | None = None,
 ) -> RunOutcome:
-    run_id = store.create_run(**_run_metadata(plan, command, label))
-    on_event(RunStarted(run_id, plan))
-    results: list[PhaseResult] = []
-    run_status, error = "ok", None
-    with cancel_on_signals() as cancel, tempfile.TemporaryDirectory(prefix="iorig-") as tmp:
-        try:
-            schedule = plan.schedule()
-            for index, (phase, repeat) in enumerate(schedule):
-                if cancel.is_set():
-                    break
-                on_event(PhaseStarted(phase, repeat, index, len(schedule)))
-                if phase.kind == "idle":
-                    result = _idle(phase, repeat, cancel, on_event)
-                else:
-                    workdir = Path(tmp) / f"{phase.seq:02d}-{repeat:02d}-{phase.name}"
-                    workdir.mkdir()
-                    result = _fio_phase(plan, run_id, phase, repeat, workdir, cancel, on_event)
-                store.save_phase(run_id, result)
-                results.append(result)
-                on_event(PhaseFinished(phase, result))
-                if result.status == "failed":
-                    run_status, error = "failed", f"phase {phase.name!r}: {result.error}"
-                    break
-            if run_status == "ok" and cancel.is_set():
-                run_status, error = "aborted", "interrupted by a signal"
-        except BaseException as exc:
-            run_status = "aborted" if isinstance(exc, KeyboardInterrupt) else "failed"
-            error = f"{type(exc).__name__}: {exc}"
-            raise
-        finally:
-            try:
-                findings = audit.after_run(results, plan.requested(), plan.limit)
-                store.add_warnings(run_id, [f.as_dict() for f in findings])
-            finally:
-                store.finish_run(run_id, run_status, error)
-                for target in plan.targets.values():
-                    release(target, keep_files)
-    return RunOutcome(run_id, run_status, error, tuple(results))
+    """Run the plan's phases in order (repeats included), storing each."""
+    session = RunSession(
+        plan, store, command=command, on_event=on_event, keep_files=keep_files, label=label,
+        search=search,
+    )  # fmt: skip
+    with session:
+        schedule = plan.schedule()
+        for phase, repeat in schedule:
+            if session.stopped:
+                break
+            session.run_phase(phase, repeat, len(schedule))
+    return session.outcome
 
 
 def _idle(
@@ -198,6 +281,7 @@ def _idle(
         headline=phase.headline,
         scopes=(),
         repeat=repeat,
+        point=phase.point,
     )
 
 
@@ -299,6 +383,7 @@ def _fio_phase(
         error=error,
         repeat=repeat,
         steady=steady,
+        point=phase.point,
     )
 
 

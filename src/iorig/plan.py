@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
 from iorig.errors import UserError
 from iorig.fio import runner
@@ -41,6 +42,7 @@ class PlannedPhase:
     description: str
     workloads: tuple[PlannedWorkload, ...]
     steady: SteadyRule | None = None
+    point: dict[str, Any] = field(default_factory=dict)  # sweep / search coordinates
 
     @property
     def bytes_to_write(self) -> int:
@@ -153,6 +155,7 @@ def build_plan(
                 description=phase.description,
                 workloads=tuple(planned),
                 steady=phase.steady_rule,
+                point=resolved.phase_points.get(phase.name, {}),
             )
         )
     if not any(p.kind == "measure" for p in phases):

@@ -8,7 +8,7 @@ percentiles are always computed from them, never averaged.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -79,6 +79,8 @@ class ScopeResult:
     sys_cpu_pct: float
     busiest_job_cpu_pct: float  # usr+sys of the busiest job
     errors: int  # fio jobs that ended with an error
+    status: str = "ok"  # "failed" for a host that dropped out of a multi-host phase
+    error: str | None = None
 
     @property
     def is_aggregate(self) -> bool:
@@ -107,6 +109,10 @@ class PhaseResult:
     error: str | None = None
     repeat: int = 0
     steady: SteadyState | None = None  # warm-up phases that ran "until: steady"
+    # Where a search put this phase: {"bs": "4KiB", "rw": "read"} for a sweep
+    # point, {"iodepth": 16, ...} for a knee step, {"fraction": 0.5, ...} for a
+    # load point. Empty for an ordinary scenario phase.
+    point: dict[str, Any] = field(default_factory=dict)
 
     @property
     def aggregate(self) -> ScopeResult | None:

@@ -10,7 +10,7 @@ that order of precedence. Every error names the file, the line and the field.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -257,6 +257,9 @@ class Scenario(_Model):
     profiles: dict[str, dict[str, Any]] = Field(default_factory=dict)
     targets: dict[str, TargetSpec] = Field(default_factory=dict)
     phases: list[Phase] = Field(min_length=1)
+    # A grid over parameters: the measured stretch of the phases runs once per
+    # combination (see iorig.sweep). Values are written as for --set.
+    sweep: dict[str, list[str | int | float | bool]] = Field(default_factory=dict)
 
     @field_validator("iorig")
     @classmethod
@@ -283,6 +286,14 @@ class Scenario(_Model):
                         f"phase {phase.name!r} uses target {w.target!r}, which is not under "
                         f"'targets' ({', '.join(self.targets)})"
                     )
+        for name, values in self.sweep.items():
+            if name not in self.parameters:
+                raise ValueError(
+                    f"sweep over {name!r}, which is not a parameter "
+                    f"(parameters: {', '.join(self.parameters) or 'none'})"
+                )
+            if not values:
+                raise ValueError(f"sweep over {name!r} lists no values")
         for profile, values in self.profiles.items():
             unknown = sorted(set(values) - set(self.parameters))
             if unknown:
@@ -350,19 +361,26 @@ class ResolvedScenario:
     scenario: Scenario
     source: ScenarioSource
     params: dict[str, Any]  # typed values
-    param_origins: dict[str, str]  # "default", "profile quick", "--set"
+    param_origins: dict[str, str]  # "default", "profile quick", "--set", "sweep"
     profile: str | None
+    sweep: dict[str, tuple[str, ...]] = field(default_factory=dict)  # name -> value texts
+    phase_points: dict[str, dict[str, str]] = field(default_factory=dict)  # phase -> point
 
     def param_text(self, name: str) -> str:
-        value = self.params[name]
-        spec = self.scenario.parameters[name]
-        if spec.type == "size":
-            return format_bytes(value)
-        if spec.type == "duration":
-            return f"{value:g}s"
-        if spec.type == "bool":
-            return "true" if value else "false"
-        return str(value)
+        if name in self.sweep:
+            return ", ".join(self.sweep[name])
+        return value_text(self.scenario.parameters[name], self.params[name])
+
+
+def value_text(spec: Parameter, value: Any) -> str:
+    """A typed parameter value written the way iorig writes it (4KiB, 30s)."""
+    if spec.type == "size":
+        return format_bytes(value)
+    if spec.type == "duration":
+        return f"{value:g}s"
+    if spec.type == "bool":
+        return "true" if value else "false"
+    return str(value)
 
 
 def builtin_names() -> list[str]:

@@ -160,8 +160,21 @@ def _migrate_to_v1(conn: sqlite3.Connection) -> None:
     _execute_script(conn, _SCHEMA_V1)
 
 
+# Version 2: searches (sweep points, knee steps, load points) and multi-host runs.
+_SCHEMA_V2 = """
+ALTER TABLE runs ADD COLUMN search_json TEXT NOT NULL DEFAULT '{}';
+ALTER TABLE phases ADD COLUMN point_json TEXT NOT NULL DEFAULT '{}';
+ALTER TABLE phase_results ADD COLUMN status TEXT NOT NULL DEFAULT 'ok';
+ALTER TABLE phase_results ADD COLUMN error TEXT
+"""
+
+
+def _migrate_to_v2(conn: sqlite3.Connection) -> None:
+    _execute_script(conn, _SCHEMA_V2)
+
+
 # MIGRATIONS[i] takes a database from version i to i + 1.
-MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [_migrate_to_v1]
+MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [_migrate_to_v1, _migrate_to_v2]
 
 
 def default_db_path() -> Path:
@@ -208,6 +221,7 @@ class RunRecord:
     pid: int
     started_at: float
     ended_at: float | None
+    search: dict[str, Any] = field(default_factory=dict)  # sweep / knee / curve settings
 
 
 @dataclass(frozen=True)
@@ -326,6 +340,7 @@ class Store:
         run_id: str | None = None,
         started_at: float | None = None,
         label: str | None = None,
+        search: dict[str, Any] | None = None,
     ) -> str:
         run_id = run_id or new_run_id()
         row = {
@@ -350,6 +365,7 @@ class Store:
             "hostname": socket.gethostname(),
             "pid": os.getpid(),
             "started_at": started_at or time.time(),
+            "search_json": json.dumps(search or {}),
         }
         with self.transaction() as c:
             _insert(c, "runs", row)
@@ -392,6 +408,7 @@ class Store:
                     "engine": phase.engine,
                     "fio_version": phase.fio_version,
                     "error": phase.error,
+                    "point_json": json.dumps(phase.point),
                 },
             )
             for scope in phase.scopes:
@@ -438,6 +455,8 @@ class Store:
                 "sys_cpu_pct": scope.sys_cpu_pct,
                 "busiest_job_cpu_pct": scope.busiest_job_cpu_pct,
                 "errors": scope.errors,
+                "status": scope.status,
+                "error": scope.error,
             },
         )
         for ddir, t in scope.totals.items():
@@ -647,6 +666,7 @@ class Store:
             pid=row["pid"],
             started_at=row["started_at"],
             ended_at=row["ended_at"],
+            search=json.loads(row["search_json"]),
         )
 
     def _phase(self, p: dict) -> PhaseResult:
@@ -672,6 +692,7 @@ class Store:
             engine=p["engine"],
             error=p["error"],
             repeat=p["repeat"],
+            point=json.loads(p["point_json"]),
         )
 
     def _scope(self, r: dict) -> ScopeResult:
@@ -723,6 +744,8 @@ class Store:
             sys_cpu_pct=r["sys_cpu_pct"],
             busiest_job_cpu_pct=r["busiest_job_cpu_pct"],
             errors=r["errors"],
+            status=r["status"],
+            error=r["error"],
         )
 
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import hashlib
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -52,6 +52,8 @@ class RunPhase:
     engine: str
     fio_version: str
     status: str
+    total_lat_mean_ns: float = math.nan  # slat + clat: time in flight, for Little's law
+    point: dict = field(default_factory=dict)  # sweep / search coordinates
 
     @property
     def stats(self) -> SeriesStats:
@@ -89,6 +91,7 @@ def run_phases(stored: StoredRun, job_texts: dict[str, str] | None = None) -> di
         ios = sum(t.ios for t in totals)
         hist = histogram.merge(t.hist for t in totals)
         lat_mean = sum(t.lat_mean_ns * t.ios for t in totals) / ios if ios else math.nan
+        in_flight = sum(t.total_lat_mean_ns * t.ios for t in totals) / ios if ios else math.nan
         n = len(totals) or 1
         out[name] = RunPhase(
             name=name,
@@ -104,6 +107,8 @@ def run_phases(stored: StoredRun, job_texts: dict[str, str] | None = None) -> di
             engine=repeats[0].engine,
             fio_version=repeats[0].fio_version,
             status="ok" if all(p.status == "ok" for p in repeats) else repeats[-1].status,
+            total_lat_mean_ns=in_flight,
+            point=dict(repeats[0].point),
         )
     return out
 

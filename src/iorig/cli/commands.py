@@ -1,159 +1,60 @@
-"""The ``iorig`` command. Thin: each command reads as its list of steps;
-the one place that prints and the one place that catches UserError."""
+"""The core commands: run, runs, show, compare, report, export, import,
+doctor and scenarios. Each reads as its list of steps."""
 
 from __future__ import annotations
 
 import json
-import shlex
 import sys
 from enum import StrEnum
 from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
 from rich.markup import escape
-from rich.progress import BarColumn, Progress, TaskID, TextColumn
 
-from iorig import __version__
 from iorig import scenario as scenario_mod
 from iorig.adhoc import adhoc_source
 from iorig.analyze.compare import compare, shared_limit
-from iorig.analyze.summary import measured, series_stats, summarize_phase
+from iorig.analyze.summary import measured, series_stats
+from iorig.cli.common import (
+    AllowDestroyOpt,
+    BsOpt,
+    DurationOpt,
+    EngineOpt,
+    FioOpt,
+    IodepthOpt,
+    JobsOpt,
+    KeepFilesOpt,
+    LabelOpt,
+    ProfileOpt,
+    QuickOpt,
+    ReadPctOpt,
+    RepeatOpt,
+    Rw,
+    SetOpt,
+    SizeOpt,
+    TargetOpt,
+    app,
+    collect_overrides,
+    command_line,
+    console,
+    finish,
+    print_run,
+    print_search,
+    run_with_progress,
+    scenarios_app,
+)
 from iorig.doctor import examine, measure_data_pattern
 from iorig.errors import UserError
-from iorig.execute import Event, PhaseFinished, PhaseProgress, PhaseStarted, RunStarted, execute
+from iorig.execute import execute
 from iorig.plan import prepare
 from iorig.report import tabular, terminal
 from iorig.report.html import render_report, report_runs
 from iorig.report.markdown import markdown_comparison, markdown_run
 from iorig.report.tables import comparison_notes, comparison_tables, summary_tables, to_rich
-from iorig.store import Store, default_db_path
-from iorig.units import format_bytes, format_latency, format_rate, format_si, parse_rate
-
-EXIT_CODES = {"ok": 0, "failed": 1, "aborted": 130}
-
-console = Console()
-err_console = Console(stderr=True)
-
-app = typer.Typer(
-    add_completion=False,
-    no_args_is_help=True,
-    pretty_exceptions_show_locals=False,
-    help="iorig: fair, repeatable storage benchmarks on fio, with every result kept.",
-)
-scenarios_app = typer.Typer(no_args_is_help=False, invoke_without_command=True)
-app.add_typer(scenarios_app, name="scenarios", help="List built-in scenarios or show one.")
-
-
-class Rw(StrEnum):
-    read = "read"
-    write = "write"
-    randread = "randread"
-    randwrite = "randwrite"
-    randrw = "randrw"
-    rw = "rw"
-
-
-def _version(value: bool) -> None:
-    if value:
-        console.print(f"iorig {__version__}")
-        raise typer.Exit()
-
-
-@app.callback()
-def main_options(
-    ctx: typer.Context,
-    db: Annotated[
-        Path | None,
-        typer.Option(
-            help="results database (default: $IORIG_DB or $XDG_DATA_HOME/iorig/results.sqlite)"
-        ),
-    ] = None,
-    version: Annotated[
-        bool, typer.Option("--version", callback=_version, is_eager=True, help="print the version")
-    ] = False,
-) -> None:
-    ctx.obj = db or default_db_path()
-
-
-class ProgressView:
-    """Live view of a run: one progress line per phase with current rates."""
-
-    def __init__(self, out: Console) -> None:
-        self.console = out
-        self.progress = Progress(
-            TextColumn("{task.description}"),
-            BarColumn(bar_width=24),
-            TextColumn("{task.fields[clock]:>12}"),
-            TextColumn("{task.fields[stats]}"),
-            console=out,
-            auto_refresh=True,
-        )
-        self.tasks: dict[tuple[int, int], TaskID] = {}
-
-    def __enter__(self) -> ProgressView:
-        self.progress.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.progress.stop()
-
-    def handle(self, event: Event) -> None:
-        if isinstance(event, RunStarted):
-            plan = event.plan
-            targets = ", ".join(
-                f"{t.path} ({format_bytes(t.size_bytes)})" for t in plan.targets.values()
-            )
-            self.console.print(
-                f"run [bold]{event.run_id}[/]: {escape(plan.resolved.scenario.title)} on "
-                f"{escape(targets)}; {plan.fio_version}, engine {', '.join(plan.engines) or '-'}"
-            )
-            if plan.resolved.profile:
-                self.console.print(
-                    f"[yellow]profile {plan.resolved.profile}: shortened phases for a fast look[/]"
-                )
-        elif isinstance(event, PhaseStarted):
-            p = event.phase
-            again = f" #{event.repeat + 1}" if event.repeat else ""
-            self.tasks[(p.seq, event.repeat)] = self.progress.add_task(
-                escape(f"[{event.index + 1}/{event.total}] {p.name}{again} ({p.kind})"),
-                total=1.0,
-                clock="",
-                stats="",
-            )
-        elif isinstance(event, PhaseProgress):
-            p = event.phase
-            clock = f"{event.elapsed_s:.0f}s" + (f"/{p.duration_s:.0f}s" if p.duration_s else "")
-            stats = ""
-            if event.rates:
-                r = event.rates
-                stats = (
-                    f"{format_si(r.iops)} IOPS  {format_rate(r.bytes_per_s)}  "
-                    f"lat {format_latency(r.lat_mean_ns)}"
-                )
-            self.progress.update(
-                self.tasks[(p.seq, event.repeat)],
-                completed=event.fraction or 0,
-                clock=clock,
-                stats=stats,
-            )
-        elif isinstance(event, PhaseFinished):
-            result = event.result
-            stats = result.status
-            if result.kind != "idle" and result.aggregate is not None:
-                s = summarize_phase(result)
-                value = terminal.format_metric(s.headline, s.headline_value)
-                stats += f": {value} {terminal.METRIC_LABEL[s.headline]} (phase mean)"
-            if result.error:
-                stats += f" ({result.error})"
-            stats = escape(stats)
-            key = (event.phase.seq, event.result.repeat)
-            self.progress.update(self.tasks[key], completed=1.0, stats=stats)
-
-
-def _command_line() -> str:
-    return " ".join(shlex.quote(a) for a in ["iorig", *sys.argv[1:]])
+from iorig.store import Store
+from iorig.sweep import resolve_with_sweep, search_settings
+from iorig.units import parse_rate
 
 
 @app.command()
@@ -162,75 +63,55 @@ def run(
     scenario: Annotated[
         str | None, typer.Argument(help="built-in scenario name or path to a scenario YAML")
     ] = None,
-    target: Annotated[
-        str | None, typer.Option(help="file, directory (ends with /) or block device to test")
-    ] = None,
-    size: Annotated[str | None, typer.Option(help="working set, e.g. 64MiB, 16GiB")] = None,
-    set_: Annotated[
-        list[str] | None, typer.Option("--set", help="parameter override name=value (repeatable)")
-    ] = None,
-    quick: Annotated[
-        bool, typer.Option(help="use the scenario's quick profile (a fast look)")
-    ] = False,
-    profile: Annotated[str | None, typer.Option(help="use a named profile of the scenario")] = None,
-    allow_destroy: Annotated[
-        bool, typer.Option(help="allow overwriting a device or file that holds data")
-    ] = False,
-    keep_files: Annotated[
-        bool, typer.Option(help="keep the data file iorig creates in a directory target")
-    ] = False,
+    target: TargetOpt = None,
+    size: SizeOpt = None,
+    set_: SetOpt = None,
+    quick: QuickOpt = False,
+    profile: ProfileOpt = None,
+    allow_destroy: AllowDestroyOpt = False,
+    keep_files: KeepFilesOpt = False,
     rw: Annotated[Rw | None, typer.Option(help="ad-hoc run: I/O pattern (no scenario)")] = None,
-    bs: Annotated[str | None, typer.Option(help="ad-hoc: block size")] = None,
-    iodepth: Annotated[int | None, typer.Option(help="ad-hoc: outstanding I/Os per job")] = None,
-    jobs: Annotated[int | None, typer.Option(help="ad-hoc: fio jobs")] = None,
-    duration: Annotated[str | None, typer.Option(help="ad-hoc: measured time, e.g. 30s")] = None,
-    read_pct: Annotated[int | None, typer.Option(help="ad-hoc randrw/rw: read percentage")] = None,
-    engine: Annotated[
-        str | None, typer.Option(help="ad-hoc: io_uring, libaio, psync or auto")
-    ] = None,
-    repeat: Annotated[
-        int, typer.Option(min=1, help="run the measured phases N times (for significance)")
-    ] = 1,
-    label: Annotated[
-        str | None, typer.Option(help="a name for this run in comparisons, e.g. 'with passthrough'")
-    ] = None,
-    fio: Annotated[
-        str | None, typer.Option(help="fio binary (default: $IORIG_FIO or PATH)")
-    ] = None,
+    bs: BsOpt = None,
+    iodepth: IodepthOpt = None,
+    jobs: JobsOpt = None,
+    duration: DurationOpt = None,
+    read_pct: ReadPctOpt = None,
+    engine: EngineOpt = None,
+    repeat: RepeatOpt = 1,
+    label: LabelOpt = None,
+    fio: FioOpt = None,
 ) -> None:
     """Run a scenario (or an ad-hoc fio workload) and store every result."""
     source = _scenario_source(scenario, rw)
-    overrides = _overrides(
+    overrides = collect_overrides(
         set_ or [], size=size, bs=bs, iodepth=iodepth, jobs=jobs, duration=duration,
         read_pct=read_pct, engine=engine, adhoc=rw is not None,
     )  # fmt: skip
-    resolved = scenario_mod.resolve(source, "quick" if quick else profile, overrides)
-    roles = list(resolved.scenario.targets)
+    resolved = resolve_with_sweep(source, "quick" if quick else profile, overrides)
     plan = prepare(
         resolved,
-        {roles[0]: target} if target and len(roles) == 1 else {},
+        target_map(resolved, target),
         allow_destroy=allow_destroy,
         fio_path=fio,
         repeats=repeat,
     )
-    with Store(ctx.obj) as store:
-        with ProgressView(console) as view:
-            outcome = execute(
-                plan,
-                store,
-                command=_command_line(),
-                on_event=view.handle,
-                keep_files=keep_files,
-                label=label,
-            )
-        stored = store.load_run(outcome.run_id)
-    console.print()
-    engines = sorted({p.engine for p in stored.phases if p.engine})
-    console.print(
-        terminal.run_report(stored.run, measured(stored.phases), engines, list(stored.phases))
-    )
-    console.print(f"\nstored in {escape(str(ctx.obj))}; see `iorig show {outcome.run_id}`")
-    raise typer.Exit(EXIT_CODES[outcome.status])
+    outcome, stored = run_with_progress(
+        ctx.obj,
+        lambda store, on_event: execute(
+            plan, store, command=command_line(), on_event=on_event, keep_files=keep_files,
+            label=label, search=search_settings(resolved),
+        ),
+    )  # fmt: skip
+    print_run(stored)
+    if resolved.sweep:
+        print_search(stored)
+    finish(ctx.obj, outcome)
+
+
+def target_map(resolved: scenario_mod.ResolvedScenario, target: str | None) -> dict[str, str]:
+    """``--target`` binds a scenario's only target role."""
+    roles = list(resolved.scenario.targets)
+    return {roles[0]: target} if target and len(roles) == 1 else {}
 
 
 def _scenario_source(scenario: str | None, rw: Rw | None) -> scenario_mod.ScenarioSource:
@@ -247,20 +128,6 @@ def _scenario_source(scenario: str | None, rw: Rw | None) -> scenario_mod.Scenar
             hint=f"built-ins: {', '.join(scenario_mod.builtin_names())} (see `iorig scenarios`)",
         )
     return scenario_mod.read_source(scenario)
-
-
-def _overrides(items: list[str], *, adhoc: bool, **options: object) -> dict[str, str]:
-    overrides = scenario_mod.parse_assignments(items)
-    for name, value in options.items():
-        if value is None:
-            continue
-        if name != "size" and not adhoc:
-            raise UserError(
-                f"--{name.replace('_', '-')} is for ad-hoc runs (with --rw)",
-                hint=f"change a scenario's parameters with --set, e.g. --set {name}={value}",
-            )
-        overrides[name] = str(value)
-    return overrides
 
 
 @app.command()
@@ -322,10 +189,8 @@ def show(
     if disclosure:
         console.print(terminal.disclosure_view(stored.run))
         return
-    engines = sorted({p.engine for p in stored.phases if p.engine})
-    console.print(
-        terminal.run_report(stored.run, measured(stored.phases), engines, list(stored.phases))
-    )
+    print_run(stored)
+    print_search(stored)
     for name, text in job_texts:
         if text:
             console.print(f"\n[bold]; phase {escape(name)}[/]")
@@ -561,13 +426,3 @@ def scenarios_show(
     """Print a scenario with its parameters, profiles and phases."""
     resolved = scenario_mod.load(name)
     console.print(terminal.scenario_detail(resolved))
-
-
-def main() -> None:
-    try:
-        app()
-    except UserError as exc:
-        err_console.print(f"[bold red]error:[/] {escape(exc.message)}", highlight=False)
-        if exc.hint:
-            err_console.print(f"  [cyan]hint:[/] {escape(exc.hint)}", highlight=False)
-        sys.exit(2)

@@ -1,0 +1,23 @@
+"""The ``iorig`` command line: the one place that prints and the one place
+that catches UserError."""
+
+from __future__ import annotations
+
+import sys
+
+from rich.markup import escape
+
+from iorig.cli import commands as _commands  # noqa: F401 - registers the commands
+from iorig.cli import search as _search  # noqa: F401
+from iorig.cli.common import app, err_console
+from iorig.errors import UserError
+
+
+def main() -> None:
+    try:
+        app()
+    except UserError as exc:
+        err_console.print(f"[bold red]error:[/] {escape(exc.message)}", highlight=False)
+        if exc.hint:
+            err_console.print(f"  [cyan]hint:[/] {escape(exc.hint)}", highlight=False)
+        sys.exit(2)

@@ -1,0 +1,230 @@
+"""Shared pieces of the ``iorig`` command: the typer app, the consoles (the
+only place that prints), the live progress view and the run-and-summarise
+steps every run command ends with."""
+
+from __future__ import annotations
+
+import shlex
+import sys
+from collections.abc import Callable
+from enum import StrEnum
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+from rich.progress import BarColumn, Progress, TaskID, TextColumn
+
+from iorig import __version__
+from iorig.analyze.summary import measured, summarize_phase
+from iorig.errors import UserError
+from iorig.execute import Event, PhaseFinished, PhaseProgress, PhaseStarted, RunOutcome, RunStarted
+from iorig.report import terminal
+from iorig.report.search_tables import search_tables
+from iorig.report.tables import to_rich
+from iorig.scenario import parse_assignments
+from iorig.store import Store, StoredRun, default_db_path
+from iorig.units import format_bytes, format_latency, format_rate, format_si
+
+EXIT_CODES = {"ok": 0, "failed": 1, "aborted": 130}
+
+console = Console()
+err_console = Console(stderr=True)
+
+app = typer.Typer(
+    add_completion=False,
+    no_args_is_help=True,
+    pretty_exceptions_show_locals=False,
+    help="iorig: fair, repeatable storage benchmarks on fio, with every result kept.",
+)
+scenarios_app = typer.Typer(no_args_is_help=False, invoke_without_command=True)
+app.add_typer(scenarios_app, name="scenarios", help="List built-in scenarios or show one.")
+
+
+class Rw(StrEnum):
+    read = "read"
+    write = "write"
+    randread = "randread"
+    randwrite = "randwrite"
+    randrw = "randrw"
+    rw = "rw"
+
+
+# Options shared by the run commands (run, sweep, knee, curve).
+TargetOpt = Annotated[
+    str | None, typer.Option("--target", help="file, directory (ends with /) or block device")
+]
+SizeOpt = Annotated[str | None, typer.Option(help="working set, e.g. 64MiB, 16GiB")]
+SetOpt = Annotated[
+    list[str] | None, typer.Option("--set", help="parameter override name=value (repeatable)")
+]
+QuickOpt = Annotated[bool, typer.Option(help="use the scenario's quick profile (a fast look)")]
+ProfileOpt = Annotated[str | None, typer.Option(help="use a named profile of the scenario")]
+AllowDestroyOpt = Annotated[
+    bool, typer.Option(help="allow overwriting a device or file that holds data")
+]
+KeepFilesOpt = Annotated[
+    bool, typer.Option(help="keep the data file iorig creates in a directory target")
+]
+BsOpt = Annotated[str | None, typer.Option(help="ad-hoc: block size")]
+IodepthOpt = Annotated[int | None, typer.Option(help="ad-hoc: outstanding I/Os per job")]
+JobsOpt = Annotated[int | None, typer.Option(help="ad-hoc: fio jobs")]
+DurationOpt = Annotated[str | None, typer.Option(help="ad-hoc: measured time, e.g. 30s")]
+ReadPctOpt = Annotated[int | None, typer.Option(help="ad-hoc randrw/rw: read percentage")]
+EngineOpt = Annotated[str | None, typer.Option(help="ad-hoc: io_uring, libaio, psync or auto")]
+RepeatOpt = Annotated[
+    int, typer.Option(min=1, help="run the measured phases N times (for significance)")
+]
+LabelOpt = Annotated[
+    str | None, typer.Option(help="a name for this run in comparisons, e.g. 'with passthrough'")
+]
+FioOpt = Annotated[str | None, typer.Option(help="fio binary (default: $IORIG_FIO or PATH)")]
+
+
+def collect_overrides(items: list[str], *, adhoc: bool, **options: object) -> dict[str, str]:
+    """``--set`` items plus the ad-hoc options that were given, as overrides."""
+    overrides = parse_assignments(items)
+    for name, value in options.items():
+        if value is None:
+            continue
+        if name != "size" and not adhoc:
+            raise UserError(
+                f"--{name.replace('_', '-')} is for ad-hoc runs (with --rw)",
+                hint=f"change a scenario's parameters with --set, e.g. --set {name}={value}",
+            )
+        overrides[name] = str(value)
+    return overrides
+
+
+def _version(value: bool) -> None:
+    if value:
+        console.print(f"iorig {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def main_options(
+    ctx: typer.Context,
+    db: Annotated[
+        Path | None,
+        typer.Option(
+            help="results database (default: $IORIG_DB or $XDG_DATA_HOME/iorig/results.sqlite)"
+        ),
+    ] = None,
+    version: Annotated[
+        bool, typer.Option("--version", callback=_version, is_eager=True, help="print the version")
+    ] = False,
+) -> None:
+    ctx.obj = db or default_db_path()
+
+
+class ProgressView:
+    """Live view of a run: one progress line per phase with current rates."""
+
+    def __init__(self, out: Console) -> None:
+        self.console = out
+        self.progress = Progress(
+            TextColumn("{task.description}"),
+            BarColumn(bar_width=24),
+            TextColumn("{task.fields[clock]:>12}"),
+            TextColumn("{task.fields[stats]}"),
+            console=out,
+            auto_refresh=True,
+        )
+        self.tasks: dict[tuple[int, int], TaskID] = {}
+
+    def __enter__(self) -> ProgressView:
+        self.progress.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.progress.stop()
+
+    def handle(self, event: Event) -> None:
+        if isinstance(event, RunStarted):
+            plan = event.plan
+            targets = ", ".join(
+                f"{t.path} ({format_bytes(t.size_bytes)})" for t in plan.targets.values()
+            )
+            self.console.print(
+                f"run [bold]{event.run_id}[/]: {escape(plan.resolved.scenario.title)} on "
+                f"{escape(targets)}; {plan.fio_version}, engine {', '.join(plan.engines) or '-'}"
+            )
+            if plan.resolved.profile:
+                self.console.print(
+                    f"[yellow]profile {plan.resolved.profile}: shortened phases for a fast look[/]"
+                )
+        elif isinstance(event, PhaseStarted):
+            p = event.phase
+            again = f" #{event.repeat + 1}" if event.repeat else ""
+            self.tasks[(p.seq, event.repeat)] = self.progress.add_task(
+                escape(f"[{event.index + 1}/{event.total or '?'}] {p.name}{again} ({p.kind})"),
+                total=1.0,
+                clock="",
+                stats="",
+            )
+        elif isinstance(event, PhaseProgress):
+            p = event.phase
+            clock = f"{event.elapsed_s:.0f}s" + (f"/{p.duration_s:.0f}s" if p.duration_s else "")
+            stats = ""
+            if event.rates:
+                r = event.rates
+                stats = (
+                    f"{format_si(r.iops)} IOPS  {format_rate(r.bytes_per_s)}  "
+                    f"lat {format_latency(r.lat_mean_ns)}"
+                )
+            self.progress.update(
+                self.tasks[(p.seq, event.repeat)],
+                completed=event.fraction or 0,
+                clock=clock,
+                stats=stats,
+            )
+        elif isinstance(event, PhaseFinished):
+            result = event.result
+            stats = result.status
+            if result.kind != "idle" and result.aggregate is not None:
+                s = summarize_phase(result)
+                value = terminal.format_metric(s.headline, s.headline_value)
+                stats += f": {value} {terminal.METRIC_LABEL[s.headline]} (phase mean)"
+            if result.error:
+                stats += f" ({result.error})"
+            stats = escape(stats)
+            key = (event.phase.seq, event.result.repeat)
+            self.progress.update(self.tasks[key], completed=1.0, stats=stats)
+
+
+def command_line() -> str:
+    return " ".join(shlex.quote(a) for a in ["iorig", *sys.argv[1:]])
+
+
+def run_with_progress(
+    db: Path, work: Callable[[Store, Callable[[Event], None]], RunOutcome]
+) -> tuple[RunOutcome, StoredRun]:
+    """Run ``work`` (an execute or a search) with the live view; load the result."""
+    with Store(db) as store:
+        with ProgressView(console) as view:
+            outcome = work(store, view.handle)
+        stored = store.load_run(outcome.run_id)
+    console.print()
+    return outcome, stored
+
+
+def print_run(stored: StoredRun) -> None:
+    engines = sorted({p.engine for p in stored.phases if p.engine})
+    console.print(
+        terminal.run_report(stored.run, measured(stored.phases), engines, list(stored.phases))
+    )
+
+
+def print_search(stored: StoredRun) -> None:
+    """What a sweep, knee or curve run found."""
+    for table in search_tables(stored):
+        console.print(to_rich(table))
+        for note in table.notes:
+            console.print(f"  [dim]{escape(note)}[/]")
+
+
+def finish(db: Path, outcome: RunOutcome) -> None:
+    console.print(f"\nstored in {escape(str(db))}; see `iorig show {outcome.run_id}`")
+    raise typer.Exit(EXIT_CODES[outcome.status])
