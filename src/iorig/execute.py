@@ -26,7 +26,7 @@ from iorig.assemble import JobLogs, SectionData, build_scopes
 from iorig.fio import parse, status
 from iorig.fio.jobfile import Section, render, workload_options
 from iorig.fio.runner import FioExit, FioProcess
-from iorig.plan import Plan, PlannedPhase
+from iorig.plan import Plan, PlannedPhase, requested
 from iorig.results import PhaseResult
 from iorig.scenario import WRITE_ONCE_KINDS
 from iorig.store import Store
@@ -159,6 +159,7 @@ class RunSession:
         self.label = label
         self.search = search or {}
         self.results: list[PhaseResult] = []
+        self.ran: dict[str, PlannedPhase] = {}  # phases run so far, by name (for the audit)
         self.status, self.error = "ok", None
         self.run_id = ""
         self._stack = contextlib.ExitStack()
@@ -192,7 +193,9 @@ class RunSession:
     def _finish(self) -> None:
         try:
             try:
-                findings = audit.after_run(self.results, self.plan.requested(), self.plan.limit)
+                findings = audit.after_run(
+                    self.results, requested(self.ran.values()), self.plan.limit
+                )
                 self.store.add_warnings(self.run_id, [f.as_dict() for f in findings])
             finally:
                 self.store.finish_run(self.run_id, self.status, self.error)
@@ -212,6 +215,7 @@ class RunSession:
         """Run one phase, store it (one transaction) and return its result."""
         self.on_event(PhaseStarted(phase, repeat, self._count, total))
         self._count += 1
+        self.ran[phase.name] = phase
         if phase.kind == "idle":
             result = _idle(phase, repeat, self._cancel, self.on_event)
         else:

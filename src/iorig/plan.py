@@ -7,6 +7,7 @@ to the database; ``build_plan`` is the pure part.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -68,14 +69,7 @@ class Plan:
         return interface_limit(self.disclosure)
 
     def requested(self) -> dict[str, dict[str, tuple[int, int, bool]]]:
-        """Phase -> workload -> (jobs, iodepth, rate-limited), for the audit."""
-        return {
-            p.name: {
-                w.label: (w.spec.jobs, w.spec.iodepth, w.spec.rate_iops is not None)
-                for w in p.workloads
-            }
-            for p in self.phases
-        }
+        return requested(self.phases)
 
     def schedule(self) -> list[tuple[PlannedPhase, int]]:
         """(phase, repeat) in execution order. With repeats, the stretch from the
@@ -95,6 +89,17 @@ class Plan:
     @property
     def engines(self) -> list[str]:
         return sorted({w.engine for p in self.phases for w in p.workloads})
+
+
+def requested(phases: Iterable[PlannedPhase]) -> dict[str, dict[str, tuple[int, int, bool]]]:
+    """Phase -> workload -> (jobs, iodepth, rate-limited), for the audit."""
+    return {
+        p.name: {
+            w.label: (w.spec.jobs, w.spec.iodepth, w.spec.rate_iops is not None)
+            for w in p.workloads
+        }
+        for p in phases
+    }
 
 
 def build_plan(

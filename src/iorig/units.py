@@ -165,3 +165,34 @@ def parse_rate(value: str) -> float:
         return float(parse_size(f"{number}{unit or 'B'}"))
     except ValueError:
         raise ValueError(f"not a rate: {value!r} (use e.g. 3.5GB/s, 600MB/s, 25Gb/s)") from None
+
+
+_LATENCY_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ns|us|µs|ms|s)\s*$")
+_LATENCY_NS = {"ns": 1.0, "us": 1e3, "µs": 1e3, "ms": 1e6, "s": 1e9}
+_LIMIT_RE = re.compile(r"^\s*(mean|p\d+(?:\.\d+)?)\s*(?:<=|<|=<)\s*(.+)$", re.IGNORECASE)
+
+
+def parse_latency(value: str) -> float:
+    """Nanoseconds from ``500us``, ``1ms``, ``2.5ms``, ``1s`` (a unit is required)."""
+    match = _LATENCY_RE.match(str(value))
+    if not match:
+        raise ValueError(f"not a latency: {value!r} (use e.g. 500us, 1ms, 20ms)")
+    number, unit = match.groups()
+    return float(number) * _LATENCY_NS[unit]
+
+
+def parse_latency_limit(text: str) -> tuple[str, float]:
+    """``p99<=1ms`` -> ("p99", 1e6); ``mean<=20ms`` -> ("mean", 2e7).
+
+    The statistic is ``mean`` or a percentile ``pNN[.N]`` (0 < NN < 100).
+    """
+    match = _LIMIT_RE.match(str(text))
+    if not match:
+        raise ValueError(f"not a latency limit: {text!r} (use e.g. p99<=1ms or mean<=20ms)")
+    stat, value = match.group(1).lower(), match.group(2)
+    if stat != "mean" and not 0 < float(stat[1:]) < 100:
+        raise ValueError(f"{stat} is not a percentile between p0 and p100")
+    limit = parse_latency(value)
+    if limit <= 0:
+        raise ValueError(f"the limit in {text!r} must be greater than zero")
+    return stat, limit

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -76,8 +77,15 @@ def job_hash(text: str) -> str:
 
 def run_phases(stored: StoredRun, job_texts: dict[str, str] | None = None) -> dict[str, RunPhase]:
     """Measured phases by name, repeats pooled. ``job_texts``: name -> job file."""
+    return pool_phases(stored.phases, job_texts)
+
+
+def pool_phases(
+    phases: Iterable[PhaseResult], job_texts: dict[str, str] | None = None
+) -> dict[str, RunPhase]:
+    """Measured phases by name in order of first appearance, repeats pooled."""
     groups: dict[str, list[PhaseResult]] = {}
-    for phase in stored.phases:
+    for phase in phases:
         if phase.kind == "measure" and phase.aggregate is not None:
             groups.setdefault(phase.name, []).append(phase)
     out = {}

@@ -11,7 +11,22 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from iorig.analyze.compare import RunPhase, run_phases
+from iorig.analyze.compare import Comparison, RunPhase, run_phases, verdict_text
+from iorig.analyze.knee import (
+    Knee,
+    KneeRule,
+    LittleCheck,
+    Plateau,
+    Point,
+    UslFit,
+    find_knee,
+    littles_law,
+    plateau,
+    usl_fit,
+)
+from iorig.analyze.loadpoints import LoadPoint, Validity, ort_of, point_validity
+from iorig.analyze.sweepcmp import GroupSummary, PointPair, describe, ratio_ranges
+from iorig.fio import histogram
 from iorig.store import StoredRun
 
 
@@ -46,6 +61,29 @@ class Sweep:
         return out
 
 
+def latency_stat(phase: RunPhase, stat: str) -> float:
+    """``mean`` or a percentile such as ``p99`` of a pooled phase, in ns."""
+    if stat == "mean":
+        return phase.lat_mean_ns
+    p = float(stat[1:])
+    return histogram.percentiles(phase.hist, (p,))[p]
+
+
+def point_of(phase: RunPhase) -> Point | None:
+    """A knee step as the knee analysis sees it (None for other phases)."""
+    concurrency = phase.point.get("concurrency")
+    if not concurrency:
+        return None
+    return Point(
+        concurrency=int(concurrency),
+        throughput=phase.level,
+        iops=phase.iops,
+        lat_mean_ns=phase.lat_mean_ns,
+        total_lat_mean_ns=phase.total_lat_mean_ns,
+        lat_p99_ns=phase.lat_p99_ns,
+    )
+
+
 def search_kind(stored: StoredRun) -> str | None:
     kind = stored.run.search.get("kind") if stored.run.search else None
     return str(kind) if kind else None
@@ -63,3 +101,182 @@ def sweep_of(stored: StoredRun) -> Sweep | None:
         if phase.point and all(a in phase.point for a in axes)
     )
     return Sweep(axes, points)
+
+
+# ------------------------------------------------------------------ knee
+
+
+@dataclass(frozen=True)
+class KneeResult:
+    settings: dict  # as stored by the knee command (scale, min_gain, slo …)
+    headline: str  # "iops" or "bytes_per_s"
+    points: tuple[Point, ...]  # one per concurrency, repeats pooled, ascending
+    knee: Knee
+    little: tuple[LittleCheck, ...]  # per point
+    usl: UslFit | None
+    plateau: Plateau | None  # of the re-measured candidates
+
+
+def knee_rule(settings: dict) -> KneeRule:
+    return KneeRule(
+        min_gain=float(settings.get("min_gain", 0.10)),
+        slo_p99_ns=settings.get("slo_p99_ns"),
+        max_concurrency=int(settings.get("max_concurrency", 1024)),
+    )
+
+
+def knee_of(stored: StoredRun) -> KneeResult | None:
+    """The knee analysis of a knee run, from its stored phases."""
+    settings = stored.run.search or {}
+    if settings.get("kind") != "knee":
+        return None
+    pooled = [ph for ph in run_phases(stored).values() if point_of(ph)]
+    if not pooled:
+        return None
+    points = tuple(sorted((p for p in map(point_of, pooled) if p), key=lambda p: p.concurrency))
+    rule = knee_rule(settings)
+    repeats = {
+        int(ph.point["concurrency"]): list(ph.repeat_levels)
+        for ph in pooled
+        if len(ph.repeat_levels) > 1
+    }
+    return KneeResult(
+        settings=settings,
+        headline=pooled[0].headline,
+        points=points,
+        knee=find_knee(points, rule),
+        little=tuple(littles_law(p) for p in points),
+        usl=usl_fit(points),
+        plateau=plateau(repeats) if repeats else None,
+    )
+
+
+# ------------------------------------------------------------------ curve
+
+
+@dataclass(frozen=True)
+class CurvePoint:
+    name: str
+    fraction: float
+    load: LoadPoint
+    validity: Validity
+
+
+@dataclass(frozen=True)
+class CurveResult:
+    settings: dict
+    max_iops: float
+    points: tuple[CurvePoint, ...]  # in run order (lowest load first)
+    ort_ms: float | None  # None with fewer than two points
+    capped_at: str | None  # the point past the latency cap, when the curve stopped there
+
+    @property
+    def valid(self) -> bool:
+        return bool(self.points) and all(p.validity.valid for p in self.points)
+
+
+def curve_of(stored: StoredRun) -> CurveResult | None:
+    """The load-point analysis of a curve run, from its stored phases."""
+    settings = stored.run.search or {}
+    if settings.get("kind") != "curve":
+        return None
+    phases = [ph for ph in run_phases(stored).values() if "fraction" in ph.point]
+    tolerance = float(settings.get("tolerance", 0.05))
+    points = []
+    for ph in phases:
+        requested = float(ph.point["requested_iops"])
+        load = LoadPoint(
+            load=float(ph.point["fraction"]),
+            requested_ops_per_s=requested,
+            achieved_ops_per_s=ph.iops,
+            lat_mean_ns=ph.lat_mean_ns,
+            lat_p99_ns=ph.lat_p99_ns,
+        )
+        points.append(
+            CurvePoint(
+                ph.name,
+                float(ph.point["fraction"]),
+                load,
+                point_validity(requested, ph.iops, tolerance),
+            )
+        )
+    usable = [p.load for p in points if p.load.achieved_ops_per_s > 0]
+    ort = None
+    if len({p.achieved_ops_per_s for p in usable}) >= 2:
+        ort = ort_of(usable)
+    capped = None
+    cap = settings.get("cap")
+    if cap and phases:
+        last = phases[-1]
+        if latency_stat(last, cap[0]) > cap[1]:
+            capped = last.name
+    maximum = float(phases[0].point["max_iops"]) if phases else float("nan")
+    return CurveResult(settings, maximum, tuple(points), ort, capped)
+
+
+# ------------------------------------------------------------ sweep A/B
+
+
+@dataclass(frozen=True)
+class SweepComparison:
+    """One run against the baseline across the points of a sweep (seed 003)."""
+
+    label_a: str
+    label_b: str
+    x_axis: str
+    pairs: tuple[PointPair, ...]
+    verdicts: tuple[str, ...]  # per pair: the comparison's verdict text
+    summaries: tuple[GroupSummary, ...]
+
+    def sentences(self) -> list[str]:
+        return [describe(s, self.label_a, self.label_b) for s in self.summaries]
+
+
+def sweep_comparisons(cmp: Comparison, stored: list[StoredRun]) -> list[SweepComparison]:
+    """Per-point ratios of each run against the baseline, when all runs are
+    sweeps over the same parameters. Empty otherwise."""
+    sweeps = [sweep_of(s) for s in stored]
+    if not all(sweeps) or len({sw.axes for sw in sweeps if sw}) != 1:
+        return []
+    base = sweeps[0]
+    assert base is not None
+    by_name = {p.phase.name: p for p in base.points}
+    out = []
+    for i in range(1, len(stored)):
+        pairs, verdicts = [], []
+        for phase in cmp.phases:
+            a, b, diff = phase.entries[0], phase.entries[i], phase.differences[i]
+            point = by_name.get(phase.name)
+            if a is None or b is None or point is None or a.level <= 0 or a.lat_mean_ns <= 0:
+                continue
+            others = base.axes[1:]
+            # one other axis reads naturally as its value ("read throughput")
+            group = (
+                point.coords[others[0]]
+                if len(others) == 1
+                else ",".join(f"{k}={point.coords[k]}" for k in others)
+            )
+            group = f"{point.test} {group}".strip() if point.test else group
+            significant = None
+            if diff is not None and diff.verdict != "untestable":
+                significant = diff.significant
+            pairs.append(
+                PointPair(
+                    group=group,
+                    point=f"{base.x_axis}={point.coords[base.x_axis]}",
+                    throughput_a=a.level,
+                    throughput_b=b.level,
+                    lat_mean_ns_a=a.lat_mean_ns,
+                    lat_mean_ns_b=b.lat_mean_ns,
+                    significant=significant,
+                )
+            )
+            verdicts.append(verdict_text(diff))
+        if pairs:
+            out.append(
+                SweepComparison(
+                    cmp.labels[0], cmp.labels[i], base.x_axis, tuple(pairs), tuple(verdicts),
+                    tuple(ratio_ranges(pairs)),
+                )
+            )  # fmt: skip
+    return out

@@ -51,6 +51,7 @@ from iorig.plan import prepare
 from iorig.report import tabular, terminal
 from iorig.report.html import render_report, report_runs
 from iorig.report.markdown import markdown_comparison, markdown_run
+from iorig.report.search_tables import comparison_search_tables, search_tables
 from iorig.report.tables import comparison_notes, comparison_tables, summary_tables, to_rich
 from iorig.store import Store
 from iorig.sweep import resolve_with_sweep, search_settings
@@ -251,6 +252,7 @@ def compare_cmd(
     if limit_bytes is None and (found := shared_limit([run for run, _ in loaded])):
         limit_bytes = found["bytes_per_s"]  # recorded by the runs' system disclosure
     tables = comparison_tables(cmp, as_percent=bool(as_percent_of), limit_bytes_per_s=limit_bytes)
+    tables += comparison_search_tables(cmp, [run for run, _ in loaded])
     if fmt is CompareFormat.json:
         console.print_json(json.dumps(tabular.comparison_dict(cmp)))
     elif fmt is CompareFormat.csv:
@@ -324,9 +326,10 @@ def report(
             runs, [t for _, t in loaded], threshold=threshold / 100, confidence=confidence / 100
         )
         tables = comparison_tables(cmp, limit_bytes_per_s=limit_bytes)
+        tables += comparison_search_tables(cmp, runs)
         notes = comparison_notes(cmp)
     else:
-        tables = summary_tables(measured(runs[0].phases))
+        tables = summary_tables(measured(runs[0].phases)) + search_tables(runs[0])
         notes = []
     if fmt is ReportFormat.html:
         text = render_report(report_runs(loaded), tables, notes, cmp)

@@ -5,11 +5,17 @@ response time of any load-point table)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from enum import StrEnum
+from pathlib import Path
 from typing import Annotated
 
 import typer
+from rich.markup import escape
 
 from iorig.adhoc import adhoc_source
+from iorig.analyze.knee import KneeRule
+from iorig.analyze.loadpoints import default_fractions, ort_of, parse_table_csv, spec_rules
 from iorig.cli.common import (
     AllowDestroyOpt,
     BsOpt,
@@ -31,16 +37,28 @@ from iorig.cli.common import (
     app,
     collect_overrides,
     command_line,
+    console,
     finish,
     print_run,
     print_search,
     run_with_progress,
 )
 from iorig.errors import UserError
-from iorig.execute import execute
-from iorig.plan import prepare
-from iorig.scenario import READS, read_source
+from iorig.execute import RunOutcome, RunSession, execute
+from iorig.plan import Plan, prepare
+from iorig.report.search_tables import ort_table
+from iorig.report.tables import to_rich
+from iorig.scenario import READS, read_source, resolve
+from iorig.searchrun import CurveSettings, KneeSettings, run_curve, run_knee, template_phase
+from iorig.store import Store
 from iorig.sweep import parse_grid, resolve_with_sweep, search_settings
+from iorig.units import parse_latency_limit
+
+
+class Scale(StrEnum):
+    iodepth = "iodepth"
+    jobs = "jobs"
+
 
 TargetArg = Annotated[
     str | None,
@@ -129,3 +147,226 @@ def sweep(
     print_run(stored)
     print_search(stored)
     finish(ctx.obj, outcome)
+
+
+def _adhoc_plan(
+    *,
+    name: str,
+    title: str,
+    rw: Rw,
+    target: str | None,
+    overrides: dict[str, str],
+    quick: bool,
+    allow_destroy: bool,
+    fio: str | None,
+) -> Plan:
+    source = adhoc_source(rw.value, name=name, title=title)
+    resolved = resolve(source, "quick" if quick else None, overrides)
+    return prepare(resolved, {"data": target} if target else {}, allow_destroy=allow_destroy,
+                   fio_path=fio)  # fmt: skip
+
+
+def _search(
+    ctx: typer.Context,
+    plan: Plan,
+    settings: dict,
+    drive: Callable[[RunSession], None],
+    *,
+    label: str | None,
+    keep_files: bool,
+) -> None:
+    def work(store: Store, on_event: Callable) -> RunOutcome:
+        session = RunSession(
+            plan, store, command=command_line(), on_event=on_event, keep_files=keep_files,
+            label=label, search=settings,
+        )  # fmt: skip
+        with session:
+            drive(session)
+        return session.outcome
+
+    outcome, stored = run_with_progress(ctx.obj, work)
+    print_run(stored)
+    print_search(stored)
+    finish(ctx.obj, outcome)
+
+
+def _percent_option(value: float, option: str) -> float:
+    if not 0 < value < 100:
+        raise UserError(f"{option} is a percentage between 0 and 100, e.g. 10")
+    return value / 100
+
+
+@app.command()
+def knee(
+    ctx: typer.Context,
+    target_arg: TargetArg = None,
+    rw: Annotated[Rw, typer.Option(help="I/O pattern")] = Rw.randread,
+    bs: BsOpt = None,
+    scale: Annotated[
+        Scale, typer.Option(help="what to raise: iodepth (one job) or jobs (each --iodepth deep)")
+    ] = Scale.iodepth,
+    iodepth: IodepthOpt = None,
+    jobs: JobsOpt = None,
+    min_gain: Annotated[
+        float, typer.Option(help="a doubling must gain this many % to count as paying")
+    ] = 10.0,
+    slo: Annotated[
+        str | None, typer.Option(help="latency SLO, e.g. p99<=1ms: the best throughput within it")
+    ] = None,
+    max_concurrency: Annotated[
+        int, typer.Option(min=1, help="highest jobs × iodepth to try")
+    ] = 1024,
+    confirm: Annotated[
+        int, typer.Option(min=1, help="measurements of each top candidate (a band, not a sample)")
+    ] = 3,
+    top: Annotated[int, typer.Option(min=1, help="candidates re-measured")] = 3,
+    duration: DurationOpt = None,
+    target: TargetOpt = None,
+    size: SizeOpt = None,
+    read_pct: ReadPctOpt = None,
+    engine: EngineOpt = None,
+    set_: SetOpt = None,
+    quick: QuickOpt = False,
+    allow_destroy: AllowDestroyOpt = False,
+    keep_files: KeepFilesOpt = False,
+    label: LabelOpt = None,
+    fio: FioOpt = None,
+) -> None:
+    """Find the knee: the concurrency where more outstanding I/O stops paying."""
+    fixed = (jobs if scale is Scale.iodepth else iodepth) or 1
+    if (scale is Scale.iodepth and iodepth) or (scale is Scale.jobs and jobs):
+        raise UserError(f"--{scale.value} is what the knee search raises; do not fix it")
+    slo_ns = None
+    if slo is not None:
+        stat, slo_ns = _latency_limit(slo, "--slo")
+        if stat != "p99":
+            raise UserError("--slo takes a p99 limit, e.g. --slo p99<=1ms")
+    overrides = collect_overrides(
+        set_ or [], size=size, bs=bs, duration=_point_duration(duration, quick),
+        read_pct=read_pct, engine=engine, adhoc=True,
+        **{"jobs" if scale is Scale.iodepth else "iodepth": fixed},
+    )  # fmt: skip
+    plan = _adhoc_plan(
+        name="knee", title=f"knee search: {rw.value}, raising {scale.value}", rw=rw,
+        target=_one_target(target_arg, target), overrides=overrides, quick=quick,
+        allow_destroy=allow_destroy, fio=fio,
+    )  # fmt: skip
+    template_phase(plan)
+    settings = KneeSettings(
+        scale=scale.value,
+        rule=KneeRule(
+            min_gain=_percent_option(min_gain, "--min-gain"),
+            slo_p99_ns=slo_ns,
+            max_concurrency=max_concurrency,
+        ),
+        confirm=confirm,
+        top=top,
+    )
+    _search(ctx, plan, settings.as_dict(), lambda s: run_knee(s, settings), label=label,
+            keep_files=keep_files)  # fmt: skip
+
+
+POINT_DURATION = "30s"
+
+
+def _point_duration(duration: str | None, quick: bool) -> str | None:
+    """Each search point runs 30 s unless told (the quick profile's 5 s with --quick):
+    long enough to average out second-to-second noise, short enough for ten points."""
+    return duration if duration or quick else POINT_DURATION
+
+
+def _latency_limit(text: str, option: str) -> tuple[str, float]:
+    try:
+        return parse_latency_limit(text)
+    except ValueError as exc:
+        raise UserError(f"{option} {text}: {exc}") from None
+
+
+def _fractions(text: str | None) -> tuple[float, ...]:
+    if text is None:
+        return default_fractions()
+    try:
+        values = [float(v.strip().rstrip("%")) for v in text.split(",") if v.strip()]
+    except ValueError:
+        raise UserError(
+            f"--fractions {text}: use percentages of the maximum, e.g. 10,50,70,80,90,100"
+        ) from None
+    if not values or any(not 0 < v <= 100 for v in values):
+        raise UserError(f"--fractions {text}: each must be above 0 and at most 100 (%)")
+    if values != sorted(set(values)):
+        raise UserError(f"--fractions {text}: list them once each, lowest first")
+    return tuple(v / 100 for v in values)
+
+
+@app.command()
+def curve(
+    ctx: typer.Context,
+    target_arg: TargetArg = None,
+    rw: Annotated[Rw, typer.Option(help="I/O pattern")] = Rw.randread,
+    bs: BsOpt = None,
+    iodepth: IodepthOpt = None,
+    jobs: JobsOpt = None,
+    fractions: Annotated[
+        str | None, typer.Option(help="load points in % of the maximum (default 10,20,…,100)")
+    ] = None,
+    max_iops: Annotated[
+        float | None, typer.Option(help="known maximum IOPS: skip the uncontrolled run")
+    ] = None,
+    tolerance: Annotated[
+        float, typer.Option(help="a point is valid when it achieves within this % of its rate")
+    ] = 5.0,
+    cap: Annotated[
+        str | None, typer.Option(help="stop past a latency, e.g. p99<=10ms or mean<=5ms")
+    ] = None,
+    duration: DurationOpt = None,
+    target: TargetOpt = None,
+    size: SizeOpt = None,
+    read_pct: ReadPctOpt = None,
+    engine: EngineOpt = None,
+    set_: SetOpt = None,
+    quick: QuickOpt = False,
+    allow_destroy: AllowDestroyOpt = False,
+    keep_files: KeepFilesOpt = False,
+    label: LabelOpt = None,
+    fio: FioOpt = None,
+) -> None:
+    """Load-point curve: the maximum, then fixed rates at fractions of it; SPEC's ORT."""
+    settings = CurveSettings(
+        fractions=_fractions(fractions),
+        tolerance=_percent_option(tolerance, "--tolerance"),
+        max_iops=max_iops,
+        cap=_latency_limit(cap, "--cap") if cap else None,
+    )
+    if max_iops is not None and max_iops <= 0:
+        raise UserError("--max-iops must be greater than zero")
+    overrides = collect_overrides(
+        set_ or [], size=size, bs=bs, iodepth=iodepth if iodepth else 32, jobs=jobs,
+        duration=_point_duration(duration, quick), read_pct=read_pct, engine=engine, adhoc=True,
+    )  # fmt: skip
+    plan = _adhoc_plan(
+        name="curve", title=f"load-point curve: {rw.value}", rw=rw,
+        target=_one_target(target_arg, target), overrides=overrides, quick=quick,
+        allow_destroy=allow_destroy, fio=fio,
+    )  # fmt: skip
+    template_phase(plan)
+    _search(ctx, plan, settings.as_dict(), lambda s: run_curve(s, settings), label=label,
+            keep_files=keep_files)  # fmt: skip
+
+
+@app.command()
+def ort(
+    table: Annotated[Path, typer.Argument(help="CSV with columns load, latency_ms, ops_per_s")],
+) -> None:
+    """SPEC's overall response time of any load-point table (e.g. a published result)."""
+    try:
+        text = table.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise UserError(f"cannot read {table}: {exc.strerror}") from None
+    rows = parse_table_csv(text, str(table))
+    console.print(to_rich(ort_table(rows)))
+    loads = [r.load for r in rows if r.load is not None]
+    problems = spec_rules(loads) if len(loads) == len(rows) else []
+    value = ort_of(rows)
+    console.print(f"overall response time: [bold]{value:.2f} ms[/] over {len(rows)} points")
+    for problem in problems:
+        console.print(f"[yellow]not a valid SPEC load-point set:[/] {escape(problem)}")

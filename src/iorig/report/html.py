@@ -16,6 +16,7 @@ from markupsafe import Markup
 
 from iorig import __version__
 from iorig.analyze.compare import Comparison, run_label
+from iorig.analyze.search import curve_of, knee_of, sweep_of
 from iorig.fio import histogram
 from iorig.report.tables import TableModel
 from iorig.results import ALL
@@ -263,8 +264,9 @@ def render_report(
         dict.fromkeys(p.name for r in runs for p in r.stored.phases if p.kind == "measure")
     )
     steady = steady_charts(runs)
+    search = search_charts(runs)
     charts = [c for i, name in enumerate(names) for c in phase_charts(i, name, runs)]
-    charts += [{k: v for k, v in c.items() if k != "title"} for c in steady]
+    charts += [{k: v for k, v in c.items() if k != "title"} for c in steady + search]
     phases = [
         {
             "name": name,
@@ -285,6 +287,7 @@ def render_report(
         notes=notes,
         phases=phases,
         steady=[{"id": c["id"], "title": c["title"]} for c in steady],
+        search=[{"id": c["id"], "title": c["title"]} for c in search],
         plotly_js=_plotly_js(),
         charts_json=_json_for_script(charts),
     )
@@ -295,3 +298,93 @@ def report_runs(
 ) -> list[ReportRun]:
     labels = labels or [run_label(s.run) for s, _ in loaded]
     return [ReportRun(s, label, texts) for (s, texts), label in zip(loaded, labels, strict=True)]
+
+
+def _axis_order(values: list[str]) -> list[str]:
+    return list(dict.fromkeys(values))
+
+
+def search_charts(runs: list[ReportRun]) -> list[dict[str, Any]]:
+    """Charts of what search runs found: a sweep's throughput and latency
+    against the swept parameter, a knee's curve with the knee and the USL fit,
+    a load-point curve's latency against achieved throughput (with its ORT)."""
+    charts: list[dict[str, Any]] = []
+    sweeps = [(r, sweep_of(r.stored)) for r in runs]
+    sweeps = [(r, s) for r, s in sweeps if s and s.points]
+    if sweeps:
+        x_name = sweeps[0][1].x_axis
+        thr, lat = [], []
+        for r, sw in sweeps:
+            for group, points in sw.groups().items():
+                by_test: dict[str, list] = {}
+                for p in points:
+                    by_test.setdefault(p.test, []).append(p)
+                for test, members in by_test.items():
+                    name = " ".join(x for x in (r.label, test, group if group != "all" else "")
+                                    if x)  # fmt: skip
+                    x = [p.coords.get(sw.x_axis, "") for p in members]
+                    thr.append({"type": "scatter", "mode": "lines+markers", "name": name, "x": x,
+                                "y": [p.phase.bytes_per_s / 1e6 for p in members]})  # fmt: skip
+                    lat.append({"type": "scatter", "mode": "lines+markers", "name": name, "x": x,
+                                "y": _finite(np.array([p.phase.lat_mean_ns / 1e6
+                                                       for p in members]))})  # fmt: skip
+        order = _axis_order([p.coords.get(x_name, "") for _, s in sweeps for p in s.points])
+        category = {"type": "category", "categoryorder": "array", "categoryarray": order,
+                    "title": {"text": x_name}}  # fmt: skip
+        charts.append({"id": "search-sweep-throughput", "title": "sweep throughput", "data": thr,
+                       "layout": _layout(f"throughput against {x_name}", x_name, "MB/s",
+                                         xaxis=category, hovermode="closest")})  # fmt: skip
+        charts.append({"id": "search-sweep-latency", "title": "sweep latency", "data": lat,
+                       "layout": _layout(f"mean completion latency against {x_name}", x_name,
+                                         "ms", xaxis=category, hovermode="closest")})  # fmt: skip
+    knees = [(r, knee_of(r.stored)) for r in runs]
+    knees = [(r, k) for r, k in knees if k]
+    if knees:
+        thr, lat = [], []
+        headline = knees[0][1].headline
+        scale = 1.0 if headline == "iops" else 1e-6
+        for r, k in knees:
+            xs = [p.concurrency for p in k.points]
+            thr.append({"type": "scatter", "mode": "lines+markers", "name": r.label, "x": xs,
+                        "y": [p.throughput * scale for p in k.points]})  # fmt: skip
+            if k.knee.point:
+                thr.append({"type": "scatter", "mode": "markers", "name": f"{r.label}: knee",
+                            "x": [k.knee.point.concurrency],
+                            "y": [k.knee.point.throughput * scale],
+                            "marker": {"size": 14, "symbol": "star"}})  # fmt: skip
+            if k.usl:
+                grid = np.geomspace(min(xs), max(xs), 60)
+                thr.append({"type": "scatter", "mode": "lines", "name": f"{r.label}: USL fit",
+                            "x": grid.tolist(),
+                            "y": (np.asarray(k.usl.predict(grid)) * scale).tolist(),
+                            "line": {"dash": "dot"}})  # fmt: skip
+            lat.append({"type": "scatter", "mode": "lines+markers", "name": f"{r.label} p99",
+                        "x": xs, "y": [p.lat_p99_ns / 1e6 for p in k.points]})  # fmt: skip
+            lat.append({"type": "scatter", "mode": "lines+markers", "name": f"{r.label} mean",
+                        "x": xs, "y": [p.lat_mean_ns / 1e6 for p in k.points]})  # fmt: skip
+        log2 = {"type": "log", "title": {"text": "concurrency (jobs × iodepth)"}, "dtick": 0.30103}
+        axis = _METRIC_AXIS[headline]
+        charts.append({"id": "search-knee-throughput", "title": "knee", "data": thr,
+                       "layout": _layout("throughput against concurrency", "", axis,
+                                         xaxis=log2, hovermode="closest")})  # fmt: skip
+        charts.append({"id": "search-knee-latency", "title": "knee latency", "data": lat,
+                       "layout": _layout("latency against concurrency", "", "ms", xaxis=log2,
+                                         hovermode="closest")})  # fmt: skip
+    curves = [(r, curve_of(r.stored)) for r in runs]
+    curves = [(r, c) for r, c in curves if c and c.points]
+    if curves:
+        data = []
+        for r, c in curves:
+            ort = f", ORT {c.ort_ms:.3f} ms" if c.ort_ms is not None else ""
+            xs = [p.load.achieved_ops_per_s for p in c.points]
+            data.append({"type": "scatter", "mode": "lines+markers", "name": f"{r.label} mean{ort}",
+                         "x": xs, "y": [p.load.lat_mean_ms for p in c.points],
+                         "text": [f"{p.fraction * 100:g}% load" for p in c.points]})  # fmt: skip
+            data.append({"type": "scatter", "mode": "lines+markers", "name": f"{r.label} p99",
+                         "x": xs, "line": {"dash": "dot"},
+                         "y": _finite(np.array([(p.load.lat_p99_ns or math.nan) / 1e6
+                                                for p in c.points]))})  # fmt: skip
+        charts.append({"id": "search-curve", "title": "load-point curve", "data": data,
+                       "layout": _layout("latency against achieved throughput (load points)",
+                                         "achieved IOPS", "ms", hovermode="closest")})  # fmt: skip
+    return charts

@@ -3,7 +3,20 @@ TableModels, rendered by the terminal, Markdown and HTML front ends."""
 
 from __future__ import annotations
 
-from iorig.analyze.search import Sweep, search_kind, sweep_of
+from iorig.analyze.compare import Comparison
+from iorig.analyze.loadpoints import LoadRow
+from iorig.analyze.search import (
+    CurveResult,
+    KneeResult,
+    Sweep,
+    SweepComparison,
+    curve_of,
+    knee_of,
+    knee_rule,
+    search_kind,
+    sweep_comparisons,
+    sweep_of,
+)
 from iorig.report.tables import TableModel
 from iorig.store import StoredRun
 from iorig.units import format_latency, format_rate, format_si
@@ -41,10 +54,242 @@ def sweep_table(sweep: Sweep, title: str = "Sweep") -> TableModel:
     )
 
 
+def _throughput(headline: str, value: float) -> str:
+    return format_si(value) + " IOPS" if headline == "iops" else format_rate(value)
+
+
+def _unit(headline: str) -> str:
+    return "IOPS" if headline == "iops" else "MB/s"
+
+
+def _number(headline: str, value: float) -> str:
+    return format_si(value) if headline == "iops" else f"{value / 1e6:,.1f}"
+
+
+def knee_tables(result: KneeResult) -> list[TableModel]:
+    """The measured curve with per-step efficiency and Little's law, then the verdict."""
+    scale = result.settings.get("scale", "iodepth")
+    knee_c = result.knee.point.concurrency if result.knee.point else None
+    steps = {s.c2: s for s in result.knee.efficiency}
+    rows = []
+    for p, little in zip(result.points, result.little, strict=True):
+        step = steps.get(p.concurrency)
+        mark = []
+        if p.concurrency == knee_c:
+            mark.append("knee")
+        if result.knee.slo_best and p.concurrency == result.knee.slo_best.concurrency:
+            mark.append("best within SLO")
+        if little.short:
+            mark.append("queue not kept")
+        rows.append(
+            (
+                str(p.concurrency),
+                _number(result.headline, p.throughput),
+                "-" if step is None else f"{step.gain_per_doubling * 100:+.1f}%",
+                "-" if step is None else _number(result.headline, step.added_per_unit),
+                format_latency(p.lat_mean_ns),
+                format_latency(p.lat_p99_ns),
+                f"{little.outstanding:.1f}",
+                ", ".join(mark),
+            )
+        )
+    curve = TableModel(
+        f"Concurrency search (jobs × iodepth, raising {scale})",
+        ("concurrency", _unit(result.headline), "gain/doubling", "added/unit", "mean lat", "p99",
+         "in flight", "note"),
+        tuple(rows),
+        ("r", "r", "r", "r", "r", "r", "r", "l"),
+        (
+            "concurrency = jobs × iodepth; gain/doubling: the step's throughput ratio "
+            "normalised to a doubling of concurrency; added/unit: throughput added per added "
+            "unit of concurrency; in flight: IOPS × mean time in flight (Little's law), which "
+            "should be close to the concurrency",
+        ),
+    )  # fmt: skip
+    return [curve, knee_verdict_table(result)]
+
+
+def knee_verdict_table(result: KneeResult) -> TableModel:
+    rows: list[tuple[str, str]] = []
+    knee = result.knee
+    rule = knee_rule(result.settings)
+    if knee.point is not None:
+        p = knee.point
+        rows.append(
+            (
+                "knee",
+                f"concurrency {p.concurrency}: {_throughput(result.headline, p.throughput)}, "
+                f"mean {format_latency(p.lat_mean_ns)}, p99 {format_latency(p.lat_p99_ns)}",
+            )
+        )
+    rows.append(("why", knee.reason))
+    if rule.slo_p99_ns is not None:
+        best = knee.slo_best
+        rows.append(
+            (
+                f"best within p99 ≤ {format_latency(rule.slo_p99_ns)}",
+                "no point meets the SLO"
+                if best is None
+                else f"concurrency {best.concurrency}: "
+                f"{_throughput(result.headline, best.throughput)}, "
+                f"p99 {format_latency(best.lat_p99_ns)}",
+            )
+        )
+    if result.plateau is not None:
+        rows.append(("peak", result.plateau.describe(lambda v: _throughput(result.headline, v))))
+    short = [c for c in result.little if c.short]
+    if short:
+        rows.append(("Little's law", "; ".join(f"{c.requested}: {c.message}" for c in short)))
+    if result.usl is not None:
+        fit = result.usl
+        peak = (
+            f", predicted peak at concurrency {fit.peak_concurrency:.0f}"
+            if fit.peak_concurrency
+            else ", no predicted peak (no coherency cost)"
+        )
+        rows.append(
+            (
+                "USL fit",
+                f"λ {_throughput(result.headline, fit.lam)} per unit, σ {fit.sigma:.4f}, "
+                f"κ {fit.kappa:.6f}, r² {fit.r2:.3f}{peak}",
+            )
+        )
+    return TableModel(
+        "Knee",
+        ("", ""),
+        tuple(rows),
+        ("l", "l"),
+        (
+            f"a doubling pays when it gains at least {rule.min_gain * 100:g}% throughput; "
+            "the peak band comes from re-measuring the best points (each a fresh fio run)",
+        ),
+    )
+
+
+def curve_tables(result: CurveResult) -> list[TableModel]:
+    rows = []
+    for p in result.points:
+        lp = p.load
+        rows.append(
+            (
+                f"{p.fraction * 100:g}%",
+                format_si(lp.requested_ops_per_s or 0),
+                format_si(lp.achieved_ops_per_s),
+                f"{p.validity.achieved_fraction * 100:.1f}%",
+                format_latency(lp.lat_mean_ns),
+                format_latency(lp.lat_p99_ns),
+                "valid" if p.validity.valid else "INVALID: fell behind",
+            )
+        )
+    notes = [
+        f"maximum (uncontrolled) {format_si(result.max_iops)} IOPS; each point runs at a fixed "
+        f"rate with Poisson arrivals; valid when it achieves at least "
+        f"{(1 - float(result.settings.get('tolerance', 0.05))) * 100:g}% of its rate"
+    ]
+    if result.ort_ms is not None:
+        notes.append(
+            f"overall response time (SPEC's ORT: area under latency vs achieved IOPS, divided "
+            f"by the IOPS range, no origin point): {result.ort_ms:.3f} ms"
+        )
+    if not result.valid:
+        notes.append(
+            "the curve is not valid: at an invalid point the storage fell behind the requested "
+            "rate and fio's latency, measured from issue, hides the queueing (coordinated "
+            "omission)"
+        )
+    if result.capped_at:
+        notes.append(f"stopped after {result.capped_at}: it exceeded the latency cap")
+    return [
+        TableModel(
+            "Load points",
+            ("load", "requested IOPS", "achieved IOPS", "achieved", "mean lat", "p99", "validity"),
+            tuple(rows),
+            ("r", "r", "r", "r", "r", "r", "l"),
+            tuple(notes),
+        )
+    ]
+
+
+def ort_table(rows: list[LoadRow]) -> TableModel:
+    return TableModel(
+        "Load points",
+        ("load", "latency ms", "ops/s"),
+        tuple(
+            ("-" if r.load is None else f"{r.load:g}", f"{r.lat_mean_ms:g}", f"{r.ops_per_s:g}")
+            for r in rows
+        ),
+        ("r", "r", "r"),
+    )
+
+
 def search_tables(stored: StoredRun) -> list[TableModel]:
     """The tables that say what a search run found (empty for other runs)."""
     kind = search_kind(stored)
     if kind == "sweep":
         sweep = sweep_of(stored)
         return [sweep_table(sweep)] if sweep and sweep.points else []
+    if kind == "knee" and (k := knee_of(stored)):
+        return knee_tables(k)
+    if kind == "curve" and (c := curve_of(stored)) and c.points:
+        return curve_tables(c)
     return []
+
+
+def sweep_comparison_table(sc: SweepComparison) -> TableModel:
+    rows = []
+    for pair, verdict in zip(sc.pairs, sc.verdicts, strict=True):
+        rows.append(
+            (
+                pair.group or "-",
+                pair.point.split("=", 1)[1],
+                format_si(pair.throughput_a),
+                format_si(pair.throughput_b),
+                f"{pair.throughput_b / pair.throughput_a * 100:.0f}%",
+                format_latency(pair.lat_mean_ns_a),
+                format_latency(pair.lat_mean_ns_b),
+                f"{pair.lat_mean_ns_b / pair.lat_mean_ns_a * 100:.0f}%",
+                verdict,
+            )
+        )
+    a, b = sc.label_a, sc.label_b
+    return TableModel(
+        f"{b} against {a} across the sweep",
+        ("group", sc.x_axis, f"{a}", f"{b}", f"{b}/{a}", f"{a} lat", f"{b} lat",
+         f"{b}/{a} lat", "significance"),
+        tuple(rows),
+        ("l", "l", "r", "r", "r", "r", "r", "r", "l"),
+        tuple(sc.sentences()),
+    )  # fmt: skip
+
+
+def _side_by_side(title: str, labels: tuple[str, ...], rows: list[tuple[str, ...]]) -> TableModel:
+    return TableModel(title, ("", *labels), tuple(rows), ("l", *("r" for _ in labels)))
+
+
+def comparison_search_tables(cmp: Comparison, runs: list[StoredRun]) -> list[TableModel]:
+    """What compare adds for search runs: per-point ratios of sweeps, the knees
+    or the load-point curves side by side."""
+    tables = [sweep_comparison_table(sc) for sc in sweep_comparisons(cmp, runs)]
+    knees = [knee_of(r) for r in runs]
+    if all(knees):
+        rows = [
+            ("knee concurrency", *(str(k.knee.point.concurrency) if k and k.knee.point else "-"
+                                   for k in knees)),
+            ("throughput at the knee", *(_throughput(k.headline, k.knee.point.throughput)
+                                         if k and k.knee.point else "-" for k in knees)),
+            ("p99 at the knee", *(format_latency(k.knee.point.lat_p99_ns)
+                                  if k and k.knee.point else "-" for k in knees)),
+            ("peak", *(k.plateau.describe(lambda v, h=k.headline: _throughput(h, v))
+                       if k and k.plateau else "-" for k in knees)),
+        ]  # fmt: skip
+        tables.append(_side_by_side("Knees", cmp.labels, rows))
+    curves = [curve_of(r) for r in runs]
+    if all(curves):
+        rows = [
+            ("maximum IOPS", *(format_si(c.max_iops) if c else "-" for c in curves)),
+            ("overall response time", *(f"{c.ort_ms:.3f} ms" if c and c.ort_ms else "-"
+                                        for c in curves)),
+            ("valid", *("yes" if c and c.valid else "no" for c in curves)),
+        ]  # fmt: skip
+        tables.append(_side_by_side("Load-point curves", cmp.labels, rows))
+    return tables

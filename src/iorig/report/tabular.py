@@ -8,6 +8,8 @@ import math
 from typing import Any
 
 from iorig.analyze.compare import Comparison
+from iorig.analyze.knee import Point
+from iorig.analyze.search import curve_of, knee_of, sweep_of
 from iorig.analyze.summary import PhaseSummary, SeriesStats, summarize_phase
 from iorig.store import RunRecord, StoredRun
 
@@ -98,9 +100,96 @@ def show_dict(stored: StoredRun) -> dict[str, Any]:
             for p in stored.phases
             if p.steady is not None
         ],
-        "phases": [phase_dict(s) for s in summaries if s.kind == "measure"],
+        "phases": [phase_dict(s) | {"point": p.point} for s, p in zip(summaries, stored.phases,
+                   strict=True) if s.kind == "measure"],
         "other_phases": [phase_dict(s) for s in summaries if s.kind != "measure"],
+        "search": search_dict(stored),
+    }  # fmt: skip
+
+
+def _knee_point(p: Point) -> dict[str, Any]:
+    return {
+        "concurrency": p.concurrency,
+        "throughput": p.throughput,
+        "iops": p.iops,
+        "lat_mean_ns": _num(p.lat_mean_ns),
+        "lat_p99_ns": _num(p.lat_p99_ns),
     }
+
+
+def search_dict(stored: StoredRun) -> dict[str, Any] | None:
+    """What a sweep, knee or curve run found, recomputed from its phases."""
+    settings = stored.run.search or {}
+    kind = settings.get("kind")
+    if kind == "sweep" and (sweep := sweep_of(stored)):
+        return {
+            "kind": "sweep",
+            "axes": list(sweep.axes),
+            "points": [
+                {
+                    "phase": p.phase.name,
+                    **p.coords,
+                    "iops": p.phase.iops,
+                    "bytes_per_s": p.phase.bytes_per_s,
+                    "lat_mean_ns": _num(p.phase.lat_mean_ns),
+                    "lat_p99_ns": _num(p.phase.lat_p99_ns),
+                    "repeats": len(p.phase.repeat_levels),
+                }
+                for p in sweep.points
+            ],
+        }
+    if kind == "knee" and (k := knee_of(stored)):
+        return {
+            "kind": "knee",
+            "settings": settings,
+            "metric": k.headline,
+            "points": [
+                _knee_point(p) | {"in_flight": c.outstanding, "queue_kept": not c.short}
+                for p, c in zip(k.points, k.little, strict=True)
+            ],
+            "knee": _knee_point(k.knee.point) if k.knee.point else None,
+            "reason": k.knee.reason,
+            "slo_best": _knee_point(k.knee.slo_best) if k.knee.slo_best else None,
+            "plateau": {
+                "best": k.plateau.best.concurrency,
+                "members": list(k.plateau.members),
+                "ci": [k.plateau.best.ci_low, k.plateau.best.ci_high],
+                "candidates": [
+                    {"concurrency": c.concurrency, "n": c.n, "mean": c.mean,
+                     "min": c.lowest, "max": c.highest}
+                    for c in k.plateau.candidates
+                ],
+            }
+            if k.plateau
+            else None,
+            "usl": {"lambda": k.usl.lam, "sigma": k.usl.sigma, "kappa": k.usl.kappa,
+                    "r2": k.usl.r2, "peak_concurrency": k.usl.peak_concurrency}
+            if k.usl
+            else None,
+        }  # fmt: skip
+    if kind == "curve" and (c := curve_of(stored)):
+        return {
+            "kind": "curve",
+            "settings": settings,
+            "max_iops": c.max_iops,
+            "ort_ms": c.ort_ms,
+            "valid": c.valid,
+            "capped_at": c.capped_at,
+            "points": [
+                {
+                    "phase": p.name,
+                    "fraction": p.fraction,
+                    "requested_iops": p.load.requested_ops_per_s,
+                    "achieved_iops": p.load.achieved_ops_per_s,
+                    "lat_mean_ns": _num(p.load.lat_mean_ns),
+                    "lat_p99_ns": _num(p.load.lat_p99_ns),
+                    "valid": p.validity.valid,
+                    "validity": p.validity.message,
+                }
+                for p in c.points
+            ],
+        }
+    return None
 
 
 def comparison_records(cmp: Comparison) -> list[dict[str, Any]]:

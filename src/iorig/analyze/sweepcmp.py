@@ -1,0 +1,125 @@
+"""A/B across a sweep, in words (METHODOLOGY §3, seed 003).
+
+Two runs of the same sweep (e.g. protocol A and B over block sizes, reads and
+writes) are summarised per group as the range of the ratios B/A over the
+group's points, the way a storage engineer writes it: "B delivered 23–41 %
+more read throughput, at 71–81 % of the latency". Ranges, not means, because
+the spread across block sizes is the finding; percentages are rounded to
+whole numbers, so "the same" means within half a percent everywhere.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class PointPair:
+    group: str  # e.g. "read"
+    point: str  # e.g. "bs=4k"
+    throughput_a: float
+    throughput_b: float
+    lat_mean_ns_a: float
+    lat_mean_ns_b: float
+    significant: bool | None = None  # None: not testable (e.g. no repeats)
+
+
+@dataclass(frozen=True)
+class GroupSummary:
+    group: str
+    points: int
+    testable: int  # points with a significance verdict
+    significant: int
+    throughput_ratio_min: float  # B / A
+    throughput_ratio_max: float
+    lat_ratio_min: float  # B / A of mean latency
+    lat_ratio_max: float
+
+
+def _ratio(b: float, a: float, what: str, pair: PointPair) -> float:
+    if a <= 0:
+        raise ValueError(f"{pair.group} {pair.point}: {what} of A is {a}, cannot form B/A")
+    return b / a
+
+
+def ratio_ranges(pairs: Sequence[PointPair]) -> list[GroupSummary]:
+    """Per group, in first-seen order: ranges of B/A for throughput and latency."""
+    groups: dict[str, list[PointPair]] = {}
+    for pair in pairs:
+        groups.setdefault(pair.group, []).append(pair)
+    out: list[GroupSummary] = []
+    for group, members in groups.items():
+        tput = [_ratio(p.throughput_b, p.throughput_a, "throughput", p) for p in members]
+        lat = [_ratio(p.lat_mean_ns_b, p.lat_mean_ns_a, "mean latency", p) for p in members]
+        out.append(
+            GroupSummary(
+                group=group,
+                points=len(members),
+                testable=sum(p.significant is not None for p in members),
+                significant=sum(p.significant is True for p in members),
+                throughput_ratio_min=min(tput),
+                throughput_ratio_max=max(tput),
+                lat_ratio_min=min(lat),
+                lat_ratio_max=max(lat),
+            )
+        )
+    return out
+
+
+def _whole(percent: float) -> int:
+    """Half away from zero (round() would send 12.5 to 12 and 13.5 to 14)."""
+    return int(math.copysign(math.floor(abs(percent) + 0.5), percent))
+
+
+def _span(lo: int, hi: int) -> str:
+    return f"{lo} %" if lo == hi else f"{lo}–{hi} %"
+
+
+def _throughput_clause(summary: GroupSummary, label_a: str) -> str:
+    what = f"{summary.group} throughput" if summary.group else "throughput"
+    lo = _whole((summary.throughput_ratio_min - 1.0) * 100)
+    hi = _whole((summary.throughput_ratio_max - 1.0) * 100)
+    if lo == hi == 0:
+        return f"the same {what} as {label_a}"
+    if lo >= 0:
+        return f"up to {hi} % more {what}" if lo == 0 else f"{_span(lo, hi)} more {what}"
+    if hi <= 0:
+        return f"up to {-lo} % less {what}" if hi == 0 else f"{_span(-hi, -lo)} less {what}"
+    return f"between {-lo} % less and {hi} % more {what}"
+
+
+def _latency_clause(summary: GroupSummary) -> str:
+    lo, hi = _whole(summary.lat_ratio_min * 100), _whole(summary.lat_ratio_max * 100)
+    if lo == hi == 100:
+        return "at the same latency"
+    return f"at {_span(lo, hi)} of the latency"
+
+
+def _significance_clause(summary: GroupSummary) -> str:
+    n, tested, sig = summary.points, summary.testable, summary.significant
+    if tested == 0:
+        return "significance not tested"
+    testable = "" if tested == n else "testable "
+    rest = "" if tested == n else f" ({n} in all)"
+    if tested == 1:
+        verdict = "significant" if sig else "not significant"
+        return verdict if tested == n else f"{verdict} at the one testable point{rest}"
+    if tested == 2 and sig in (0, 2):
+        which = f"either {testable}point" if sig == 0 else f"both {testable}points"
+        return f"{'not ' if sig == 0 else ''}significant at {which}{rest}"
+    if sig == 0:
+        return f"not significant at any of the {tested} {testable}points{rest}"
+    if sig == tested:
+        return f"significant at all {tested} {testable}points{rest}"
+    return f"significant at {sig} of {tested} {testable}points{rest}"
+
+
+def describe(summary: GroupSummary, label_a: str, label_b: str) -> str:
+    """One sentence, e.g. "B delivered 23–41 % more read throughput, at 71–81 % of
+    the latency; significant at 7 of 9 points"."""
+    return (
+        f"{label_b} delivered {_throughput_clause(summary, label_a)}, "
+        f"{_latency_clause(summary)}; {_significance_clause(summary)}"
+    )
