@@ -271,6 +271,20 @@ class Scenario(_Model):
             )
         return value
 
+    @field_validator("sweep")
+    @classmethod
+    def _sweep(cls, sweep: dict[str, list], info: ValidationInfo) -> dict[str, list]:
+        parameters = info.data.get("parameters", {})
+        for name, values in sweep.items():
+            if name not in parameters:
+                raise ValueError(
+                    f"sweep over {name!r}, which is not a parameter "
+                    f"(parameters: {', '.join(parameters) or 'none'})"
+                )
+            if not values:
+                raise ValueError(f"sweep over {name!r} lists no values")
+        return sweep
+
     @model_validator(mode="after")
     def _references(self) -> Scenario:
         names = [p.name for p in self.phases]
@@ -286,14 +300,6 @@ class Scenario(_Model):
                         f"phase {phase.name!r} uses target {w.target!r}, which is not under "
                         f"'targets' ({', '.join(self.targets)})"
                     )
-        for name, values in self.sweep.items():
-            if name not in self.parameters:
-                raise ValueError(
-                    f"sweep over {name!r}, which is not a parameter "
-                    f"(parameters: {', '.join(self.parameters) or 'none'})"
-                )
-            if not values:
-                raise ValueError(f"sweep over {name!r} lists no values")
         for profile, values in self.profiles.items():
             unknown = sorted(set(values) - set(self.parameters))
             if unknown:

@@ -1,0 +1,305 @@
+"""Sweeps, knees and load-point curves without fio: grid expansion of a
+scenario, and the analyses of constructed runs (knee, curve, sweep A/B)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from iorig.analyze.compare import compare
+from iorig.analyze.search import curve_of, knee_of, sweep_comparisons, sweep_of
+from iorig.errors import UserError
+from iorig.fio import histogram
+from iorig.report.search_tables import comparison_search_tables, search_tables
+from iorig.results import ALL, PhaseResult, ScopeResult, Series, Totals
+from iorig.scenario import source_from_text
+from iorig.store import RunRecord, StoredRun
+from iorig.sweep import parse_grid, resolve_with_sweep
+from iorig.units import parse_latency_limit
+
+SCENARIO = """
+name: grid
+title: Grid
+parameters:
+  size: {type: size, default: 16MiB}
+  bs: {type: size, default: 4k}
+  rw: {type: choice, choices: [read, write, randread], default: read}
+  gap: {type: duration, default: 1s}
+targets:
+  data: {size: "${size}"}
+sweep:
+  bs: [4k, 64k]
+phases:
+  - name: fill
+    kind: prefill
+    workloads: [{rw: write, bs: 1MiB}]
+  - name: go
+    kind: measure
+    duration: 2s
+    workloads: [{rw: "${rw}", bs: "${bs}"}]
+  - name: rest
+    kind: idle
+    duration: ${gap}
+"""
+
+
+def test_scenario_sweep_expands_the_measured_stretch_per_point():
+    resolved = resolve_with_sweep(source_from_text(SCENARIO, "grid.yaml"))
+    names = [p.name for p in resolved.scenario.phases]
+    assert names == ["fill", "bs=4KiB", "rest:bs=4KiB", "bs=64KiB", "rest:bs=64KiB"]
+    bs = [w.bs for p in resolved.scenario.phases if p.kind == "measure" for w in p.workloads]
+    assert bs == [4096, 65536]
+    assert resolved.phase_points["bs=64KiB"] == {"bs": "64KiB"}
+    assert resolved.param_text("bs") == "4KiB, 64KiB"
+    assert resolved.param_origins["bs"] == "sweep"
+
+
+def test_command_line_grid_replaces_the_scenarios_and_varies_first_slowest():
+    grid = parse_grid(["rw=read,write", "bs=4k,8k"])
+    resolved = resolve_with_sweep(source_from_text(SCENARIO, "grid.yaml"), grid=grid)
+    measured = [p.name for p in resolved.scenario.phases if p.kind == "measure"]
+    assert measured == [
+        "rw=read,bs=4KiB",
+        "rw=read,bs=8KiB",
+        "rw=write,bs=4KiB",
+        "rw=write,bs=8KiB",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("items", "overrides", "message"),
+    [
+        (["bs"], {}, "expected name=value1,value2"),
+        (["bs=4k,"], {}, "expected name=value1,value2"),
+        (["nosuch=1,2"], {}, "has no such parameter"),
+        (["bs=4k,4KiB"], {}, "listed twice"),
+        (["bs=4k"], {"bs": "8k"}, "both swept and set"),
+        (["rw=read,trim"], {}, "sweep rw=trim"),
+        (["size=16MiB,32MiB"], {}, "changes the size of a target"),
+    ],
+)
+def test_bad_grids_are_refused_with_the_fix(items, overrides, message):
+    with pytest.raises(UserError, match=message):
+        resolve_with_sweep(
+            source_from_text(SCENARIO, "grid.yaml"), None, overrides, parse_grid(items)
+        )
+
+
+def test_sweep_over_an_unknown_parameter_in_yaml_names_the_line():
+    bad = SCENARIO.replace("  bs: [4k, 64k]", "  qd: [1, 2]")
+    with pytest.raises(UserError, match=r"grid.yaml:\d+: sweep: sweep over 'qd'"):
+        resolve_with_sweep(source_from_text(bad, "grid.yaml"))
+
+
+def test_latency_limits_parse_and_reject_nonsense():
+    assert parse_latency_limit("p99<=1ms") == ("p99", 1e6)
+    assert parse_latency_limit("mean <= 250us") == ("mean", 250e3)
+    for bad in ("p99<=1", "p100<=1ms", "max<=1ms", "p99>=1ms"):
+        with pytest.raises(ValueError):
+            parse_latency_limit(bad)
+
+
+# ------------------------------------------------------- constructed runs
+
+
+def _phase(
+    name: str,
+    iops: float,
+    lat_ns: float,
+    point: dict,
+    seq: int,
+    repeat: int = 0,
+    headline: str = "iops",
+) -> PhaseResult:
+    hist = histogram.empty()
+    hist[int(np.searchsorted(histogram.BIN_VALUES_NS, lat_ns))] = 10_000
+    totals = Totals(
+        ALL,
+        10_000,
+        10_000 * 4096,
+        iops,
+        iops * 4096,
+        lat_ns,
+        lat_ns / 2,
+        lat_ns * 3,
+        lat_ns / 10,
+        1000.0,
+        lat_ns + 1000.0,
+        hist,
+    )
+    series = Series(
+        ALL,
+        np.arange(1, 11),
+        np.full(10, iops),
+        np.full(10, iops * 4096),
+        np.full(10, lat_ns),
+        np.zeros((10, histogram.NR_BINS), dtype=np.uint64),
+    )
+    scope = ScopeResult("", "", 1, {ALL: totals}, {ALL: series}, 1.0, 10.0, 11.0, 0)
+    return PhaseResult(
+        seq,
+        name,
+        "measure",
+        "ok",
+        0.0,
+        10.0,
+        10.0,
+        headline,
+        (scope,),
+        engine="libaio",
+        fio_version="fio-3.33",
+        repeat=repeat,
+        point=point,
+    )
+
+
+def _run(run_id: str, phases: list[PhaseResult], search: dict, label: str | None = None):
+    record = RunRecord(
+        id=run_id,
+        label=label,
+        scenario="adhoc",
+        scenario_version=1,
+        title="t",
+        scenario_origin="adhoc",
+        scenario_text="",
+        resolved={},
+        params={},
+        profile=None,
+        targets=[{"role": "data", "kind": "file", "path": "/x", "size_bytes": 1}],
+        hosts=["local"],
+        command="",
+        iorig_version="0.1.0",
+        fio_version="fio-3.33",
+        status="ok",
+        error=None,
+        warnings=[],
+        disclosure={},
+        hostname="h",
+        pid=1,
+        started_at=0.0,
+        ended_at=1.0,
+        search=search,
+    )
+    return StoredRun(record, tuple(phases))
+
+
+def _knee_run(curve: dict[int, list[float]], slo_ns: float | None = None) -> StoredRun:
+    phases = []
+    for seq, (c, levels) in enumerate(curve.items()):
+        for repeat, iops in enumerate(levels):
+            lat = c / iops * 1e9  # Little's law holds exactly
+            phases.append(
+                _phase(
+                    f"iodepth={c}",
+                    iops,
+                    lat,
+                    {"concurrency": c, "iodepth": c, "jobs": 1},
+                    seq,
+                    repeat,
+                )
+            )
+    search = {
+        "kind": "knee",
+        "scale": "iodepth",
+        "min_gain": 0.10,
+        "slo_p99_ns": slo_ns,
+        "max_concurrency": 64,
+    }
+    return _run("aa01", phases, search)
+
+
+def test_knee_of_a_stored_run_finds_the_knee_the_band_and_little():
+    # +90 %, +60 %, +30 %, +5 %, then a fall: the knee is 16.
+    run = _knee_run(
+        {
+            1: [10e3],
+            2: [19e3],
+            4: [30.4e3],
+            8: [39.5e3],
+            16: [41.5e3, 40e3, 42e3],
+            32: [41e3, 41.5e3, 40.5e3],
+            64: [36e3],
+        }
+    )
+    k = knee_of(run)
+    assert k is not None and k.knee.point is not None
+    assert k.knee.point.concurrency == 8  # 8 -> 16 gains +5 %: doubling past 8 does not pay
+    assert [p.concurrency for p in k.points] == [1, 2, 4, 8, 16, 32, 64]
+    assert k.plateau is not None and set(k.plateau.members) == {16, 32}
+    assert all(not c.short for c in k.little)
+    tables = search_tables(run)
+    assert [t.title for t in tables][1] == "Knee"
+    assert any("knee" in row[-1] for row in tables[0].rows)
+
+
+def test_knee_with_an_slo_reports_the_best_point_within_it():
+    run = _knee_run({1: [10e3], 2: [19e3], 4: [30e3], 8: [50e3]}, slo_ns=200e3)
+    k = knee_of(run)
+    # latency = c / iops: 100 µs, 105 µs, 133 µs, 160 µs; all within 200 µs
+    assert k.knee.slo_best is not None and k.knee.slo_best.concurrency == 8
+    strict = knee_of(_knee_run({1: [10e3], 2: [19e3], 4: [30e3], 8: [50e3]}, slo_ns=120e3))
+    assert strict.knee.slo_best.concurrency == 2
+
+
+def _curve_run(points: list[tuple[float, float, float]], run_id: str = "cc01") -> StoredRun:
+    """points: (fraction, achieved iops, mean latency ns); the maximum is 10k IOPS."""
+    phases = [_phase("max", 10e3, 800e3, {"max": True}, 1)]
+    for seq, (fraction, achieved, lat) in enumerate(points, start=2):
+        phases.append(
+            _phase(
+                f"load={fraction * 100:g}%",
+                achieved,
+                lat,
+                {"fraction": fraction, "requested_iops": fraction * 10e3, "max_iops": 10e3},
+                seq,
+            )
+        )
+    return _run(run_id, phases, {"kind": "curve", "tolerance": 0.05, "cap": None})
+
+
+def test_curve_of_a_stored_run_computes_ort_and_validity():
+    run = _curve_run([(0.5, 5e3, 200e3), (0.8, 7.9e3, 400e3), (1.0, 9.0e3, 2e6)])
+    c = curve_of(run)
+    assert c is not None and c.max_iops == 10e3
+    assert [p.validity.valid for p in c.points] == [True, True, False]  # 90 % < 95 %
+    assert not c.valid
+    # ORT by hand: (2900 * 0.3 + 1100 * 1.2) / 4000 ms
+    assert c.ort_ms == pytest.approx((2900 * 0.3 + 1100 * 1.2) / 4000)
+    (table,) = search_tables(run)
+    assert "INVALID: fell behind" in table.rows[-1][-1]
+    assert any("coordinated omission" in n for n in table.notes)
+
+
+def _sweep_run(run_id: str, label: str, scale: float) -> StoredRun:
+    phases = []
+    seq = 0
+    for rw in ("read", "write"):
+        for bs, base in (("4KiB", 20e3), ("64KiB", 5e3), ("1MiB", 700.0)):
+            for repeat in range(3):
+                iops = base * scale * (1 + 0.002 * repeat) * (1.0 if rw == "read" else 0.8)
+                phases.append(
+                    _phase(f"bs={bs},rw={rw}", iops, 1e9 / iops, {"bs": bs, "rw": rw}, seq, repeat)
+                )
+            seq += 1
+    return _run(
+        run_id,
+        phases,
+        {"kind": "sweep", "grid": {"bs": ["4KiB", "64KiB", "1MiB"], "rw": ["read", "write"]}},
+        label,
+    )
+
+
+def test_sweep_comparison_summarises_ratio_ranges_per_group():
+    a, b = _sweep_run("ab01", "iSCSI", 1.0), _sweep_run("ab02", "NVMe/RoCE", 1.3)
+    sweep = sweep_of(a)
+    assert sweep is not None and sweep.x_axis == "bs"
+    assert list(sweep.groups()) == ["rw=read", "rw=write"]
+    cmp = compare([a, b])
+    (sc,) = sweep_comparisons(cmp, [a, b])
+    sentences = sc.sentences()
+    assert sentences[0].startswith("NVMe/RoCE delivered 30 % more read throughput, at 77 % of")
+    assert "significant at all 3 points" in sentences[0]
+    assert "write throughput" in sentences[1]
+    tables = comparison_search_tables(cmp, [a, b])
+    assert tables[0].title == "NVMe/RoCE against iSCSI across the sweep"
+    assert len(tables[0].rows) == 6 and tables[0].rows[0][4] == "130%"
