@@ -46,10 +46,11 @@ phases:
 def test_scenario_sweep_expands_the_measured_stretch_per_point():
     resolved = resolve_with_sweep(source_from_text(SCENARIO, "grid.yaml"))
     names = [p.name for p in resolved.scenario.phases]
-    assert names == ["fill", "bs=4KiB", "rest:bs=4KiB", "bs=64KiB", "rest:bs=64KiB"]
+    # the pause after the last measured phase runs once, at the end
+    assert names == ["fill", "go:bs=4KiB", "go:bs=64KiB", "rest"]
     bs = [w.bs for p in resolved.scenario.phases if p.kind == "measure" for w in p.workloads]
     assert bs == [4096, 65536]
-    assert resolved.phase_points["bs=64KiB"] == {"bs": "64KiB"}
+    assert resolved.phase_points["go:bs=64KiB"] == {"bs": "64KiB"}
     assert resolved.param_text("bs") == "4KiB, 64KiB"
     assert resolved.param_origins["bs"] == "sweep"
 
@@ -59,10 +60,10 @@ def test_command_line_grid_replaces_the_scenarios_and_varies_first_slowest():
     resolved = resolve_with_sweep(source_from_text(SCENARIO, "grid.yaml"), grid=grid)
     measured = [p.name for p in resolved.scenario.phases if p.kind == "measure"]
     assert measured == [
-        "rw=read,bs=4KiB",
-        "rw=read,bs=8KiB",
-        "rw=write,bs=4KiB",
-        "rw=write,bs=8KiB",
+        "go:rw=read,bs=4KiB",
+        "go:rw=read,bs=8KiB",
+        "go:rw=write,bs=4KiB",
+        "go:rw=write,bs=8KiB",
     ]
 
 
@@ -278,7 +279,14 @@ def _sweep_run(run_id: str, label: str, scale: float) -> StoredRun:
             for repeat in range(3):
                 iops = base * scale * (1 + 0.002 * repeat) * (1.0 if rw == "read" else 0.8)
                 phases.append(
-                    _phase(f"bs={bs},rw={rw}", iops, 1e9 / iops, {"bs": bs, "rw": rw}, seq, repeat)
+                    _phase(
+                        f"measure:bs={bs},rw={rw}",
+                        iops,
+                        1e9 / iops,
+                        {"bs": bs, "rw": rw},
+                        seq,
+                        repeat,
+                    )
                 )
             seq += 1
     return _run(

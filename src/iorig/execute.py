@@ -28,7 +28,7 @@ from iorig.fio.jobfile import Section, render, workload_options
 from iorig.fio.runner import FioExit, FioProcess
 from iorig.plan import Plan, PlannedPhase, requested
 from iorig.results import PhaseResult
-from iorig.scenario import WRITE_ONCE_KINDS
+from iorig.scenario import SIZE_BASED_KINDS
 from iorig.store import Store
 from iorig.targets import release
 
@@ -305,12 +305,19 @@ def job_text(plan: Plan, run_id: str, phase: PlannedPhase) -> str:
                 direct=w.spec.direct,
                 read_pct=w.spec.read_pct,
                 rate_iops=w.spec.rate_iops,
-                runtime_s=phase.duration_s if phase.kind not in WRITE_ONCE_KINDS else None,
+                runtime_s=phase.duration_s if phase.kind not in SIZE_BASED_KINDS else None,
                 log_prefix=w.label,
                 loops=w.loops,
                 compress_pct=w.spec.compress,
                 dedupe_pct=w.spec.dedupe,
                 distribution=w.spec.distribution,
+                bssplit=w.spec.bssplit,
+                offset_increment=w.spec.offset_increment,
+                rate_bytes=w.spec.rate,
+                flow=w.spec.flow,
+                verify=w.spec.verify,
+                verify_interval=w.spec.verify_interval,
+                check=phase.kind == "verify",
             ),
         )
         for w in phase.workloads
@@ -362,6 +369,8 @@ def _fio_phase(
         state, error = "failed", f"fio did not finish within {timeout:.0f} s and was stopped"
     elif done.stopped_by == "cancel":
         state, error = "aborted", "interrupted; the figures cover the time before the interrupt"
+    elif mismatches := parse.verify_failures(done.stderr):
+        state, error = "failed", verify_message(mismatches)
     elif done.returncode != 0 and done.stopped_by != "request":
         state, error = "failed", f"fio exited with code {done.returncode}: {_tail(done.stderr)}"
     elif problem:
@@ -388,6 +397,19 @@ def _fio_phase(
         repeat=repeat,
         steady=steady,
         point=phase.point,
+    )
+
+
+def verify_message(failures: list[parse.VerifyFailure], shown: int = 10) -> str:
+    """Which blocks failed verification, by file and offset."""
+    listed = "; ".join(
+        f"{f.path} offset {f.offset} ({f.offset / 2**20:.2f} MiB), {f.length} bytes: {f.what}"
+        for f in failures[:shown]
+    )
+    more = f"; … and {len(failures) - shown} more" if len(failures) > shown else ""
+    return (
+        f"data verification failed: {len(failures)} block(s) did not read back as written: "
+        f"{listed}{more}"
     )
 
 

@@ -95,7 +95,12 @@ def requested(phases: Iterable[PlannedPhase]) -> dict[str, dict[str, tuple[int, 
     """Phase -> workload -> (jobs, iodepth, rate-limited), for the audit."""
     return {
         p.name: {
-            w.label: (w.spec.jobs, w.spec.iodepth, w.spec.rate_iops is not None)
+            # rate-limited or flow-controlled jobs keep fewer I/Os in flight by design
+            w.label: (
+                w.spec.jobs,
+                w.spec.iodepth,
+                any(x is not None for x in (w.spec.rate_iops, w.spec.rate, w.spec.flow)),
+            )
             for w in p.workloads
         }
         for p in phases
@@ -135,11 +140,14 @@ def build_plan(
         for w in workloads:
             target = targets[w.target]
             size = w.size if w.size is not None else target.size_bytes - w.offset
-            if size <= 0 or w.offset + size > target.size_bytes:
+            # with offset_increment every job has its own slice; the last must fit too
+            end = w.offset + (w.jobs - 1) * (w.offset_increment or 0) + size
+            if size <= 0 or end > target.size_bytes:
                 raise UserError(
                     f"phase {phase.name!r}, workload {w.label!r}: offset {format_bytes(w.offset)} "
-                    f"+ working set {format_bytes(size)} does not fit in target {w.target!r} "
-                    f"({format_bytes(target.size_bytes)})",
+                    f"+ working set {format_bytes(size)}"
+                    + (f" × {w.jobs} jobs" if w.offset_increment else "")
+                    + f" does not fit in target {w.target!r} ({format_bytes(target.size_bytes)})",
                     hint="raise --size or lower the workload's size/offset",
                 )
             if size < w.bs:

@@ -27,12 +27,21 @@ from pydantic import (
 )
 
 from iorig.errors import UserError
-from iorig.units import format_bytes, parse_duration, parse_percent, parse_size
+from iorig.expr import evaluate
+from iorig.units import (
+    format_bytes,
+    parse_duration,
+    parse_latency,
+    parse_percent,
+    parse_rate,
+    parse_size,
+)
 from iorig.yamlsource import Path_, YamlDoc, load_yaml
 
 FORMAT_VERSION = 1
 _NAME_RE = r"^[a-z0-9][a-z0-9_-]{0,62}$"
-_TEMPLATE_RE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
+_TEMPLATE_RE = re.compile(r"\$\{([^}]*)\}")
+_NAME_ONLY_RE = re.compile(r"^\s*([A-Za-z_][A-Za-z0-9_]*)\s*$")
 
 Size = Annotated[int, BeforeValidator(parse_size)]
 Duration = Annotated[float, BeforeValidator(parse_duration)]
@@ -80,12 +89,21 @@ class Workload(_Model):
     jobs: int = Field(default=1, ge=1, le=1024)
     size: Size | None = None  # working set; default: the whole target
     offset: Size = 0
+    # with jobs > 1: job k works on [offset + k × offset_increment, … + size)
+    offset_increment: Size | None = None
     rate_iops: int | None = Field(default=None, ge=1)
     direct: Bool = True
     engine: Literal["auto", "io_uring", "libaio", "psync"] = "auto"
     compress: Percent = 0.0  # share of each buffer that compresses (fio buffer_compress_percentage)
     dedupe: Percent = 0.0  # share of buffers that repeat earlier ones (fio dedupe_percentage)
     distribution: str = "random"  # fio random_distribution: zipf:1.2, pareto:0.9, zoned:...
+    bssplit: str | None = None  # block-size mix, e.g. "4k/50:8k/50" (fio bssplit)
+    rate: Size | None = None  # bytes/s per job (fio rate), e.g. background maintenance
+    # Keep this workload's I/O count at flow:(sum of flows) of the phase's jobs
+    # with a flow (fio flow_id/flow): a log that writes as the database does.
+    flow: int | None = Field(default=None, ge=1, le=1000)
+    verify: Literal["none", "crc32c"] = "none"  # writes carry checksums a verify phase checks
+    verify_interval: Size | None = None  # checksum granularity (default: bs)
 
     @field_validator("rw", mode="before")
     @classmethod
@@ -103,6 +121,31 @@ class Workload(_Model):
                 f"units (4KB = 4000 bytes): write 4KiB or 4k for 4096"
             )
         return bs
+
+    @field_validator("bssplit")
+    @classmethod
+    def _bssplit(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        parts = []
+        total = 0.0
+        for item in str(value).split(":"):
+            size, sep, pct = item.partition("/")
+            try:
+                block = parse_size(size)
+                share = float(pct) if sep else float("nan")
+            except ValueError:
+                block, share = 0, float("nan")
+            if block <= 0 or block % 512 or not 0 <= share <= 100:
+                raise ValueError(
+                    f"{value!r} is not a block-size mix: use size/percent pairs joined by ':', "
+                    "e.g. 4k/50:8k/50 (sizes multiples of 512)"
+                )
+            total += share
+            parts.append(f"{block}/{share:g}")
+        if abs(total - 100) > 1e-6:
+            raise ValueError(f"the shares in {value!r} add up to {total:g}%, not 100%")
+        return ":".join(parts)
 
     @field_validator("distribution")
     @classmethod
@@ -139,8 +182,10 @@ class Workload(_Model):
         return self.rw in SEQUENTIAL
 
 
-PhaseKind = Literal["precondition", "prefill", "warmup", "measure", "idle"]
+PhaseKind = Literal["precondition", "prefill", "warmup", "measure", "idle", "verify"]
 WRITE_ONCE_KINDS = ("precondition", "prefill")
+# Phases that go over their working set once instead of running for a duration.
+SIZE_BASED_KINDS = ("precondition", "prefill", "verify")
 
 
 class SteadyRule(_Model):
@@ -193,7 +238,13 @@ class Phase(_Model):
             return self
         if not self.workloads:
             raise ValueError(f"a {self.kind} phase needs at least one workload")
-        if self.kind in WRITE_ONCE_KINDS:
+        if self.kind == "verify":
+            if self.duration is not None:
+                raise ValueError("a verify phase reads its working set once; remove 'duration'")
+            for w in self.workloads:
+                if w.rw not in ("read", "randread"):
+                    raise ValueError(f"a verify phase only reads; rw: {w.rw} is not allowed")
+        elif self.kind in WRITE_ONCE_KINDS:
             if self.duration is not None:
                 raise ValueError("a prefill phase writes its working set once; remove 'duration'")
             for w in self.workloads:
@@ -211,7 +262,7 @@ class Phase(_Model):
     @property
     def headline(self) -> str:
         """IOPS for random work, bytes/s when every workload is sequential."""
-        if self.kind == "precondition" or (
+        if self.kind in ("precondition", "verify") or (
             self.workloads and all(w.sequential for w in self.workloads)
         ):
             return "bytes_per_s"
@@ -220,6 +271,66 @@ class Phase(_Model):
     @property
     def steady_rule(self) -> SteadyRule | None:
         return (self.steady or SteadyRule()) if self.until == "steady" else None
+
+
+LATENCY_METRICS = ("lat_mean", "lat_max", "lat_mean_max", "p50", "p90", "p99", "p99.9", "p99.99")
+Metric = Literal[
+    "iops", "bytes_per_s", "lat_mean", "lat_max", "lat_mean_max", "p50", "p90", "p99", "p99.9",
+    "p99.99",
+]  # fmt: skip
+
+
+class Criterion(_Model):
+    """A pass/fail requirement on a measured phase (Jetstress's verdicts).
+
+    ``metric`` over the named workloads (default: all) and direction:
+    ``iops`` and ``bytes_per_s`` add up; ``lat_mean`` is the mean completion
+    latency, ``lat_max`` the slowest single I/O, ``lat_mean_max`` the worst
+    one-second mean (what a sampled performance counter's maximum shows),
+    ``pNN`` a percentile of the merged histograms. One bound: ``min`` (e.g.
+    IOPS) or ``max`` (latency, with a unit: ``20ms``).
+    """
+
+    name: str
+    metric: Metric
+    phase: str | None = None  # a measured phase (default: every measured phase)
+    workloads: list[str] | None = None
+    ddir: Literal["read", "write", "all"] = "all"
+    min: float | None = None
+    max: float | None = None
+
+    @field_validator("min", "max", mode="before")
+    @classmethod
+    def _limit(cls, value: Any, info: ValidationInfo) -> float | None:
+        if value is None:
+            return None
+        metric = info.data.get("metric")
+        if metric is None:
+            return None  # the metric itself is wrong and reported on its own
+        if metric in LATENCY_METRICS:
+            if not isinstance(value, str):
+                raise ValueError(f"a latency limit needs a unit, e.g. 20ms (got {value!r})")
+            return parse_latency(value)
+        if metric == "bytes_per_s" and isinstance(value, str):
+            return parse_rate(value)
+        try:
+            return float(value)
+        except (TypeError, ValueError):
+            raise ValueError(f"expected a number, got {value!r}") from None
+
+    @model_validator(mode="after")
+    def _one_bound(self) -> Criterion:
+        if (self.min is None) == (self.max is None):
+            raise ValueError("give exactly one of 'min' or 'max'")
+        return self
+
+    @property
+    def bound(self) -> str:
+        return "min" if self.min is not None else "max"
+
+    @property
+    def limit(self) -> float:
+        return float(self.min if self.min is not None else self.max)  # type: ignore[arg-type]
 
 
 class TargetSpec(_Model):
@@ -239,6 +350,8 @@ class Parameter(_Model):
     @field_validator("default")
     @classmethod
     def _default_valid(cls, value: Any, info: ValidationInfo) -> Any:
+        if isinstance(value, str) and "${" in value:
+            return value  # derived from earlier parameters: checked when resolved
         if "type" in info.data:  # a bad type is reported on its own
             spec = cls.model_construct(type=info.data["type"], choices=info.data.get("choices"))
             if spec.type == "choice" and not spec.choices:
@@ -260,6 +373,7 @@ class Scenario(_Model):
     # A grid over parameters: the measured stretch of the phases runs once per
     # combination (see iorig.sweep). Values are written as for --set.
     sweep: dict[str, list[str | int | float | bool]] = Field(default_factory=dict)
+    criteria: list[Criterion] = Field(default_factory=list)
 
     @field_validator("iorig")
     @classmethod
@@ -300,6 +414,21 @@ class Scenario(_Model):
                         f"phase {phase.name!r} uses target {w.target!r}, which is not under "
                         f"'targets' ({', '.join(self.targets)})"
                     )
+        measured = {p.name: p for p in self.phases if p.kind == "measure"}
+        for c in self.criteria:
+            if c.phase is not None and c.phase not in measured:
+                raise ValueError(
+                    f"criterion {c.name!r} names phase {c.phase!r}, which is not a measured "
+                    f"phase ({', '.join(measured) or 'none'})"
+                )
+            labels = {w.label for p in measured.values() for w in p.workloads
+                      if c.phase is None or p.name == c.phase}  # fmt: skip
+            unknown = sorted(set(c.workloads or ()) - labels)
+            if unknown:
+                raise ValueError(
+                    f"criterion {c.name!r} names workloads {', '.join(unknown)}, which no "
+                    f"measured phase has ({', '.join(sorted(labels)) or 'none'})"
+                )
         for profile, values in self.profiles.items():
             unknown = sorted(set(values) - set(self.parameters))
             if unknown:
@@ -446,19 +575,51 @@ def _substitute(data: Any, params: dict[str, Any], path: Path_, doc: YamlDoc, us
     if isinstance(data, list):
         return [_substitute(v, params, (*path, i), doc, used) for i, v in enumerate(data)]
     if isinstance(data, str) and "${" in data:
-        names = _TEMPLATE_RE.findall(data)
-        for name in names:
-            if name not in params:
-                raise UserError(
-                    f"{doc.where(path)}: unknown parameter ${{{name}}}",
-                    hint=f"declare it under 'parameters' (known: {', '.join(params) or 'none'})",
-                )
-        whole = _TEMPLATE_RE.fullmatch(data)
-        used[path] = names[0] if whole else ", ".join(names)
-        if whole:
-            return params[whole.group(1)]
-        return _TEMPLATE_RE.sub(lambda m: str(params[m.group(1)]), data)
+        try:
+            value, names = expand_template(data, params)
+        except ValueError as exc:
+            raise UserError(
+                f"{doc.where(path)}: {exc}",
+                hint=f"parameters: {', '.join(params) or 'none'}",
+            ) from None
+        used[path] = ", ".join(names)
+        return value
     return data
+
+
+def _template_value(inner: str, params: dict[str, Any]) -> tuple[Any, list[str]]:
+    plain = _NAME_ONLY_RE.match(inner)
+    if plain:
+        name = plain.group(1)
+        if name not in params:
+            raise ValueError(f"unknown parameter ${{{name}}}: declare it under 'parameters'")
+        return params[name], [name]
+    value = evaluate(inner, params)
+    return value, [n for n in params if re.search(rf"\b{re.escape(n)}\b", inner)]
+
+
+def expand_template(text: str, params: dict[str, Any]) -> tuple[Any, list[str]]:
+    """``${name}`` or ``${expression}``: as a whole value, the typed value (an
+    expression's whole-number result is an int); inside a longer string, its
+    text. Returns the value and the parameters it used."""
+    whole = _TEMPLATE_RE.fullmatch(text)
+    if whole:
+        value, names = _template_value(whole.group(1), params)
+        if (
+            isinstance(value, float)
+            and value.is_integer()
+            and not _NAME_ONLY_RE.match(whole.group(1))
+        ):
+            value = int(value)
+        return value, names
+    used: list[str] = []
+
+    def replace_one(match: re.Match) -> str:
+        value, names = _template_value(match.group(1), params)
+        used.extend(names)
+        return str(value)
+
+    return _TEMPLATE_RE.sub(replace_one, text), used
 
 
 def _parameter_specs(source: ScenarioSource) -> dict[str, Parameter]:
@@ -504,7 +665,11 @@ def resolve(
     values: dict[str, Any] = {}
     origins: dict[str, str] = {}
     raw_text: dict[str, str] = {}
+    derived: list[str] = []
     for name, spec in specs.items():
+        if isinstance(spec.default, str) and "${" in spec.default:
+            derived.append(name)  # computed below, once the others are known
+            continue
         values[name] = coerce_parameter(spec, spec.default)
         origins[name] = "default"
         raw_text[name] = str(spec.default)
@@ -534,6 +699,20 @@ def resolve(
             raise UserError(f"--set {name}={value}: {exc}") from None
         origins[name] = "--set"
         raw_text[name] = str(value)
+    for name in derived:
+        if name in origins:
+            continue  # set by a profile or --set
+        where = source.doc.where(("parameters", name, "default"))
+        try:
+            value, _ = expand_template(specs[name].default, values)
+            values[name] = coerce_parameter(specs[name], value)
+        except ValueError as exc:
+            raise UserError(
+                f"{where}: {name}: {exc}",
+                hint="a derived default may use the parameters declared before it",
+            ) from None
+        origins[name] = "default"
+        raw_text[name] = str(specs[name].default)
 
     used: dict[Path_, str] = {}
     body = {k: v for k, v in data.items() if k not in ("parameters", "profiles")}
@@ -544,8 +723,11 @@ def resolve(
         scenario = Scenario.model_validate(body)
     except ValidationError as exc:
         described = {
-            path: f"{name}: {raw_text.get(name, '?')} from {origins.get(name, '?')}"
-            for path, name in used.items()
+            path: "; ".join(
+                f"{n}: {raw_text.get(n, '?')} from {origins.get(n, '?')}" for n in names.split(", ")
+            )
+            for path, names in used.items()
+            if names
         }
         raise UserError(_format_errors(exc.errors(), source.doc, described)) from None
     return ResolvedScenario(scenario, source, values, origins, profile)

@@ -11,17 +11,20 @@ measured, and the analysis is recomputed from the stored phases by
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Literal
 
 from iorig.analyze.compare import pool_phases
+from iorig.analyze.criteria import Verdict, evaluate
 from iorig.analyze.knee import KneeRule, Point, doubling_stop, next_doubling, refine_between
 from iorig.analyze.knee import top_candidates as knee_top_candidates
 from iorig.analyze.search import latency_stat, point_of
 from iorig.errors import UserError
 from iorig.execute import RunSession
-from iorig.plan import Plan, PlannedPhase
+from iorig.plan import Plan, PlannedPhase, build_plan
 from iorig.results import PhaseResult
+from iorig.scenario import ScenarioSource, resolve
 
 
 def template_phase(plan: Plan) -> PlannedPhase:
@@ -203,3 +206,117 @@ def run_curve(session: RunSession, settings: CurveSettings) -> None:
             ran = pool_phases(session.results).get(phase.name)
             if ran is not None and latency_stat(ran, stat) > limit:
                 return  # the curve went past the latency cap: higher loads only queue
+
+
+# ------------------------------------------------------------------ threads
+
+
+@dataclass(frozen=True)
+class ThreadsSettings:
+    """``--threads auto``: the fewest threads whose run passes every criterion."""
+
+    max_threads: int = 64
+
+    def as_dict(self) -> dict:
+        return {"kind": "threads", "axes": ["threads"], "max_threads": self.max_threads}
+
+
+def run_threads_auto(
+    session: RunSession,
+    stretch_for: Callable[[int, int], list[PlannedPhase]],
+    settings: ThreadsSettings,
+) -> int | None:
+    """Double the threads until the verdict passes, then bisect down to the
+    fewest that pass. Stops early when a latency limit fails while the rate
+    target is not met: more threads only add queueing (seed 001, test 4).
+
+    ``stretch_for(threads, first_seq)`` gives the measured phases for a
+    thread count. The plan's phases before the measured stretch run first,
+    those after it (a checksum) last. Returns the answer, or None.
+    """
+    plan = session.plan
+    measured = [i for i, p in enumerate(plan.phases) if p.kind == "measure"]
+    if not measured:
+        raise UserError("--threads auto needs a scenario with a measured phase")
+    before, after = plan.phases[: measured[0]], plan.phases[measured[-1] + 1 :]
+    criteria = list(plan.resolved.scenario.criteria)
+    if not criteria:
+        raise UserError(
+            "--threads auto searches for the fewest threads that pass the scenario's criteria, "
+            "and this scenario has none",
+            hint="give a thread count or a list (--threads 4,8,12)",
+        )
+    for phase in before:
+        session.run_phase(phase)
+        if session.stopped:
+            return None
+    seq = max(p.seq for p in plan.phases) + 1
+    outcome: dict[int, list[Verdict]] = {}
+
+    def attempt(threads: int) -> list[Verdict] | None:
+        nonlocal seq
+        phases = stretch_for(threads, seq)
+        seq += len(phases)
+        results = []
+        for phase in phases:
+            results.append(session.run_phase(phase))
+            if session.stopped:
+                return None
+        outcome[threads] = evaluate(criteria, results)
+        return outcome[threads]
+
+    answer = None
+    threads, failed_below = 1, 0
+    while threads <= settings.max_threads:
+        verdicts = attempt(threads)
+        if verdicts is None:
+            return None
+        if verdicts and all(v.passed for v in verdicts):
+            answer = threads
+            break
+        if any(not v.passed for v in verdicts if v.bound == "max"):
+            break  # latency already over its limit: more threads cannot help
+        failed_below = threads
+        threads *= 2
+    if answer is not None:
+        lo, hi = failed_below, answer
+        while hi - lo > 1:
+            mid = (lo + hi) // 2
+            verdicts = attempt(mid)
+            if verdicts is None:
+                return None
+            if all(v.passed for v in verdicts):
+                hi = mid
+            else:
+                lo = mid
+        answer = hi
+    for phase in after:
+        session.run_phase(phase)
+        if session.stopped:
+            break
+    return answer
+
+
+def stretch_builder(
+    plan: Plan, source: ScenarioSource, profile: str | None, overrides: dict[str, str]
+) -> Callable[[int, int], list[PlannedPhase]]:
+    """Measured phases for any thread count, on the plan's prepared targets."""
+    engines = {
+        (w.spec.target, w.spec.direct): w.engine
+        for p in plan.phases
+        for w in p.workloads
+        if w.spec.engine == "auto"
+    }
+
+    def build(threads: int, seq: int) -> list[PlannedPhase]:
+        resolved = resolve(source, profile, overrides | {"threads": str(threads)})
+        replanned = build_plan(resolved, plan.targets, engines, plan.fio, plan.fio_version)
+        measured = [i for i, p in enumerate(replanned.phases) if p.kind == "measure"]
+        stretch = replanned.phases[measured[0] : measured[-1] + 1]
+        return [
+            replace(p, seq=seq + i, name=f"{p.name}:threads={threads}",
+                    point={"threads": str(threads)})
+            for i, p in enumerate(stretch)
+        ]  # fmt: skip
+
+    return build

@@ -2,11 +2,12 @@
 read/write, METHODOLOGY §3).
 
 A sweep expands a scenario: the phases before its first measured phase
-(prefill, warm-up) run once, then the stretch from the first measured phase
-to the end runs once per grid point, with the point's values substituted
-like ``--set``. Points are the Cartesian product of the swept values, the
-first parameter varying slowest. Each point's phases are named after the
-point (``bs=4KiB,rw=read``) so that two sweep runs match point by point in
+(prefill, warm-up) run once, then the stretch from the first to the last
+measured phase runs once per grid point, with the point's values substituted
+like ``--set``, then the phases after it (a checksum, say) run once. Points
+are the Cartesian product of the swept values, the first parameter varying
+slowest. Each point's phases are named after their phase and the point
+(``measure:bs=4KiB,rw=read``) so that two sweep runs match point by point in
 ``compare``, and each stored phase records its coordinates.
 """
 
@@ -108,18 +109,19 @@ def resolve_with_sweep(
             f"scenario {first.scenario.name!r} has no measure phase to sweep",
             hint="a sweep repeats the measured phases once per point",
         )
-    start = measured[0]
+    # prefill and warm-up run once; the stretch from the first to the last
+    # measured phase once per point; what follows (e.g. a checksum) once at the end
+    start, stop = measured[0], measured[-1] + 1
     expanded: list[Phase] = list(phases[:start])
     phase_points: dict[str, dict[str, str]] = {}
     for point, r in zip(points, resolved_points, strict=True):
-        block = r.scenario.phases[start:]
-        active = [p for p in block if p.kind != "idle" and p.enabled]
         label = point_label(point)
-        for phase in block:
-            name = label if len(active) == 1 and phase is active[0] else f"{phase.name}:{label}"
+        for phase in r.scenario.phases[start:stop]:
+            name = f"{phase.name}:{label}"
             # model_copy skips validation: the names are unique by construction
             expanded.append(phase.model_copy(update={"name": name}))
             phase_points[name] = dict(point)
+    expanded += phases[stop:]
     scenario = first.scenario.model_copy(update={"phases": expanded})
     origins = dict(first.param_origins) | {name: "sweep" for name in texts}
     return replace(

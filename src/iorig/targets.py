@@ -273,6 +273,34 @@ def _allocate(path: Path, size: int) -> None:
         os.close(fd)
 
 
+# ------------------------------------------------------------------ binding
+
+
+def bind_targets(roles: list[str], given: list[str]) -> dict[str, str]:
+    """Map ``--target`` values to a scenario's target roles.
+
+    ``PATH`` binds the only role; ``ROLE=PATH`` binds a named one (a scenario
+    with database and log volumes takes ``--target db=/mnt/db/ --target
+    log=/mnt/log/``). A value whose part before ``=`` is not a role is a path.
+    """
+    bound: dict[str, str] = {}
+    for value in given:
+        name, sep, path = value.partition("=")
+        if sep and name in roles:
+            role = name
+        elif len(roles) == 1:
+            role, path = roles[0], value
+        else:
+            raise UserError(
+                f"--target {value}: this scenario has several targets ({', '.join(roles)})",
+                hint=f"name each: --target {roles[0]}=PATH --target {roles[1]}=PATH",
+            )
+        if role in bound:
+            raise UserError(f"target {role!r} is given twice ({bound[role]} and {path})")
+        bound[role] = path
+    return bound
+
+
 # ------------------------------------------------------------------ entry
 
 

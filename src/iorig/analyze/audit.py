@@ -62,17 +62,28 @@ def check_cache_fit(plan: Any, memory_bytes: int | None) -> list[Finding]:
     return out
 
 
+def _covers(intervals: list[tuple[int, int]], size: int) -> bool:
+    """Whether the union of [start, end) intervals covers [0, size)."""
+    reached = 0
+    for start, end in sorted(intervals):
+        if start > reached:
+            return False
+        reached = max(reached, end)
+    return reached >= size
+
+
 def check_prefill(plan: Any) -> list[Finding]:
     """Reads of a region no earlier phase has written completely."""
-    written: set[str] = set()
+    written: dict[str, list[tuple[int, int]]] = {}
     out = []
     for phase in plan.phases:
         for w in phase.workloads:
-            if w.spec.rw in READS and w.target.role not in written:
+            role = w.target.role
+            if w.spec.rw in READS and not _covers(written.get(role, []), w.target.size_bytes):
                 out.append(
                     Finding(
                         "no-prefill",
-                        f"phase {phase.name!r} reads target {w.target.role!r} before any phase "
+                        f"phase {phase.name!r} reads target {role!r} before any phase "
                         "wrote all of it: never-written blocks can be answered without touching "
                         "the media (thin provisioning, sparse files, unmapped SSD blocks)",
                         "add a prefill or precondition phase (the built-ins have one; "
@@ -83,8 +94,10 @@ def check_prefill(plan: Any) -> list[Finding]:
                 break
         if phase.kind in WRITE_ONCE_KINDS:
             for w in phase.workloads:
-                if w.offset_bytes == 0 and w.size_bytes >= w.target.size_bytes:
-                    written.add(w.target.role)
+                step = w.spec.offset_increment or 0
+                for job in range(w.spec.jobs if step else 1):
+                    start = w.offset_bytes + job * step
+                    written.setdefault(w.target.role, []).append((start, start + w.size_bytes))
     return out
 
 

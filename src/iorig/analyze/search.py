@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from iorig.analyze.compare import Comparison, RunPhase, run_phases, verdict_text
+from iorig.analyze.criteria import criteria_of, evaluate
 from iorig.analyze.knee import (
     Knee,
     KneeRule,
@@ -37,9 +38,8 @@ class SweepPoint:
 
     @property
     def test(self) -> str:
-        """The scenario's phase this point ran ("" when the scenario measures one phase)."""
-        name = self.phase.name
-        return name.split(":", 1)[0] if ":" in name else ""
+        """The scenario's phase this point ran (e.g. "random-read")."""
+        return self.phase.name.split(":", 1)[0]
 
 
 @dataclass(frozen=True)
@@ -84,6 +84,21 @@ def point_of(phase: RunPhase) -> Point | None:
     )
 
 
+def fewest_passing(stored: StoredRun) -> int | None:
+    """A ``--threads auto`` run's answer: the fewest threads whose measured
+    phases pass every criterion."""
+    verdicts = evaluate(criteria_of(stored.run.resolved), stored.phases)
+    by_threads: dict[int, bool] = {}
+    points = {p.name: p.point.get("threads") for p in stored.phases}
+    for v in verdicts:
+        threads = points.get(v.phase)
+        if threads is not None and str(threads).isdigit():
+            n = int(threads)
+            by_threads[n] = by_threads.get(n, True) and v.passed
+    passing = [n for n, ok in by_threads.items() if ok]
+    return min(passing) if passing else None
+
+
 def search_kind(stored: StoredRun) -> str | None:
     kind = stored.run.search.get("kind") if stored.run.search else None
     return str(kind) if kind else None
@@ -91,10 +106,10 @@ def search_kind(stored: StoredRun) -> str | None:
 
 def sweep_of(stored: StoredRun) -> Sweep | None:
     """The sweep in a run, or None when the run is not a sweep."""
-    grid = (stored.run.search or {}).get("grid")
-    if not grid:
+    search = stored.run.search or {}
+    axes = tuple(search.get("grid") or search.get("axes") or ())
+    if not axes:
         return None
-    axes = tuple(grid)
     points = tuple(
         SweepPoint({a: str(phase.point[a]) for a in axes if a in phase.point}, phase)
         for phase in run_phases(stored).values()
@@ -256,7 +271,8 @@ def sweep_comparisons(cmp: Comparison, stored: list[StoredRun]) -> list[SweepCom
                 if len(others) == 1
                 else ",".join(f"{k}={point.coords[k]}" for k in others)
             )
-            group = f"{point.test} {group}".strip() if point.test else group
+            if len({p.test for p in base.points}) > 1:  # several measured phases per point
+                group = f"{point.test} {group}".strip()
             significant = None
             if diff is not None and diff.verdict != "untestable":
                 significant = diff.significant

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Callable
 from enum import StrEnum
 from pathlib import Path
 from typing import Annotated
@@ -46,15 +47,17 @@ from iorig.cli.common import (
 )
 from iorig.doctor import examine, measure_data_pattern
 from iorig.errors import UserError
-from iorig.execute import execute
+from iorig.execute import RunOutcome, RunSession, execute
 from iorig.plan import prepare
 from iorig.report import tabular, terminal
 from iorig.report.html import render_report, report_runs
-from iorig.report.markdown import markdown_comparison, markdown_run
+from iorig.report.markdown import markdown_comparison, markdown_run, markdown_run_tables
 from iorig.report.search_tables import comparison_search_tables, search_tables
 from iorig.report.tables import comparison_notes, comparison_tables, summary_tables, to_rich
+from iorig.searchrun import ThreadsSettings, run_threads_auto, stretch_builder
 from iorig.store import Store
-from iorig.sweep import resolve_with_sweep, search_settings
+from iorig.sweep import parse_grid, resolve_with_sweep, search_settings
+from iorig.targets import bind_targets
 from iorig.units import parse_rate
 
 
@@ -80,6 +83,16 @@ def run(
     engine: EngineOpt = None,
     repeat: RepeatOpt = 1,
     label: LabelOpt = None,
+    threads: Annotated[
+        str | None,
+        typer.Option(
+            help="the scenario's threads: N, a scaling series N1,N2,… or auto (the fewest "
+            "that pass its criteria)"
+        ),
+    ] = None,
+    param: Annotated[
+        list[str] | None, typer.Option(help="sweep a parameter: name=v1,v2,… (repeatable)")
+    ] = None,
     fio: FioOpt = None,
 ) -> None:
     """Run a scenario (or an ad-hoc fio workload) and store every result."""
@@ -88,31 +101,58 @@ def run(
         set_ or [], size=size, bs=bs, iodepth=iodepth, jobs=jobs, duration=duration,
         read_pct=read_pct, engine=engine, adhoc=rw is not None,
     )  # fmt: skip
-    resolved = resolve_with_sweep(source, "quick" if quick else profile, overrides)
+    grid = parse_grid(param or [])
+    auto = threads_option(threads, overrides, grid)
+    profile = "quick" if quick else profile
+    resolved = resolve_with_sweep(source, profile, overrides, grid)
     plan = prepare(
         resolved,
-        target_map(resolved, target),
+        bind_targets(list(resolved.scenario.targets), target or []),
         allow_destroy=allow_destroy,
         fio_path=fio,
         repeats=repeat,
     )
-    outcome, stored = run_with_progress(
-        ctx.obj,
-        lambda store, on_event: execute(
-            plan, store, command=command_line(), on_event=on_event, keep_files=keep_files,
-            label=label, search=search_settings(resolved),
-        ),
-    )  # fmt: skip
+    if auto:
+        settings = ThreadsSettings()
+        build = stretch_builder(plan, source, profile, overrides)
+
+        def work(store: Store, on_event: Callable) -> RunOutcome:
+            session = RunSession(
+                plan, store, command=command_line(), on_event=on_event,
+                keep_files=keep_files, label=label, search=settings.as_dict(),
+            )  # fmt: skip
+            with session:
+                run_threads_auto(session, build, settings)
+            return session.outcome
+
+        outcome, stored = run_with_progress(ctx.obj, work)
+    else:
+        outcome, stored = run_with_progress(
+            ctx.obj,
+            lambda store, on_event: execute(
+                plan, store, command=command_line(), on_event=on_event,
+                keep_files=keep_files, label=label, search=search_settings(resolved),
+            ),
+        )  # fmt: skip
     print_run(stored)
-    if resolved.sweep:
-        print_search(stored)
-    finish(ctx.obj, outcome)
+    print_search(stored)
+    finish(ctx.obj, outcome, stored)
 
 
-def target_map(resolved: scenario_mod.ResolvedScenario, target: str | None) -> dict[str, str]:
-    """``--target`` binds a scenario's only target role."""
-    roles = list(resolved.scenario.targets)
-    return {roles[0]: target} if target and len(roles) == 1 else {}
+def threads_option(threads: str | None, overrides: dict[str, str], grid: dict) -> bool:
+    """``--threads``: a value (an override), a list (a sweep) or auto (True)."""
+    if threads is None:
+        return False
+    if "threads" in overrides or "threads" in grid:
+        raise UserError("give the threads once: --threads, --set threads or --param threads")
+    if threads.strip() == "auto":
+        return True
+    values = [v.strip() for v in threads.split(",")]
+    if len(values) > 1:
+        grid["threads"] = values
+    else:
+        overrides["threads"] = values[0]
+    return False
 
 
 def _scenario_source(scenario: str | None, rw: Rw | None) -> scenario_mod.ScenarioSource:
@@ -334,7 +374,11 @@ def report(
     if fmt is ReportFormat.html:
         text = render_report(report_runs(loaded), tables, notes, cmp)
     elif fmt is ReportFormat.md:
-        text = markdown_comparison(cmp, tables) if cmp else markdown_run(runs[0], tables)
+        text = (
+            markdown_comparison(cmp, tables) + markdown_run_tables(runs)
+            if cmp
+            else markdown_run(runs[0], tables)
+        )
     elif fmt is ReportFormat.json:
         data = {
             "runs": [tabular.show_dict(r) for r in runs],

@@ -17,17 +17,19 @@ from rich.markup import escape
 from rich.progress import BarColumn, Progress, TaskID, TextColumn
 
 from iorig import __version__
+from iorig.analyze.criteria import any_point_passes, criteria_of, evaluate
 from iorig.analyze.summary import measured, summarize_phase
 from iorig.errors import UserError
 from iorig.execute import Event, PhaseFinished, PhaseProgress, PhaseStarted, RunOutcome, RunStarted
 from iorig.report import terminal
 from iorig.report.search_tables import search_tables
-from iorig.report.tables import to_rich
+from iorig.report.tables import TableModel, run_tables, to_rich
 from iorig.scenario import parse_assignments
 from iorig.store import Store, StoredRun, default_db_path
 from iorig.units import format_bytes, format_latency, format_rate, format_si
 
 EXIT_CODES = {"ok": 0, "failed": 1, "aborted": 130}
+EXIT_VERDICT_FAILED = 3
 
 console = Console()
 err_console = Console(stderr=True)
@@ -53,7 +55,12 @@ class Rw(StrEnum):
 
 # Options shared by the run commands (run, sweep, knee, curve).
 TargetOpt = Annotated[
-    str | None, typer.Option("--target", help="file, directory (ends with /) or block device")
+    list[str] | None,
+    typer.Option(
+        "--target",
+        help="file, directory (ends with /) or block device; ROLE=PATH for a scenario with "
+        "several targets (repeatable)",
+    ),
 ]
 SizeOpt = Annotated[str | None, typer.Option(help="working set, e.g. 64MiB, 16GiB")]
 SetOpt = Annotated[
@@ -210,21 +217,32 @@ def run_with_progress(
     return outcome, stored
 
 
-def print_run(stored: StoredRun) -> None:
-    engines = sorted({p.engine for p in stored.phases if p.engine})
-    console.print(
-        terminal.run_report(stored.run, measured(stored.phases), engines, list(stored.phases))
-    )
-
-
-def print_search(stored: StoredRun) -> None:
-    """What a sweep, knee or curve run found."""
-    for table in search_tables(stored):
+def print_tables(tables: list[TableModel]) -> None:
+    for table in tables:
         console.print(to_rich(table))
         for note in table.notes:
             console.print(f"  [dim]{escape(note)}[/]")
 
 
-def finish(db: Path, outcome: RunOutcome) -> None:
+def print_run(stored: StoredRun) -> None:
+    engines = sorted({p.engine for p in stored.phases if p.engine})
+    console.print(
+        terminal.run_report(stored.run, measured(stored.phases), engines, list(stored.phases))
+    )
+    print_tables(run_tables(stored))
+
+
+def print_search(stored: StoredRun) -> None:
+    """What a sweep, knee or curve run found."""
+    print_tables(search_tables(stored))
+
+
+def finish(db: Path, outcome: RunOutcome, stored: StoredRun) -> None:
+    """Where the run is, and the exit code: a run whose measured phases all
+    failed its requirements (a FAIL verdict) exits 3, so scripts can tell."""
     console.print(f"\nstored in {escape(str(db))}; see `iorig show {outcome.run_id}`")
-    raise typer.Exit(EXIT_CODES[outcome.status])
+    code = EXIT_CODES[outcome.status]
+    verdicts = evaluate(criteria_of(stored.run.resolved), stored.phases)
+    if code == 0 and not any_point_passes(verdicts):
+        code = EXIT_VERDICT_FAILED
+    raise typer.Exit(code)

@@ -52,6 +52,7 @@ from iorig.scenario import READS, read_source, resolve
 from iorig.searchrun import CurveSettings, KneeSettings, run_curve, run_knee, template_phase
 from iorig.store import Store
 from iorig.sweep import parse_grid, resolve_with_sweep, search_settings
+from iorig.targets import bind_targets
 from iorig.units import parse_latency_limit
 
 
@@ -66,10 +67,8 @@ TargetArg = Annotated[
 ]
 
 
-def _one_target(positional: str | None, option: str | None) -> str | None:
-    if positional and option and positional != option:
-        raise UserError("give the target once: as an argument or with --target, not both")
-    return positional or option
+def _targets(positional: str | None, options: list[str] | None) -> list[str]:
+    return ([positional] if positional else []) + list(options or [])
 
 
 @app.command()
@@ -127,11 +126,9 @@ def sweep(
         raise UserError(
             "nothing to sweep", hint="give --param name=v1,v2 (e.g. --param bs=4k,64k,1m)"
         )
-    roles = list(resolved.scenario.targets)
-    given = _one_target(target_arg, target)
     plan = prepare(
         resolved,
-        {roles[0]: given} if given and len(roles) == 1 else {},
+        bind_targets(list(resolved.scenario.targets), _targets(target_arg, target)),
         allow_destroy=allow_destroy,
         fio_path=fio,
         repeats=repeat,
@@ -146,7 +143,7 @@ def sweep(
     )  # fmt: skip
     print_run(stored)
     print_search(stored)
-    finish(ctx.obj, outcome)
+    finish(ctx.obj, outcome, stored)
 
 
 def _adhoc_plan(
@@ -154,7 +151,7 @@ def _adhoc_plan(
     name: str,
     title: str,
     rw: Rw,
-    target: str | None,
+    targets: list[str],
     overrides: dict[str, str],
     quick: bool,
     allow_destroy: bool,
@@ -162,7 +159,7 @@ def _adhoc_plan(
 ) -> Plan:
     source = adhoc_source(rw.value, name=name, title=title)
     resolved = resolve(source, "quick" if quick else None, overrides)
-    return prepare(resolved, {"data": target} if target else {}, allow_destroy=allow_destroy,
+    return prepare(resolved, bind_targets(["data"], targets), allow_destroy=allow_destroy,
                    fio_path=fio)  # fmt: skip
 
 
@@ -187,7 +184,7 @@ def _search(
     outcome, stored = run_with_progress(ctx.obj, work)
     print_run(stored)
     print_search(stored)
-    finish(ctx.obj, outcome)
+    finish(ctx.obj, outcome, stored)
 
 
 def _percent_option(value: float, option: str) -> float:
@@ -248,7 +245,7 @@ def knee(
     )  # fmt: skip
     plan = _adhoc_plan(
         name="knee", title=f"knee search: {rw.value}, raising {scale.value}", rw=rw,
-        target=_one_target(target_arg, target), overrides=overrides, quick=quick,
+        targets=_targets(target_arg, target), overrides=overrides, quick=quick,
         allow_destroy=allow_destroy, fio=fio,
     )  # fmt: skip
     template_phase(plan)
@@ -345,7 +342,7 @@ def curve(
     )  # fmt: skip
     plan = _adhoc_plan(
         name="curve", title=f"load-point curve: {rw.value}", rw=rw,
-        target=_one_target(target_arg, target), overrides=overrides, quick=quick,
+        targets=_targets(target_arg, target), overrides=overrides, quick=quick,
         allow_destroy=allow_destroy, fio=fio,
     )  # fmt: skip
     template_phase(plan)

@@ -115,6 +115,16 @@ def _distribution(option: str, value: OptionValue) -> str:
     return text
 
 
+def _bssplit(option: str, value: OptionValue) -> str:
+    # normalised by the scenario model to "<bytes>/<percent>:..."
+    text = _check_text(option, str(value))
+    for item in text.split(":"):
+        size, sep, pct = item.partition("/")
+        if not (sep and size.isdigit() and pct.replace(".", "", 1).isdigit()):
+            raise JobFileError(f"{option}={text!r}: expected <bytes>/<percent> pairs")
+    return text
+
+
 _U32 = 2**32 - 1
 _U64 = 2**63 - 1
 
@@ -126,6 +136,7 @@ WHITELIST: dict[str, Callable[[str, OptionValue], str | None]] = {
     "size": _int(1, _U64),
     "io_size": _int(1, _U64),
     "offset": _int(0, _U64),
+    "offset_increment": _int(0, _U64),
     "filename": _path,
     "iodepth": _int(1, 65536),
     "numjobs": _int(1, 4096),
@@ -155,6 +166,11 @@ WHITELIST: dict[str, Callable[[str, OptionValue], str | None]] = {
     "per_job_logs": _bool,
     "loops": _int(1, 1000),
     "verify": _choice("crc32c", "md5", "sha256", "xxhash"),
+    "verify_interval": _int(512, 2**30),
+    "bssplit": _bssplit,
+    "flow_id": _int(0, 1000),
+    "flow": _int(1, 1000),
+    "flow_sleep": _int(1, 1_000_000),
     "do_verify": _bool,
     "verify_fatal": _bool,
     "verify_dump": _bool,
@@ -210,6 +226,7 @@ def render(
 
 
 LOG_INTERVAL_MS = 1000
+FLOW_SLEEP_US = 30
 
 
 def workload_options(
@@ -231,8 +248,19 @@ def workload_options(
     compress_pct: float = 0,
     dedupe_pct: float = 0,
     distribution: str = "random",
+    bssplit: str | None = None,
+    offset_increment: int | None = None,
+    rate_bytes: int | None = None,
+    flow: int | None = None,
+    verify: str = "none",
+    verify_interval: int | None = None,
+    check: bool = False,
 ) -> dict[str, OptionValue]:
-    """fio options for one workload: iorig's typed model, nothing else."""
+    """fio options for one workload: iorig's typed model, nothing else.
+
+    ``verify`` makes writes carry checksums (checked later, not by this job);
+    ``check`` makes a read job verify every block against them.
+    """
     options: dict[str, OptionValue] = {
         "ioengine": engine,
         "rw": rw,
@@ -242,6 +270,8 @@ def workload_options(
     }
     if offset:
         options["offset"] = offset
+    if offset_increment:
+        options["offset_increment"] = offset_increment
     options |= {"iodepth": iodepth, "numjobs": jobs, "direct": direct}
     if rw in ("randrw", "rw"):
         options["rwmixread"] = round(read_pct if read_pct is not None else 50)
@@ -261,8 +291,22 @@ def workload_options(
         }
     if dedupe_pct:
         options["dedupe_percentage"] = round(dedupe_pct)
+    if bssplit:
+        options["bssplit"] = bssplit
     if loops > 1:
         options["loops"] = loops
+    if check or verify != "none":
+        options["verify"] = verify if verify != "none" else "crc32c"
+        if verify_interval:
+            options["verify_interval"] = verify_interval
+        if not check:
+            options["do_verify"] = False  # a verify phase checks, later
+    if flow:
+        # Without flow_sleep a job that is ahead spins: 8 database jobs used
+        # 190 % CPU and ran at a twentieth of their rate on a 2-core machine.
+        options |= {"flow_id": 1, "flow": flow, "flow_sleep": FLOW_SLEEP_US}
+    if rate_bytes:
+        options["rate"] = rate_bytes
     if rate_iops:
         options |= {"rate_iops": rate_iops, "rate_process": "poisson"}
     if runtime_s is not None:

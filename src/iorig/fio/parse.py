@@ -237,3 +237,40 @@ def find_logs(directory: Path) -> list[LogFile]:
                 LogFile(path, match["prefix"], match["kind"], int(match["job"]), match["host"])
             )
     return found
+
+
+@dataclass(frozen=True)
+class VerifyFailure:
+    """A block whose checksum or header did not match when read back."""
+
+    path: str
+    offset: int
+    length: int
+    what: str  # e.g. "crc32c mismatch", "bad header"
+
+
+_VERIFY_LINE = re.compile(
+    r"^(?P<what>[\w ]+?):\s+(?P<detail>.*?)\s*at file (?P<path>.+?) offset (?P<offset>\d+), "
+    r"length (?P<length>\d+)"
+)
+
+
+def verify_failures(stderr: str) -> list[VerifyFailure]:
+    """Blocks fio reported as failing verification (``verify=crc32c``), in order.
+
+    fio prints e.g. ``crc32c: verify failed at file F offset 5341184, length
+    32768 (…)`` or ``verify: bad header length …, wanted 32768 at file F
+    offset 20971520, length 32768``.
+    """
+    out = []
+    for line in stderr.splitlines():
+        match = _VERIFY_LINE.match(line.strip())
+        if not match:
+            continue
+        what, detail = match["what"].strip(), match["detail"]
+        if what == "verify":
+            kind = "bad header" if "header" in detail else detail
+        else:
+            kind = f"{what} mismatch"
+        out.append(VerifyFailure(match["path"], int(match["offset"]), int(match["length"]), kind))
+    return out

@@ -18,7 +18,7 @@ from iorig import __version__
 from iorig.analyze.compare import Comparison, run_label
 from iorig.analyze.search import curve_of, knee_of, sweep_of
 from iorig.fio import histogram
-from iorig.report.tables import TableModel
+from iorig.report.tables import TableModel, run_tables
 from iorig.results import ALL
 from iorig.store import StoredRun
 from iorig.sysinfo import flatten
@@ -83,6 +83,7 @@ def _run_header(r: ReportRun) -> dict[str, Any]:
             key=lambda w: w["severity"] != "warning",
         ),
         "limit": _limit_text(run.disclosure.get("interface_limit")) if run.disclosure else None,
+        "tables": run_tables(r.stored),
         "disclosure": [
             (section, list(flatten(content).items()))
             for section, content in run.disclosure.items()
@@ -319,9 +320,10 @@ def search_charts(runs: list[ReportRun]) -> list[dict[str, Any]]:
                 by_test: dict[str, list] = {}
                 for p in points:
                     by_test.setdefault(p.test, []).append(p)
+                several = len(by_test) > 1
                 for test, members in by_test.items():
-                    name = " ".join(x for x in (r.label, test, group if group != "all" else "")
-                                    if x)  # fmt: skip
+                    name = " ".join(x for x in (r.label, test if several else "",
+                                                group if group != "all" else "") if x)  # fmt: skip
                     x = [p.coords.get(sw.x_axis, "") for p in members]
                     thr.append({"type": "scatter", "mode": "lines+markers", "name": name, "x": x,
                                 "y": [p.phase.bytes_per_s / 1e6 for p in members]})  # fmt: skip

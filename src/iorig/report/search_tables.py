@@ -3,14 +3,20 @@ TableModels, rendered by the terminal, Markdown and HTML front ends."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import replace
+
 from iorig.analyze.compare import Comparison
+from iorig.analyze.criteria import criteria_of, figure
 from iorig.analyze.loadpoints import LoadRow
 from iorig.analyze.search import (
     CurveResult,
     KneeResult,
     Sweep,
     SweepComparison,
+    SweepPoint,
     curve_of,
+    fewest_passing,
     knee_of,
     knee_rule,
     search_kind,
@@ -18,40 +24,84 @@ from iorig.analyze.search import (
     sweep_of,
 )
 from iorig.report.tables import TableModel
+from iorig.results import PhaseResult
 from iorig.store import StoredRun
 from iorig.units import format_latency, format_rate, format_si
 
 
-def sweep_table(sweep: Sweep, title: str = "Sweep") -> TableModel:
-    """One row per point: its coordinates, throughput both ways, latency."""
-    with_test = any(p.test for p in sweep.points)
+def _scaled_figure(stored: StoredRun) -> tuple[str, Callable[[SweepPoint], float]] | None:
+    """A scenario's required rate (a minimum on IOPS, such as Exchange's
+    transactional IOPS) is the figure that should scale with its threads."""
+    rate = [c for c in criteria_of(stored.run.resolved) if c.metric == "iops" and c.min]
+    if not rate:
+        return None
+    criterion = rate[0]
+    by_name: dict[str, list[PhaseResult]] = {}
+    for phase in stored.phases:
+        by_name.setdefault(phase.name, []).append(phase)
+    label = "+".join(criterion.workloads or ["all"]) + " IOPS"
+    return label, lambda p: figure(criterion, by_name.get(p.phase.name, []))
+
+
+def _integer(text: str) -> int | None:
+    return int(text) if text.isdigit() else None
+
+
+def sweep_table(
+    sweep: Sweep,
+    title: str = "Sweep",
+    scaled: tuple[str, Callable[[SweepPoint], float]] | None = None,
+) -> TableModel:
+    """One row per point: its coordinates, throughput both ways, latency; for a
+    count on the x axis (threads, jobs, mailboxes), IOPS per unit and how
+    linear the scaling is against the first point. ``scaled`` names the figure
+    that scales (default the phase's IOPS), e.g. a criterion's transactional
+    IOPS."""
+    label, scale_of = scaled or ("IOPS", lambda p: p.phase.iops)
+    with_test = len({p.test for p in sweep.points}) > 1
     repeats = any(len(p.phase.repeat_levels) > 1 for p in sweep.points)
-    headers = [*(("test",) if with_test else ()), *sweep.axes, "IOPS", "MB/s", "mean lat", "p99"]
+    counts = [_integer(p.coords.get(sweep.x_axis, "")) for p in sweep.points]
+    per_unit = all(c for c in counts)
+    headers = [*(("test",) if with_test else ()), *sweep.axes, "IOPS", "MB/s"]
+    if per_unit:
+        if scaled:
+            headers.append(label)
+        headers += [f"{label} per {sweep.x_axis.rstrip('s')}", "scaling"]
+    headers += ["mean lat", "p99"]
     if repeats:
         headers.append("repeats")
     headers.append("status")
+    first: dict[str, tuple[int, float]] = {}  # per test and group: the first point
     rows = []
-    for p in sweep.points:
+    for p, count in zip(sweep.points, counts, strict=True):
         ph = p.phase
         row = [*((p.test,) if with_test else ()), *(p.coords.get(a, "") for a in sweep.axes)]
         row += [format_si(ph.iops), format_rate(ph.bytes_per_s)]
+        if per_unit and count:
+            value = scale_of(p)
+            key = p.test + "|" + ",".join(p.coords.get(a, "") for a in sweep.axes[1:])
+            base_count, base_value = first.setdefault(key, (count, value))
+            linear = base_value * count / base_count
+            if scaled:
+                row.append(format_si(value))
+            row += [format_si(value / count), f"{value / linear * 100:.0f}%" if linear else "-"]
         row += [format_latency(ph.lat_mean_ns), format_latency(ph.lat_p99_ns)]
         if repeats:
             row.append(str(len(ph.repeat_levels)))
         row.append(ph.status)
         rows.append(tuple(row))
-    n_lead = len(headers) - 4 - (1 if repeats else 0) - 1
-    align = ("l",) * n_lead + ("r",) * (len(headers) - n_lead - 1) + ("l",)
-    return TableModel(
-        title,
-        tuple(headers),
-        tuple(rows),
-        align,
-        (
-            "IOPS and MB/s are whole-phase means (over all repeats); latency is fio's completion "
-            "latency, p99 from the merged histograms",
-        ),
-    )
+    lead = len(sweep.axes) + (1 if with_test else 0)
+    align = ("l",) * lead + ("r",) * (len(headers) - lead - 1) + ("l",)
+    notes = [
+        "IOPS and MB/s are whole-phase means (over all repeats); latency is fio's completion "
+        "latency, p99 from the merged histograms"
+    ]
+    if per_unit:
+        notes.append(
+            f"scaling: {label} against a linear extrapolation of the first point "
+            f"(100 % = twice the {sweep.x_axis}, twice the {label})"
+        )
+    return TableModel(title, tuple(headers), tuple(rows), align, tuple(notes))
 
 
 def _throughput(headline: str, value: float) -> str:
@@ -225,9 +275,22 @@ def ort_table(rows: list[LoadRow]) -> TableModel:
 def search_tables(stored: StoredRun) -> list[TableModel]:
     """The tables that say what a search run found (empty for other runs)."""
     kind = search_kind(stored)
-    if kind == "sweep":
+    if kind in ("sweep", "threads"):
         sweep = sweep_of(stored)
-        return [sweep_table(sweep)] if sweep and sweep.points else []
+        if not sweep or not sweep.points:
+            return []
+        table = sweep_table(
+            sweep, "Threads" if kind == "threads" else "Sweep", _scaled_figure(stored)
+        )
+        if kind == "threads":
+            answer = fewest_passing(stored)
+            found = (
+                f"fewest threads that pass every criterion: {answer}"
+                if answer is not None
+                else "no thread count tried passes every criterion (see the verdicts)"
+            )
+            table = replace(table, notes=(found, *table.notes))
+        return [table]
     if kind == "knee" and (k := knee_of(stored)):
         return knee_tables(k)
     if kind == "curve" and (c := curve_of(stored)) and c.points:

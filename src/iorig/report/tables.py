@@ -17,8 +17,11 @@ from iorig.analyze.compare import (
     percent,
     verdict_text,
 )
+from iorig.analyze.criteria import Verdict, criteria_of, evaluate, overall
 from iorig.analyze.summary import PhaseSummary
-from iorig.units import format_latency, format_rate, format_si
+from iorig.results import ALL, PhaseResult
+from iorig.store import StoredRun
+from iorig.units import format_bytes, format_duration, format_latency, format_rate, format_si
 
 FIGURES = (("median", "Median"), ("max", "Maximum"), ("min", "Minimum"))
 METRIC_NAME = {"iops": "IOPS", "bytes_per_s": "Bytes/Sec"}
@@ -249,3 +252,92 @@ def to_markdown(model: TableModel) -> str:
     lines += ["| " + " | ".join(_md_cell(c) for c in row) + " |" for row in model.rows]
     lines += [""] + [f"*{_md_cell(n)}*" for n in model.notes]
     return "\n".join(lines).rstrip() + "\n"
+
+
+def _criterion_value(metric: str, value: float) -> str:
+    if value is None or math.isnan(value):
+        return "-"
+    if metric == "iops":
+        return f"{format_si(value)} IOPS"
+    if metric == "bytes_per_s":
+        return format_rate(value)
+    return format_latency(value)
+
+
+def verdict_table(verdicts: list[Verdict]) -> TableModel:
+    """Jetstress-style verdicts: each requirement with its figure, PASS or FAIL."""
+    rows = []
+    for v in verdicts:
+        if math.isnan(v.margin):
+            margin = "-"
+        elif v.bound == "min":
+            margin = f"{'exceeded by' if v.margin >= 0 else 'short by'} {abs(v.margin) * 100:.0f}%"
+        else:
+            margin = (
+                f"{v.margin * 100:.0f}% under the limit"
+                if v.margin >= 0
+                else (f"{-v.margin * 100:.0f}% over the limit")
+            )
+        rows.append(
+            (
+                v.name,
+                v.phase,
+                _criterion_value(v.metric, v.value),
+                ("≥ " if v.bound == "min" else "≤ ") + _criterion_value(v.metric, v.limit),
+                "PASS" if v.passed else "FAIL",
+                margin,
+            )
+        )
+    result = overall(verdicts)
+    return TableModel(
+        f"Verdict: {result}",
+        ("requirement", "phase", "achieved", "limit", "result", "margin"),
+        tuple(rows),
+        ("l", "l", "r", "r", "c", "l"),
+        (
+            "figures over the named workloads on all hosts: rates add up, latency is fio's "
+            "completion latency (the maximum is the worst one-second average unless it says "
+            "single I/O)",
+        ),
+    )
+
+
+def timed_table(phases: list[PhaseResult]) -> TableModel | None:
+    """How long the phases that go over their data once took (creation, checksum…)."""
+    rows = []
+    for p in phases:
+        if p.kind not in ("prefill", "precondition", "verify"):
+            continue
+        totals = p.aggregate.totals.get(ALL) if p.aggregate else None
+        moved = totals.io_bytes if totals else 0
+        elapsed = p.ended_at - p.started_at
+        rows.append(
+            (
+                p.name,
+                p.kind,
+                format_bytes(moved),
+                format_duration(round(elapsed, 1)),
+                format_rate(moved / elapsed) if elapsed > 0 else "-",
+                p.status if not p.error else f"{p.status}: {p.error}",
+            )
+        )
+    if not rows:
+        return None
+    return TableModel(
+        "Timed phases",
+        ("phase", "kind", "data", "took", "rate", "status"),
+        tuple(rows),
+        ("l", "l", "r", "r", "r", "l"),
+    )
+
+
+def run_tables(stored: StoredRun) -> list[TableModel]:
+    """A run's timed phases and its verdict, when it has them."""
+    tables = []
+    timed = timed_table(list(stored.phases))
+    if timed is not None:
+        tables.append(timed)
+    verdicts = evaluate(criteria_of(stored.run.resolved), stored.phases)
+    if verdicts:
+        tables.append(verdict_table(verdicts))
+    return tables

@@ -8,9 +8,11 @@ import math
 from typing import Any
 
 from iorig.analyze.compare import Comparison
+from iorig.analyze.criteria import criteria_of, evaluate, overall
 from iorig.analyze.knee import Point
 from iorig.analyze.search import curve_of, knee_of, sweep_of
 from iorig.analyze.summary import PhaseSummary, SeriesStats, summarize_phase
+from iorig.results import ALL
 from iorig.store import RunRecord, StoredRun
 
 
@@ -85,6 +87,7 @@ def run_dict(run: RunRecord) -> dict[str, Any]:
 
 def show_dict(stored: StoredRun) -> dict[str, Any]:
     summaries = [summarize_phase(p) for p in stored.phases]
+    verdicts = evaluate(criteria_of(stored.run.resolved), stored.phases)
     return {
         "run": run_dict(stored.run),
         "engines": sorted({p.engine for p in stored.phases if p.engine}),
@@ -104,6 +107,21 @@ def show_dict(stored: StoredRun) -> dict[str, Any]:
                    strict=True) if s.kind == "measure"],
         "other_phases": [phase_dict(s) for s in summaries if s.kind != "measure"],
         "search": search_dict(stored),
+        "verdicts": [
+            {"name": v.name, "phase": v.phase, "metric": v.metric, "bound": v.bound,
+             "limit": v.limit, "value": _num(v.value), "passed": v.passed,
+             "margin": _num(v.margin)}
+            for v in verdicts
+        ],
+        "verdict": overall(verdicts),
+        "timed_phases": [
+            {"phase": p.name, "kind": p.kind, "status": p.status,
+             "elapsed_s": p.ended_at - p.started_at,
+             "io_bytes": p.aggregate.totals[ALL].io_bytes
+             if p.aggregate and ALL in p.aggregate.totals else 0}
+            for p in stored.phases
+            if p.kind in ("prefill", "precondition", "verify")
+        ],
     }  # fmt: skip
 
 
@@ -121,9 +139,9 @@ def search_dict(stored: StoredRun) -> dict[str, Any] | None:
     """What a sweep, knee or curve run found, recomputed from its phases."""
     settings = stored.run.search or {}
     kind = settings.get("kind")
-    if kind == "sweep" and (sweep := sweep_of(stored)):
+    if kind in ("sweep", "threads") and (sweep := sweep_of(stored)):
         return {
-            "kind": "sweep",
+            "kind": kind,
             "axes": list(sweep.axes),
             "points": [
                 {

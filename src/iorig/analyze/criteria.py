@@ -1,0 +1,135 @@
+"""Pass/fail verdicts on measured phases (Jetstress-style requirements,
+METHODOLOGY §4). Pure: criteria from the resolved scenario, figures from the
+stored phases.
+
+A criterion's figure is computed over the workloads it names (every host's
+share included) and one direction: rates add up, latency means are weighted
+by I/O counts, percentiles come from the merged histograms, and
+``lat_mean_max`` is the worst one-second mean of the combined per-second
+series. Repeats of a phase are pooled (rates averaged over repeats).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from iorig.assemble import combine_series
+from iorig.fio import histogram
+from iorig.results import ALL, PhaseResult, ScopeResult
+from iorig.scenario import Criterion
+
+
+@dataclass(frozen=True)
+class Verdict:
+    name: str
+    phase: str
+    metric: str
+    bound: str  # "min" or "max"
+    limit: float  # IOPS, bytes/s or ns
+    value: float
+    passed: bool
+    # Room left: for a minimum, value / limit − 1 ("exceeded the target by
+    # 247 %"); for a maximum, 1 − value / limit (share of the limit unused).
+    margin: float
+
+
+def criteria_of(resolved: dict[str, Any]) -> list[Criterion]:
+    """The criteria of a stored run's resolved scenario (already validated)."""
+    return [Criterion.model_construct(**c) for c in resolved.get("criteria", [])]
+
+
+def _selected(phase: PhaseResult, workloads: list[str] | None) -> list[ScopeResult]:
+    if workloads is None:
+        return [s for s in phase.scopes if s.workload == "" and s.host == ""][:1]
+    return [s for s in phase.scopes if s.workload in workloads and s.status == "ok"]
+
+
+def figure(criterion: Criterion, repeats: Sequence[PhaseResult]) -> float:
+    """The criterion's metric over the selected scopes of a phase's repeats."""
+    ddir = criterion.ddir if criterion.ddir != "all" else ALL
+    totals = []
+    series = []
+    rates: list[float] = []
+    for phase in repeats:
+        scopes = _selected(phase, criterion.workloads)
+        parts = [s.totals[ddir] for s in scopes if ddir in s.totals]
+        rates.append(sum(getattr(t, criterion.metric, 0.0) for t in parts))
+        totals += parts
+        per_second = [s.series[ddir] for s in scopes if ddir in s.series]
+        if per_second:
+            series.append(combine_series(ddir, per_second))
+    metric = criterion.metric
+    if metric in ("iops", "bytes_per_s"):
+        return float(np.mean(rates)) if rates else math.nan
+    ios = sum(t.ios for t in totals)
+    if ios == 0:
+        return math.nan
+    if metric == "lat_mean":
+        return sum(t.lat_mean_ns * t.ios for t in totals) / ios
+    if metric == "lat_max":
+        return max(t.lat_max_ns for t in totals)
+    if metric == "lat_mean_max":
+        seconds = [v for s in series for v in s.lat_mean_ns.tolist() if not math.isnan(v)]
+        return max(seconds) if seconds else math.nan
+    p = float(metric[1:])
+    return histogram.percentiles(histogram.merge(t.hist for t in totals), (p,))[p]
+
+
+def _matches(criterion: Criterion, phase: PhaseResult) -> bool:
+    if criterion.phase is None:
+        return True
+    # sweep points are named "<phase>:<point>"
+    return phase.name == criterion.phase or phase.name.startswith(criterion.phase + ":")
+
+
+def evaluate(criteria: Sequence[Criterion], phases: Sequence[PhaseResult]) -> list[Verdict]:
+    """One verdict per criterion and measured phase it applies to."""
+    groups: dict[str, list[PhaseResult]] = {}
+    for phase in phases:
+        if phase.kind == "measure" and phase.scopes:
+            groups.setdefault(phase.name, []).append(phase)
+    out = []
+    for name, repeats in groups.items():
+        for c in criteria:
+            if not _matches(c, repeats[0]):
+                continue
+            value = figure(c, repeats)
+            limit = c.limit
+            if math.isnan(value):
+                passed, margin = False, math.nan
+            elif c.bound == "min":
+                passed, margin = value >= limit, (value / limit - 1 if limit else math.inf)
+            else:
+                passed, margin = value <= limit, (1 - value / limit if limit else -math.inf)
+            out.append(Verdict(c.name, name, c.metric, c.bound, limit, value, passed, margin))
+    return out
+
+
+def overall(verdicts: Sequence[Verdict]) -> str | None:
+    """ "PASS" or "FAIL" for a single measured phase; for several (sweep points,
+    a thread search) "PASS" when all pass, else which pass ("PASS at
+    performance:threads=8, …" or "FAIL at every point"). None without criteria."""
+    if not verdicts:
+        return None
+    by_phase: dict[str, bool] = {}
+    for v in verdicts:
+        by_phase[v.phase] = by_phase.get(v.phase, True) and v.passed
+    if all(by_phase.values()):
+        return "PASS"
+    if len(by_phase) == 1:
+        return "FAIL"
+    passing = [name for name, ok in by_phase.items() if ok]
+    if not passing:
+        return "FAIL at every point"
+    return f"PASS at {', '.join(passing)} ({len(passing)} of {len(by_phase)})"
+
+
+def any_point_passes(verdicts: Sequence[Verdict]) -> bool:
+    """Whether some measured phase met every criterion (True without criteria)."""
+    overall_text = overall(verdicts)
+    return overall_text is None or overall_text.startswith("PASS")

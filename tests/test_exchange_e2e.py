@@ -1,0 +1,117 @@
+"""The Exchange mailbox scenario on real fio: timed creation and checksum, the
+verdict with its headroom, the log kept in proportion, a thread series and
+search, and a corrupted database block caught with its offset."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+
+import pytest
+
+pytestmark = pytest.mark.fio
+
+
+def _show(iorig, ref: str = "last") -> dict:
+    return json.loads(iorig("show", ref, "--json", check=True).stdout)
+
+
+def _targets(scratch) -> tuple[str, ...]:
+    return ("--target", f"db={scratch}/db/", "--target", f"log={scratch}/log/")
+
+
+def test_quick_exchange_run_gives_a_verdict_with_headroom(iorig, scratch, db_path):
+    result = iorig("run", "exchange", "--quick", "--set", "duration=3s", *_targets(scratch))
+    assert result.returncode == 0, result.stdout + result.stderr
+    shown = _show(iorig)
+    assert [p["phase"] for p in shown["timed_phases"]] == ["create", "duplicate", "checksum"]
+    create, duplicate, checksum = shown["timed_phases"]
+    assert create["io_bytes"] == 48 * 2**20 and duplicate["io_bytes"] == 48 * 2**20
+    assert checksum["io_bytes"] == 96 * 2**20 and checksum["status"] == "ok"
+    assert shown["verdict"] == "PASS"
+    iops = next(v for v in shown["verdicts"] if v["metric"] == "iops")
+    assert iops["limit"] == pytest.approx(500 * 0.067) and iops["margin"] > 0
+    assert {v["metric"] for v in shown["verdicts"]} == {"iops", "lat_mean", "lat_mean_max"}
+    assert "Verdict: PASS" in result.stdout and "exceeded by" in result.stdout
+    # fio's flow control kept database bytes : log bytes near the 10:1 asked for
+    with sqlite3.connect(db_path) as conn:
+        rows = dict(
+            conn.execute(
+                "SELECT r.workload, t.io_bytes FROM totals t JOIN phase_results r "
+                "ON r.id = t.result_id JOIN phases p ON p.id = r.phase_id "
+                "WHERE p.name = 'performance' AND t.ddir = 'all' AND r.workload != ''"
+            ).fetchall()
+        )
+    assert 7 <= rows["db"] / rows["log"] <= 13, rows
+    # the databases were created in directories: removed after the run
+    assert not (scratch / "db" / "iorig-db.dat").exists()
+
+
+def test_thread_series_and_search(iorig, scratch):
+    series = iorig(
+        "run", "exchange", "--quick", "--set", "duration=1s", "--threads", "1,2", *_targets(scratch)
+    )
+    assert series.returncode == 0, series.stdout + series.stderr
+    shown = _show(iorig)
+    assert [p["point"] for p in shown["phases"]] == [{"threads": "1"}, {"threads": "2"}]
+    assert "db IOPS per thread" in series.stdout and "scaling" in series.stdout
+    # every thread count passes this small target: the search stops at one
+    auto = iorig(
+        "run",
+        "exchange",
+        "--quick",
+        "--set",
+        "duration=1s",
+        "--threads",
+        "auto",
+        *_targets(scratch),
+    )
+    assert auto.returncode == 0, auto.stdout + auto.stderr
+    assert "fewest threads that pass every criterion: 1" in auto.stdout
+    # an unreachable target: no thread count passes, the run says so and exits 3
+    hopeless = iorig(
+        "run",
+        "exchange",
+        "--quick",
+        "--set",
+        "duration=1s",
+        "--set",
+        "target_iops=100000000",
+        "--threads",
+        "1",
+        *_targets(scratch),
+    )
+    assert hopeless.returncode == 3, hopeless.stdout + hopeless.stderr
+    assert "Verdict: FAIL" in hopeless.stdout and "short by" in hopeless.stdout
+
+
+def test_a_corrupted_database_block_fails_the_checksum_with_its_offset(iorig, scratch):
+    first = iorig(
+        "run", "exchange", "--quick", "--set", "duration=1s", "--keep-files", *_targets(scratch)
+    )
+    assert first.returncode == 0, first.stdout + first.stderr
+    database = scratch / "db" / "iorig-db.dat"
+    assert database.exists()
+    # damage sixteen 32 KiB pages spread over the databases
+    offsets = [i * 6 * 2**20 + 5 * 32768 + 100 for i in range(16)]
+    with open(database, "r+b") as f:
+        for offset in offsets:
+            f.seek(offset)
+            f.write(b"not what was written")
+    again = iorig(
+        "run",
+        "exchange",
+        "--quick",
+        "--set",
+        "duration=1s",
+        "--set",
+        "create=false",
+        *_targets(scratch),
+    )
+    assert again.returncode == 1, again.stdout + again.stderr
+    shown = _show(iorig)
+    assert shown["run"]["status"] == "failed"
+    error = shown["run"]["error"]
+    assert "data verification failed" in error
+    damaged = {o - o % 32768 for o in offsets}
+    assert any(f"offset {page} " in error for page in damaged), error
