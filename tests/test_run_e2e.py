@@ -191,7 +191,7 @@ def test_user_scenario_file_runs(iorig, scratch):
         (["--size", "100TiB"], "not enough free space"),
         (["--set", "random_bs=4KB"], "not a multiple of 512"),
         (["--set", "nosuch=1"], "has no parameter 'nosuch'"),
-        (["--bs", "4k"], "--bs is for ad-hoc runs"),
+        (["--bs", "4k"], "has no parameter 'bs'"),
     ],
 )
 def test_bad_input_is_refused_before_anything_runs(iorig, scratch, db_path, args, message):

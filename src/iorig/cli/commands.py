@@ -61,7 +61,7 @@ from iorig.targets import bind_targets
 from iorig.units import parse_rate
 
 
-@app.command()
+@app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
 def run(
     ctx: typer.Context,
     scenario: Annotated[
@@ -95,12 +95,19 @@ def run(
     ] = None,
     fio: FioOpt = None,
 ) -> None:
-    """Run a scenario (or an ad-hoc fio workload) and store every result."""
+    """Run a scenario (or an ad-hoc fio workload) and store every result.
+
+    Any scenario parameter can also be given as an option (--mailboxes 500 is
+    --set mailboxes=500), and a target by role (--target-db DIR is --target
+    db=DIR).
+    """
     source = _scenario_source(scenario, rw)
+    extra_sets, extra_targets = scenario_options(ctx.args)
     overrides = collect_overrides(
-        set_ or [], size=size, bs=bs, iodepth=iodepth, jobs=jobs, duration=duration,
-        read_pct=read_pct, engine=engine, adhoc=rw is not None,
+        [*(set_ or []), *extra_sets], size=size, bs=bs, iodepth=iodepth, jobs=jobs,
+        duration=duration, read_pct=read_pct, engine=engine,
     )  # fmt: skip
+    target = [*(target or []), *extra_targets]
     grid = parse_grid(param or [])
     auto = threads_option(threads, overrides, grid)
     profile = "quick" if quick else profile
@@ -137,6 +144,30 @@ def run(
     print_run(stored)
     print_search(stored)
     finish(ctx.obj, outcome, stored)
+
+
+def scenario_options(args: list[str]) -> tuple[list[str], list[str]]:
+    """Options typer did not know: ``--name value`` (or ``--name=value``) sets a
+    scenario parameter, ``--target-ROLE PATH`` binds a target."""
+    sets, targets = [], []
+    rest = list(args)
+    while rest:
+        item = rest.pop(0)
+        if not item.startswith("--") or len(item) < 3:
+            raise UserError(
+                f"unexpected argument {item!r}",
+                hint="one scenario per run; parameters are --name value or --set name=value",
+            )
+        name, sep, value = item[2:].partition("=")
+        if not sep:
+            if not rest or rest[0].startswith("--"):
+                raise UserError(f"--{name} needs a value, e.g. --{name} 10")
+            value = rest.pop(0)
+        if name.startswith("target-") and len(name) > 7:
+            targets.append(f"{name[7:].replace('-', '_')}={value}")
+        else:
+            sets.append(f"{name.replace('-', '_')}={value}")
+    return sets, targets
 
 
 def threads_option(threads: str | None, overrides: dict[str, str], grid: dict) -> bool:

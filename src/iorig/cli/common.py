@@ -89,17 +89,16 @@ LabelOpt = Annotated[
 FioOpt = Annotated[str | None, typer.Option(help="fio binary (default: $IORIG_FIO or PATH)")]
 
 
-def collect_overrides(items: list[str], *, adhoc: bool, **options: object) -> dict[str, str]:
-    """``--set`` items plus the ad-hoc options that were given, as overrides."""
+def collect_overrides(items: list[str], **options: object) -> dict[str, str]:
+    """``--set`` items plus the options that were given, as overrides. With a
+    scenario, ``--duration 2s`` is ``--set duration=2s`` (the scenario must have
+    the parameter; resolving says so when it does not)."""
     overrides = parse_assignments(items)
     for name, value in options.items():
         if value is None:
             continue
-        if name != "size" and not adhoc:
-            raise UserError(
-                f"--{name.replace('_', '-')} is for ad-hoc runs (with --rw)",
-                hint=f"change a scenario's parameters with --set, e.g. --set {name}={value}",
-            )
+        if name in overrides:
+            raise UserError(f"{name} is given twice (--{name.replace('_', '-')} and --set)")
         overrides[name] = str(value)
     return overrides
 

@@ -119,7 +119,7 @@ def sweep(
         source = read_source(scenario)
     overrides = collect_overrides(
         set_ or [], size=size, bs=bs, iodepth=iodepth, jobs=jobs, duration=duration,
-        read_pct=read_pct, engine=engine, adhoc=adhoc,
+        read_pct=read_pct, engine=engine,
     )  # fmt: skip
     resolved = resolve_with_sweep(source, "quick" if quick else profile, overrides, grid)
     if not resolved.sweep:
@@ -240,7 +240,7 @@ def knee(
             raise UserError("--slo takes a p99 limit, e.g. --slo p99<=1ms")
     overrides = collect_overrides(
         set_ or [], size=size, bs=bs, duration=_point_duration(duration, quick),
-        read_pct=read_pct, engine=engine, adhoc=True,
+        read_pct=read_pct, engine=engine,
         **{"jobs" if scale is Scale.iodepth else "iodepth": fixed},
     )  # fmt: skip
     plan = _adhoc_plan(
@@ -338,7 +338,7 @@ def curve(
         raise UserError("--max-iops must be greater than zero")
     overrides = collect_overrides(
         set_ or [], size=size, bs=bs, iodepth=iodepth if iodepth else 32, jobs=jobs,
-        duration=_point_duration(duration, quick), read_pct=read_pct, engine=engine, adhoc=True,
+        duration=_point_duration(duration, quick), read_pct=read_pct, engine=engine,
     )  # fmt: skip
     plan = _adhoc_plan(
         name="curve", title=f"load-point curve: {rw.value}", rw=rw,
