@@ -132,7 +132,11 @@ def _empty_series(ddir: str) -> Series:
     )
 
 
-def _ddir_series(ddir: str, logs: Sequence[JobLogs]) -> Series | None:
+def _ddir_series(ddir: str, logs: Sequence[JobLogs], horizon_s: int | None = None) -> Series | None:
+    """Seconds 1..n summed over jobs. Without ``horizon_s`` n is the last second
+    every job logged without a gap. With it (the seconds every job ran, for
+    rate-limited jobs that log nothing in a second without completions), a
+    second a job did not log inside the horizon counts as zero for it."""
     jobs = []
     for log in logs:
         iops = _by_second(log.iops, ddir)
@@ -140,7 +144,15 @@ def _ddir_series(ddir: str, logs: Sequence[JobLogs]) -> Series | None:
             jobs.append((log, iops))
     if not jobs:
         return None
-    n = min(_complete_seconds(iops) for _, iops in jobs)
+    if horizon_s is not None:
+        # fio often does not flush the last window when a job ends, and a paced
+        # job logs a window late or not at all: count up to the last second
+        # most jobs logged, never past the time every job ran
+        last = sorted(max(iops) for _, iops in jobs)
+        n = min(horizon_s, last[(len(last) - 1) // 2])
+        jobs = [(log, {s: iops.get(s, 0.0) for s in range(1, n + 1)}) for log, iops in jobs]
+    else:
+        n = min(_complete_seconds(iops) for _, iops in jobs)
     if n == 0:
         return _empty_series(ddir)
     seconds = np.arange(1, n + 1, dtype=np.int64)
@@ -194,10 +206,10 @@ def combine_series(ddir: str, parts: Sequence[Series]) -> Series:
     )
 
 
-def merge_series(logs: Sequence[JobLogs]) -> dict[str, Series]:
+def merge_series(logs: Sequence[JobLogs], horizon_s: int | None = None) -> dict[str, Series]:
     out: dict[str, Series] = {}
     for ddir in DDIRS:
-        series = _ddir_series(ddir, logs)
+        series = _ddir_series(ddir, logs, horizon_s)
         if series is not None:
             out[ddir] = series
     if out:
@@ -206,6 +218,16 @@ def merge_series(logs: Sequence[JobLogs]) -> dict[str, Series]:
 
 
 # ---------------------------------------------------------------- scopes
+
+
+def _horizon(jobs: Sequence[JobStats]) -> int | None:
+    """Whole seconds every job ran, when the jobs are rate-limited or
+    flow-controlled (they may log nothing in a second without completions);
+    None otherwise, so that free-running jobs keep the strict gap rule."""
+    runtimes = [j.job_runtime_ms for j in jobs]
+    if not runtimes or min(runtimes) <= 0 or not any(j.paced for j in jobs):
+        return None
+    return min(runtimes) // 1000
 
 
 def build_scope(workload: str, host: str, sections: Sequence[SectionData]) -> ScopeResult:
@@ -217,7 +239,7 @@ def build_scope(workload: str, host: str, sections: Sequence[SectionData]) -> Sc
         host=host,
         jobs=len(jobs),
         totals=merge_totals(_job_totals(j) for j in jobs),
-        series=merge_series(logs),
+        series=merge_series(logs, _horizon(jobs)),
         usr_cpu_pct=float(np.mean([j.usr_cpu_pct for j in jobs])) if jobs else 0.0,
         sys_cpu_pct=float(np.mean([j.sys_cpu_pct for j in jobs])) if jobs else 0.0,
         busiest_job_cpu_pct=max(cpu, default=0.0),

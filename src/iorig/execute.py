@@ -24,9 +24,9 @@ from iorig.analyze import audit
 from iorig.analyze.steady import RoundTracker, evaluate
 from iorig.assemble import JobLogs, SectionData, build_scopes
 from iorig.fio import parse, status
-from iorig.fio.jobfile import Section, render, workload_options
+from iorig.fio.jobfile import FileSetLayout, Section, render, workload_options
 from iorig.fio.runner import FioExit, FioProcess
-from iorig.plan import Plan, PlannedPhase, requested
+from iorig.plan import Plan, PlannedPhase, PlannedWorkload, requested
 from iorig.results import PhaseResult
 from iorig.scenario import SIZE_BASED_KINDS
 from iorig.store import Store
@@ -318,7 +318,9 @@ def job_text(plan: Plan, run_id: str, phase: PlannedPhase) -> str:
                 verify=w.spec.verify,
                 verify_interval=w.spec.verify_interval,
                 check=phase.kind == "verify",
-            ),
+                fileset=fileset_layout(w),
+            )
+            | ({"ramp_time": round(phase.ramp_s * 1000)} if phase.ramp_s else {}),
         )
         for w in phase.workloads
     ]
@@ -327,6 +329,15 @@ def job_text(plan: Plan, run_id: str, phase: PlannedPhase) -> str:
         f"scenario {plan.resolved.scenario.name}, phase {phase.name} ({phase.kind})"
     )
     return render({}, sections, comment=comment)
+
+
+def fileset_layout(w: PlannedWorkload) -> FileSetLayout | None:
+    spec = w.spec
+    if spec.fileset is None or spec.file_size is None:
+        return None
+    home = w.target.path / spec.fileset
+    directories = tuple(str(home / f"d{i}") for i in range(spec.dirs))
+    return FileSetLayout(spec.fileset, directories, spec.files, spec.file_size)
 
 
 def _fio_phase(
@@ -339,6 +350,9 @@ def _fio_phase(
     on_event: Callable[[Event], None],
 ) -> PhaseResult:
     text = job_text(plan, run_id, phase)
+    for w in phase.workloads:  # fio does not make a file set's directories
+        for directory in layout.directories if (layout := fileset_layout(w)) else ():
+            Path(directory).mkdir(parents=True, exist_ok=True)
     jobfile = workdir / "job.fio"
     jobfile.write_text(text)
     proc = FioProcess(plan.fio, jobfile, workdir)

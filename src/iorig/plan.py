@@ -44,6 +44,7 @@ class PlannedPhase:
     workloads: tuple[PlannedWorkload, ...]
     steady: SteadyRule | None = None
     point: dict[str, Any] = field(default_factory=dict)  # sweep / search coordinates
+    ramp_s: float | None = None  # fio ramp_time before each measurement
 
     @property
     def bytes_to_write(self) -> int:
@@ -138,7 +139,19 @@ def build_plan(
             ]  # fmt: skip
         planned = []
         for w in workloads:
+            if not w.enabled:
+                continue
             target = targets[w.target]
+            if w.fileset is not None:
+                # each job's files: nrfiles × filesize, named by the set (see jobfile)
+                engine = (
+                    "filestat"
+                    if w.op == "stat"
+                    else (w.engine if w.engine != "auto" else engines[(w.target, w.direct)])
+                )
+                size = w.files * (w.file_size or 0)
+                planned.append(PlannedWorkload(w.label, w, target, size, 0, engine, loops))
+                continue
             size = w.size if w.size is not None else target.size_bytes - w.offset
             # with offset_increment every job has its own slice; the last must fit too
             end = w.offset + (w.jobs - 1) * (w.offset_increment or 0) + size
@@ -169,6 +182,7 @@ def build_plan(
                 workloads=tuple(planned),
                 steady=phase.steady_rule,
                 point=resolved.phase_points.get(phase.name, {}),
+                ramp_s=phase.ramp,
             )
         )
     if not any(p.kind == "measure" for p in phases):
@@ -209,6 +223,15 @@ def prepare(
                 size=spec.size,
                 size_explicit=size_explicit,
                 allow_destroy=allow_destroy,
+                fileset=spec.fileset,
+            )
+        if any(w.op == "stat" for p in scenario.phases for w in p.workloads if w.enabled):
+            runner.require_engine(
+                fio,
+                "filestat",
+                "stat and access operations (fio ≥ 3.19 has it)",
+                hint="install a newer fio, or run without stat operations (the built-in "
+                "ai-image takes --set stat_ops=false)",
             )
         engines = _probe_engines(resolved, targets, fio)
         plan = build_plan(resolved, targets, engines, fio, version, repeats)
@@ -231,9 +254,11 @@ def _probe_engines(
         implicit = [Workload(target=r, rw="write", bs=4096) for r in targets]
         for w in phase.workloads or (implicit if phase.kind == "precondition" else []):
             key = (w.target, w.direct)
-            if w.engine == "auto" and key not in engines:
+            if w.engine == "auto" and w.op == "io" and key not in engines:
                 target = targets[w.target]
-                location = target.path if target.kind == "block" else Path(target.path).parent
+                location = (
+                    target.path if target.kind in ("block", "fileset") else Path(target.path).parent
+                )
                 engines[key] = runner.probe_engine(
                     fio,
                     location,

@@ -104,6 +104,16 @@ class Workload(_Model):
     flow: int | None = Field(default=None, ge=1, le=1000)
     verify: Literal["none", "crc32c"] = "none"  # writes carry checksums a verify phase checks
     verify_interval: Size | None = None  # checksum granularity (default: bs)
+    enabled: Bool = True
+    # File sets (a fileset target): each job works on ``files`` files of
+    # ``file_size`` in the set ``fileset``, spread over ``dirs`` directories;
+    # workloads naming the same set share its files. ``op: stat`` stats them
+    # (fio's filestat engine) instead of reading or writing.
+    fileset: str | None = Field(default=None, pattern=_NAME_RE)
+    files: int = Field(default=1, ge=1, le=1_000_000)
+    file_size: Size | None = None
+    dirs: int = Field(default=1, ge=1, le=10_000)
+    op: Literal["io", "stat"] = "io"
 
     @field_validator("rw", mode="before")
     @classmethod
@@ -165,6 +175,18 @@ class Workload(_Model):
         return value
 
     @model_validator(mode="after")
+    def _fileset(self) -> Workload:
+        if self.fileset is None:
+            if self.op == "stat" or self.file_size is not None:
+                raise ValueError("op: stat and file_size apply to file-set workloads (fileset:)")
+            return self
+        if self.file_size is None:
+            raise ValueError("a file-set workload needs file_size")
+        if self.op == "io" and self.bs > self.file_size:
+            raise ValueError("the block size is larger than the files")
+        return self
+
+    @model_validator(mode="after")
     def _mix(self) -> Workload:
         if self.read_pct is not None:
             if self.rw not in ("randrw", "rw"):
@@ -212,6 +234,9 @@ class Phase(_Model):
     kind: PhaseKind
     enabled: Bool = True
     duration: Duration | None = None
+    # fio ramp_time: run this long before the measurement starts (a warm-up
+    # that belongs to each measurement, e.g. each load point)
+    ramp: Duration | None = None
     until: Literal["duration", "steady"] = "duration"
     steady: SteadyRule | None = None
     description: str = ""
@@ -219,6 +244,8 @@ class Phase(_Model):
 
     @model_validator(mode="after")
     def _shape(self) -> Phase:
+        if self.ramp is not None and self.kind not in ("measure", "warmup"):
+            raise ValueError("ramp applies to measure and warmup phases")
         if self.until == "steady" and self.kind != "warmup":
             raise ValueError("until: steady applies to warmup phases")
         if self.steady is not None and self.until != "steady":
@@ -333,9 +360,40 @@ class Criterion(_Model):
         return float(self.min if self.min is not None else self.max)  # type: ignore[arg-type]
 
 
+class LoadPointSpec(_Model):
+    """SPEC-style load points: the scenario runs at ``points`` equally spaced
+    values of a business metric parameter up to ``max``, low to high."""
+
+    parameter: str
+    name: str = "load"  # how reports call the metric, e.g. AI_Jobs
+    max: int = Field(ge=1)
+    points: int = Field(default=10, ge=2, le=1000)
+    tolerance: Percent = 5.0
+    latency_cap: str | None = None  # e.g. "20ms"; empty or None for no cap
+
+    @field_validator("latency_cap")
+    @classmethod
+    def _cap(cls, value: str | None) -> str | None:
+        if value is None or not str(value).strip():
+            return None
+        parse_latency(str(value))
+        return str(value).strip()
+
+    @property
+    def latency_cap_ns(self) -> float | None:
+        return parse_latency(self.latency_cap) if self.latency_cap else None
+
+    def loads(self) -> list[int]:
+        """max × i / points for i = 1 … points, rounded; the first sits one
+        spacing from zero (SPEC's rule)."""
+        values = [max(1, round(self.max * i / self.points)) for i in range(1, self.points + 1)]
+        return sorted(set(values))
+
+
 class TargetSpec(_Model):
     size: Size
     description: str = ""
+    fileset: Bool = False  # many files in a directory (file-set workloads), not one file
 
 
 ParamType = Literal["size", "duration", "int", "float", "bool", "percent", "str", "choice"]
@@ -374,6 +432,7 @@ class Scenario(_Model):
     # combination (see iorig.sweep). Values are written as for --set.
     sweep: dict[str, list[str | int | float | bool]] = Field(default_factory=dict)
     criteria: list[Criterion] = Field(default_factory=list)
+    loadpoints: LoadPointSpec | None = None
 
     @field_validator("iorig")
     @classmethod
@@ -414,6 +473,23 @@ class Scenario(_Model):
                         f"phase {phase.name!r} uses target {w.target!r}, which is not under "
                         f"'targets' ({', '.join(self.targets)})"
                     )
+                if (w.fileset is not None) != self.targets[w.target].fileset:
+                    raise ValueError(
+                        f"phase {phase.name!r}, workload {w.label!r}: "
+                        + (
+                            f"a file-set workload needs a target with fileset: true "
+                            f"({w.target!r} is one file)"
+                            if w.fileset
+                            else f"target {w.target!r} is a file set: give the workload "
+                            "fileset:, files: and file_size:"
+                        )
+                    )
+        if self.loadpoints is not None:
+            lp = self.loadpoints
+            if lp.parameter not in self.parameters or self.parameters[lp.parameter].type != "int":
+                raise ValueError(
+                    f"loadpoints: {lp.parameter!r} must be an int parameter (the business metric)"
+                )
         measured = {p.name: p for p in self.phases if p.kind == "measure"}
         for c in self.criteria:
             if c.phase is not None and c.phase not in measured:

@@ -63,7 +63,15 @@ def resolve_with_sweep(
     """
     overrides = overrides or {}
     base = resolve(source, profile, overrides)
-    raw = grid if grid else {k: [str(v) for v in vs] for k, vs in base.scenario.sweep.items()}
+    loadpoints = base.scenario.loadpoints
+    if grid:
+        raw = grid
+    elif base.scenario.sweep:
+        raw = {k: [str(v) for v in vs] for k, vs in base.scenario.sweep.items()}
+    elif loadpoints is not None and loadpoints.parameter not in overrides:
+        raw = {loadpoints.parameter: [str(v) for v in loadpoints.loads()]}
+    else:
+        raw = {}
     if not raw:
         return base
     specs = base.scenario.parameters
@@ -134,7 +142,19 @@ def resolve_with_sweep(
 
 
 def search_settings(resolved: ResolvedScenario) -> dict | None:
-    """What a sweep run stores about its grid (None for an ordinary run)."""
+    """What a sweep run stores about its grid (None for an ordinary run); a
+    sweep over a scenario's load-point metric is a load-point run."""
     if not resolved.sweep:
         return None
-    return {"kind": "sweep", "grid": {k: list(v) for k, v in resolved.sweep.items()}}
+    grid = {k: list(v) for k, v in resolved.sweep.items()}
+    lp = resolved.scenario.loadpoints
+    if lp is not None and list(grid) == [lp.parameter]:
+        return {
+            "kind": "loadpoints",
+            "grid": grid,
+            "parameter": lp.parameter,
+            "name": lp.name,
+            "tolerance": lp.tolerance / 100,
+            "latency_cap_ns": lp.latency_cap_ns,
+        }
+    return {"kind": "sweep", "grid": grid}

@@ -26,7 +26,8 @@ from iorig.units import format_bytes
 
 MARK_XATTR = "user.iorig"
 DATA_FILE_NAME = "iorig-{role}.dat"
-TargetKind = Literal["file", "directory", "block"]
+FILESET_DIR_NAME = "iorig-{role}"
+TargetKind = Literal["file", "directory", "block", "fileset"]
 
 
 @dataclass(frozen=True)
@@ -39,6 +40,7 @@ class Target:
     device_size_bytes: int | None  # whole device (block targets)
     created: bool  # iorig created the data file in this run
     remove_after: bool  # a data file iorig placed in a directory target
+    # a file-set target: ``path`` is the directory iorig made for its files
 
 
 # ------------------------------------------------------------ block devices
@@ -304,6 +306,37 @@ def bind_targets(roles: list[str], given: list[str]) -> dict[str, str]:
 # ------------------------------------------------------------------ entry
 
 
+def _prepare_fileset(directory: Path, role: str, size: int, allow_destroy: bool) -> Target:
+    """The directory of a file-set target: ``iorig-<role>/`` inside the one given,
+    made and marked by iorig; an earlier run's (kept) files are reused."""
+    if directory.exists() and not directory.is_dir():
+        raise UserError(
+            f"a file-set target needs a directory, and {directory} is not one",
+            hint="give a directory on the filesystem to test, e.g. --target /mnt/nfs/",
+        )
+    home = (directory / FILESET_DIR_NAME.format(role=role)).resolve()
+    created = not home.exists()
+    if not created:
+        if not home.is_dir():
+            raise UserError(f"{home} exists and is not a directory")
+        if not _is_marked(home) and any(home.iterdir()) and not allow_destroy:
+            raise UserError(
+                f"refusing to use {home}: it holds files that iorig did not create",
+                hint="choose another directory, or pass --allow-destroy to overwrite them",
+            )
+    used = sum(f.stat().st_size for f in home.rglob("*") if f.is_file()) if not created else 0
+    _check_space(home / "x", size, used)
+    try:
+        home.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UserError(
+            f"cannot create {home}: {exc.strerror}",
+            hint="choose a directory you can write to",
+        ) from None
+    _mark(home)
+    return Target(role, str(directory), "fileset", home, size, None, created, created)
+
+
 def resolve_target(
     given: str,
     *,
@@ -311,14 +344,25 @@ def resolve_target(
     size: int,
     size_explicit: bool,
     allow_destroy: bool,
+    fileset: bool = False,
 ) -> Target:
     """Check and prepare one target. ``size`` is the scenario's working set;
-    on a block device without an explicit size the whole device is used."""
+    on a block device without an explicit size the whole device is used.
+    A ``fileset`` target (many files, e.g. a training data set) needs a
+    directory."""
     if not given:
         raise UserError(
             "no target given", hint="pass --target PATH (a file, directory or block device)"
         )
     path = Path(given).expanduser()
+    if fileset:
+        if path.exists() and stat.S_ISBLK(path.stat().st_mode):
+            raise UserError(
+                f"target {role!r} holds a set of files and needs a directory, not the block "
+                f"device {path}",
+                hint="make a filesystem on the device, mount it and give the mount point",
+            )
+        return _prepare_fileset(path, role, size, allow_destroy)
     if path.exists() and stat.S_ISBLK(path.stat().st_mode):
         if not os.access(path, os.R_OK | os.W_OK):
             raise UserError(
@@ -349,6 +393,12 @@ def release(target: Target, keep: bool) -> None:
     """Remove a data file iorig placed in a directory target (unless kept);
     make sure a kept file still carries the mark for the next run."""
     if target.kind == "block":
+        return
+    if target.kind == "fileset":
+        if target.remove_after and not keep:
+            shutil.rmtree(target.path, ignore_errors=True)
+        elif target.path.exists():
+            _mark(target.path)
         return
     if target.remove_after and not keep:
         with contextlib.suppress(FileNotFoundError):

@@ -75,25 +75,35 @@ def _covers(intervals: list[tuple[int, int]], size: int) -> bool:
 def check_prefill(plan: Any) -> list[Finding]:
     """Reads of a region no earlier phase has written completely."""
     written: dict[str, list[tuple[int, int]]] = {}
+    filesets: dict[tuple[str, str], int] = {}  # (role, set) -> jobs whose files were written
     out = []
     for phase in plan.phases:
         for w in phase.workloads:
             role = w.target.role
-            if w.spec.rw in READS and not _covers(written.get(role, []), w.target.size_bytes):
-                out.append(
-                    Finding(
-                        "no-prefill",
-                        f"phase {phase.name!r} reads target {role!r} before any phase "
-                        "wrote all of it: never-written blocks can be answered without touching "
-                        "the media (thin provisioning, sparse files, unmapped SSD blocks)",
-                        "add a prefill or precondition phase (the built-ins have one; "
-                        "do not disable it)",
-                        phase.name,
-                    )
+            if w.spec.fileset is not None:
+                unread = w.spec.op == "stat" or w.spec.rw not in READS
+                if unread or filesets.get((role, w.spec.fileset), 0) >= w.spec.jobs:
+                    continue
+            elif w.spec.rw not in READS or _covers(written.get(role, []), w.target.size_bytes):
+                continue
+            out.append(
+                Finding(
+                    "no-prefill",
+                    f"phase {phase.name!r} reads target {role!r} before any phase "
+                    "wrote all of it: never-written blocks can be answered without touching "
+                    "the media (thin provisioning, sparse files, unmapped SSD blocks)",
+                    "add a prefill or precondition phase (the built-ins have one; "
+                    "do not disable it)",
+                    phase.name,
                 )
-                break
+            )
+            break
         if phase.kind in WRITE_ONCE_KINDS:
             for w in phase.workloads:
+                if w.spec.fileset is not None:
+                    key = (w.target.role, w.spec.fileset)
+                    filesets[key] = max(filesets.get(key, 0), w.spec.jobs)
+                    continue
                 step = w.spec.offset_increment or 0
                 for job in range(w.spec.jobs if step else 1):
                     start = w.offset_bytes + job * step

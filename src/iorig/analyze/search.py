@@ -9,7 +9,10 @@ repeat kept, latency histograms merged.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
+
+import numpy as np
 
 from iorig.analyze.compare import Comparison, RunPhase, run_phases, verdict_text
 from iorig.analyze.criteria import criteria_of, evaluate
@@ -25,9 +28,16 @@ from iorig.analyze.knee import (
     plateau,
     usl_fit,
 )
-from iorig.analyze.loadpoints import LoadPoint, Validity, ort_of, point_validity
+from iorig.analyze.loadpoints import (
+    LoadPoint,
+    Validity,
+    ort_of,
+    overall_response_time_ms,
+    point_validity,
+)
 from iorig.analyze.sweepcmp import GroupSummary, PointPair, describe, ratio_ranges
 from iorig.fio import histogram
+from iorig.results import ALL, PhaseResult
 from iorig.store import StoredRun
 
 
@@ -296,3 +306,144 @@ def sweep_comparisons(cmp: Comparison, stored: list[StoredRun]) -> list[SweepCom
                 )
             )  # fmt: skip
     return out
+
+
+# ----------------------------------------------------------- load points
+
+
+@dataclass(frozen=True)
+class OpLoad:
+    """One op type (workload) at one load point."""
+
+    workload: str
+    requested_ops_per_s: float | None  # None when the workload is not rate-limited
+    achieved_ops_per_s: float
+    lat_mean_ns: float
+    valid: bool
+
+
+@dataclass(frozen=True)
+class BusinessPoint:
+    """A load point of a business metric (e.g. 7 AI_Jobs)."""
+
+    name: str  # the phase
+    load: int
+    requested_ops_per_s: float
+    achieved_ops_per_s: float
+    bytes_per_s: float
+    lat_mean_ns: float
+    ops: tuple[OpLoad, ...]
+    problems: tuple[str, ...]  # why the point is invalid; empty when valid
+
+    @property
+    def valid(self) -> bool:
+        return not self.problems
+
+
+@dataclass(frozen=True)
+class LoadPointResult:
+    metric: str  # e.g. "AI_Jobs"
+    tolerance: float
+    latency_cap_ns: float | None
+    points: tuple[BusinessPoint, ...]  # in run order, lowest load first
+    ort_ms: float | None
+
+    @property
+    def valid(self) -> bool:
+        return bool(self.points) and all(p.valid for p in self.points)
+
+    @property
+    def max_valid_load(self) -> int | None:
+        valid = [p.load for p in self.points if p.valid]
+        return max(valid) if valid else None
+
+
+def kept_pace(requested: float, achieved: float, seconds: float, tolerance: float) -> bool:
+    """Whether a rate-limited stream kept up: within ``tolerance`` of its
+    rate, or — for slow streams, whose Poisson arrivals make a few seconds'
+    count noisy — within three standard deviations of the expected count."""
+    if requested <= 0:
+        return True
+    if achieved >= (1 - tolerance) * requested:
+        return True
+    expected = requested * seconds
+    return achieved * seconds >= expected - 3 * math.sqrt(expected)
+
+
+def _requested(resolved: dict, phase: str) -> dict[str, float]:
+    """Workload -> requested ops/s (jobs × per-job rate) as the stored scenario says."""
+    for p in resolved.get("phases", []):
+        if p.get("name") == phase:
+            return {
+                (w.get("name") or w["rw"]): float(w.get("jobs", 1)) * float(w["rate_iops"])
+                for w in p.get("workloads", [])
+                if w.get("enabled", True) and w.get("rate_iops")
+            }
+    return {}
+
+
+def _op_figures(phases: list[PhaseResult], workload: str) -> tuple[float, float, float]:
+    """(ops/s averaged over repeats, mean latency ns, seconds measured) of a workload."""
+    rates, ios, lat_sum, seconds = [], 0, 0.0, []
+    for phase in phases:
+        scopes = [s for s in phase.scopes if s.workload == workload and ALL in s.totals]
+        rates.append(sum(s.totals[ALL].iops for s in scopes))
+        for s in scopes:
+            t = s.totals[ALL]
+            ios += t.ios
+            lat_sum += t.lat_mean_ns * t.ios
+            if t.iops > 0:
+                seconds.append(t.ios / t.iops)
+    rate = float(np.mean(rates)) if rates else 0.0
+    return rate, (lat_sum / ios if ios else math.nan), (min(seconds) if seconds else 0.0)
+
+
+def loadpoints_of(stored: StoredRun) -> LoadPointResult | None:
+    """The load-point analysis of a scenario with ``loadpoints`` (SPEC-like)."""
+    settings = stored.run.search or {}
+    if settings.get("kind") != "loadpoints":
+        return None
+    param = settings["parameter"]
+    tolerance = float(settings.get("tolerance", 0.05))
+    cap = settings.get("latency_cap_ns")
+    by_name: dict[str, list[PhaseResult]] = {}
+    for phase in stored.phases:
+        if phase.kind == "measure":
+            by_name.setdefault(phase.name, []).append(phase)
+    points = []
+    for name, pooled in run_phases(stored).items():
+        if param not in pooled.point:
+            continue
+        requested = _requested(stored.run.resolved, name)
+        ops, problems = [], []
+        for workload, rate in requested.items():
+            achieved, lat, seconds = _op_figures(by_name[name], workload)
+            ok = kept_pace(rate, achieved, seconds, tolerance)
+            ops.append(OpLoad(workload, rate, achieved, lat, ok))
+            if not ok:
+                problems.append(f"{workload} achieved {achieved:.1f} of {rate:g} ops/s requested")
+        total = sum(requested.values())
+        seconds = min((o for o in (_op_figures(by_name[name], w)[2] for w in requested)), default=0)
+        if total and not kept_pace(total, pooled.iops, seconds, tolerance):
+            problems.insert(
+                0, f"achieved {pooled.iops / total * 100:.1f} % of the {total:g} ops/s requested"
+            )
+        if cap is not None and pooled.lat_mean_ns > cap:
+            problems.append(f"average latency {pooled.lat_mean_ns / 1e6:.2f} ms is above the cap")
+        points.append(
+            BusinessPoint(
+                name=name,
+                load=int(pooled.point[param]),
+                requested_ops_per_s=total,
+                achieved_ops_per_s=pooled.iops,
+                bytes_per_s=pooled.bytes_per_s,
+                lat_mean_ns=pooled.lat_mean_ns,
+                ops=tuple(ops),
+                problems=tuple(problems),
+            )
+        )
+    pairs = [(p.achieved_ops_per_s, p.lat_mean_ns / 1e6) for p in points]
+    ort = None
+    if len({x for x, _ in pairs}) >= 2 and all(math.isfinite(y) for _, y in pairs):
+        ort = overall_response_time_ms(pairs)
+    return LoadPointResult(settings.get("name", param), tolerance, cap, tuple(points), ort)

@@ -17,7 +17,7 @@ from iorig.errors import UserError
 
 OptionValue = str | int | float | bool
 
-ENGINES = ("io_uring", "libaio", "psync")
+ENGINES = ("io_uring", "libaio", "psync", "filestat")
 RW_MODES = ("read", "write", "randread", "randwrite", "randrw", "rw", "trim", "randtrim")
 _FORBIDDEN_CHARS = {
     "$": "fio expands $VAR",
@@ -80,6 +80,33 @@ def _path(option: str, value: OptionValue) -> str:
     return text.replace(":", "\\:")
 
 
+def _directories(option: str, value: OptionValue) -> str:
+    # fio separates directories with ':' (handed to the jobs in turn), so a
+    # path with a colon cannot be one of them
+    parts = str(value).split(":")
+    for part in parts:
+        if not part or "\\" in part:
+            raise JobFileError(f"{option}={value!r}: a directory path is empty or escaped")
+        _path(option, part)
+    return str(value)
+
+
+_FORMAT_TOKENS = ("$jobnum", "$filenum", "$jobname")
+
+
+def _filename_format(option: str, value: OptionValue) -> str:
+    # fio's own tokens only; everything else plain name characters
+    text = str(value)
+    plain = text
+    for token in _FORMAT_TOKENS:
+        plain = plain.replace(token, "")
+    if not plain or not set(plain) <= _NAME_CHARS:
+        raise JobFileError(
+            f"{option}={text!r}: only name characters and {', '.join(_FORMAT_TOKENS)}"
+        )
+    return text
+
+
 def _millis(option: str, value: OptionValue) -> str:
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise JobFileError(f"{option} must be a positive number of milliseconds, got {value!r}")
@@ -138,13 +165,19 @@ WHITELIST: dict[str, Callable[[str, OptionValue], str | None]] = {
     "offset": _int(0, _U64),
     "offset_increment": _int(0, _U64),
     "filename": _path,
+    "directory": _directories,
+    "filename_format": _filename_format,
+    "nrfiles": _int(1, 1_000_000),
+    "filesize": _int(1, _U64),
+    "file_service_type": _choice("random", "roundrobin", "sequential"),
+    "openfiles": _int(1, 1_000_000),
+    "ramp_time": _millis,
     "iodepth": _int(1, 65536),
     "numjobs": _int(1, 4096),
     "rwmixread": _int(0, 100),
     "direct": _bool,
     "time_based": _bool,
     "runtime": _millis,
-    "ramp_time": _millis,
     "norandommap": _bool,
     "randrepeat": _bool,
     "refill_buffers": _bool,
@@ -226,7 +259,20 @@ def render(
 
 
 LOG_INTERVAL_MS = 1000
+MAX_OPEN_FILES = 16  # per job: thousands of jobs × files would exhaust descriptors
 FLOW_SLEEP_US = 30
+
+
+@dataclass(frozen=True)
+class FileSetLayout:
+    """Where a file-set workload's files are: each fio job's ``files`` files of
+    ``file_size``, named ``<name>.<job>.<file>``, in one of ``directories``
+    (fio hands them to the jobs in turn)."""
+
+    name: str
+    directories: tuple[str, ...]
+    files: int
+    file_size: int
 
 
 def workload_options(
@@ -255,19 +301,34 @@ def workload_options(
     verify: str = "none",
     verify_interval: int | None = None,
     check: bool = False,
+    fileset: FileSetLayout | None = None,
 ) -> dict[str, OptionValue]:
     """fio options for one workload: iorig's typed model, nothing else.
 
     ``verify`` makes writes carry checksums (checked later, not by this job);
     ``check`` makes a read job verify every block against them.
     """
-    options: dict[str, OptionValue] = {
-        "ioengine": engine,
-        "rw": rw,
-        "bs": bs,
-        "filename": filename,
-        "size": size,
-    }
+    options: dict[str, OptionValue] = {"ioengine": engine, "rw": rw, "bs": bs}
+    if fileset is None:
+        options |= {"filename": filename, "size": size}
+    else:
+        options |= {
+            "directory": ":".join(fileset.directories),
+            "filename_format": f"{fileset.name}.$jobnum.$filenum",
+            "nrfiles": fileset.files,
+            "filesize": fileset.file_size,
+            "size": fileset.files * fileset.file_size,
+            "file_service_type": "random",
+            "openfiles": min(fileset.files, MAX_OPEN_FILES),
+        }
+    if engine == "filestat":
+        # a stat per "I/O": no data moves, so no buffers, depth or logs of bytes
+        options |= {"numjobs": jobs}
+        if rate_iops:
+            options |= {"rate_iops": rate_iops, "rate_process": "poisson"}
+        if runtime_s is not None:
+            options |= {"time_based": True, "runtime": max(1, round(runtime_s * 1000))}
+        return options | _log_options(log_prefix)
     if offset:
         options["offset"] = offset
     if offset_increment:
@@ -311,9 +372,13 @@ def workload_options(
         options |= {"rate_iops": rate_iops, "rate_process": "poisson"}
     if runtime_s is not None:
         options |= {"time_based": True, "runtime": max(1, round(runtime_s * 1000))}
+    return options | _log_options(log_prefix)
+
+
+def _log_options(log_prefix: str) -> dict[str, OptionValue]:
     # One-second averaged series and per-second latency histograms: cheap for
     # fio (no per-I/O logging) and enough for any sub-window percentile.
-    options |= {
+    return {
         "write_iops_log": log_prefix,
         "write_bw_log": log_prefix,
         "write_lat_log": log_prefix,
@@ -321,4 +386,3 @@ def workload_options(
         "log_avg_msec": LOG_INTERVAL_MS,
         "log_hist_msec": LOG_INTERVAL_MS,
     }
-    return options

@@ -57,6 +57,7 @@ class JobStats:
     job_runtime_ms: int
     dirs: dict[str, DirStats]
     iodepth_level: dict[str, float]
+    paced: bool = False  # rate-limited or flow-controlled: may log nothing in a second
 
 
 @dataclass(frozen=True)
@@ -135,7 +136,12 @@ def _job_stats(job: dict, host: str) -> JobStats:
         job_runtime_ms=int(job.get("job_runtime", 0)),
         dirs=dirs,
         iodepth_level={k: float(v) for k, v in job.get("iodepth_level", {}).items()},
+        paced=_paced(job.get("job options", {})),
     )
+
+
+def _paced(options: dict) -> bool:
+    return any(options.get(k) not in (None, "", "0") for k in ("rate_iops", "rate", "flow"))
 
 
 def parse_document(doc: dict, host: str = "local") -> FioOutput:

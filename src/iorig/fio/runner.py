@@ -63,6 +63,18 @@ def fio_version(fio: str) -> str:
     return version
 
 
+def require_engine(fio: str, engine: str, purpose: str, hint: str) -> None:
+    """Refuse to start when this fio lacks an engine the scenario needs."""
+    try:
+        done = subprocess.run(
+            [fio, f"--enghelp={engine}"], capture_output=True, text=True, timeout=30
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise UserError(f"cannot ask {fio} about its {engine} engine: {exc}") from None
+    if done.returncode != 0:
+        raise UserError(f"this fio ({fio}) has no {engine} engine, needed for {purpose}", hint=hint)
+
+
 @dataclass(frozen=True)
 class ProbeResult:
     engine: str

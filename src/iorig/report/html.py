@@ -16,7 +16,7 @@ from markupsafe import Markup
 
 from iorig import __version__
 from iorig.analyze.compare import Comparison, run_label
-from iorig.analyze.search import curve_of, knee_of, sweep_of
+from iorig.analyze.search import curve_of, knee_of, loadpoints_of, sweep_of
 from iorig.fio import histogram
 from iorig.report.tables import TableModel, run_tables
 from iorig.results import ALL
@@ -372,6 +372,22 @@ def search_charts(runs: list[ReportRun]) -> list[dict[str, Any]]:
         charts.append({"id": "search-knee-latency", "title": "knee latency", "data": lat,
                        "layout": _layout("latency against concurrency", "", "ms", xaxis=log2,
                                          hovermode="closest")})  # fmt: skip
+    loads = [(r, loadpoints_of(r.stored)) for r in runs]
+    loads = [(r, lp) for r, lp in loads if lp and lp.points]
+    if loads:
+        data = []
+        for r, lp in loads:
+            ort = f", ORT {lp.ort_ms:.2f} ms" if lp.ort_ms is not None else ""
+            data.append({"type": "scatter", "mode": "lines+markers", "name": f"{r.label}{ort}",
+                         "x": [p.achieved_ops_per_s for p in lp.points],
+                         "y": [p.lat_mean_ns / 1e6 for p in lp.points],
+                         "text": [f"{p.load} {lp.metric}" + ("" if p.valid else " (invalid)")
+                                  for p in lp.points],
+                         "marker": {"symbol": ["circle" if p.valid else "x"
+                                               for p in lp.points], "size": 9}})  # fmt: skip
+        charts.append({"id": "search-loadpoints", "title": "load points", "data": data,
+                       "layout": _layout("average latency against achieved ops/s (load points)",
+                                         "ops/s", "ms", hovermode="closest")})  # fmt: skip
     curves = [(r, curve_of(r.stored)) for r in runs]
     curves = [(r, c) for r, c in curves if c and c.points]
     if curves:

@@ -3,15 +3,18 @@ TableModels, rendered by the terminal, Markdown and HTML front ends."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import replace
 
 from iorig.analyze.compare import Comparison
 from iorig.analyze.criteria import criteria_of, figure
-from iorig.analyze.loadpoints import LoadRow
+from iorig.analyze.loadpoints import LoadRow, spec_rules
 from iorig.analyze.search import (
+    BusinessPoint,
     CurveResult,
     KneeResult,
+    LoadPointResult,
     Sweep,
     SweepComparison,
     SweepPoint,
@@ -19,6 +22,7 @@ from iorig.analyze.search import (
     fewest_passing,
     knee_of,
     knee_rule,
+    loadpoints_of,
     search_kind,
     sweep_comparisons,
     sweep_of,
@@ -260,6 +264,89 @@ def curve_tables(result: CurveResult) -> list[TableModel]:
     ]
 
 
+def loadpoint_tables(result: LoadPointResult) -> list[TableModel]:
+    """Seed 004's table (load, latency, ops/s, MB/s) with requested rates and
+    validity, then the latency of each op type."""
+    rows = []
+    for p in result.points:
+        rows.append(
+            (
+                str(p.load),
+                f"{p.lat_mean_ns / 1e6:.2f}",
+                f"{p.achieved_ops_per_s:,.0f}",
+                f"{p.bytes_per_s / 1e6:,.1f}",
+                f"{p.requested_ops_per_s:,.0f}",
+                "valid" if p.valid else "INVALID: " + "; ".join(p.problems),
+            )
+        )
+    notes = []
+    if result.points:
+        best = result.max_valid_load
+        notes.append(
+            f"largest valid load: {best} {result.metric}"
+            if best is not None
+            else "no load point is valid"
+        )
+        if result.ort_ms is not None:
+            notes.append(
+                f"overall response time {result.ort_ms:.2f} ms (SPEC's rule: area under latency "
+                "against achieved ops/s over the measured points, no origin, divided by the "
+                "ops/s range)"
+            )
+        notes.append(
+            "the run is valid: every point kept its requested rate"
+            if result.valid
+            else "the run is NOT valid: "
+            + ", ".join(f"{p.load} {result.metric}" for p in result.points if not p.valid)
+            + " fell behind (a load the storage cannot carry; its latency hides the queueing)"
+        )
+        problems = spec_rules([p.load for p in result.points])
+        notes += [f"SPEC's load-point rules: {problem}" for problem in problems]
+        cap = (
+            f"; average latency under {format_latency(result.latency_cap_ns)}"
+            if (result.latency_cap_ns)
+            else ""
+        )
+        notes.append(
+            f"a point is valid when it and each op type achieve at least "
+            f"{(1 - result.tolerance) * 100:g} % of their requested ops/s (or stay within "
+            f"Poisson noise of it){cap}"
+        )
+    main = TableModel(
+        f"Load points ({result.metric})",
+        (result.metric, "latency ms", "ops/s", "MB/s", "requested ops/s", "validity"),
+        tuple(rows),
+        ("r", "r", "r", "r", "r", "l"),
+        tuple(notes),
+    )
+    ops = list(dict.fromkeys(o.workload for p in result.points for o in p.ops))
+    per_op = TableModel(
+        "Latency and rate per op type",
+        (result.metric, *(f"{op} ms" for op in ops), *(f"{op} ops/s" for op in ops)),
+        tuple(
+            (
+                str(p.load),
+                *(_op_cell(p, op, "lat") for op in ops),
+                *(_op_cell(p, op, "rate") for op in ops),
+            )
+            for p in result.points
+        ),
+        ("r",) * (1 + 2 * len(ops)),
+        ("ops/s: achieved/requested; * marks an op type that fell behind",),
+    )
+    return [main, per_op]
+
+
+def _op_cell(point: BusinessPoint, op: str, what: str) -> str:
+    found = next((o for o in point.ops if o.workload == op), None)
+    if found is None:
+        return "-"
+    if what == "lat":
+        return "-" if math.isnan(found.lat_mean_ns) else f"{found.lat_mean_ns / 1e6:.3f}"
+    mark = "" if found.valid else "*"
+    return f"{found.achieved_ops_per_s:,.0f}/{found.requested_ops_per_s:,.0f}{mark}"
+
+
 def ort_table(rows: list[LoadRow]) -> TableModel:
     return TableModel(
         "Load points",
@@ -295,6 +382,8 @@ def search_tables(stored: StoredRun) -> list[TableModel]:
         return knee_tables(k)
     if kind == "curve" and (c := curve_of(stored)) and c.points:
         return curve_tables(c)
+    if kind == "loadpoints" and (lp := loadpoints_of(stored)) and lp.points:
+        return loadpoint_tables(lp)
     return []
 
 
@@ -346,6 +435,16 @@ def comparison_search_tables(cmp: Comparison, runs: list[StoredRun]) -> list[Tab
                        if k and k.plateau else "-" for k in knees)),
         ]  # fmt: skip
         tables.append(_side_by_side("Knees", cmp.labels, rows))
+    loads = [loadpoints_of(r) for r in runs]
+    if all(loads):
+        rows = [
+            ("largest valid load", *(str(lp.max_valid_load) if lp and lp.max_valid_load
+                                     else "-" for lp in loads)),
+            ("overall response time", *(f"{lp.ort_ms:.2f} ms" if lp and lp.ort_ms else "-"
+                                        for lp in loads)),
+            ("valid", *("yes" if lp and lp.valid else "no" for lp in loads)),
+        ]  # fmt: skip
+        tables.append(_side_by_side("Load points", cmp.labels, rows))
     curves = [curve_of(r) for r in runs]
     if all(curves):
         rows = [

@@ -10,7 +10,7 @@ from typing import Any
 from iorig.analyze.compare import Comparison
 from iorig.analyze.criteria import criteria_of, evaluate, overall
 from iorig.analyze.knee import Point
-from iorig.analyze.search import curve_of, knee_of, sweep_of
+from iorig.analyze.search import curve_of, knee_of, loadpoints_of, sweep_of
 from iorig.analyze.summary import PhaseSummary, SeriesStats, summarize_phase
 from iorig.results import ALL
 from iorig.store import RunRecord, StoredRun
@@ -184,6 +184,34 @@ def search_dict(stored: StoredRun) -> dict[str, Any] | None:
                     "r2": k.usl.r2, "peak_concurrency": k.usl.peak_concurrency}
             if k.usl
             else None,
+        }  # fmt: skip
+    if kind == "loadpoints" and (lp := loadpoints_of(stored)):
+        return {
+            "kind": "loadpoints",
+            "settings": settings,
+            "metric": lp.metric,
+            "valid": lp.valid,
+            "max_valid_load": lp.max_valid_load,
+            "ort_ms": lp.ort_ms,
+            "points": [
+                {
+                    "phase": p.name,
+                    "load": p.load,
+                    "requested_ops_per_s": p.requested_ops_per_s,
+                    "achieved_ops_per_s": p.achieved_ops_per_s,
+                    "bytes_per_s": p.bytes_per_s,
+                    "lat_mean_ns": _num(p.lat_mean_ns),
+                    "valid": p.valid,
+                    "problems": list(p.problems),
+                    "ops": [
+                        {"workload": o.workload, "requested_ops_per_s": o.requested_ops_per_s,
+                         "achieved_ops_per_s": o.achieved_ops_per_s,
+                         "lat_mean_ns": _num(o.lat_mean_ns), "valid": o.valid}
+                        for o in p.ops
+                    ],
+                }
+                for p in lp.points
+            ],
         }  # fmt: skip
     if kind == "curve" and (c := curve_of(stored)):
         return {
