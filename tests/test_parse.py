@@ -65,10 +65,15 @@ def test_mixed_job_has_both_directions():
 
 def test_client_server_documents_drop_the_all_clients_entry():
     raw = parse.split_documents(output_text("randread-2jobs"))[-1]
-    job = dict(raw["jobs"][0], hostname="127.0.0.2")
-    doc = {"fio version": "fio-3.33", "client_stats": [job, dict(job, jobname="All clients")]}
+    job = dict(raw["jobs"][0], hostname="127.0.0.2", port=8765)
+    v6 = dict(job, hostname="::1", port=18706)
+    doc = {"fio version": "fio-3.33", "client_stats": [job, v6, dict(job, jobname="All clients")]}
     out = parse.parse_document(doc)
-    assert [(j.name, j.host) for j in out.jobs] == [("randread-2jobs", "127.0.0.2")]
+    # a server is its address and port: loopback servers share one hostname
+    assert [(j.name, j.host) for j in out.jobs] == [
+        ("randread-2jobs", "127.0.0.2:8765"),
+        ("randread-2jobs", "[::1]:18706"),
+    ]
 
 
 def test_garbage_is_a_clear_error():

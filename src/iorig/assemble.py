@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -247,14 +247,72 @@ def build_scope(workload: str, host: str, sections: Sequence[SectionData]) -> Sc
     )
 
 
-def build_scopes(sections: Sequence[SectionData]) -> tuple[ScopeResult, ...]:
-    """Aggregate first, then per host (when several), then per workload × host."""
+def shift_series(series: Series, seconds: int) -> Series:
+    """The same samples ``seconds`` later on the time axis."""
+    return replace(series, t_s=series.t_s + seconds)
+
+
+def combine_aligned(ddir: str, parts: Sequence[Series]) -> Series:
+    """Sum series second by second over the seconds every part covers, by
+    their ``t_s`` (parts may start at different seconds, e.g. hosts)."""
+    parts = [p for p in parts if len(p)]
+    if not parts:
+        return _empty_series(ddir)
+    first = max(int(p.t_s[0]) for p in parts)
+    last = min(int(p.t_s[-1]) for p in parts)
+    if last < first:
+        return _empty_series(ddir)
+    cut = [_window(p, first, last) for p in parts]
+    return combine_series(ddir, cut)
+
+
+def _window(series: Series, first: int, last: int) -> Series:
+    keep = (series.t_s >= first) & (series.t_s <= last)
+    return Series(
+        series.ddir, series.t_s[keep], series.iops[keep], series.bytes_per_s[keep],
+        series.lat_mean_ns[keep], series.hist[keep] if len(series.hist) else series.hist,
+    )  # fmt: skip
+
+
+def merge_hosts(hosts: Sequence[ScopeResult], shifts_s: Mapping[str, int]) -> ScopeResult:
+    """The aggregate over hosts: rates add up, latency histograms merge, and the
+    per-second series are summed on wall-clock seconds (each host's series
+    shifted by when it started relative to the first)."""
+    totals = merge_totals([{d: t for d, t in h.totals.items() if d != ALL} for h in hosts])
+    series = {}
+    for ddir in dict.fromkeys(d for h in hosts for d in h.series):
+        parts = [shift_series(h.series[ddir], shifts_s.get(h.host, 0)) for h in hosts
+                 if ddir in h.series]  # fmt: skip
+        series[ddir] = combine_aligned(ddir, parts)
+    jobs = sum(h.jobs for h in hosts)
+    return ScopeResult(
+        workload=ALL_WORKLOADS,
+        host=ALL_HOSTS,
+        jobs=jobs,
+        totals=totals,
+        series=series,
+        usr_cpu_pct=sum(h.usr_cpu_pct * h.jobs for h in hosts) / jobs if jobs else 0.0,
+        sys_cpu_pct=sum(h.sys_cpu_pct * h.jobs for h in hosts) / jobs if jobs else 0.0,
+        busiest_job_cpu_pct=max((h.busiest_job_cpu_pct for h in hosts), default=0.0),
+        errors=sum(h.errors for h in hosts),
+    )
+
+
+def build_scopes(
+    sections: Sequence[SectionData], shifts_s: Mapping[str, int] | None = None
+) -> tuple[ScopeResult, ...]:
+    """Aggregate first, then per host (when several), then per workload × host.
+
+    With several hosts, ``shifts_s`` (host -> seconds after the first host
+    started) aligns their per-second series on wall-clock seconds."""
     hosts = sorted({s.host for s in sections})
-    scopes = [build_scope(ALL_WORKLOADS, ALL_HOSTS, sections)]
     if len(hosts) > 1:
-        scopes += [
+        per_host = [
             build_scope(ALL_WORKLOADS, h, [s for s in sections if s.host == h]) for h in hosts
         ]
+        scopes = [merge_hosts(per_host, shifts_s or {}), *per_host]
+    else:
+        scopes = [build_scope(ALL_WORKLOADS, ALL_HOSTS, sections)]
     keys = list(dict.fromkeys((s.workload, s.host) for s in sections))
     scopes += [
         build_scope(w, h, [s for s in sections if (s.workload, s.host) == (w, h)]) for w, h in keys

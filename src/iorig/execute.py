@@ -16,19 +16,18 @@ import threading
 import time
 from collections import defaultdict
 from collections.abc import Callable, Iterator
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
-from iorig import __version__
+from iorig import __version__, multihost
 from iorig.analyze import audit
 from iorig.analyze.steady import RoundTracker, evaluate
 from iorig.assemble import JobLogs, SectionData, build_scopes
 from iorig.fio import parse, status
-from iorig.fio.jobfile import FileSetLayout, Section, render, workload_options
 from iorig.fio.runner import FioExit, FioProcess
-from iorig.plan import Plan, PlannedPhase, PlannedWorkload, requested
+from iorig.jobtext import fileset_layout, job_text
+from iorig.plan import Plan, PlannedPhase, requested
 from iorig.results import PhaseResult
-from iorig.scenario import SIZE_BASED_KINDS
 from iorig.store import Store
 from iorig.targets import release
 
@@ -118,7 +117,7 @@ def _run_metadata(plan: Plan, command: str, label: str | None) -> dict:
         "params": params,
         "profile": resolved.profile,
         "targets": targets,
-        "hosts": [plan.host],
+        "hosts": plan.host_labels,
         "command": command,
         "iorig_version": __version__,
         "fio_version": plan.fio_version,
@@ -199,8 +198,12 @@ class RunSession:
                 self.store.add_warnings(self.run_id, [f.as_dict() for f in findings])
             finally:
                 self.store.finish_run(self.run_id, self.status, self.error)
-                for target in self.plan.targets.values():
-                    release(target, self.keep_files)
+                if self.plan.hosts:
+                    if not self.keep_files:
+                        multihost.remove_files(self.plan, self._tmp)
+                else:
+                    for target in self.plan.targets.values():
+                        release(target, self.keep_files)
         finally:
             self._stack.close()
 
@@ -221,7 +224,8 @@ class RunSession:
         else:
             workdir = self._tmp / f"{phase.seq:03d}-{repeat:02d}"
             workdir.mkdir()
-            result = _fio_phase(
+            run = _hosts_phase if self.plan.hosts else _fio_phase
+            result = run(
                 self.plan, self.run_id, phase, repeat, workdir, self._cancel, self.on_event
             )
         self.store.save_phase(self.run_id, result)
@@ -289,57 +293,6 @@ def _idle(
     )
 
 
-def job_text(plan: Plan, run_id: str, phase: PlannedPhase) -> str:
-    sections = [
-        Section(
-            w.label,
-            workload_options(
-                engine=w.engine,
-                rw=w.spec.rw,
-                bs=w.spec.bs,
-                filename=str(w.target.path),
-                size=w.size_bytes,
-                offset=w.offset_bytes,
-                iodepth=w.spec.iodepth,
-                jobs=w.spec.jobs,
-                direct=w.spec.direct,
-                read_pct=w.spec.read_pct,
-                rate_iops=w.spec.rate_iops,
-                runtime_s=phase.duration_s if phase.kind not in SIZE_BASED_KINDS else None,
-                log_prefix=w.label,
-                loops=w.loops,
-                compress_pct=w.spec.compress,
-                dedupe_pct=w.spec.dedupe,
-                distribution=w.spec.distribution,
-                bssplit=w.spec.bssplit,
-                offset_increment=w.spec.offset_increment,
-                rate_bytes=w.spec.rate,
-                flow=w.spec.flow,
-                verify=w.spec.verify,
-                verify_interval=w.spec.verify_interval,
-                check=phase.kind == "verify",
-                fileset=fileset_layout(w),
-            )
-            | ({"ramp_time": round(phase.ramp_s * 1000)} if phase.ramp_s else {}),
-        )
-        for w in phase.workloads
-    ]
-    comment = (
-        f"iorig {__version__} run {run_id}\n"
-        f"scenario {plan.resolved.scenario.name}, phase {phase.name} ({phase.kind})"
-    )
-    return render({}, sections, comment=comment)
-
-
-def fileset_layout(w: PlannedWorkload) -> FileSetLayout | None:
-    spec = w.spec
-    if spec.fileset is None or spec.file_size is None:
-        return None
-    home = w.target.path / spec.fileset
-    directories = tuple(str(home / f"d{i}") for i in range(spec.dirs))
-    return FileSetLayout(spec.fileset, directories, spec.files, spec.file_size)
-
-
 def _fio_phase(
     plan: Plan,
     run_id: str,
@@ -377,7 +330,7 @@ def _fio_phase(
     started = time.time()
     done = proc.run(cancel=cancel, on_snapshot=on_snapshot, timeout_s=timeout)
     ended = time.time()
-    scopes, fio_version, problem = _collect(done, workdir, phase, plan.host)
+    scopes, fio_version, problem = _collect(done, workdir, phase, "local")
     steady = evaluate(rounds.rounds, rounds.rule) if rounds else None
     if done.stopped_by == "timeout":
         state, error = "failed", f"fio did not finish within {timeout:.0f} s and was stopped"
@@ -412,6 +365,34 @@ def _fio_phase(
         steady=steady,
         point=phase.point,
     )
+
+
+def _hosts_phase(
+    plan: Plan,
+    run_id: str,
+    phase: PlannedPhase,
+    repeat: int,
+    workdir: Path,
+    cancel: threading.Event,
+    on_event: Callable[[Event], None],
+) -> PhaseResult:
+    """A phase on the plan's fio servers (see iorig.multihost)."""
+
+    def progress(elapsed: float, fraction: float | None) -> None:
+        on_event(PhaseProgress(phase, repeat, elapsed, fraction, None))
+
+    result, done = multihost.run_phase(plan, run_id, phase, repeat, workdir, cancel, progress)
+    if done.stopped_by == "timeout":
+        state, error = "failed", "the fio client did not finish in time and was stopped"
+    elif done.stopped_by == "cancel":
+        state, error = "aborted", "interrupted; the figures cover the time before the interrupt"
+    elif mismatches := parse.verify_failures(done.stderr):
+        state, error = "failed", verify_message(mismatches)
+    elif result.error:
+        state, error = "failed", result.error
+    else:
+        state, error = "ok", None
+    return replace(result, status=state, error=error)
 
 
 def verify_message(failures: list[parse.VerifyFailure], shown: int = 10) -> str:

@@ -14,9 +14,10 @@ from typing import Any
 
 from iorig.errors import UserError
 from iorig.fio import runner
+from iorig.fio.remote import HostAddress
 from iorig.scenario import ResolvedScenario, SteadyRule, Workload
 from iorig.sysinfo import collect_fio, disclose, interface_limit
-from iorig.targets import Target, release, resolve_target
+from iorig.targets import Target, release, remote_target, resolve_target
 from iorig.units import format_bytes
 
 ENGINE_ORDER = ("io_uring", "libaio", "psync")
@@ -59,10 +60,17 @@ class Plan:
     phases: tuple[PlannedPhase, ...]
     fio: str
     fio_version: str
-    host: str = "local"
     notes: tuple[str, ...] = ()
     repeats: int = 1
     disclosure: dict = field(default_factory=dict)
+    # fio servers the phases run on (empty: this machine), and each one's
+    # targets by role; ``targets`` then holds the first host's, for sizes
+    hosts: tuple[HostAddress, ...] = ()
+    host_targets: dict[str, dict[str, Target]] = field(default_factory=dict)
+
+    @property
+    def host_labels(self) -> list[str]:
+        return [h.label for h in self.hosts] or ["local"]
 
     @property
     def limit(self) -> dict | None:
@@ -201,10 +209,20 @@ def prepare(
     allow_destroy: bool,
     fio_path: str | None = None,
     repeats: int = 1,
+    hosts: list[HostAddress] | None = None,
+    host_paths: dict[HostAddress, dict[str, str]] | None = None,
 ) -> Plan:
-    """Check the machine and the targets, then build the plan. Raises UserError."""
+    """Check the machine and the targets, then build the plan. Raises UserError.
+
+    With ``hosts`` the phases run on those fio servers: every one must answer
+    with this machine's fio version, and gets its targets from ``host_paths``
+    (default: a file in its working directory)."""
     fio = runner.find_fio(fio_path)
     version = runner.fio_version(fio)
+    if hosts:
+        return _prepare_hosts(
+            resolved, hosts, host_paths or {}, fio, version, allow_destroy, repeats
+        )
     scenario = resolved.scenario
     missing = [role for role in scenario.targets if role not in target_paths]
     if missing:
@@ -267,3 +285,63 @@ def _probe_engines(
                     candidates=ENGINE_ORDER,
                 ).engine
     return engines
+
+
+def _prepare_hosts(
+    resolved: ResolvedScenario,
+    hosts: list[HostAddress],
+    host_paths: dict[HostAddress, dict[str, str]],
+    fio: str,
+    version: str,
+    allow_destroy: bool,
+    repeats: int,
+) -> Plan:
+    from iorig import multihost  # the client/server side is only loaded when used
+
+    scenario = resolved.scenario
+    if any(spec.fileset for spec in scenario.targets.values()):
+        raise UserError(
+            f"scenario {scenario.name!r} works on file sets, which iorig runs on this machine "
+            "only (fio's servers cannot make the directories)",
+            hint="run it on each host, or drop --hosts",
+        )
+    servers = multihost.check_servers(fio, version, hosts)
+    size_explicit = resolved.param_origins.get("size", "default") != "default"
+    host_targets = {
+        host.label: {
+            role: remote_target(
+                host_paths.get(host, {}).get(role),
+                host=host.label,
+                role=role,
+                size=spec.size,
+                size_explicit=size_explicit,
+                allow_destroy=allow_destroy,
+            )
+            for role, spec in scenario.targets.items()
+        }
+        for host in hosts
+    }
+    engines: dict[tuple[str, bool], str] = {}
+    with multihost.scratch_dir() as tmp:
+        for phase in scenario.phases:
+            implicit = [Workload(target=r, rw="write", bs=4096) for r in scenario.targets]
+            for w in phase.workloads or (implicit if phase.kind == "precondition" else []):
+                key = (w.target, w.direct)
+                if w.engine == "auto" and key not in engines:
+                    engines[key] = multihost.probe_engine(
+                        fio,
+                        {h: host_targets[h.label][w.target] for h in hosts},
+                        direct=w.direct,
+                        candidates=ENGINE_ORDER,
+                        workdir=Path(tmp),
+                    )
+    first = host_targets[hosts[0].label]
+    plan = build_plan(resolved, first, engines, fio, version, repeats)
+    # The machine iorig runs on is only the client here: its facts are kept
+    # apart, and what each server told about itself is all iorig knows of it.
+    disclosure = {
+        "fio": collect_fio(fio, version, plan.engines),
+        "servers": servers,
+        "client": disclose([], collect_fio(fio, version, plan.engines)),
+    }
+    return replace(plan, hosts=tuple(hosts), host_targets=host_targets, disclosure=disclosure)

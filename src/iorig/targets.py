@@ -18,8 +18,8 @@ import shutil
 import stat
 import subprocess
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Literal
+from pathlib import Path, PurePosixPath
+from typing import Any, Literal
 
 from iorig.errors import UserError
 from iorig.units import format_bytes
@@ -27,7 +27,7 @@ from iorig.units import format_bytes
 MARK_XATTR = "user.iorig"
 DATA_FILE_NAME = "iorig-{role}.dat"
 FILESET_DIR_NAME = "iorig-{role}"
-TargetKind = Literal["file", "directory", "block", "fileset"]
+TargetKind = Literal["file", "directory", "block", "fileset", "remote"]
 
 
 @dataclass(frozen=True)
@@ -41,6 +41,7 @@ class Target:
     created: bool  # iorig created the data file in this run
     remove_after: bool  # a data file iorig placed in a directory target
     # a file-set target: ``path`` is the directory iorig made for its files
+    host: str = ""  # a fio server's label for a remote target; "" on this machine
 
 
 # ------------------------------------------------------------ block devices
@@ -275,6 +276,50 @@ def _allocate(path: Path, size: int) -> None:
         os.close(fd)
 
 
+# ------------------------------------------------------------------ remote
+
+
+def remote_target(
+    given: str | None,
+    *,
+    host: str,
+    role: str,
+    size: int,
+    size_explicit: bool,
+    allow_destroy: bool,
+) -> Target:
+    """A target on a fio server. iorig cannot look at the server's disks
+    through fio's protocol, so it only writes where it cannot destroy data
+    unasked: by default a file ``iorig-<role>.dat`` in the server's working
+    directory (``iorig agent --dir``), or another relative path there; an
+    absolute path (a device, a mounted filesystem) needs ``--allow-destroy``."""
+    name = DATA_FILE_NAME.format(role=role)
+    text = (given or "").strip()
+    if not text or text.endswith("/"):
+        path, remove = (PurePosixPath(text) / name if text else PurePosixPath(name)), True
+    else:
+        path, remove = PurePosixPath(text), False
+    if ".." in path.parts:
+        raise UserError(f"target {text!r} on {host}: '..' is not allowed in a remote path")
+    if path.is_absolute():
+        if not allow_destroy:
+            raise UserError(
+                f"refusing to write to {path} on {host}: iorig cannot see what a remote path "
+                "holds (fio's server has no way to check for a filesystem or data)",
+                hint="use a path relative to the server's working directory (iorig agent --dir), "
+                "or pass --allow-destroy if everything at that path may be overwritten",
+            )
+        if path.parts[:2] == ("/", "dev") and not size_explicit:
+            raise UserError(
+                f"{path} on {host}: iorig cannot read a remote device's size",
+                hint="give the region to test with --size",
+            )
+    if size <= 0:
+        raise UserError(f"the working set of target {role!r} must be larger than zero")
+    return Target(role, text or "(server directory)", "remote", Path(path), size, None, False,
+                  remove, host)  # fmt: skip
+
+
 # ------------------------------------------------------------------ binding
 
 
@@ -301,6 +346,41 @@ def bind_targets(roles: list[str], given: list[str]) -> dict[str, str]:
             raise UserError(f"target {role!r} is given twice ({bound[role]} and {path})")
         bound[role] = path
     return bound
+
+
+def bind_host_targets(
+    roles: list[str], given: list[str], hosts: list[Any]
+) -> dict[Any, dict[str, str]]:
+    """``--target`` values for fio servers: ``PATH`` (every host, the only
+    role), ``ROLE=PATH`` (every host), ``HOST=PATH`` (one host, the only
+    role), ``ROLE@HOST=PATH``; several may be given comma-separated, e.g.
+    ``--target 10.0.0.1=/dev/sdb,10.0.0.2=/dev/sdc``. ``hosts`` are
+    ``HostAddress``es; a host is named as listed (address, or address:port)."""
+    names = {}
+    for h in hosts:
+        for alias in (h.label, h.host, f"{h.host}:{h.port}"):
+            names.setdefault(alias, h)
+    bound: dict[Any, dict[str, str]] = {h: {} for h in hosts}
+    everywhere: dict[str, str] = {}
+    for value in given:
+        for item in value.split(","):
+            name, sep, path = item.partition("=")
+            role_name, at, host_name = name.partition("@")
+            if sep and at and role_name in roles and host_name in names:
+                bound[names[host_name]][role_name] = path
+            elif sep and name in names and len(roles) == 1:
+                bound[names[name]][roles[0]] = path
+            elif sep and name in roles:
+                everywhere[name] = path
+            elif len(roles) == 1 and not (sep and "/" not in name and name):
+                everywhere[roles[0]] = item
+            else:
+                raise UserError(
+                    f"--target {item}: {name!r} is neither a host of --hosts nor a target of the "
+                    f"scenario ({', '.join(roles)})",
+                    hint="write PATH, ROLE=PATH, HOST=PATH or ROLE@HOST=PATH",
+                )
+    return {h: everywhere | per_host for h, per_host in bound.items()}
 
 
 # ------------------------------------------------------------------ entry

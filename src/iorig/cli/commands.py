@@ -23,6 +23,8 @@ from iorig.cli.common import (
     DurationOpt,
     EngineOpt,
     FioOpt,
+    HostsFileOpt,
+    HostsOpt,
     IodepthOpt,
     JobsOpt,
     KeepFilesOpt,
@@ -40,6 +42,8 @@ from iorig.cli.common import (
     command_line,
     console,
     finish,
+    host_list,
+    plan_for,
     print_run,
     print_search,
     run_with_progress,
@@ -48,7 +52,6 @@ from iorig.cli.common import (
 from iorig.doctor import examine, measure_data_pattern
 from iorig.errors import UserError
 from iorig.execute import RunOutcome, RunSession, execute
-from iorig.plan import prepare
 from iorig.report import tabular, terminal
 from iorig.report.html import render_report, report_runs
 from iorig.report.markdown import markdown_comparison, markdown_run, markdown_run_tables
@@ -57,7 +60,6 @@ from iorig.report.tables import comparison_notes, comparison_tables, summary_tab
 from iorig.searchrun import ThreadsSettings, run_threads_auto, stretch_builder
 from iorig.store import Store
 from iorig.sweep import parse_grid, resolve_with_sweep, search_settings
-from iorig.targets import bind_targets
 from iorig.units import parse_rate
 
 
@@ -93,6 +95,8 @@ def run(
     param: Annotated[
         list[str] | None, typer.Option(help="sweep a parameter: name=v1,v2,… (repeatable)")
     ] = None,
+    hosts: HostsOpt = None,
+    hosts_file: HostsFileOpt = None,
     fio: FioOpt = None,
 ) -> None:
     """Run a scenario (or an ad-hoc fio workload) and store every result.
@@ -112,13 +116,10 @@ def run(
     auto = threads_option(threads, overrides, grid)
     profile = "quick" if quick else profile
     resolved = resolve_with_sweep(source, profile, overrides, grid)
-    plan = prepare(
-        resolved,
-        bind_targets(list(resolved.scenario.targets), target or []),
-        allow_destroy=allow_destroy,
-        fio_path=fio,
-        repeats=repeat,
-    )
+    plan = plan_for(
+        resolved, target, hosts=host_list(hosts, hosts_file), allow_destroy=allow_destroy,
+        fio=fio, repeats=repeat,
+    )  # fmt: skip
     if auto:
         settings = ThreadsSettings()
         build = stretch_builder(plan, source, profile, overrides)

@@ -21,11 +21,14 @@ from iorig.analyze.criteria import any_point_passes, criteria_of, evaluate
 from iorig.analyze.summary import measured, summarize_phase
 from iorig.errors import UserError
 from iorig.execute import Event, PhaseFinished, PhaseProgress, PhaseStarted, RunOutcome, RunStarted
+from iorig.fio.remote import HostAddress, parse_host, parse_hosts
+from iorig.plan import Plan, prepare
 from iorig.report import terminal
 from iorig.report.search_tables import search_tables
 from iorig.report.tables import TableModel, run_tables, to_rich
-from iorig.scenario import parse_assignments
+from iorig.scenario import ResolvedScenario, parse_assignments
 from iorig.store import Store, StoredRun, default_db_path
+from iorig.targets import bind_host_targets, bind_targets
 from iorig.units import format_bytes, format_latency, format_rate, format_si
 
 EXIT_CODES = {"ok": 0, "failed": 1, "aborted": 130}
@@ -87,6 +90,61 @@ LabelOpt = Annotated[
     str | None, typer.Option(help="a name for this run in comparisons, e.g. 'with passthrough'")
 ]
 FioOpt = Annotated[str | None, typer.Option(help="fio binary (default: $IORIG_FIO or PATH)")]
+HostsOpt = Annotated[
+    str | None,
+    typer.Option(
+        help="run on these fio servers (iorig agent): host1[:port],host2,… (default: this machine)"
+    ),
+]
+HostsFileOpt = Annotated[
+    Path | None, typer.Option(help="a file listing fio servers, one host[:port] per line")
+]
+
+
+def host_list(hosts: str | None, hosts_file: Path | None) -> list[HostAddress]:
+    """The fio servers of --hosts and --hosts-file (empty: this machine)."""
+    found: list[HostAddress] = []
+    if hosts:
+        found += parse_hosts(hosts)
+    if hosts_file is not None:
+        try:
+            lines = hosts_file.read_text(encoding="utf-8").splitlines()
+        except OSError as exc:
+            raise UserError(f"cannot read --hosts-file {hosts_file}: {exc.strerror}") from None
+        for number, line in enumerate(lines, start=1):
+            entry = line.split("#", 1)[0].strip()
+            if not entry:
+                continue
+            try:
+                host = parse_host(entry)
+            except UserError as exc:
+                raise UserError(f"{hosts_file}:{number}: {exc.message}", hint=exc.hint) from None
+            if host in found:
+                raise UserError(f"{hosts_file}:{number}: host {host.label} is listed twice")
+            found.append(host)
+    return found
+
+
+def plan_for(
+    resolved: ResolvedScenario,
+    targets: list[str],
+    *,
+    hosts: list[HostAddress],
+    allow_destroy: bool,
+    fio: str | None,
+    repeats: int = 1,
+) -> Plan:
+    """Bind the targets (per host with --hosts) and prepare the plan."""
+    roles = list(resolved.scenario.targets)
+    if hosts:
+        return prepare(
+            resolved, {}, allow_destroy=allow_destroy, fio_path=fio, repeats=repeats,
+            hosts=hosts, host_paths=bind_host_targets(roles, targets, hosts),
+        )  # fmt: skip
+    return prepare(
+        resolved, bind_targets(roles, targets), allow_destroy=allow_destroy, fio_path=fio,
+        repeats=repeats,
+    )  # fmt: skip
 
 
 def collect_overrides(items: list[str], **options: object) -> dict[str, str]:

@@ -22,6 +22,8 @@ from iorig.cli.common import (
     DurationOpt,
     EngineOpt,
     FioOpt,
+    HostsFileOpt,
+    HostsOpt,
     IodepthOpt,
     JobsOpt,
     KeepFilesOpt,
@@ -39,20 +41,21 @@ from iorig.cli.common import (
     command_line,
     console,
     finish,
+    host_list,
+    plan_for,
     print_run,
     print_search,
     run_with_progress,
 )
 from iorig.errors import UserError
 from iorig.execute import RunOutcome, RunSession, execute
-from iorig.plan import Plan, prepare
+from iorig.plan import Plan
 from iorig.report.search_tables import ort_table
 from iorig.report.tables import to_rich
 from iorig.scenario import READS, read_source, resolve
 from iorig.searchrun import CurveSettings, KneeSettings, run_curve, run_knee, template_phase
 from iorig.store import Store
 from iorig.sweep import parse_grid, resolve_with_sweep, search_settings
-from iorig.targets import bind_targets
 from iorig.units import parse_latency_limit
 
 
@@ -98,6 +101,8 @@ def sweep(
     engine: EngineOpt = None,
     repeat: RepeatOpt = 1,
     label: LabelOpt = None,
+    hosts: HostsOpt = None,
+    hosts_file: HostsFileOpt = None,
     fio: FioOpt = None,
 ) -> None:
     """Run a grid of parameter values in one run, each point a stored phase."""
@@ -126,13 +131,10 @@ def sweep(
         raise UserError(
             "nothing to sweep", hint="give --param name=v1,v2 (e.g. --param bs=4k,64k,1m)"
         )
-    plan = prepare(
-        resolved,
-        bind_targets(list(resolved.scenario.targets), _targets(target_arg, target)),
-        allow_destroy=allow_destroy,
-        fio_path=fio,
-        repeats=repeat,
-    )
+    plan = plan_for(
+        resolved, _targets(target_arg, target), hosts=host_list(hosts, hosts_file),
+        allow_destroy=allow_destroy, fio=fio, repeats=repeat,
+    )  # fmt: skip
     search = search_settings(resolved)
     outcome, stored = run_with_progress(
         ctx.obj,
@@ -156,11 +158,11 @@ def _adhoc_plan(
     quick: bool,
     allow_destroy: bool,
     fio: str | None,
+    hosts: list,
 ) -> Plan:
     source = adhoc_source(rw.value, name=name, title=title)
     resolved = resolve(source, "quick" if quick else None, overrides)
-    return prepare(resolved, bind_targets(["data"], targets), allow_destroy=allow_destroy,
-                   fio_path=fio)  # fmt: skip
+    return plan_for(resolved, targets, hosts=hosts, allow_destroy=allow_destroy, fio=fio)
 
 
 def _search(
@@ -227,6 +229,8 @@ def knee(
     allow_destroy: AllowDestroyOpt = False,
     keep_files: KeepFilesOpt = False,
     label: LabelOpt = None,
+    hosts: HostsOpt = None,
+    hosts_file: HostsFileOpt = None,
     fio: FioOpt = None,
 ) -> None:
     """Find the knee: the concurrency where more outstanding I/O stops paying."""
@@ -246,7 +250,7 @@ def knee(
     plan = _adhoc_plan(
         name="knee", title=f"knee search: {rw.value}, raising {scale.value}", rw=rw,
         targets=_targets(target_arg, target), overrides=overrides, quick=quick,
-        allow_destroy=allow_destroy, fio=fio,
+        allow_destroy=allow_destroy, fio=fio, hosts=host_list(hosts, hosts_file),
     )  # fmt: skip
     template_phase(plan)
     settings = KneeSettings(
@@ -325,6 +329,8 @@ def curve(
     allow_destroy: AllowDestroyOpt = False,
     keep_files: KeepFilesOpt = False,
     label: LabelOpt = None,
+    hosts: HostsOpt = None,
+    hosts_file: HostsFileOpt = None,
     fio: FioOpt = None,
 ) -> None:
     """Load-point curve: the maximum, then fixed rates at fractions of it; SPEC's ORT."""
@@ -343,7 +349,7 @@ def curve(
     plan = _adhoc_plan(
         name="curve", title=f"load-point curve: {rw.value}", rw=rw,
         targets=_targets(target_arg, target), overrides=overrides, quick=quick,
-        allow_destroy=allow_destroy, fio=fio,
+        allow_destroy=allow_destroy, fio=fio, hosts=host_list(hosts, hosts_file),
     )  # fmt: skip
     template_phase(plan)
     _search(ctx, plan, settings.as_dict(), lambda s: run_curve(s, settings), label=label,

@@ -74,8 +74,9 @@ def _choice(*allowed: str) -> Callable[[str, OptionValue], str]:
 
 def _path(option: str, value: OptionValue) -> str:
     text = _check_text(option, str(value))
-    if not text.startswith("/"):
-        raise JobFileError(f"{option}={text!r}: iorig passes absolute paths only")
+    # relative paths are for fio servers (their working directory), never upwards
+    if not text or ".." in text.split("/"):
+        raise JobFileError(f"{option}={text!r}: an absolute path, or a relative one without '..'")
     # fio separates several files with ':'; a literal colon is written '\:'.
     return text.replace(":", "\\:")
 
@@ -196,6 +197,9 @@ WHITELIST: dict[str, Callable[[str, OptionValue], str | None]] = {
     "log_avg_msec": _int(1, _U32),
     "log_hist_msec": _int(1, _U32),
     "log_hist_coarseness": _int(0, 6),
+    "log_unix_epoch": _bool,
+    "unlink": _bool,
+    "readonly": _flag,
     "per_job_logs": _bool,
     "loops": _int(1, 1000),
     "verify": _choice("crc32c", "md5", "sha256", "xxhash"),

@@ -124,11 +124,21 @@ def _dir_stats(d: dict) -> DirStats:
     )
 
 
+def host_label(job: dict, default: str) -> str:
+    """The host of a job entry: ``address:port`` in client/server mode (fio
+    names a server by the address given to ``--client`` plus its port, never
+    by its own hostname, which many servers may share); ``default`` locally."""
+    if "port" not in job or "hostname" not in job:
+        return default
+    address = str(job["hostname"])
+    return f"[{address}]:{job['port']}" if ":" in address else f"{address}:{job['port']}"
+
+
 def _job_stats(job: dict, host: str) -> JobStats:
     dirs = {ddir: _dir_stats(job[ddir]) for ddir in DDIRS if job.get(ddir, {}).get("total_ios")}
     return JobStats(
         name=str(job.get("jobname", "")),
-        host=str(job.get("hostname", host)),
+        host=host_label(job, host),
         error=int(job.get("error", 0)),
         usr_cpu_pct=float(job.get("usr_cpu", 0.0)),
         sys_cpu_pct=float(job.get("sys_cpu", 0.0)),

@@ -137,17 +137,34 @@ class FioExit:
 class FioProcess:
     """One fio invocation writing json+ to a file, with status snapshots."""
 
-    def __init__(self, fio: str, jobfile: Path, workdir: Path, extra_args: tuple[str, ...] = ()):
+    def __init__(
+        self,
+        fio: str,
+        jobfile: Path | None,
+        workdir: Path,
+        extra_args: tuple[str, ...] = (),
+        *,
+        clients: tuple[tuple[str, Path], ...] = (),
+    ):
+        """One job file run here, or (``clients``) one job file per fio server
+        (``--client=ADDR`` argument, job file) driven by this one process."""
         self.output_path = workdir / "fio-output.json"
         self.stderr_path = workdir / "fio-stderr.txt"
+        if clients:
+            # Client mode streams no status snapshots; --eta=always makes fio
+            # drop a server that stops answering instead of waiting forever.
+            head: tuple[str, ...] = ("--eta=always",)
+            tail = tuple(a for client, job in clients for a in (client, str(job)))
+        else:
+            head = ("--status-interval=1", "--eta=never")
+            tail = (str(jobfile),)
         self.command = (
             fio,
             "--output-format=json+",
             f"--output={self.output_path}",
-            "--status-interval=1",
-            "--eta=never",
+            *head,
             *extra_args,
-            str(jobfile),
+            *tail,
         )
         self.workdir = workdir
         self._proc: subprocess.Popen | None = None
@@ -205,6 +222,7 @@ class FioProcess:
         on_snapshot: Callable[[dict], bool | None] | None = None,
         timeout_s: float | None = None,
         poll_s: float = 0.25,
+        on_tick: Callable[[float], None] | None = None,
     ) -> FioExit:
         """Start fio and wait for it, forwarding snapshots; stop on cancel, on
         timeout, or when ``on_snapshot`` returns True (e.g. steady state)."""
@@ -220,6 +238,8 @@ class FioProcess:
                     stopped_by = "timeout"
                 elif on_snapshot and any([on_snapshot(d) for d in self.new_snapshots()]):
                     stopped_by = "request"
+                elif on_tick:
+                    on_tick(time.monotonic() - started)
             if stopped_by:
                 self.stop()
         finally:

@@ -19,6 +19,7 @@ from iorig.analyze.compare import (
 )
 from iorig.analyze.criteria import Verdict, criteria_of, evaluate, overall
 from iorig.analyze.summary import PhaseSummary
+from iorig.multihost import host_spread
 from iorig.results import ALL, PhaseResult
 from iorig.store import StoredRun
 from iorig.units import format_bytes, format_duration, format_latency, format_rate, format_si
@@ -340,4 +341,58 @@ def run_tables(stored: StoredRun) -> list[TableModel]:
     verdicts = evaluate(criteria_of(stored.run.resolved), stored.phases)
     if verdicts:
         tables.append(verdict_table(verdicts))
-    return tables
+    return tables + host_tables(stored)
+
+
+def host_tables(stored: StoredRun) -> list[TableModel]:
+    """Seed 001's per-VM table: each measured phase per host, with the
+    average per host and the spread between hosts (slowest, fastest, CoV)."""
+    if len(stored.run.hosts) < 2:
+        return []
+    rows: list[tuple[str, ...]] = []
+    notes = []
+    for phase in (p for p in stored.phases if p.kind == "measure"):
+        hosts = [s for s in phase.scopes if s.workload == "" and s.host != ""]
+        if not hosts:
+            continue
+        label = phase.name + (f" #{phase.repeat + 1}" if phase.repeat else "")
+        levels = {}
+        for scope in hosts:
+            totals = scope.totals.get(ALL)
+            level = getattr(totals, phase.headline) if totals else math.nan
+            levels[scope.host] = level
+            rows.append(
+                (
+                    label,
+                    scope.host,
+                    _value(phase.headline, level),
+                    format_latency(totals.lat_mean_ns if totals else None),
+                    format_latency(totals.percentiles_ns((99.0,))[99.0] if totals else None),
+                    scope.status if not scope.error else f"{scope.status}: {scope.error}",
+                )
+            )
+        finite = [v for v in levels.values() if not math.isnan(v)]
+        if finite:
+            rows.append(
+                (label, "average per host", _value(phase.headline, sum(finite) / len(finite)),
+                 "", "", "")
+            )  # fmt: skip
+        spread = host_spread(levels)
+        if spread:
+            slow, fast, cov = spread
+            notes.append(
+                f"{label}: slowest {slow} ({_value(phase.headline, levels[slow])}), fastest "
+                f"{fast} ({_value(phase.headline, levels[fast])}), coefficient of variation "
+                f"across hosts {cov * 100:.1f}%"
+            )
+    if not rows:
+        return []
+    return [
+        TableModel(
+            "Per host",
+            ("phase", "host", "throughput", "mean lat", "p99", "status"),
+            tuple(rows),
+            ("l", "l", "r", "r", "r", "l"),
+            tuple(notes),
+        )
+    ]

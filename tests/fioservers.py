@@ -1,0 +1,68 @@
+"""Start several real fio servers for a test, on 127.0.0.2, 127.0.0.3, …
+each in its own working directory and on its own port, and stop all of them
+(with every process they forked) whatever happens in the test.
+
+    with fio_servers(3, tmp_path) as hosts:      # list[HostAddress]
+        workdir = server_dir(tmp_path, hosts[0])  # where its relative files land
+"""
+
+from __future__ import annotations
+
+import contextlib
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+
+from iorig.fio.remote import FioServer, HostAddress, port_available
+
+# Ports reserved for these tests; each server takes the first free one.
+PORTS = range(18740, 18800)
+
+
+def server_dir(base: Path, host: HostAddress) -> Path:
+    """The working directory of the server at ``host`` started by ``fio_servers``."""
+    return base / f"server-{host.host}-{host.port}"
+
+
+def server_log(base: Path, host: HostAddress) -> Path:
+    """fio's own output (stdout and stderr) of that server."""
+    return base / f"server-{host.host}-{host.port}.log"
+
+
+def _free_address(index: int, taken: set[int]) -> HostAddress:
+    ip = f"127.0.0.{2 + index}"
+    for port in PORTS:
+        candidate = HostAddress(ip, port)
+        if port not in taken and port_available(candidate) is None:
+            return candidate
+    raise RuntimeError(f"no free port for a fio server on {ip} in {PORTS}")
+
+
+@contextlib.contextmanager
+def fio_servers(count: int, base: Path, *, fio: str | None = None) -> Iterator[list[HostAddress]]:
+    """``count`` running fio servers; all stopped on exit, even on failure."""
+    fio = fio or shutil.which("fio") or "fio"
+    with contextlib.ExitStack() as stack:
+        hosts: list[HostAddress] = []
+        for index in range(count):
+            address = _free_address(index, {h.port for h in hosts})
+            server = FioServer(
+                fio, address, server_dir(base, address), log_path=server_log(base, address)
+            )
+            stack.callback(server.stop)  # registered first: stopped even if start fails
+            server.start()
+            hosts.append(address)
+        yield hosts
+
+
+@contextlib.contextmanager
+def fio_server(base: Path, *, index: int = 0, fio: str | None = None) -> Iterator[FioServer]:
+    """One running fio server (the ``FioServer`` itself, for pid and stop)."""
+    fio = fio or shutil.which("fio") or "fio"
+    address = _free_address(index, set())
+    server = FioServer(fio, address, server_dir(base, address), log_path=server_log(base, address))
+    try:
+        server.start()
+        yield server
+    finally:
+        server.stop()
