@@ -56,7 +56,13 @@ from iorig.report import tabular, terminal
 from iorig.report.html import render_report, report_runs
 from iorig.report.markdown import markdown_comparison, markdown_run, markdown_run_tables
 from iorig.report.search_tables import comparison_search_tables, search_tables
-from iorig.report.tables import comparison_notes, comparison_tables, summary_tables, to_rich
+from iorig.report.tables import (
+    comparison_notes,
+    comparison_tables,
+    host_spread_table,
+    summary_tables,
+    to_rich,
+)
 from iorig.searchrun import ThreadsSettings, run_threads_auto, stretch_builder
 from iorig.store import Store
 from iorig.sweep import parse_grid, resolve_with_sweep, search_settings
@@ -325,6 +331,8 @@ def compare_cmd(
         limit_bytes = found["bytes_per_s"]  # recorded by the runs' system disclosure
     tables = comparison_tables(cmp, as_percent=bool(as_percent_of), limit_bytes_per_s=limit_bytes)
     tables += comparison_search_tables(cmp, [run for run, _ in loaded])
+    if spread := host_spread_table([run for run, _ in loaded], cmp.labels):
+        tables.append(spread)
     if fmt is CompareFormat.json:
         console.print_json(json.dumps(tabular.comparison_dict(cmp)))
     elif fmt is CompareFormat.csv:
@@ -399,6 +407,8 @@ def report(
         )
         tables = comparison_tables(cmp, limit_bytes_per_s=limit_bytes)
         tables += comparison_search_tables(cmp, runs)
+        if spread := host_spread_table(runs, cmp.labels):
+            tables.append(spread)
         notes = comparison_notes(cmp)
     else:
         tables = summary_tables(measured(runs[0].phases)) + search_tables(runs[0])

@@ -26,6 +26,7 @@ from iorig.plan import Plan, prepare
 from iorig.report import terminal
 from iorig.report.search_tables import search_tables
 from iorig.report.tables import TableModel, run_tables, to_rich
+from iorig.results import ALL
 from iorig.scenario import ResolvedScenario, parse_assignments
 from iorig.store import Store, StoredRun, default_db_path
 from iorig.targets import bind_host_targets, bind_targets
@@ -251,6 +252,15 @@ class ProgressView:
                 s = summarize_phase(result)
                 value = terminal.format_metric(s.headline, s.headline_value)
                 stats += f": {value} {terminal.METRIC_LABEL[s.headline]} (phase mean)"
+                hosts = [sc for sc in result.scopes if sc.workload == "" and sc.host]
+                if hosts:  # fio's client mode reports rates per host at the end only
+                    each = "/".join(
+                        terminal.format_metric(s.headline, getattr(sc.totals[ALL], s.headline))
+                        if ALL in sc.totals
+                        else "-"
+                        for sc in hosts
+                    )
+                    stats += f" [{len(hosts)} hosts: {each}]"
             if result.error:
                 stats += f" ({result.error})"
             stats = escape(stats)

@@ -396,3 +396,37 @@ def host_tables(stored: StoredRun) -> list[TableModel]:
             tuple(notes),
         )
     ]
+
+
+def host_spread_table(runs: list[StoredRun], labels: tuple[str, ...]) -> TableModel | None:
+    """compare: how evenly each multi-host run's hosts performed, per phase."""
+    if not any(len(r.run.hosts) > 1 for r in runs):
+        return None
+    names = list(dict.fromkeys(p.name for r in runs for p in r.phases if p.kind == "measure"))
+    rows = []
+    for name in names:
+        row = [name]
+        for stored in runs:
+            phase = next((p for p in stored.phases if p.name == name), None)
+            hosts = [s for s in phase.scopes if s.workload == "" and s.host] if phase else []
+            levels = {
+                s.host: getattr(s.totals[ALL], phase.headline) if ALL in s.totals else math.nan
+                for s in hosts
+            }
+            spread = host_spread(levels)
+            if phase is None or spread is None:
+                row.append("-")
+                continue
+            slow, fast, cov = spread
+            row.append(
+                f"CoV {cov * 100:.1f}%: {_value(phase.headline, levels[slow])} ({slow}) to "
+                f"{_value(phase.headline, levels[fast])} ({fast})"
+            )
+        rows.append(tuple(row))
+    return TableModel(
+        "Spread between hosts",
+        ("phase", *labels),
+        tuple(rows),
+        ("l", *("l" for _ in labels)),
+        ("coefficient of variation of the hosts' throughput, slowest to fastest host",),
+    )
