@@ -218,3 +218,6 @@ def test_batch_means_use_equal_batches_and_drop_nan():
     means = batch_means(values, batches=10, min_batch=2)
     assert means == [1.0, 4.0, 7.0, 10.0, 13.0, 16.0, 19.0, 22.0, 25.0, 28.0]
     assert batch_means([1.0, 2.0, 3.0], batches=10, min_batch=2) == []
+    # three batches of 2 s give too poor a variance to test anything: untestable
+    assert batch_means([float(v) for v in range(7)], batches=10, min_batch=2) == []
+    assert len(batch_means([float(v) for v in range(8)], batches=10, min_batch=2)) == 4

@@ -85,10 +85,10 @@ def test_quick_peak_across_three_servers_stores_hosts_and_aggregate(iorig, tmp_p
         per_host = [r for r in rows if r[0] == phase and r[1] != "" and r[2] == ""]
         assert len(aggregate) == 1 and len(per_host) == 3
         union = histogram.merge(_hist(r[3]) for r in per_host)
+        # exact: the union of the hosts' bins (that it differs from the mean of
+        # the hosts' p99s is shown on recorded data above: live, the two can
+        # land on the same bin by chance)
         assert aggregate[0][4] == histogram.percentiles(union, (99.0,))[99.0]
-        host_p99 = [r[4] for r in per_host]
-        if len(set(host_p99)) > 1:
-            assert aggregate[0][4] != pytest.approx(float(np.mean(host_p99)), rel=1e-6)
 
 
 @pytest.mark.fio

@@ -14,7 +14,6 @@ import signal
 import tempfile
 import threading
 import time
-from collections import defaultdict
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
@@ -200,7 +199,7 @@ class RunSession:
                 self.store.finish_run(self.run_id, self.status, self.error)
                 if self.plan.hosts:
                     if not self.keep_files:
-                        multihost.remove_files(self.plan, self._tmp)
+                        multihost.remove_files(self.plan)
                 else:
                     for target in self.plan.targets.values():
                         release(target, self.keep_files)
@@ -332,18 +331,10 @@ def _fio_phase(
     ended = time.time()
     scopes, fio_version, problem = _collect(done, workdir, phase, "local")
     steady = evaluate(rounds.rounds, rounds.rule) if rounds else None
-    if done.stopped_by == "timeout":
-        state, error = "failed", f"fio did not finish within {timeout:.0f} s and was stopped"
-    elif done.stopped_by == "cancel":
-        state, error = "aborted", "interrupted; the figures cover the time before the interrupt"
-    elif mismatches := parse.verify_failures(done.stderr):
-        state, error = "failed", verify_message(mismatches)
-    elif done.returncode != 0 and done.stopped_by != "request":
-        state, error = "failed", f"fio exited with code {done.returncode}: {_tail(done.stderr)}"
-    elif problem:
-        state, error = "failed", problem
-    else:
-        state, error = "ok", None
+    exited = None
+    if done.returncode != 0 and done.stopped_by != "request":
+        exited = f"fio exited with code {done.returncode}: {_tail(done.stderr)}"
+    state, error = phase_state(done, exited or problem)
     return PhaseResult(
         seq=phase.seq,
         name=phase.name,
@@ -382,17 +373,22 @@ def _hosts_phase(
         on_event(PhaseProgress(phase, repeat, elapsed, fraction, None))
 
     result, done = multihost.run_phase(plan, run_id, phase, repeat, workdir, cancel, progress)
-    if done.stopped_by == "timeout":
-        state, error = "failed", "the fio client did not finish in time and was stopped"
-    elif done.stopped_by == "cancel":
-        state, error = "aborted", "interrupted; the figures cover the time before the interrupt"
-    elif mismatches := parse.verify_failures(done.stderr):
-        state, error = "failed", verify_message(mismatches)
-    elif result.error:
-        state, error = "failed", result.error
-    else:
-        state, error = "ok", None
+    # fio's client exit code says nothing (0 with a refused host): hosts' results do
+    state, error = phase_state(done, result.error)
     return replace(result, status=state, error=error)
+
+
+def phase_state(done: FioExit, problem: str | None) -> tuple[str, str | None]:
+    """A phase's status and error from how fio ended and what its output lacked."""
+    if done.stopped_by == "timeout":
+        return "failed", "fio did not finish in time and was stopped"
+    if done.stopped_by == "cancel":
+        return "aborted", "interrupted; the figures cover the time before the interrupt"
+    if mismatches := parse.verify_failures(done.stderr):
+        return "failed", verify_message(mismatches)
+    if problem:
+        return "failed", problem
+    return "ok", None
 
 
 def verify_message(failures: list[parse.VerifyFailure], shown: int = 10) -> str:
@@ -421,13 +417,8 @@ def _collect(
         output = parse.parse_final(done.output, host)
     except parse.FioOutputError as exc:
         return (), "", f"{exc}: {_tail(done.stderr)}"
-    logs: dict[tuple[str, str], dict[int, dict[str, list]]] = defaultdict(lambda: defaultdict(dict))
-    for log in parse.find_logs(workdir):
-        text = log.path.read_text()
-        content = (
-            parse.parse_hist_log(text) if log.kind == "clat_hist" else parse.parse_series_log(text)
-        )
-        logs[(log.prefix, log.host or host)][log.job][log.kind] = content
+    logs = {(prefix, suffix or host): jobs for (prefix, suffix), jobs in
+            parse.read_logs(workdir).items()}  # fmt: skip
     sections = []
     for w in phase.workloads:
         jobs = tuple(j for j in output.jobs if j.name == w.label)
@@ -438,7 +429,7 @@ def _collect(
                 clat=tuple(kinds.get("clat", ())),
                 hist=tuple(kinds.get("clat_hist", ())),
             )
-            for _, kinds in sorted(logs[(w.label, host)].items())
+            for _, kinds in sorted(logs.get((w.label, host), {}).items())
         )
         sections.append(SectionData(w.label, host, jobs, job_logs))
     failed_jobs = [j for j in output.jobs if j.error]

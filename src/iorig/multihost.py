@@ -34,7 +34,7 @@ from collections.abc import Callable
 from dataclasses import asdict, replace
 from pathlib import Path
 
-from iorig.analyze.steady import SteadyState, check_window
+from iorig.analyze.steady import SteadyState, evaluate
 from iorig.assemble import JobLogs, SectionData, build_scopes
 from iorig.errors import UserError
 from iorig.fio import parse
@@ -212,16 +212,11 @@ def collect(
         return (), "", f"no results from any host ({exc})"
     present = {j.host for j in output.jobs}
     missing = [h for h in hosts if h.label not in present]
-    logs: dict[tuple[str, str], dict[int, dict[str, list]]] = defaultdict(lambda: defaultdict(dict))
-    for log in parse.find_logs(workdir):
-        prefix, _, index = log.prefix.rpartition(".h")
-        if not index.isdigit() or int(index) >= len(hosts):
-            continue
-        text = log.path.read_text()
-        content = (
-            parse.parse_hist_log(text) if log.kind == "clat_hist" else parse.parse_series_log(text)
-        )
-        logs[(prefix, hosts[int(index)].label)][log.job][log.kind] = content
+    logs: dict[tuple[str, str], dict[int, dict[str, list]]] = {}
+    for (log_prefix, _), jobs in parse.read_logs(workdir).items():
+        prefix, _, index = log_prefix.rpartition(".h")  # "<workload>.h<host index>"
+        if index.isdigit() and int(index) < len(hosts):
+            logs[(prefix, hosts[int(index)].label)] = jobs
     starts = _host_starts(logs)
     first = min(starts.values(), default=0)
     sections = []
@@ -230,7 +225,7 @@ def collect(
             continue
         for w in phase.workloads:
             jobs = tuple(j for j in output.jobs if j.name == w.label and j.host == host.label)
-            kinds_by_job = logs[(w.label, host.label)]
+            kinds_by_job = logs.get((w.label, host.label), {})
             start = starts.get(host.label, 0)
             job_logs = tuple(_relative(kinds, start) for _, kinds in sorted(kinds_by_job.items()))
             sections.append(SectionData(w.label, host.label, jobs, job_logs))
@@ -291,32 +286,25 @@ def steady_after(result: PhaseResult, rule: SteadyRule) -> SteadyState:
     values = [] if series is None else getattr(series, rule.metric).tolist()
     size = max(1, round(rule.round))
     rounds = [sum(values[i : i + size]) / size for i in range(0, len(values) - size + 1, size)]
-    max_range, max_slope = rule.max_range / 100, rule.max_slope / 100
-    converged_at, check = None, None
+    # the first round at which the window held, as if the warm-up had stopped there
     for end in range(rule.window, len(rounds) + 1):
-        check = check_window(rounds[end - rule.window : end], max_range, max_slope)
-        if check.holds:
-            converged_at = end
-            break
-    return SteadyState(
-        metric=rule.metric,
-        round_s=rule.round,
-        window=rule.window,
-        max_range=max_range,
-        max_slope=max_slope,
-        rounds=tuple(rounds),
-        converged=converged_at is not None,
-        window_start=None if converged_at is None else converged_at - rule.window,
-        check=check,
-    )
+        state = evaluate(rounds[:end], rule)
+        if state.converged:
+            return replace(state, rounds=tuple(rounds))
+    return evaluate(rounds, rule)
 
 
 # ------------------------------------------------------------ after a run
 
 
-def remove_files(plan: Plan, workdir: Path) -> None:
+def remove_files(plan: Plan) -> None:
     """Delete the data files iorig placed in the servers' working directories
     (best effort, bounded: fio's ``unlink`` on a tiny read of each)."""
+    with scratch_dir() as tmp:
+        _remove_files(plan, Path(tmp))
+
+
+def _remove_files(plan: Plan, workdir: Path) -> None:
     clients = []
     for i, host in enumerate(plan.hosts):
         sections = [

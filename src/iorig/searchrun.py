@@ -35,8 +35,14 @@ def template_phase(plan: Plan) -> PlannedPhase:
     return measured[0]
 
 
-def _before(plan: Plan, template: PlannedPhase) -> list[PlannedPhase]:
-    return [p for p in plan.phases if p.seq < template.seq]
+def _run_before(session: RunSession, template: PlannedPhase) -> bool:
+    """Run the plan's phases before the varied one (prefill, warm-up) once;
+    False when the run must stop."""
+    for phase in (p for p in session.plan.phases if p.seq < template.seq):
+        session.run_phase(phase)
+        if session.stopped:
+            return False
+    return True
 
 
 def _variant(
@@ -85,10 +91,8 @@ def run_knee(session: RunSession, settings: KneeSettings) -> None:
     then re-measure the best candidates (each measurement a fresh fio)."""
     plan = session.plan
     template = template_phase(plan)
-    for phase in _before(plan, template):
-        session.run_phase(phase)
-        if session.stopped:
-            return
+    if not _run_before(session, template):
+        return
     (w,) = template.workloads
     fixed = w.spec.jobs if settings.scale == "iodepth" else w.spec.iodepth
     phases: dict[int, PlannedPhase] = {}  # by concurrency
@@ -174,10 +178,8 @@ def run_curve(session: RunSession, settings: CurveSettings) -> None:
     Poisson arrivals at a fixed rate, lowest load first; stop past the cap."""
     plan = session.plan
     template = template_phase(plan)
-    for phase in _before(plan, template):
-        session.run_phase(phase)
-        if session.stopped:
-            return
+    if not _run_before(session, template):
+        return
     (w,) = template.workloads
     seq = max(p.seq for p in plan.phases) + 1
     maximum = settings.max_iops

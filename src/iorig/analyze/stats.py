@@ -128,6 +128,9 @@ def welch_ratio(
     )
 
 
+MIN_BATCHES = 4  # fewer batch means give a variance too poor to call anything significant
+
+
 def batch_means(values: Sequence[float], batches: int = 10, min_batch: int = 2) -> list[float]:
     """Means of consecutive, equal batches of a per-second series.
 
@@ -139,7 +142,7 @@ def batch_means(values: Sequence[float], batches: int = 10, min_batch: int = 2) 
     """
     data = np.asarray([v for v in values if not math.isnan(v)], dtype=float)
     count = min(batches, data.size // min_batch)
-    if count < 2:
-        return []
+    if count < MIN_BATCHES:
+        return []  # too short to judge within one run (8 s at least): say untestable
     size = data.size // count
     return [float(data[i * size : (i + 1) * size].mean()) for i in range(count)]

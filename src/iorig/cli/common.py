@@ -251,7 +251,8 @@ class ProgressView:
             if result.kind != "idle" and result.aggregate is not None:
                 s = summarize_phase(result)
                 value = terminal.format_metric(s.headline, s.headline_value)
-                stats += f": {value} {terminal.METRIC_LABEL[s.headline]} (phase mean)"
+                unit = " IOPS" if s.headline == "iops" else ""  # rates carry their unit
+                stats += f": {value}{unit} (phase mean)"
                 hosts = [sc for sc in result.scopes if sc.workload == "" and sc.host]
                 if hosts:  # fio's client mode reports rates per host at the end only
                     each = "/".join(

@@ -290,3 +290,14 @@ def verify_failures(stderr: str) -> list[VerifyFailure]:
             kind = f"{what} mismatch"
         out.append(VerifyFailure(match["path"], int(match["offset"]), int(match["length"]), kind))
     return out
+
+
+def read_logs(directory: Path) -> dict[tuple[str, str | None], dict[int, dict[str, list]]]:
+    """Every fio log in ``directory``, parsed: (prefix, host suffix) -> job
+    number -> kind (iops, bw, clat, clat_hist …) -> samples or histogram rows."""
+    out: dict[tuple[str, str | None], dict[int, dict[str, list]]] = {}
+    for log in find_logs(directory):
+        text = log.path.read_text()
+        content = parse_hist_log(text) if log.kind == "clat_hist" else parse_series_log(text)
+        out.setdefault((log.prefix, log.host), {}).setdefault(log.job, {})[log.kind] = content
+    return out

@@ -318,7 +318,7 @@ def timed_table(phases: list[PhaseResult]) -> TableModel | None:
                 p.kind,
                 format_bytes(moved),
                 format_duration(round(elapsed, 1)),
-                format_rate(moved / elapsed) if elapsed > 0 else "-",
+                format_rate(totals.bytes_per_s) if totals else "-",
                 p.status if not p.error else f"{p.status}: {p.error}",
             )
         )
@@ -329,6 +329,10 @@ def timed_table(phases: list[PhaseResult]) -> TableModel | None:
         ("phase", "kind", "data", "took", "rate", "status"),
         tuple(rows),
         ("l", "l", "r", "r", "r", "l"),
+        (
+            "took: wall time, fio's start and file layout included (what a creation or "
+            "checksum costs); rate: fio's, while the I/O ran",
+        ),
     )
 
 
