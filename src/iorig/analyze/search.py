@@ -415,15 +415,16 @@ def loadpoints_of(stored: StoredRun) -> LoadPointResult | None:
         if param not in pooled.point:
             continue
         requested = _requested(stored.run.resolved, name)
-        ops, problems = [], []
+        ops, problems, measured_s = [], [], []
         for workload, rate in requested.items():
             achieved, lat, seconds = _op_figures(by_name[name], workload)
+            measured_s.append(seconds)
             ok = kept_pace(rate, achieved, seconds, tolerance)
             ops.append(OpLoad(workload, rate, achieved, lat, ok))
             if not ok:
                 problems.append(f"{workload} achieved {achieved:.1f} of {rate:g} ops/s requested")
         total = sum(requested.values())
-        seconds = min((o for o in (_op_figures(by_name[name], w)[2] for w in requested)), default=0)
+        seconds = min(measured_s, default=0.0)
         if total and not kept_pace(total, pooled.iops, seconds, tolerance):
             problems.insert(
                 0, f"achieved {pooled.iops / total * 100:.1f} % of the {total:g} ops/s requested"
