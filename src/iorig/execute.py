@@ -277,18 +277,11 @@ def _idle(
         on_event(PhaseProgress(phase, repeat, elapsed, elapsed / duration, None))
         if cancel.wait(min(0.5, duration - elapsed)):
             break
-    return PhaseResult(
-        seq=phase.seq,
-        name=phase.name,
-        kind=phase.kind,
+    return phase.result(
+        repeat,
         status="aborted" if cancel.is_set() else "ok",
         started_at=started,
         ended_at=time.time(),
-        planned_s=phase.duration_s,
-        headline=phase.headline,
-        scopes=(),
-        repeat=repeat,
-        point=phase.point,
     )
 
 
@@ -309,8 +302,7 @@ def _fio_phase(
     jobfile.write_text(text)
     proc = FioProcess(plan.fio, jobfile, workdir)
     duration = phase.duration_s
-    # Generous bound for a hung fio (e.g. a dead NFS server); prefill has no bound.
-    timeout = None if duration is None else duration * 1.5 + 60
+    timeout = phase.timeout_s(slack_s=60)
     previous: list[status.Snapshot] = []
     rounds = RoundTracker(phase.steady) if phase.steady else None
 
@@ -335,26 +327,19 @@ def _fio_phase(
     if done.returncode != 0 and done.stopped_by != "request":
         exited = f"fio exited with code {done.returncode}: {_tail(done.stderr)}"
     state, error = phase_state(done, exited or problem)
-    return PhaseResult(
-        seq=phase.seq,
-        name=phase.name,
-        kind=phase.kind,
+    return phase.result(
+        repeat,
         status=state,
         started_at=started,
         ended_at=ended,
-        planned_s=duration,
-        headline=phase.headline,
         scopes=scopes,
         job_text=text,
         command=proc.command,
         fio_version=fio_version or plan.fio_version,
-        engine=",".join(sorted({w.engine for w in phase.workloads})),
         fio_output=done.output,
         fio_stderr=done.stderr,
         error=error,
-        repeat=repeat,
         steady=steady,
-        point=phase.point,
     )
 
 

@@ -167,7 +167,7 @@ def run_phase(
         job.write_text(text)
         clients.append((f"--client={host.fio_client_arg()}", job))
     duration = phase.duration_s
-    timeout = (duration + (phase.ramp_s or 0)) * 1.5 + 90 if duration else None
+    timeout = phase.timeout_s(slack_s=90)  # fio drops a silent server after ~42 s
     proc = FioProcess(plan.fio, None, workdir, clients=tuple(clients))
 
     def tick(elapsed: float) -> None:
@@ -177,25 +177,18 @@ def run_phase(
     done = proc.run(cancel=cancel, timeout_s=timeout, on_tick=tick)
     ended = time.time()
     scopes, version, problem = collect(done, workdir, phase, plan.hosts)
-    result = PhaseResult(
-        seq=phase.seq,
-        name=phase.name,
-        kind=phase.kind,
+    result = phase.result(
+        repeat,
         status="ok",
         started_at=started,
         ended_at=ended,
-        planned_s=duration,
-        headline=phase.headline,
         scopes=scopes,
         job_text=combined_text(texts),
         command=proc.command,
         fio_version=version or plan.fio_version,
-        engine=",".join(sorted({w.engine for w in phase.workloads})),
         fio_output=done.output,
         fio_stderr=done.stderr,
         error=problem,
-        repeat=repeat,
-        point=phase.point,
     )
     if phase.steady is not None and result.aggregate is not None:
         result = replace(result, steady=steady_after(result, phase.steady))

@@ -15,6 +15,7 @@ from typing import Any
 from iorig.errors import UserError
 from iorig.fio import runner
 from iorig.fio.remote import HostAddress
+from iorig.results import PhaseResult
 from iorig.scenario import ResolvedScenario, SteadyRule, Workload
 from iorig.sysinfo import collect_fio, disclose, interface_limit
 from iorig.targets import Target, release, remote_target, resolve_target
@@ -52,6 +53,29 @@ class PlannedPhase:
         """For size-based phases: what fio writes before it finishes."""
         return sum(w.size_bytes * w.spec.jobs * w.loops for w in self.workloads)
 
+    def result(self, repeat: int, **measured: Any) -> PhaseResult:
+        """A result of this phase: what it was planned as, plus ``measured``
+        (status, times, scopes, fio's output …)."""
+        engines = ",".join(sorted({w.engine for w in self.workloads}))
+        return PhaseResult(
+            **{"engine": engines, "scopes": ()} | measured,
+            seq=self.seq,
+            name=self.name,
+            kind=self.kind,
+            planned_s=self.duration_s,
+            headline=self.headline,
+            repeat=repeat,
+            point=self.point,
+        )
+
+    def timeout_s(self, slack_s: float) -> float | None:
+        """How long fio may take before it is taken for hung (a dead NFS
+        server, a silent fio server): half again its ramp and runtime plus
+        ``slack_s`` for start-up; None for size-based phases (no bound)."""
+        if self.duration_s is None:
+            return None
+        return (self.duration_s + (self.ramp_s or 0.0)) * 1.5 + slack_s
+
 
 @dataclass(frozen=True)
 class Plan:
@@ -76,9 +100,6 @@ class Plan:
     def limit(self) -> dict | None:
         """Smallest known interface bandwidth on the path, or None (unknown)."""
         return interface_limit(self.disclosure)
-
-    def requested(self) -> dict[str, dict[str, tuple[int, int, bool]]]:
-        return requested(self.phases)
 
     def schedule(self) -> list[tuple[PlannedPhase, int]]:
         """(phase, repeat) in execution order. With repeats, the stretch from the
