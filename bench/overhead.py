@@ -37,6 +37,8 @@ from pathlib import Path
 from iorig.analyze.stats import t_quantile
 from iorig.fio import runner
 from iorig.fio.jobfile import Section, render, workload_options
+from iorig.run.local import LocalBackend
+from iorig.run.probe import spot_in
 from iorig.units import format_si, parse_duration, parse_size
 
 TARGET = 0.99  # iorig must cost no more than 1 % of what bare fio measures
@@ -174,10 +176,10 @@ def main() -> int:
     )
     try:
         prefill(fio, data, args.size)
-        engine = runner.probe_engine(
-            fio, work, block_device=False, direct=True, candidates=("io_uring", "libaio", "psync")
-        ).engine
-        print(f"{runner.fio_version(fio)}, engine {engine}, {os.cpu_count()} CPUs; randread "
+        version = runner.fio_version(fio)
+        engine = LocalBackend(fio, version).probe({"local": spot_in(work, block_device=False)},
+                                                  direct=True)  # fmt: skip
+        print(f"{version}, engine {engine}, {os.cpu_count()} CPUs; randread "
               f"bs={args.bs} iodepth={args.iodepth} jobs={args.jobs} {args.duration} on "
               f"{args.size} at {data}")  # fmt: skip
         with_logs, without_logs = (

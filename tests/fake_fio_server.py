@@ -26,7 +26,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Literal
 
-from iorig.fio.remote import encode_command
+from iorig.fio.protocol import encode_command
 
 Behaviour = Literal["answer", "drop", "silent", "garbage"]
 

@@ -13,7 +13,8 @@ import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
-from iorig.fio.remote import FioServer, HostAddress, port_available
+from iorig.fio.hosts import HostAddress
+from iorig.fio.server import FioServer, port_available
 
 # Ports reserved for these tests; each server takes the first free one.
 PORTS = range(18740, 18800)

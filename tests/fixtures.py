@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from iorig.assemble import JobLogs, SectionData
 from iorig.fio import parse
+from iorig.fio.assemble import JobLogs, SectionData
 
 DATA = Path(__file__).resolve().parent / "data"
 

@@ -7,16 +7,16 @@ import numpy as np
 import pytest
 from tests.fixtures import section
 
-from iorig.assemble import JobLogs, build_scopes, combine_series, merge_series
-from iorig.fio import histogram
+from iorig.fio.assemble import JobLogs, build_scopes, merge_series
 from iorig.fio.parse import LogSample
-from iorig.results import ALL
+from iorig.model import AGGREGATE, ALL, Scope, Totals, histogram
+from iorig.model.combine import combine_series, combine_totals
 
 
 def test_two_jobs_merge_exactly():
     data = section("randread-2jobs", "rr")
     aggregate, workload = build_scopes([data])
-    assert (aggregate.workload, workload.workload) == ("", "rr")
+    assert (aggregate.scope, workload.scope) == (AGGREGATE, Scope("rr", "local"))
     total = aggregate.totals["read"]
     assert total.ios == sum(j.dirs["read"].ios for j in data.jobs)
     assert total.iops == pytest.approx(sum(j.dirs["read"].iops for j in data.jobs))
@@ -78,15 +78,12 @@ def test_seconds_without_completions_have_no_latency():
 def test_pooled_standard_deviation_matches_numpy():
     rng = np.random.default_rng(1)
     parts = [rng.normal(1000, 50, 400), rng.normal(1500, 80, 100)]
-    from iorig.assemble import _combine_totals
-    from iorig.results import Totals
-
     totals = [
         Totals("read", p.size, p.size * 4096, 1.0, 4096.0, p.mean(), p.min(), p.max(), p.std(),
                0.0, p.mean(), histogram.empty())
         for p in parts
     ]  # fmt: skip
-    merged = _combine_totals("read", totals)
+    merged = combine_totals("read", totals)
     both = np.concatenate(parts)
     assert merged is not None
     assert merged.lat_mean_ns == pytest.approx(both.mean())

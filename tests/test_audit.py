@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from tests import builders
 
 from iorig.analyze import audit
-from iorig.analyze.steady import RoundTracker, check_window, evaluate
-from iorig.fio import histogram
-from iorig.fio.status import Snapshot
-from iorig.results import ALL, PhaseResult, ScopeResult, Series, Totals
-from iorig.scenario import SteadyRule
-from iorig.sysinfo import _pcie_link, flatten, interface_limit
+from iorig.analyze.steady import SteadyWatch, evaluate, steady_of_series
+from iorig.model import AGGREGATE, InterfaceLimit, PhaseResult, Scope, check_window
+from iorig.model.records import flatten
+from iorig.schema import SteadyRule
+from iorig.sysinfo import _pcie_link, interface_limit
 
 
 def test_window_rule_range_and_slope():
@@ -33,13 +33,31 @@ def test_evaluate_needs_a_full_window():
     assert early.rounds[early.window_start :] == (100, 101, 99, 100, 100)
 
 
-def test_round_tracker_turns_cumulative_snapshots_into_round_rates():
-    tracker = RoundTracker(SteadyRule(metric="iops", round=2))
-    snaps = [Snapshot(1000 * t, t, ios=1000 * t * t, io_bytes=0, lat_sum_ns=0) for t in range(1, 8)]
-    completed = [tracker.feed(s) for s in snaps]
-    assert completed == [False, False, True, False, True, False, True]
+def test_steady_watch_turns_cumulative_counters_into_round_rates():
+    watch = SteadyWatch(SteadyRule(metric="iops", round=2, window=2, max_range=100))
+    for t in range(1, 8):
+        watch.feed(1000 * t, ios=1000 * t * t, io_bytes=0)
     # ios = 1000 t^2: rounds 1-3, 3-5, 5-7 s
-    assert tracker.rounds == [4000.0, 8000.0, 12000.0]
+    assert watch.rounds == [4000.0, 8000.0, 12000.0]
+
+
+def test_live_and_after_the_fact_steady_states_agree():
+    """One mechanism: a series fed live (cumulative counters each second) and
+    the same series judged after the fact give the same verdict and window."""
+    rule = SteadyRule(round=2, window=3)
+    values = [50.0, 70.0, 90.0, 100.0, 101.0, 99.0, 100.0, 102.0, 98.0, 100.0, 100.0, 100.0]
+    watch = SteadyWatch(rule)
+    watch.feed(0, 0.0, 0.0)
+    stopped_at = None
+    for second in range(1, len(values) + 1):
+        if watch.feed(second * 1000, sum(values[:second]), 0.0) and stopped_at is None:
+            stopped_at = second
+    live = watch.state
+    after = steady_of_series(values, [0.0] * len(values), rule)
+    assert live == after and after.converged and stopped_at is not None
+    # rounds of 2 s: 60, 95, 100, 101, 99, 100; the window 95-101 is the first that holds
+    assert after.window_start == 1 and len(after.rounds) == 6  # rounds after it are kept
+    assert after.check is not None and after.check.holds
 
 
 def test_pcie_link_gives_usable_bandwidth(tmp_path):
@@ -54,11 +72,9 @@ def test_pcie_link_gives_usable_bandwidth(tmp_path):
         (dev / name).write_text(value + "\n")
     link = _pcie_link(dev / "nvme" / "nvme0")
     assert link is not None and link["usable_bytes_per_s"] == pytest.approx(3.94e9)
-    disclosure = {"targets": [{"backing_devices": [{"name": "nvme0n1", "link": link}]}]}
-    assert interface_limit(disclosure) == {"bytes_per_s": 3.94e9, "source": "nvme0n1 0000:01:00.0"}
-    assert (
-        interface_limit({"targets": [{"backing_devices": [{"name": "vda", "link": None}]}]}) is None
-    )
+    targets = [{"backing_devices": [{"name": "nvme0n1", "link": link}]}]
+    assert interface_limit(targets) == InterfaceLimit(3.94e9, "nvme0n1 0000:01:00.0")
+    assert interface_limit([{"backing_devices": [{"name": "vda", "link": None}]}]) is None
 
 
 def test_flatten_makes_dotted_keys():
@@ -70,18 +86,11 @@ def test_flatten_makes_dotted_keys():
 
 
 def _phase(name: str, iops: np.ndarray, cpu: float = 20.0, lat_ns: float = 1e5) -> PhaseResult:
-    mean_iops = float(iops.mean())
-    totals = Totals(ALL, int(mean_iops * iops.size), int(mean_iops * iops.size * 4096), mean_iops,
-                    mean_iops * 4096, lat_ns, lat_ns / 2, lat_ns * 10, lat_ns / 5, 1e3, lat_ns,
-                    histogram.empty())  # fmt: skip
-    series = Series(ALL, np.arange(1, iops.size + 1), iops, iops * 4096, np.full(iops.size, lat_ns),
-                    np.zeros((iops.size, histogram.NR_BINS), dtype=np.uint64))  # fmt: skip
     scopes = tuple(
-        ScopeResult(w, "" if not w else "local", 1, {ALL: totals}, {ALL: series}, cpu, 0.0, cpu, 0)
-        for w in ("", "rr")
+        builders.scope(iops, where=where, cpu=cpu, lat_ns=lat_ns)
+        for where in (AGGREGATE, Scope("rr", "local"))
     )
-    return PhaseResult(1, name, "measure", "ok", 0.0, float(iops.size), float(iops.size), "iops",
-                       scopes, engine="io_uring")  # fmt: skip
+    return builders.phase(name, iops, scopes=scopes, engine="io_uring")
 
 
 def test_after_run_findings():
@@ -91,7 +100,7 @@ def test_after_run_findings():
     findings = audit.after_run(
         [_phase("bad", jumpy, cpu=99.0, lat_ns=1e5)],
         {"bad": {"rr": (4, 32, False)}},  # 128 in flight requested
-        {"bytes_per_s": 1e6, "source": "sata 1.5 Gbps"},
+        InterfaceLimit(1e6, "sata 1.5 Gbps"),
     )
     codes = {f.code for f in findings}
     assert codes == {"cpu-bound", "shallow-queue", "unstable", "slow-start", "above-limit"}

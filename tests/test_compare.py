@@ -7,87 +7,28 @@ import math
 
 import numpy as np
 import pytest
+from tests import builders
 
-from iorig.analyze.compare import NO_DIFFERENCE, compare, verdict_text
+from iorig.analyze.analysis import analyse
+from iorig.analyze.analysis import compare as compare_analyses
+from iorig.analyze.compare import NO_DIFFERENCE, verdict_text
 from iorig.analyze.stats import batch_means, t_cdf, t_quantile, welch_ratio
-from iorig.fio import histogram
-from iorig.report.tables import comparison_tables, to_markdown
-from iorig.results import ALL, PhaseResult, ScopeResult, Series, Totals
-from iorig.store import RunRecord, StoredRun
+from iorig.model import Metric, PhaseResult, StoredRun
+from iorig.report.cmptables import comparison_tables
+from iorig.report.tables import to_markdown
 
 
 def _phase(name: str, headline: str, per_second: np.ndarray, repeat: int = 0) -> PhaseResult:
-    n = per_second.size
-    hist = histogram.empty()
-    hist[600] = 1000
-    level = float(per_second.mean())
-    totals = Totals(
-        ddir=ALL,
-        ios=int(level * n),
-        io_bytes=int(level * n * 8192),
-        iops=level if headline == "iops" else level / 2**20,
-        bytes_per_s=level if headline == "bytes_per_s" else level * 8192,
-        lat_mean_ns=1e6,
-        lat_min_ns=1e5,
-        lat_max_ns=1e7,
-        lat_stddev_ns=1e5,
-        slat_mean_ns=1e3,
-        total_lat_mean_ns=1.001e6,
-        hist=hist,
-    )
-    series = Series(
-        ALL,
-        np.arange(1, n + 1),
-        per_second if headline == "iops" else per_second / 2**20,
-        per_second if headline == "bytes_per_s" else per_second * 8192,
-        np.full(n, 1e6),
-        np.zeros((n, histogram.NR_BINS), dtype=np.uint64),
-    )
-    scope = ScopeResult("", "", 1, {ALL: totals}, {ALL: series}, 1.0, 10.0, 11.0, 0)
-    return PhaseResult(
-        seq=1,
-        name=name,
-        kind="measure",
-        status="ok",
-        started_at=0.0,
-        ended_at=float(n),
-        planned_s=float(n),
-        headline=headline,
-        scopes=(scope,),
-        engine="libaio",
-        fio_version="fio-3.33",
-        repeat=repeat,
-    )
+    return builders.phase(name, per_second, Metric(headline), repeat=repeat)
 
 
 def _run(run_id: str, label: str, phases: list[PhaseResult], **over: object) -> StoredRun:
-    record = dict(
-        id=run_id,
-        label=label,
-        scenario="peak",
-        scenario_version=1,
-        title="Peak",
-        scenario_origin="builtin:peak",
-        scenario_text="",
-        resolved={},
-        params={"size": {"value": 1, "text": "16GiB", "origin": "default"}},
-        profile=None,
-        targets=[{"role": "data", "kind": "block", "path": "/dev/x", "size_bytes": 1}],
-        hosts=["local"],
-        command="",
-        iorig_version="0.1.0",
-        fio_version="fio-3.33",
-        status="ok",
-        error=None,
-        warnings=[],
-        disclosure={},
-        hostname="h",
-        pid=1,
-        started_at=0.0,
-        ended_at=60.0,
-    )
-    record.update(over)
-    return StoredRun(RunRecord(**record), tuple(phases))  # type: ignore[arg-type]
+    return builders.stored(run_id, label, phases, **over)
+
+
+def compare(runs: list[StoredRun], job_texts: list[dict] | None = None, **options: float):
+    texts = job_texts or [None] * len(runs)
+    return compare_analyses([analyse(r, t) for r, t in zip(runs, texts, strict=True)], **options)
 
 
 def _noisy(level: float, n: int = 60, spread: float = 0.01, seed: int = 0) -> np.ndarray:

@@ -11,9 +11,21 @@ import pytest
 from iorig.analyze.criteria import any_point_passes, evaluate, figure, overall
 from iorig.errors import UserError
 from iorig.expr import evaluate as expr
-from iorig.fio import histogram
-from iorig.results import ALL, PhaseResult, ScopeResult, Series, Totals
-from iorig.scenario import Criterion, load, resolve, source_from_text
+from iorig.model import (
+    AGGREGATE,
+    ALL,
+    Metric,
+    PhaseKind,
+    PhaseResult,
+    PhaseStatus,
+    Scope,
+    ScopeResult,
+    Series,
+    Totals,
+    histogram,
+)
+from iorig.scenario import load, resolve, source_from_text
+from iorig.schema import Criterion
 
 
 def test_expressions_do_arithmetic_over_parameters_and_nothing_else():
@@ -133,16 +145,20 @@ def _scope(
         np.zeros((n, histogram.NR_BINS), np.uint64),
     )
     return ScopeResult(
-        workload, "local", 4, {"read": r, "write": w, ALL: both}, {"read": series}, 1.0, 1.0, 2.0, 0
-    )
+        Scope(workload, "local"), 4, {"read": r, "write": w, ALL: both}, {"read": series}, 1.0,
+        1.0, 2.0, 0,
+    )  # fmt: skip
 
 
 def _phase(name: str, db_read: tuple[float, float]) -> PhaseResult:
     db = _scope("db", db_read, (400.0, 3e6), [1e6, 5e6, 2e6])
     log = _scope("log", (0.0, 0.0), (300.0, 2e6), [])
-    log = ScopeResult("log", "local", 1, {"write": log.totals["write"]}, {}, 1.0, 1.0, 2.0, 0)
-    aggregate = ScopeResult("", "", 5, db.totals, db.series, 1.0, 1.0, 2.0, 0)
-    return PhaseResult(1, name, "measure", "ok", 0.0, 10.0, 10.0, "iops", (aggregate, db, log))
+    log = ScopeResult(
+        Scope("log", "local"), 1, {"write": log.totals["write"]}, {}, 1.0, 1.0, 2.0, 0
+    )
+    aggregate = ScopeResult(AGGREGATE, 5, db.totals, db.series, 1.0, 1.0, 2.0, 0)
+    return PhaseResult(1, name, PhaseKind.MEASURE, PhaseStatus.OK, 0.0, 10.0, 10.0, Metric.IOPS,
+                       (aggregate, db, log))  # fmt: skip
 
 
 def _criteria(target: float) -> list[Criterion]:

@@ -8,7 +8,6 @@ import pytest
 from iorig.analyze.loadpoints import (
     LoadPoint,
     default_fractions,
-    fractions_of,
     ort_of,
     overall_response_time_ms,
     parse_table_csv,
@@ -157,13 +156,6 @@ def test_spacing_tolerance_is_thirty_percent_of_the_nominal():
 
 def test_fractions():
     assert default_fractions() == (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0)
-    assert fractions_of(20_000, [0.1, 0.5, 1.0]) == pytest.approx([2_000, 10_000, 20_000])
-    rates = fractions_of(130_495, default_fractions())
-    assert rates[0] == pytest.approx(13_049.5) and rates[-1] == pytest.approx(130_495)
-    with pytest.raises(ValueError):
-        fractions_of(1000, [0.5, 0.0])
-    with pytest.raises(ValueError):
-        fractions_of(0, [0.5])
 
 
 # --- the table CSV ------------------------------------------------------------

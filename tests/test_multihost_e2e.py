@@ -21,10 +21,11 @@ import pytest
 from tests.fake_fio_server import FakeFioServer
 from tests.fioservers import fio_server, fio_servers, server_dir
 
-from iorig.assemble import SectionData, build_scope, merge_hosts
-from iorig.fio import histogram, parse
-from iorig.fio.remote import HostAddress
-from iorig.results import ALL
+from iorig.fio import parse
+from iorig.fio.assemble import SectionData, build_scope
+from iorig.fio.hosts import HostAddress
+from iorig.model import ALL, Scope, histogram
+from iorig.model.combine import merge_hosts
 
 REPO = Path(__file__).resolve().parent.parent
 DATA = Path(__file__).resolve().parent / "data" / "clientserver-3hosts"
@@ -45,7 +46,7 @@ def test_cluster_percentiles_merge_every_hosts_bins_never_average_them():
     for job in output.jobs:
         by_host.setdefault(job.host, []).append(job)
     assert sorted(by_host) == ["127.0.0.2:18791", "127.0.0.3:18792", "127.0.0.4:18793"]
-    hosts = [build_scope("", h, [SectionData("w", h, tuple(jobs), ())])
+    hosts = [build_scope(Scope(host=h), [SectionData("w", h, tuple(jobs), ())])
              for h, jobs in by_host.items()]  # fmt: skip
     aggregate = merge_hosts(hosts, {})
     union = histogram.merge(d.hist for j in output.jobs for d in j.dirs.values())

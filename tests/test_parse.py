@@ -7,7 +7,8 @@ import json
 import pytest
 from tests.fixtures import DATA, output_text
 
-from iorig.fio import histogram, parse
+from iorig.fio import parse
+from iorig.model import histogram
 
 
 def test_status_snapshots_then_final_document():
@@ -52,7 +53,7 @@ def test_parse_final_keeps_fios_figures():
         assert d.io_bytes == rj["read"]["io_bytes"]
         assert d.iops == rj["read"]["iops"]
         assert d.clat_mean_ns == rj["read"]["clat_ns"]["mean"]
-        assert histogram.total_count(d.hist) == rj["read"]["clat_ns"]["N"]
+        assert int(d.hist.sum()) == rj["read"]["clat_ns"]["N"]
         assert job.usr_cpu_pct == rj["usr_cpu"] and job.host == "local"
 
 

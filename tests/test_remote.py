@@ -1,5 +1,6 @@
-"""fio client/server helpers: host addresses, the version probe and check,
-the managed fio server, log naming and the shared time axis."""
+"""fio client/server: host addresses, the version probe and check, the
+managed fio server, and the collection step on a recorded client/server run
+(hosts told apart and put on one time axis, as production does it)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,6 @@ import socket
 import struct
 import subprocess
 import time
-from pathlib import Path
 
 import pytest
 from tests.fake_fio_server import FakeFioServer
@@ -18,8 +18,18 @@ from tests.fioservers import fio_server, fio_servers, server_dir
 from tests.fixtures import DATA
 
 from iorig.errors import UserError
-from iorig.fio import parse, remote
-from iorig.fio.remote import FioServer, HostAddress, ProbeFailure, ServerInfo, parse_host
+from iorig.fio import hosts as remote_hosts
+from iorig.fio import parse
+from iorig.fio import protocol as remote
+from iorig.fio import server as server_mod
+from iorig.fio.hosts import HostAddress, parse_host
+from iorig.fio.protocol import ProbeFailure, ServerInfo
+from iorig.fio.runner import FioExit
+from iorig.fio.server import FioServer
+from iorig.model import AGGREGATE, ALL, Scope, ScopeKind
+from iorig.plan import PlannedPhase
+from iorig.run.backend import HostLogs, RawPhase
+from iorig.run.collect import collect, host_start_ms
 
 FIO = shutil.which("fio") or "fio"
 FAKE_IP = "127.0.0.20"  # fakes live apart from the real servers (127.0.0.2, …)
@@ -46,7 +56,6 @@ def test_parse_host_accepts(text, host, port, label, fio_arg):
     assert address.label == label == str(address)
     if fio_arg:
         assert address.fio_client_arg() == fio_arg
-    assert address.fio_key() == (host, port)
 
 
 @pytest.mark.parametrize(
@@ -83,38 +92,21 @@ def test_local_is_reserved():
 
 
 def test_parse_hosts_list():
-    hosts = remote.parse_hosts("a,b:9000,[::1]", default_port=18700)
+    hosts = remote_hosts.parse_hosts("a,b:9000,[::1]", default_port=18700)
     assert [h.label for h in hosts] == ["a:18700", "b:9000", "[::1]:18700"]
     with pytest.raises(UserError, match="twice"):
-        remote.parse_hosts("a:8765,A")
+        remote_hosts.parse_hosts("a:8765,A")
     with pytest.raises(UserError, match="empty entry"):
-        remote.parse_hosts("a,,b")
+        remote_hosts.parse_hosts("a,,b")
 
 
-# ---------------------------------------------------------------- log names and time axis
-
-
-def test_hosts_on_one_address_get_distinct_log_prefixes():
-    hosts = [HostAddress("127.0.0.2", 18701), HostAddress("127.0.0.2", 18704)]
-    prefixes = remote.host_log_prefixes("p3", hosts)
-    assert len(set(prefixes.values())) == 2
-    for host, prefix in prefixes.items():
-        assert remote.host_of_log_prefix("p3", hosts, prefix, "127.0.0.2") == host
-    assert remote.host_of_log_prefix("p3", hosts, prefixes[hosts[0]], "127.0.0.9") is None
+# ---------------------------------------------------------------- time axis
 
 
 def test_host_start_is_the_tightest_window_bound():
-    assert remote.host_start_ms([5000 + 1004, 5000 + 2001, 5000 + 3003]) == 5001
-    assert remote.host_start_ms([3000, 1000, 2000]) == 0
-    assert remote.host_start_ms([1004, 2004, 3003, 3004]) == 3  # last window repeated
-
-
-def test_wallclock_offsets_put_each_window_on_its_nearest_shared_second():
-    starts = {"a": 10_000, "b": 10_300, "c": 10_600}
-    offsets = remote.wallclock_offsets_ms(starts)
-    # The first window of each host ends at start + 1000; relative to the axis:
-    assert {k: starts[k] + 1000 - offsets[k] for k in starts} == {"a": 1000, "b": 1000, "c": 2000}
-    assert remote.wallclock_offsets_ms({}) == {}
+    assert host_start_ms([5000 + 1004, 5000 + 2001, 5000 + 3003]) == 5001
+    assert host_start_ms([3000, 1000, 2000]) == 0
+    assert host_start_ms([1004, 2004, 3003, 3004]) == 3  # last window repeated
 
 
 # ---------------------------------------------------------------- protocol (no fio needed)
@@ -280,15 +272,15 @@ def test_stop_ends_the_server_and_the_jobs_it_runs(tmp_path):
         )
         try:
             # listener, connection, backend and the job process (own session)
-            assert _wait(lambda: len(remote.process_tree(server.pid)) >= 4, 10)
-            tree = remote.process_tree(server.pid)
+            assert _wait(lambda: len(server_mod.process_tree(server.pid)) >= 4, 10)
+            tree = server_mod.process_tree(server.pid)
             server.stop()
             assert client.wait(timeout=10) is not None  # the client notices and ends
         finally:
             if client.poll() is None:
                 client.kill()
                 client.wait()
-    assert not [pid for pid in tree if remote._alive(pid)]
+    assert not [pid for pid in tree if server_mod._alive(pid)]
 
 
 @pytest.mark.fio
@@ -305,15 +297,15 @@ def test_jobs_outlive_a_killed_listener_and_stop_still_ends_them(tmp_path):
             stderr=subprocess.DEVNULL,
         )
         try:
-            assert _wait(lambda: len(remote.process_tree(server.pid)) >= 4, 10)
+            assert _wait(lambda: len(server_mod.process_tree(server.pid)) >= 4, 10)
             os.kill(server.pid, signal.SIGTERM)
             assert _wait(lambda: not server.running, 5)
             time.sleep(0.5)
             assert client.poll() is None  # the session goes on without its listener
-            survivors = [p for p in remote.process_tree(server.pid) if p != server.pid]
-            assert len(survivors) >= 3 and all(remote._alive(p) for p in survivors)
+            survivors = [p for p in server_mod.process_tree(server.pid) if p != server.pid]
+            assert len(survivors) >= 3 and all(server_mod._alive(p) for p in survivors)
             server.stop()
-            assert not [p for p in survivors if remote._alive(p)]
+            assert not [p for p in survivors if server_mod._alive(p)]
             assert client.wait(timeout=10) is not None
         finally:
             if client.poll() is None:
@@ -329,14 +321,14 @@ def test_servers_helper_uses_distinct_addresses_ports_and_directories(tmp_path):
         dirs = [server_dir(tmp_path, h) for h in hosts]
         assert all(d.is_dir() for d in dirs) and len(set(dirs)) == 3
         pids = [_listener_pid(h) for h in hosts]
-    assert not [pid for pid in pids if remote._alive(pid)]
+    assert not [pid for pid in pids if server_mod._alive(pid)]
 
 
 def _listener_pid(host: HostAddress) -> int:
     """The fio process listening at ``host`` (by the inode of its socket)."""
     fios = subprocess.run(["pgrep", "-x", "fio"], capture_output=True, text=True).stdout.split()
     for pid in map(int, fios):
-        if remote._listens(pid, host.port):
+        if server_mod._listens(pid, host.port):
             return pid
     raise AssertionError(f"no fio listens at {host.label}")
 
@@ -357,33 +349,87 @@ FIXTURE = DATA / "clientserver-3hosts"
 
 def test_fixture_hosts_are_told_apart_by_hostname_and_port():
     hosts = [parse_host(line) for line in (FIXTURE / "hosts.txt").read_text().split()]
-    by_key = remote.hosts_by_fio_key(hosts)
-    doc = parse.split_documents((FIXTURE / "output.json").read_text())[-1]
-    entries = [e for e in doc["client_stats"] if e["jobname"] != "All clients"]
-    assert {by_key[(e["hostname"], e["port"])] for e in entries} == set(hosts)
-    assert len(entries) == 2 * len(hosts)  # numjobs=2: one entry per job per host
-    for entry in entries:  # per-host latency bins are there, to be merged by iorig
-        assert sum(entry["read"]["clat_ns"]["bins"].values()) == entry["read"]["total_ios"]
+    output = parse.parse_final((FIXTURE / "output.json").read_text())
+    assert {j.host for j in output.jobs} == {h.label for h in hosts}
+    assert len(output.jobs) == 2 * len(hosts)  # numjobs=2: one entry per job per host
+    for job in output.jobs:  # per-host latency bins are there, to be merged by iorig
+        assert int(job.dirs["read"].hist.sum()) == job.dirs["read"].ios
 
 
-def test_fixture_logs_map_back_to_their_hosts():
+def _recorded_phase() -> tuple[RawPhase, PlannedPhase]:
+    """The fixture as ServerBackend brings a phase back, and the planned phase."""
+    from iorig.adhoc import adhoc_source
+    from iorig.plan import build_plan
+    from iorig.scenario import resolve
+    from iorig.targets import remote_target
+
     hosts = [parse_host(line) for line in (FIXTURE / "hosts.txt").read_text().split()]
-    logs = parse.find_logs(FIXTURE)
-    owners = {remote.host_of_log_prefix("cs", hosts, log.prefix, log.host) for log in logs}
-    assert owners == set(hosts)
-    kinds = {(log.kind, log.host) for log in logs}
-    assert {k for k, _ in kinds} >= {"iops", "bw", "clat", "clat_hist"}
+    resolved = resolve(adhoc_source("randread", name="cs"), None,
+                       {"bs": "4k", "iodepth": "4", "jobs": "2", "duration": "3s",
+                        "size": "16MiB"})  # fmt: skip
+    target = remote_target(None, host=hosts[0].label, role="data", size=16 << 20,
+                           size_explicit=True, allow_destroy=False)  # fmt: skip
+    plan = build_plan(resolved, {"data": target}, {("data", True): "io_uring"}, "fio", "fio-3.33")
+    (phase,) = [p for p in plan.phases if p.name == "randread"]
+    raw = RawPhase(
+        started_at=0.0,
+        ended_at=3.0,
+        job_text="",
+        command=(),
+        exit=FioExit(0, (FIXTURE / "output.json").read_text(), "", None, 3.0),
+        logs=parse.read_logs(FIXTURE),
+        hosts=tuple(HostLogs(h.label, f".h{i}") for i, h in enumerate(hosts)),
+        wallclock_logs=True,
+        exit_code_counts=False,
+    )
+    return raw, phase
 
 
-def test_fixture_logs_share_one_wallclock_axis():
-    hosts = [parse_host(line) for line in (FIXTURE / "hosts.txt").read_text().split()]
+def test_collection_tells_the_recorded_hosts_apart_and_aligns_them():
+    raw, phase = _recorded_phase()
+    collected = collect(raw, phase)
+    assert collected.problem is None and collected.fio_version == "fio-3.33"
+    kinds = [s.scope.kind for s in collected.scopes]
+    assert kinds == [ScopeKind.AGGREGATE] + [ScopeKind.HOST] * 3 + [ScopeKind.WORKLOAD] * 3
+    aggregate = collected.scopes[0]
+    hosts = collected.scopes[1:4]
+    labels = [h.label for h in raw.hosts]
+    assert [h.scope for h in hosts] == [Scope(host=label) for label in labels]
+    assert aggregate.scope == AGGREGATE and aggregate.jobs == 6
+    assert aggregate.totals[ALL].ios == sum(h.totals[ALL].ios for h in hosts)
+    for host in hosts:  # each host's logs were found by its own prefix
+        assert len(host.series[ALL]) >= 2
+    # one wall-clock axis: each host's start read from its own epoch-ms logs
     starts = {}
-    for log in parse.find_logs(FIXTURE):
-        if log.kind == "iops":
-            host = remote.host_of_log_prefix("cs", hosts, log.prefix, log.host)
-            samples = parse.parse_series_log(Path(log.path).read_text())
-            starts[host] = remote.host_start_ms([s.t_ms for s in samples])
-    assert set(starts) == set(hosts)
-    assert max(starts.values()) - min(starts.values()) < 1000  # one client started them all
-    offsets = remote.wallclock_offsets_ms(starts)
-    assert all(abs(starts[h] - offsets[h]) < 1000 for h in hosts)
+    for i, label in enumerate(labels):
+        times = [s.t_ms for jobs in [raw.logs[(f"randread.h{i}", label.split(":")[0])]]
+                 for kinds in jobs.values() for s in kinds["iops"]]  # fmt: skip
+        starts[label] = host_start_ms(times)
+    first = min(starts.values())
+    assert max(starts.values()) - first < 1000  # one client started them all
+    shifts = {h: round((s - first) / 1000) for h, s in starts.items()}
+    # the aggregate second t holds the hosts' seconds t - shift, summed
+    series = aggregate.series[ALL]
+    for t, iops in zip(series.t_s.tolist(), series.iops.tolist(), strict=True):
+        parts = [h.series[ALL].iops[h.series[ALL].t_s == t - shifts[h.scope.host]] for h in hosts]
+        assert iops == pytest.approx(sum(float(p[0]) for p in parts))
+
+
+def test_a_host_missing_from_the_output_fails_by_name_and_the_others_are_kept():
+    raw, phase = _recorded_phase()
+    gone = raw.hosts[2].label
+    doc = parse.split_documents(raw.exit.output)[-1]
+    address, port = gone.rsplit(":", 1)
+    doc["client_stats"] = [
+        e for e in doc["client_stats"] if (e.get("hostname"), str(e.get("port"))) != (address, port)
+    ]
+    import json
+    from dataclasses import replace
+
+    raw = replace(raw, exit=FioExit(0, json.dumps(doc), "fio: client 127.0.0.4 timed out", None, 3))
+    collected = collect(raw, phase)
+    assert collected.problem is not None and gone in collected.problem
+    assert "the other hosts' figures are kept" in collected.problem
+    failed = [s for s in collected.scopes if s.scope == Scope(host=gone)]
+    assert len(failed) == 1 and failed[0].error and "timed out" in failed[0].error
+    assert collected.scopes[0].jobs == 4  # the aggregate of the two that answered

@@ -168,8 +168,12 @@ def test_report_markdown_json_csv(two_runs):
     md = _cli(db, "report", "last", "--format", "md").stdout
     assert "### Throughput per second" in md and "| random-read (IOPS) |" in md
     data = json.loads(_cli(db, "report", "last~1", "last", "--format", "json").stdout)
-    assert len(data["runs"]) == 2 and data["comparison"]["phases"]
-    assert {s["phase"] for s in data["samples"]} >= {"random-read", "sequential-write"}
+    assert data["format_version"] == 1 and data["kind"] == "comparison"
+    assert len(data["runs"]) == 2 and data["phases"]
+    # the same document as compare's: one renderer serves both commands
+    assert data == json.loads(_cli(db, "compare", "last~1", "last", "--format", "json").stdout)
+    for run in data["runs"]:
+        assert {s["phase"] for s in run["samples"]} >= {"random-read", "sequential-write"}
     rows = list(csv.DictReader(io.StringIO(_cli(db, "report", "last", "--format", "csv").stdout)))
     assert rows and {"t_s", "iops", "bytes_per_s", "lat_mean_ns"} <= set(rows[0])
     missing = _cli(db, "report", "last", check=False)
@@ -188,7 +192,7 @@ def test_export_import_round_trip_without_duplicates(two_runs, tmp_path):
     assert "already present, skipped" in again
     copied = json.loads(_cli(other, "show", original["run"]["id"], "--json").stdout)
     assert copied == original
-    runs = json.loads(_cli(other, "runs", "--json").stdout)
+    runs = json.loads(_cli(other, "runs", "--json").stdout)["runs"]
     assert len(runs) == 1
     exists = _cli(db, "export", "last", "-o", str(bundle), check=False)
     assert exists.returncode == 2 and "already exists" in exists.stderr

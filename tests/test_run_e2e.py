@@ -47,7 +47,9 @@ def test_quick_peak_run_stores_four_measured_phases(iorig, scratch):
     # the user named a file: it stays, sized to the working set
     assert target.stat().st_size == 32 * 1024 * 1024
     runs = iorig("runs", "--json", check=True)
-    (listed,) = json.loads(runs.stdout)
+    listing = json.loads(runs.stdout)
+    assert listing["format_version"] == 1
+    (listed,) = listing["runs"]
     assert listed["status"] == "ok" and listed["id"] == shown["run"]["id"]
     text = iorig("show", "last", check=True).stdout
     for heading in ("median", "maximum", "minimum", "p99.9", "random-read"):

@@ -5,15 +5,14 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from tests import builders
 
-from iorig.analyze.compare import compare
-from iorig.analyze.search import curve_of, knee_of, sweep_comparisons, sweep_of
+from iorig.analyze.analysis import analyse, compare
+from iorig.analyze.search import CurveResult, KneeResult, SweepResult
 from iorig.errors import UserError
-from iorig.fio import histogram
-from iorig.report.search_tables import comparison_search_tables, search_tables
-from iorig.results import ALL, PhaseResult, ScopeResult, Series, Totals
+from iorig.model import Metric, PhaseResult, StoredRun, histogram
+from iorig.report.searchtables import comparison_search_tables, search_tables
 from iorig.scenario import source_from_text
-from iorig.store import RunRecord, StoredRun
 from iorig.sweep import parse_grid, resolve_with_sweep
 from iorig.units import parse_latency_limit
 
@@ -110,78 +109,35 @@ def _phase(
     point: dict,
     seq: int,
     repeat: int = 0,
-    headline: str = "iops",
+    headline: Metric = Metric.IOPS,
 ) -> PhaseResult:
     hist = histogram.empty()
     hist[int(np.searchsorted(histogram.BIN_VALUES_NS, lat_ns))] = 10_000
-    totals = Totals(
-        ALL,
-        10_000,
-        10_000 * 4096,
-        iops,
-        iops * 4096,
-        lat_ns,
-        lat_ns / 2,
-        lat_ns * 3,
-        lat_ns / 10,
-        1000.0,
-        lat_ns + 1000.0,
-        hist,
-    )
-    series = Series(
-        ALL,
-        np.arange(1, 11),
-        np.full(10, iops),
-        np.full(10, iops * 4096),
-        np.full(10, lat_ns),
-        np.zeros((10, histogram.NR_BINS), dtype=np.uint64),
-    )
-    scope = ScopeResult("", "", 1, {ALL: totals}, {ALL: series}, 1.0, 10.0, 11.0, 0)
-    return PhaseResult(
-        seq,
-        name,
-        "measure",
-        "ok",
-        0.0,
-        10.0,
-        10.0,
-        headline,
-        (scope,),
-        engine="libaio",
-        fio_version="fio-3.33",
-        repeat=repeat,
-        point=point,
-    )
+    scope = builders.scope(np.full(10, iops), lat_ns=lat_ns, hist=hist)
+    return builders.phase(name, np.full(10, iops), headline, scopes=(scope,), seq=seq,
+                          repeat=repeat, point=point)  # fmt: skip
 
 
 def _run(run_id: str, phases: list[PhaseResult], search: dict, label: str | None = None):
-    record = RunRecord(
-        id=run_id,
-        label=label,
-        scenario="adhoc",
-        scenario_version=1,
-        title="t",
-        scenario_origin="adhoc",
-        scenario_text="",
-        resolved={},
-        params={},
-        profile=None,
-        targets=[{"role": "data", "kind": "file", "path": "/x", "size_bytes": 1}],
-        hosts=["local"],
-        command="",
-        iorig_version="0.1.0",
-        fio_version="fio-3.33",
-        status="ok",
-        error=None,
-        warnings=[],
-        disclosure={},
-        hostname="h",
-        pid=1,
-        started_at=0.0,
-        ended_at=1.0,
-        search=search,
-    )
-    return StoredRun(record, tuple(phases))
+    return builders.stored(run_id, label, phases, search=search, scenario="adhoc")
+
+
+def knee_of(run: StoredRun) -> KneeResult:
+    result = analyse(run).search
+    assert isinstance(result, KneeResult)
+    return result
+
+
+def curve_of(run: StoredRun) -> CurveResult:
+    result = analyse(run).search
+    assert isinstance(result, CurveResult)
+    return result
+
+
+def sweep_of(run: StoredRun) -> SweepResult:
+    result = analyse(run).search
+    assert isinstance(result, SweepResult)
+    return result
 
 
 def _knee_run(curve: dict[int, list[float]], slo_ns: float | None = None) -> StoredRun:
@@ -228,7 +184,7 @@ def test_knee_of_a_stored_run_finds_the_knee_the_band_and_little():
     assert [p.concurrency for p in k.points] == [1, 2, 4, 8, 16, 32, 64]
     assert k.plateau is not None and set(k.plateau.members) == {16, 32}
     assert all(not c.short for c in k.little)
-    tables = search_tables(run)
+    tables = search_tables(k)
     assert [t.title for t in tables][1] == "Knee"
     assert any("knee" in row[-1] for row in tables[0].rows)
 
@@ -266,7 +222,7 @@ def test_curve_of_a_stored_run_computes_ort_and_validity():
     assert not c.valid
     # ORT by hand: (2900 * 0.3 + 1100 * 1.2) / 4000 ms
     assert c.ort_ms == pytest.approx((2900 * 0.3 + 1100 * 1.2) / 4000)
-    (table,) = search_tables(run)
+    (table,) = search_tables(c)
     assert "INVALID: fell behind" in table.rows[-1][-1]
     assert any("coordinated omission" in n for n in table.notes)
 
@@ -302,12 +258,12 @@ def test_sweep_comparison_summarises_ratio_ranges_per_group():
     sweep = sweep_of(a)
     assert sweep is not None and sweep.x_axis == "bs"
     assert list(sweep.groups()) == ["rw=read", "rw=write"]
-    cmp = compare([a, b])
-    (sc,) = sweep_comparisons(cmp, [a, b])
+    cmp = compare([analyse(a), analyse(b)])
+    (sc,) = cmp.sweeps
     sentences = sc.sentences()
     assert sentences[0].startswith("NVMe/RoCE delivered 30 % more read throughput, at 77 % of")
     assert "significant at all 3 points" in sentences[0]
     assert "write throughput" in sentences[1]
-    tables = comparison_search_tables(cmp, [a, b])
+    tables = comparison_search_tables(cmp)
     assert tables[0].title == "NVMe/RoCE against iSCSI across the sweep"
     assert len(tables[0].rows) == 6 and tables[0].rows[0][4] == "130%"

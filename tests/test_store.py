@@ -3,16 +3,33 @@ forward migrations, refusal of newer schemas, run addressing, stale runs."""
 
 from __future__ import annotations
 
+import socket
 import sqlite3
 import subprocess
+from dataclasses import replace
 
 import numpy as np
 import pytest
+from tests import builders
 
+from iorig.cli.refs import resolve_run_id
 from iorig.errors import UserError
-from iorig.fio import histogram
-from iorig.results import ALL, PhaseResult, ScopeResult, Series, Totals
-from iorig.store import MIGRATIONS, Store
+from iorig.model import (
+    AGGREGATE,
+    ALL,
+    Metric,
+    PhaseKind,
+    PhaseResult,
+    PhaseStatus,
+    RunStatus,
+    Scope,
+    ScopeResult,
+    Series,
+    Totals,
+    histogram,
+)
+from iorig.store import Store
+from iorig.store.schema import MIGRATIONS
 
 
 def _totals(ddir: str, seed: int) -> Totals:
@@ -51,10 +68,9 @@ def _series(ddir: str, n: int) -> Series:
     )
 
 
-def _phase(seq: int = 2, status: str = "ok") -> PhaseResult:
+def _phase(seq: int = 2, status: PhaseStatus = PhaseStatus.OK) -> PhaseResult:
     scope = ScopeResult(
-        workload="",
-        host="",
+        scope=AGGREGATE,
         jobs=2,
         totals={"read": _totals("read", 1), ALL: _totals(ALL, 2)},
         series={"read": _series("read", 6), ALL: _series(ALL, 6)},
@@ -66,13 +82,13 @@ def _phase(seq: int = 2, status: str = "ok") -> PhaseResult:
     return PhaseResult(
         seq=seq,
         name="random-read",
-        kind="measure",
+        kind=PhaseKind.MEASURE,
         status=status,
         started_at=1000.0,
         ended_at=1006.5,
         planned_s=6.0,
-        headline="iops",
-        scopes=(scope, scope.__class__(**{**scope.__dict__, "workload": "randread"})),
+        headline=Metric.IOPS,
+        scopes=(scope, replace(scope, scope=Scope("randread", "local"))),
         job_text="[global]\n[randread]\nrw=randread\n",
         command=("fio", "--output-format=json+"),
         fio_version="fio-3.33",
@@ -82,24 +98,20 @@ def _phase(seq: int = 2, status: str = "ok") -> PhaseResult:
     )
 
 
-def _run(store: Store, **over: object) -> str:
+def _run(store: Store, run_id: str = "0123456789ab", **over: object) -> str:
     args = dict(
-        scenario="peak",
-        scenario_version=1,
-        title="Peak",
-        scenario_origin="builtin:peak",
         scenario_text="name: peak\n",
         resolved={"name": "peak"},
         params={"size": {"value": 1, "text": "1B", "origin": "default"}},
         profile="quick",
         targets=[{"role": "data", "given": "/x", "path": "/x", "kind": "file", "size_bytes": 1}],
-        hosts=["local"],
         command="iorig run peak",
-        iorig_version="0.1.0",
-        fio_version="fio-3.33",
+        status=RunStatus.RUNNING,
+        ended_at=None,
+        hostname=socket.gethostname(),
     )
     args.update(over)
-    return store.create_run(**args)  # type: ignore[arg-type]
+    return store.create_run(builders.record(run_id, **args))
 
 
 def test_phase_round_trip_keeps_every_figure(db_path):
@@ -107,7 +119,7 @@ def test_phase_round_trip_keeps_every_figure(db_path):
         run_id = _run(store)
         phase = _phase()
         phase_id = store.save_phase(run_id, phase)
-        store.finish_run(run_id, "ok")
+        store.finish_run(run_id, RunStatus.OK)
     with Store(db_path) as store:
         loaded = store.load_run(run_id)
         assert loaded.run.status == "ok" and loaded.run.profile == "quick"
@@ -119,7 +131,7 @@ def test_phase_round_trip_keeps_every_figure(db_path):
             "ok",
             "io_uring",
         )
-        assert [s.workload for s in got.scopes] == ["", "randread"]
+        assert [s.scope for s in got.scopes] == [AGGREGATE, Scope("randread", "local")]
         for ddir in ("read", ALL):
             want, have = phase.scopes[0].totals[ddir], got.scopes[0].totals[ddir]
             assert have.ios == want.ios and have.iops == want.iops
@@ -145,7 +157,7 @@ def test_phase_write_is_atomic(db_path, monkeypatch):
         def explode(*args: object) -> None:
             raise RuntimeError("disk full")
 
-        monkeypatch.setattr(Store, "_save_scope", explode)
+        monkeypatch.setattr(Store, "_save_scope", explode)  # after the phase row
         with pytest.raises(RuntimeError):
             store.save_phase(run_id, _phase())
         counts = [
@@ -215,31 +227,39 @@ def test_run_addressing(db_path):
     with Store(db_path) as store:
         first = _run(store, run_id="abc123000001", started_at=1.0)
         second = _run(store, run_id="abc124000002", started_at=2.0)
-        assert store.resolve_run_id("last") == second
-        assert store.resolve_run_id("last~1") == first
-        assert store.resolve_run_id("abc123") == first
-        assert store.resolve_run_id(second) == second
+        assert resolve_run_id(store, "last") == second
+        assert resolve_run_id(store, "last~1") == first
+        assert resolve_run_id(store, "abc123") == first
+        assert resolve_run_id(store, second) == second
         with pytest.raises(UserError, match="matches 2 runs"):
-            store.resolve_run_id("abc12")
+            resolve_run_id(store, "abc12")
         with pytest.raises(UserError, match="no run with id"):
-            store.resolve_run_id("fff")
+            resolve_run_id(store, "fff")
         with pytest.raises(UserError, match="not a run id"):
-            store.resolve_run_id("peak; drop table runs")
+            resolve_run_id(store, "peak; drop table runs")
+        for bad in ("last~abc", "last~-1", "lastly", "last~"):
+            with pytest.raises(UserError, match="not a run reference"):
+                resolve_run_id(store, bad)
+        with pytest.raises(UserError, match="too few runs"):
+            resolve_run_id(store, "last~2")
 
 
 def test_empty_database_last_is_a_clear_error(db_path):
     with Store(db_path) as store, pytest.raises(UserError, match="has no runs"):
-        store.resolve_run_id("last")
+        resolve_run_id(store, "last")
 
 
-def test_run_of_a_dead_process_is_marked_aborted(db_path):
+def test_run_of_a_dead_process_is_marked_aborted_only_when_asked(db_path):
     dead = subprocess.Popen(["true"])
     dead.wait()
     with Store(db_path) as store:
         run_id = _run(store)
         store.conn.execute("UPDATE runs SET pid = ? WHERE id = ?", (dead.pid, run_id))
         (record,) = store.list_runs()
-        assert record.status == "aborted"
+        assert record.status == RunStatus.RUNNING  # reading never writes
+        assert store.reap_stale() == [run_id]
+        (record,) = store.list_runs()
+        assert record.status == RunStatus.ABORTED
         assert "ended without finishing" in (record.error or "")
 
 

@@ -9,15 +9,17 @@ import tempfile
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
-from iorig.analyze.audit import Finding, check_target_location
+from iorig.analyze.audit import check_target_location
 from iorig.errors import UserError
 from iorig.fio import runner
 from iorig.fio.jobfile import Section, render
-from iorig.plan import ENGINE_ORDER
-from iorig.sysinfo import collect_fio, disclose, interface_limit
-from iorig.units import format_bytes, format_rate
+from iorig.fio.runner import FioProcess
+from iorig.model import Disclosure, Finding, InterfaceLimit
+from iorig.run.local import LocalBackend
+from iorig.run.probe import spot_in
+from iorig.sysinfo import collect_fio, disclose
+from iorig.units import format_bytes
 
 SAMPLE_BYTES = 64 * 1024 * 1024
 DEDUPE_BLOCK = 4096
@@ -27,10 +29,10 @@ DEDUPE_BLOCK = 4096
 class TargetReport:
     path: Path
     kind: str
-    disclosure: dict[str, Any]
+    disclosure: Disclosure
     engine: str | None
     findings: list[Finding]
-    limit: dict[str, Any] | None
+    limit: InterfaceLimit | None
 
 
 def _existing(path: Path) -> Path:
@@ -53,9 +55,8 @@ def examine(given: str, fio_path: str | None = None) -> TargetReport:
     findings: list[Finding] = []
     engine = None
     try:
-        engine = runner.probe_engine(
-            fio, location, block_device=is_block, direct=True, candidates=ENGINE_ORDER
-        ).engine
+        local = LocalBackend(fio, version)
+        engine = local.probe({"local": spot_in(location, block_device=is_block)}, direct=True)
     except UserError as exc:
         findings.append(
             Finding(
@@ -67,7 +68,7 @@ def examine(given: str, fio_path: str | None = None) -> TargetReport:
     disclosure = disclose([(existing, kind)], collect_fio(fio, version, [engine] if engine else []))
     findings += check_target_location(disclosure)
     findings += _machine_checks(disclosure)
-    limit = interface_limit(disclosure)
+    limit = disclosure.interface_limit
     if limit is None:
         findings.append(
             Finding(
@@ -81,7 +82,7 @@ def examine(given: str, fio_path: str | None = None) -> TargetReport:
     if not is_block:
         vfs = os.statvfs(location)
         free = vfs.f_bavail * vfs.f_frsize
-        memory = (disclosure.get("memory") or {}).get("total_bytes") or 0
+        memory = disclosure.memory_bytes or 0
         if memory and free < 2 * memory:
             findings.append(
                 Finding(
@@ -96,9 +97,9 @@ def examine(given: str, fio_path: str | None = None) -> TargetReport:
     return TargetReport(path, kind, disclosure, engine, findings, limit)
 
 
-def _machine_checks(disclosure: dict[str, Any]) -> list[Finding]:
+def _machine_checks(disclosure: Disclosure) -> list[Finding]:
     out = []
-    governor = str((disclosure.get("cpu") or {}).get("governor", ""))
+    governor = str((disclosure.section("cpu") or {}).get("governor", ""))
     if governor and "performance" not in governor and "unknown" not in governor:
         out.append(
             Finding(
@@ -148,7 +149,13 @@ def measure_data_pattern(
                         "buffer_compress_chunk": 4096}  # fmt: skip
         if dedupe_pct:
             options["dedupe_percentage"] = round(dedupe_pct)
-        runner.write_sample(fio, sample, render({}, [Section("sample", options)]))
+        job = Path(tmp) / "sample.fio"
+        job.write_text(render({}, [Section("sample", options)]))
+        done = FioProcess(fio, job, Path(tmp), status=False).run(timeout_s=300)
+        if done.stopped_by == "timeout":
+            raise UserError("fio took more than 5 minutes to write the data sample")
+        if done.returncode != 0:
+            raise UserError(f"fio could not write the data sample: {done.stderr.strip()[-300:]}")
         data = sample.read_bytes()
     compressed = len(zlib.compress(data, 6))
     blocks = [
@@ -162,9 +169,3 @@ def measure_data_pattern(
         zlib_ratio=compressed / len(data),
         duplicate_fraction=1.0 - len(set(blocks)) / len(blocks),
     )
-
-
-def limit_text(limit: dict[str, Any] | None) -> str:
-    if not limit:
-        return "unknown"
-    return f"{format_rate(limit['bytes_per_s'])} ({limit['source']})"

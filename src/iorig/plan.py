@@ -1,27 +1,21 @@
-"""From a resolved scenario and the user's targets to concrete phases.
-
-``prepare`` does the checks that touch the machine (fio present and recent
-enough, targets safe and sized, engines probed) before anything is written
-to the database; ``build_plan`` is the pure part.
+"""From a resolved scenario and prepared targets to concrete phases: plan
+types and the pure ``build_plan``. The checks that touch machines (fio,
+targets, engines) are ``iorig.run.prepare``'s.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass, field, replace
-from pathlib import Path
+from dataclasses import dataclass, field
 from typing import Any
 
 from iorig.errors import UserError
-from iorig.fio import runner
-from iorig.fio.remote import HostAddress
-from iorig.results import PhaseResult
-from iorig.scenario import ResolvedScenario, SteadyRule, Workload
-from iorig.sysinfo import collect_fio, disclose, interface_limit
-from iorig.targets import Target, release, remote_target, resolve_target
+from iorig.fio.hosts import HostAddress
+from iorig.model import Disclosure, InterfaceLimit, Metric, PhaseKind, PhaseResult
+from iorig.scenario import ResolvedScenario
+from iorig.schema import Phase, SteadyRule, Workload
+from iorig.targets import Target
 from iorig.units import format_bytes
-
-ENGINE_ORDER = ("io_uring", "libaio", "psync")
 
 
 @dataclass(frozen=True)
@@ -39,9 +33,9 @@ class PlannedWorkload:
 class PlannedPhase:
     seq: int
     name: str
-    kind: str
+    kind: PhaseKind
     duration_s: float | None
-    headline: str
+    headline: Metric
     description: str
     workloads: tuple[PlannedWorkload, ...]
     steady: SteadyRule | None = None
@@ -86,7 +80,7 @@ class Plan:
     fio_version: str
     notes: tuple[str, ...] = ()
     repeats: int = 1
-    disclosure: dict = field(default_factory=dict)
+    disclosure: Disclosure = field(default_factory=Disclosure)
     # fio servers the phases run on (empty: this machine), and each one's
     # targets by role; ``targets`` then holds the first host's, for sizes
     hosts: tuple[HostAddress, ...] = ()
@@ -97,15 +91,15 @@ class Plan:
         return [h.label for h in self.hosts] or ["local"]
 
     @property
-    def limit(self) -> dict | None:
+    def limit(self) -> InterfaceLimit | None:
         """Smallest known interface bandwidth on the path, or None (unknown)."""
-        return interface_limit(self.disclosure)
+        return self.disclosure.interface_limit
 
     def schedule(self) -> list[tuple[PlannedPhase, int]]:
         """(phase, repeat) in execution order. With repeats, the stretch from the
         first to the last measured phase runs that many times, each with fresh
         fio processes; what comes before (prefill, warm-up) runs once."""
-        measured = [i for i, p in enumerate(self.phases) if p.kind == "measure"]
+        measured = [i for i, p in enumerate(self.phases) if p.kind is PhaseKind.MEASURE]
         if self.repeats <= 1 or not measured:
             return [(p, 0) for p in self.phases]
         first, last = measured[0], measured[-1]
@@ -137,6 +131,20 @@ def requested(phases: Iterable[PlannedPhase]) -> dict[str, dict[str, tuple[int, 
     }
 
 
+def phase_workloads(phase: Phase, roles: Iterable[str]) -> list[Workload]:
+    """A phase's workloads; a precondition phase without any writes every
+    target (SNIA PTS workload-independent preconditioning: the whole target,
+    twice, with 128 KiB sequential writes)."""
+    if phase.workloads or phase.kind is not PhaseKind.PRECONDITION:
+        return list(phase.workloads)
+    roles = list(roles)
+    return [
+        Workload(name=f"precondition-{role}" if len(roles) > 1 else None, target=role, rw="write",
+                 bs=128 * 1024, iodepth=16)
+        for role in roles
+    ]  # fmt: skip
+
+
 def build_plan(
     resolved: ResolvedScenario,
     targets: dict[str, Target],
@@ -152,22 +160,12 @@ def build_plan(
         if not phase.enabled:
             notes.append(f"phase {phase.name!r} is disabled by the scenario's parameters")
             continue
-        if phase.kind == "idle" and not phase.duration:
+        if phase.kind is PhaseKind.IDLE and not phase.duration:
             notes.append(f"pause {phase.name!r} has zero length and is skipped")
             continue
-        workloads = phase.workloads
-        loops = 1
-        if phase.kind == "precondition":
-            # SNIA PTS workload-independent preconditioning: the whole target
-            # written twice with 128 KiB sequential writes.
-            loops = 2
-            workloads = workloads or [
-                Workload(name=f"precondition-{role}" if len(targets) > 1 else None, target=role,
-                         rw="write", bs=128 * 1024, iodepth=16)
-                for role in targets
-            ]  # fmt: skip
+        loops = 2 if phase.kind is PhaseKind.PRECONDITION else 1  # the PTS writes twice
         planned = []
-        for w in workloads:
+        for w in phase_workloads(phase, targets):
             if not w.enabled:
                 continue
             target = targets[w.target]
@@ -214,155 +212,10 @@ def build_plan(
                 ramp_s=phase.ramp,
             )
         )
-    if not any(p.kind == "measure" for p in phases):
+    if not any(p.kind is PhaseKind.MEASURE for p in phases):
         notes.append("the scenario has no measure phase: nothing will be scored")
     if repeats < 1:
         raise UserError(f"--repeat must be at least 1, got {repeats}")
     return Plan(
         resolved, targets, tuple(phases), fio, fio_version, notes=tuple(notes), repeats=repeats
     )
-
-
-def prepare(
-    resolved: ResolvedScenario,
-    target_paths: dict[str, str],
-    *,
-    allow_destroy: bool,
-    fio_path: str | None = None,
-    repeats: int = 1,
-    hosts: list[HostAddress] | None = None,
-    host_paths: dict[HostAddress, dict[str, str]] | None = None,
-) -> Plan:
-    """Check the machine and the targets, then build the plan. Raises UserError.
-
-    With ``hosts`` the phases run on those fio servers: every one must answer
-    with this machine's fio version, and gets its targets from ``host_paths``
-    (default: a file in its working directory)."""
-    fio = runner.find_fio(fio_path)
-    version = runner.fio_version(fio)
-    if hosts:
-        return _prepare_hosts(
-            resolved, hosts, host_paths or {}, fio, version, allow_destroy, repeats
-        )
-    scenario = resolved.scenario
-    missing = [role for role in scenario.targets if role not in target_paths]
-    if missing:
-        raise UserError(
-            f"scenario {scenario.name!r} needs a target for: {', '.join(missing)}",
-            hint="pass --target PATH (a file, a directory or a block device), "
-            "e.g. --target ./iorig-scratch/",
-        )
-    size_explicit = resolved.param_origins.get("size", "default") != "default"
-    targets: dict[str, Target] = {}
-    try:
-        for role, spec in scenario.targets.items():
-            targets[role] = resolve_target(
-                target_paths[role],
-                role=role,
-                size=spec.size,
-                size_explicit=size_explicit,
-                allow_destroy=allow_destroy,
-                fileset=spec.fileset,
-            )
-        if any(w.op == "stat" for p in scenario.phases for w in p.workloads if w.enabled):
-            runner.require_engine(
-                fio,
-                "filestat",
-                "stat and access operations (fio ≥ 3.19 has it)",
-                hint="install a newer fio, or run without stat operations (the built-in "
-                "ai-image takes --set stat_ops=false)",
-            )
-        engines = _probe_engines(resolved, targets, fio)
-        plan = build_plan(resolved, targets, engines, fio, version, repeats)
-        disclosure = disclose(
-            [(t.path, t.kind) for t in targets.values()], collect_fio(fio, version, plan.engines)
-        )
-        return replace(plan, disclosure=disclosure)
-    except BaseException:
-        for target in targets.values():  # nothing ran: leave no files behind
-            release(target, keep=False)
-        raise
-
-
-def _probe_engines(
-    resolved: ResolvedScenario, targets: dict[str, Target], fio: str
-) -> dict[tuple[str, bool], str]:
-    engines: dict[tuple[str, bool], str] = {}
-    for phase in resolved.scenario.phases:
-        # a precondition phase without workloads writes every target with direct I/O
-        implicit = [Workload(target=r, rw="write", bs=4096) for r in targets]
-        for w in phase.workloads or (implicit if phase.kind == "precondition" else []):
-            key = (w.target, w.direct)
-            if w.engine == "auto" and w.op == "io" and key not in engines:
-                target = targets[w.target]
-                location = (
-                    target.path if target.kind in ("block", "fileset") else Path(target.path).parent
-                )
-                engines[key] = runner.probe_engine(
-                    fio,
-                    location,
-                    block_device=target.kind == "block",
-                    direct=w.direct,
-                    candidates=ENGINE_ORDER,
-                ).engine
-    return engines
-
-
-def _prepare_hosts(
-    resolved: ResolvedScenario,
-    hosts: list[HostAddress],
-    host_paths: dict[HostAddress, dict[str, str]],
-    fio: str,
-    version: str,
-    allow_destroy: bool,
-    repeats: int,
-) -> Plan:
-    from iorig import multihost  # the client/server side is only loaded when used
-
-    scenario = resolved.scenario
-    if any(spec.fileset for spec in scenario.targets.values()):
-        raise UserError(
-            f"scenario {scenario.name!r} works on file sets, which iorig runs on this machine "
-            "only (fio's servers cannot make the directories)",
-            hint="run it on each host, or drop --hosts",
-        )
-    servers = multihost.check_servers(fio, version, hosts)
-    size_explicit = resolved.param_origins.get("size", "default") != "default"
-    host_targets = {
-        host.label: {
-            role: remote_target(
-                host_paths.get(host, {}).get(role),
-                host=host.label,
-                role=role,
-                size=spec.size,
-                size_explicit=size_explicit,
-                allow_destroy=allow_destroy,
-            )
-            for role, spec in scenario.targets.items()
-        }
-        for host in hosts
-    }
-    engines: dict[tuple[str, bool], str] = {}
-    with multihost.scratch_dir() as tmp:
-        for phase in scenario.phases:
-            implicit = [Workload(target=r, rw="write", bs=4096) for r in scenario.targets]
-            for w in phase.workloads or (implicit if phase.kind == "precondition" else []):
-                key = (w.target, w.direct)
-                if w.engine == "auto" and key not in engines:
-                    engines[key] = multihost.probe_engine(
-                        fio,
-                        {h: host_targets[h.label][w.target] for h in hosts},
-                        direct=w.direct,
-                        candidates=ENGINE_ORDER,
-                        workdir=Path(tmp),
-                    )
-    first = host_targets[hosts[0].label]
-    plan = build_plan(resolved, first, engines, fio, version, repeats)
-    # The machine iorig runs on is only the client here: its facts are kept
-    # apart, and what each server told about itself is all iorig knows of it.
-    disclosure = {
-        "fio": collect_fio(fio, version, plan.engines),
-        "servers": servers,
-        "client": disclose([], collect_fio(fio, version, plan.engines)),
-    }
-    return replace(plan, hosts=tuple(hosts), host_targets=host_targets, disclosure=disclosure)

@@ -17,14 +17,9 @@ import itertools
 from dataclasses import replace
 
 from iorig.errors import UserError
-from iorig.scenario import (
-    Phase,
-    ResolvedScenario,
-    ScenarioSource,
-    coerce_parameter,
-    resolve,
-    value_text,
-)
+from iorig.model import PhaseKind
+from iorig.scenario import ResolvedScenario, ScenarioSource, resolve
+from iorig.schema import Phase, coerce_parameter, value_text
 
 MAX_POINTS = 1000
 
@@ -111,7 +106,7 @@ def resolve_with_sweep(
                 hint="a sweep shares one prefilled target; run separate runs for other sizes",
             )
     phases = first.scenario.phases
-    measured = [i for i, p in enumerate(phases) if p.kind == "measure" and p.enabled]
+    measured = [i for i, p in enumerate(phases) if p.kind is PhaseKind.MEASURE and p.enabled]
     if not measured:
         raise UserError(
             f"scenario {first.scenario.name!r} has no measure phase to sweep",

@@ -20,6 +20,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from iorig.model import Disclosure, InterfaceLimit
+
 SYS = Path("/sys")
 PROC = Path("/proc")
 
@@ -314,9 +316,9 @@ def collect_nics() -> list[dict[str, Any]]:
     return nics
 
 
-def disclose(targets: list[tuple[Path, str]], fio: dict[str, Any]) -> dict[str, Any]:
+def disclose(targets: list[tuple[Path, str]], fio: dict[str, Any]) -> Disclosure:
     """Everything iorig can read about the system under test."""
-    return {
+    sections = {
         "host": _soft(collect_host),
         "os": _soft(collect_os),
         "cpu": _soft(collect_cpu),
@@ -326,36 +328,23 @@ def disclose(targets: list[tuple[Path, str]], fio: dict[str, Any]) -> dict[str, 
         "targets": [_soft(collect_target, path, kind) for path, kind in targets],
         "nics": _soft(collect_nics),
     }
+    return Disclosure(sections, interface_limit(sections["targets"]))
 
 
-def interface_limit(disclosure: dict[str, Any]) -> dict[str, Any] | None:
+def interface_limit(targets: list[Any]) -> InterfaceLimit | None:
     """The smallest known link bandwidth under the targets, with its source.
 
     Returns None when no device on the path has a known link (virtual disks,
     loop devices, network filesystems): the limit is unknown, not guessed.
     """
     best = None
-    for target in disclosure.get("targets", []):
+    for target in targets:
         if not isinstance(target, dict):
             continue
         for dev in target.get("backing_devices", []):
             link = dev.get("link") if isinstance(dev, dict) else None
             rate = (link or {}).get("usable_bytes_per_s")
-            if rate and (best is None or rate < best["bytes_per_s"]):
+            if rate and (best is None or rate < best.bytes_per_s):
                 where = link.get("pci_address") or link.get("sata_speed") or ""
-                best = {"bytes_per_s": rate, "source": f"{dev['name']} {where}".strip()}
+                best = InterfaceLimit(float(rate), f"{dev['name']} {where}".strip())
     return best
-
-
-def flatten(data: Any, prefix: str = "") -> dict[str, str]:
-    """Dotted keys -> text, for diffing two disclosures."""
-    out: dict[str, str] = {}
-    if isinstance(data, dict):
-        for key, value in data.items():
-            out.update(flatten(value, f"{prefix}.{key}" if prefix else str(key)))
-    elif isinstance(data, list):
-        for i, value in enumerate(data):
-            out.update(flatten(value, f"{prefix}[{i}]"))
-    else:
-        out[prefix] = "" if data is None else str(data)
-    return out

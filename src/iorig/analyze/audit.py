@@ -7,14 +7,21 @@ the results.
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, replace
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
 
-from iorig.analyze.summary import series_stats
-from iorig.results import ALL, PhaseResult
-from iorig.scenario import READS, WRITE_ONCE_KINDS
+from iorig.model import (
+    ALL,
+    Disclosure,
+    Finding,
+    InterfaceLimit,
+    PhaseKind,
+    PhaseResult,
+    series_stats,
+)
+from iorig.schema import READS
 from iorig.units import format_bytes, format_rate
 
 CPU_BOUND_PCT = 90.0
@@ -22,18 +29,6 @@ DEPTH_SHORTFALL = 0.8
 COV_LIMIT = 0.10
 FIRST_SECOND_RATIO = 0.7
 MIN_SECONDS = 10
-
-
-@dataclass(frozen=True)
-class Finding:
-    code: str
-    message: str
-    advice: str
-    phase: str | None = None
-    severity: str = "warning"  # "warning" or "info"
-
-    def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 # ------------------------------------------------------------ before a run
@@ -98,7 +93,7 @@ def check_prefill(plan: Any) -> list[Finding]:
                 )
             )
             break
-        if phase.kind in WRITE_ONCE_KINDS:
+        if PhaseKind(phase.kind).writes_once:
             for w in phase.workloads:
                 if w.spec.fileset is not None:
                     key = (w.target.role, w.spec.fileset)
@@ -153,10 +148,10 @@ def check_distribution(plan: Any) -> list[Finding]:
     return out
 
 
-def check_target_location(disclosure: dict[str, Any]) -> list[Finding]:
+def check_target_location(disclosure: Disclosure) -> list[Finding]:
     out = []
-    for target in disclosure.get("targets", []):
-        if not isinstance(target, dict) or "path" not in target:
+    for target in disclosure.targets:
+        if "path" not in target:
             continue
         fs = target.get("filesystem") or {}
         if fs.get("type") in ("tmpfs", "ramfs"):
@@ -200,10 +195,9 @@ def merge_by_code(findings: list[Finding]) -> list[Finding]:
     return out
 
 
-def before_run(plan: Any, disclosure: dict[str, Any]) -> list[Finding]:
-    memory = (disclosure.get("memory") or {}).get("total_bytes")
+def before_run(plan: Any, disclosure: Disclosure) -> list[Finding]:
     return merge_by_code(
-        check_cache_fit(plan, memory)
+        check_cache_fit(plan, disclosure.memory_bytes)
         + check_prefill(plan)
         + check_data_pattern(plan)
         + check_distribution(plan)
@@ -227,15 +221,14 @@ def check_generator(
     ``requested``: workload label -> (jobs, iodepth, rate-limited).
     """
     out = []
-    for scope in phase.scopes:
-        if scope.is_aggregate or scope.workload not in requested:
-            continue
-        jobs, depth, limited = requested[scope.workload]
+    for scope in phase.workload_scopes(list(requested)):
+        workload = scope.scope.workload
+        jobs, depth, limited = requested[workload]
         if scope.busiest_job_cpu_pct >= CPU_BOUND_PCT:
             out.append(
                 Finding(
                     "cpu-bound",
-                    f"phase {phase.name!r}, workload {scope.workload!r}: a fio job used "
+                    f"phase {phase.name!r}, workload {workload!r}: a fio job used "
                     f"{scope.busiest_job_cpu_pct:.0f}% of a CPU; the load generator, not the "
                     "storage, may be the limit",
                     "give the load generator more CPUs, use fewer jobs with a deeper queue, "
@@ -252,7 +245,7 @@ def check_generator(
             out.append(
                 Finding(
                     "shallow-queue",
-                    f"phase {phase.name!r}, workload {scope.workload!r}: by Little's law only "
+                    f"phase {phase.name!r}, workload {workload!r}: by Little's law only "
                     f"{achieved:.1f} I/Os were in flight on average, of {wanted} requested "
                     "(jobs × iodepth)",
                     "the generator could not keep the queue full (CPU, engine or device "
@@ -265,9 +258,9 @@ def check_generator(
 
 def check_stability(phase: PhaseResult) -> list[Finding]:
     scope = phase.aggregate
-    if phase.kind != "measure" or scope is None or ALL not in scope.series:
+    if phase.kind is not PhaseKind.MEASURE or scope is None or ALL not in scope.series:
         return []
-    values = getattr(scope.series[ALL], phase.headline)
+    values = scope.series[ALL].values(phase.headline)
     stats = series_stats(values)
     out = []
     if stats.n < MIN_SECONDS:
@@ -308,18 +301,18 @@ def check_stability(phase: PhaseResult) -> list[Finding]:
     return out
 
 
-def check_limit(phase: PhaseResult, limit: dict[str, Any] | None) -> list[Finding]:
+def check_limit(phase: PhaseResult, limit: InterfaceLimit | None) -> list[Finding]:
     scope = phase.aggregate
-    if not limit or scope is None or ALL not in scope.totals:
+    if limit is None or scope is None or ALL not in scope.totals:
         return []
     rate = scope.totals[ALL].bytes_per_s
-    if rate <= limit["bytes_per_s"]:
+    if rate <= limit.bytes_per_s:
         return []
     return [
         Finding(
             "above-limit",
             f"phase {phase.name!r} moved {format_rate(rate)}, above the "
-            f"{format_rate(limit['bytes_per_s'])} the link allows ({limit['source']}): a cache "
+            f"{format_rate(limit.bytes_per_s)} the link allows ({limit.source}): a cache "
             "or data reduction answered, not the device",
             "use direct I/O, incompressible data and a working set larger than every cache",
             phase.name,
@@ -352,11 +345,11 @@ def check_steady(phase: PhaseResult) -> list[Finding]:
 def after_run(
     phases: list[PhaseResult],
     requested: dict[str, dict[str, tuple[int, int, bool]]],
-    limit: dict[str, Any] | None,
+    limit: InterfaceLimit | None,
 ) -> list[Finding]:
     out: list[Finding] = []
     for phase in phases:
-        if phase.kind in ("measure", "warmup"):
+        if phase.kind in (PhaseKind.MEASURE, PhaseKind.WARMUP):
             out += check_generator(phase, requested.get(phase.name, {}))
         out += check_stability(phase) + check_limit(phase, limit) + check_steady(phase)
     return merge_by_code(out)

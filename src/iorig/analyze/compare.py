@@ -21,17 +21,24 @@ from __future__ import annotations
 
 import hashlib
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from iorig.analyze.stats import RatioTest, batch_means, welch_ratio
-from iorig.analyze.summary import SeriesStats, series_stats
-from iorig.fio import histogram
-from iorig.results import ALL, PhaseResult
-from iorig.store import RunRecord, StoredRun
-from iorig.sysinfo import flatten
+from iorig.model import (
+    ALL,
+    InterfaceLimit,
+    Metric,
+    PhaseKind,
+    PhaseResult,
+    PhaseStatus,
+    SeriesStats,
+    StoredRun,
+    histogram,
+    series_stats,
+)
 
 NO_DIFFERENCE = "no significant difference"
 
@@ -41,7 +48,7 @@ class RunPhase:
     """One measured phase of one run, all its repeats pooled."""
 
     name: str
-    headline: str  # "iops" or "bytes_per_s"
+    headline: Metric
     per_second: np.ndarray
     repeat_levels: tuple[float, ...]  # the phase's throughput in each repeat
     iops: float
@@ -52,7 +59,7 @@ class RunPhase:
     job_hash: str
     engine: str
     fio_version: str
-    status: str
+    status: PhaseStatus
     total_lat_mean_ns: float = math.nan  # slat + clat: time in flight, for Little's law
     point: dict = field(default_factory=dict)  # sweep / search coordinates
 
@@ -62,7 +69,7 @@ class RunPhase:
 
     @property
     def level(self) -> float:
-        return self.iops if self.headline == "iops" else self.bytes_per_s
+        return self.iops if self.headline is Metric.IOPS else self.bytes_per_s
 
 
 def normalized_job_text(text: str) -> str:
@@ -75,27 +82,21 @@ def job_hash(text: str) -> str:
     return hashlib.sha256(normalized_job_text(text).encode()).hexdigest()[:12]
 
 
-def run_phases(stored: StoredRun, job_texts: dict[str, str] | None = None) -> dict[str, RunPhase]:
-    """Measured phases by name, repeats pooled. ``job_texts``: name -> job file."""
-    return pool_phases(stored.phases, job_texts)
-
-
 def pool_phases(
-    phases: Iterable[PhaseResult], job_texts: dict[str, str] | None = None
+    phases: Iterable[PhaseResult], job_texts: Mapping[str, str] | None = None
 ) -> dict[str, RunPhase]:
-    """Measured phases by name in order of first appearance, repeats pooled."""
+    """Measured phases by name in order of first appearance, repeats pooled.
+    ``job_texts``: phase name -> its fio job file (for the definition hash)."""
     groups: dict[str, list[PhaseResult]] = {}
     for phase in phases:
-        if phase.kind == "measure" and phase.aggregate is not None:
+        if phase.kind is PhaseKind.MEASURE and phase.aggregate is not None:
             groups.setdefault(phase.name, []).append(phase)
     out = {}
     for name, repeats in groups.items():
         totals = [p.aggregate.totals[ALL] for p in repeats if ALL in p.aggregate.totals]
         series = [p.aggregate.series[ALL] for p in repeats if ALL in p.aggregate.series]
         headline = repeats[0].headline
-        per_second = (
-            np.concatenate([getattr(s, headline) for s in series]) if series else np.zeros(0)
-        )
+        per_second = np.concatenate([s.values(headline) for s in series]) if series else np.zeros(0)
         ios = sum(t.ios for t in totals)
         hist = histogram.merge(t.hist for t in totals)
         lat_mean = sum(t.lat_mean_ns * t.ios for t in totals) / ios if ios else math.nan
@@ -105,7 +106,7 @@ def pool_phases(
             name=name,
             headline=headline,
             per_second=per_second,
-            repeat_levels=tuple(getattr(t, headline) for t in totals),
+            repeat_levels=tuple(t.level(headline) for t in totals),
             iops=sum(t.iops for t in totals) / n,
             bytes_per_s=sum(t.bytes_per_s for t in totals) / n,
             lat_mean_ns=lat_mean,
@@ -114,7 +115,9 @@ def pool_phases(
             job_hash=job_hash((job_texts or {}).get(name, "")),
             engine=repeats[0].engine,
             fio_version=repeats[0].fio_version,
-            status="ok" if all(p.status == "ok" for p in repeats) else repeats[-1].status,
+            status=PhaseStatus.OK
+            if all(p.status is PhaseStatus.OK for p in repeats)
+            else repeats[-1].status,
             total_lat_mean_ns=in_flight,
             point=dict(repeats[0].point),
         )
@@ -181,7 +184,7 @@ def difference(a: RunPhase, b: RunPhase, threshold: float, confidence: float) ->
 @dataclass(frozen=True)
 class PhaseComparison:
     name: str
-    headline: str
+    headline: Metric
     entries: tuple[RunPhase | None, ...]  # one per run, in the runs' order
     differences: tuple[Difference | None, ...]  # vs the baseline; None for it or when absent
 
@@ -210,34 +213,14 @@ class PhaseComparison:
         return NO_DIFFERENCE
 
 
-@dataclass(frozen=True)
-class Comparison:
-    runs: tuple[RunRecord, ...]
-    labels: tuple[str, ...]
-    phases: tuple[PhaseComparison, ...]
-    only_in: tuple[tuple[str, str], ...]  # (phase, label) present in one run only
-    definition_differences: tuple[str, ...]
-    threshold: float
-    confidence: float
-
-
-def run_label(run: RunRecord) -> str:
-    return run.label or run.id
-
-
-def compare(
-    runs: list[StoredRun],
-    job_texts: list[dict[str, str]] | None = None,
-    *,
-    threshold: float = 0.02,
-    confidence: float = 0.95,
-) -> Comparison:
-    """Compare ``runs`` (the first is the baseline)."""
-    if len(runs) < 2:
-        raise ValueError("a comparison needs at least two runs")
-    texts = job_texts or [{} for _ in runs]
-    per_run = [run_phases(r, t) for r, t in zip(runs, texts, strict=True)]
-    labels = _unique_labels([run_label(r.run) for r in runs])
+def compare_phases(
+    per_run: Sequence[Mapping[str, RunPhase]],
+    labels: Sequence[str],
+    threshold: float,
+    confidence: float,
+) -> tuple[list[PhaseComparison], list[tuple[str, str]]]:
+    """Phase by phase against the first run (the baseline); also which
+    phases only one run has, as (phase, label)."""
     names = list(dict.fromkeys(n for phases in per_run for n in phases))
     compared, only_in = [], []
     for name in names:
@@ -255,18 +238,10 @@ def compare(
         )
         headline = next(e.headline for e in entries if e is not None)
         compared.append(PhaseComparison(name, headline, entries, diffs))
-    return Comparison(
-        runs=tuple(r.run for r in runs),
-        labels=labels,
-        phases=tuple(compared),
-        only_in=tuple(only_in),
-        definition_differences=tuple(_definition_differences(runs, per_run, labels)),
-        threshold=threshold,
-        confidence=confidence,
-    )
+    return compared, only_in
 
 
-def _unique_labels(labels: list[str]) -> tuple[str, ...]:
+def unique_labels(labels: list[str]) -> tuple[str, ...]:
     seen: dict[str, int] = {}
     out = []
     for label in labels:
@@ -275,8 +250,8 @@ def _unique_labels(labels: list[str]) -> tuple[str, ...]:
     return tuple(out)
 
 
-def _definition_differences(
-    runs: list[StoredRun], per_run: list[dict[str, RunPhase]], labels: tuple[str, ...]
+def definition_differences(
+    runs: Sequence[StoredRun], per_run: Sequence[Mapping[str, RunPhase]], labels: Sequence[str]
 ) -> list[str]:
     """What differs between the runs' definitions, so nobody compares apples
     to oranges unknowingly."""
@@ -311,8 +286,8 @@ _VOLATILE = ("memory.available_bytes", "fio.path")
 MAX_DISCLOSURE_LINES = 20
 
 
-def _disclosure_differences(runs: list[StoredRun], labels: tuple[str, ...]) -> list[str]:
-    flat = [flatten(r.run.disclosure) for r in runs]
+def _disclosure_differences(runs: Sequence[StoredRun], labels: Sequence[str]) -> list[str]:
+    flat = [r.run.disclosure.flat() for r in runs]
     keys = list(dict.fromkeys(k for f in flat for k in f))
     notes = []
     for key in keys:
@@ -329,9 +304,9 @@ def _disclosure_differences(runs: list[StoredRun], labels: tuple[str, ...]) -> l
     return notes
 
 
-def shared_limit(runs: list[StoredRun]) -> dict | None:
+def shared_limit(runs: Sequence[StoredRun]) -> InterfaceLimit | None:
     """The interface limit all runs recorded, when it is the same for all."""
-    limits = [r.run.disclosure.get("interface_limit") for r in runs]
+    limits = [r.run.disclosure.interface_limit for r in runs]
     if limits and limits[0] and all(lim == limits[0] for lim in limits):
         return limits[0]
     return None

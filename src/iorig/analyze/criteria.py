@@ -18,10 +18,9 @@ from typing import Any
 
 import numpy as np
 
-from iorig.assemble import combine_series
-from iorig.fio import histogram
-from iorig.results import ALL, PhaseResult, ScopeResult
-from iorig.scenario import Criterion
+from iorig.model import ALL, PhaseKind, PhaseResult, PhaseStatus, ScopeResult, histogram
+from iorig.model.combine import combine_series
+from iorig.schema import Criterion
 
 
 @dataclass(frozen=True)
@@ -45,8 +44,8 @@ def criteria_of(resolved: dict[str, Any]) -> list[Criterion]:
 
 def _selected(phase: PhaseResult, workloads: list[str] | None) -> list[ScopeResult]:
     if workloads is None:
-        return [s for s in phase.scopes if s.workload == "" and s.host == ""][:1]
-    return [s for s in phase.scopes if s.workload in workloads and s.status == "ok"]
+        return [phase.aggregate] if phase.aggregate is not None else []
+    return [s for s in phase.workload_scopes(workloads) if s.status is PhaseStatus.OK]
 
 
 def figure(criterion: Criterion, repeats: Sequence[PhaseResult]) -> float:
@@ -91,7 +90,7 @@ def evaluate(criteria: Sequence[Criterion], phases: Sequence[PhaseResult]) -> li
     """One verdict per criterion and measured phase it applies to."""
     groups: dict[str, list[PhaseResult]] = {}
     for phase in phases:
-        if phase.kind == "measure" and phase.scopes:
+        if phase.kind is PhaseKind.MEASURE and phase.scopes:
             groups.setdefault(phase.name, []).append(phase)
     out = []
     for name, repeats in groups.items():

@@ -174,16 +174,6 @@ def default_fractions() -> tuple[float, ...]:
     return tuple(i / 10 for i in range(1, 11))
 
 
-def fractions_of(max_rate: float, fractions: Sequence[float]) -> list[float]:
-    """Requested rates at fractions of the uncontrolled maximum."""
-    if max_rate <= 0:
-        raise ValueError(f"maximum rate must be positive, got {max_rate}")
-    bad = [f for f in fractions if not f > 0]
-    if bad:
-        raise ValueError(f"fractions must be positive, got {bad}")
-    return [max_rate * f for f in fractions]
-
-
 # --- the table CSV for `iorig ort` --------------------------------------------
 
 _COLUMNS: dict[str, frozenset[str]] = {  # normalised spellings, see _normalise

@@ -1,21 +1,25 @@
-"""Stored search runs (sweep, knee, load-point curve) turned into the inputs
-of their analyses. Pure: reads StoredRun, returns plain data.
+"""What a search run found (sweep, thread search, knee, load-point curve,
+SPEC-like load points), recomputed from its stored phases. Pure.
 
 Every search point is a measured phase with its coordinates in
 ``PhaseResult.point``; repeats of a point (``--repeat``, or a knee's
-re-measurements) are pooled by ``compare.run_phases``: throughput per
-repeat kept, latency histograms merged.
+re-measurements) are pooled by ``compare.pool_phases``: throughput per
+repeat kept, latency histograms merged. ``search_result`` is the one place
+that turns a run's stored search settings into its typed result; renderers
+match on the result's type.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any, Literal
 
 import numpy as np
 
-from iorig.analyze.compare import Comparison, RunPhase, run_phases, verdict_text
-from iorig.analyze.criteria import criteria_of, evaluate
+from iorig.analyze.compare import RunPhase
+from iorig.analyze.criteria import Verdict, criteria_of, figure
 from iorig.analyze.knee import (
     Knee,
     KneeRule,
@@ -35,10 +39,18 @@ from iorig.analyze.loadpoints import (
     overall_response_time_ms,
     point_validity,
 )
-from iorig.analyze.sweepcmp import GroupSummary, PointPair, describe, ratio_ranges
-from iorig.fio import histogram
-from iorig.results import ALL, PhaseResult
-from iorig.store import StoredRun
+from iorig.model import ALL, Metric, PhaseKind, PhaseResult, StoredRun, histogram
+
+
+def latency_stat(phase: RunPhase, stat: str) -> float:
+    """``mean`` or a percentile such as ``p99`` of a pooled phase, in ns."""
+    if stat == "mean":
+        return phase.lat_mean_ns
+    p = float(stat[1:])
+    return histogram.percentiles(phase.hist, (p,))[p]
+
+
+# ------------------------------------------------------------------ sweep
 
 
 @dataclass(frozen=True)
@@ -53,9 +65,24 @@ class SweepPoint:
 
 
 @dataclass(frozen=True)
-class Sweep:
+class ScaledFigure:
+    """The figure that should scale with a count on the x axis, per point
+    (phase name): a scenario's required rate, e.g. Exchange's transactional
+    IOPS, rather than the phase's IOPS."""
+
+    label: str
+    by_phase: Mapping[str, float]
+
+
+@dataclass(frozen=True)
+class SweepResult:
+    """A grid of parameter values, or the thread counts of a thread search."""
+
+    kind: Literal["sweep", "threads"]
     axes: tuple[str, ...]  # swept parameters, the first varying slowest
     points: tuple[SweepPoint, ...]
+    scaled: ScaledFigure | None = None
+    fewest_passing: int | None = None  # threads: the fewest that pass every criterion
 
     @property
     def x_axis(self) -> str:
@@ -71,12 +98,58 @@ class Sweep:
         return out
 
 
-def latency_stat(phase: RunPhase, stat: str) -> float:
-    """``mean`` or a percentile such as ``p99`` of a pooled phase, in ns."""
-    if stat == "mean":
-        return phase.lat_mean_ns
-    p = float(stat[1:])
-    return histogram.percentiles(phase.hist, (p,))[p]
+def _fewest_passing(verdicts: Sequence[Verdict], phases: Sequence[PhaseResult]) -> int | None:
+    """A ``--threads auto`` run's answer: the fewest threads whose measured
+    phases pass every criterion."""
+    by_threads: dict[int, bool] = {}
+    points = {p.name: p.point.get("threads") for p in phases}
+    for v in verdicts:
+        threads = points.get(v.phase)
+        if threads is not None and str(threads).isdigit():
+            n = int(threads)
+            by_threads[n] = by_threads.get(n, True) and v.passed
+    passing = [n for n, ok in by_threads.items() if ok]
+    return min(passing) if passing else None
+
+
+def _scaled_figure(stored: StoredRun) -> ScaledFigure | None:
+    """A scenario's required rate (a minimum on IOPS, such as Exchange's
+    transactional IOPS) is the figure that should scale with its threads."""
+    rate = [c for c in criteria_of(stored.run.resolved) if c.metric == "iops" and c.min]
+    if not rate:
+        return None
+    criterion = rate[0]
+    by_name: dict[str, list[PhaseResult]] = {}
+    for phase in stored.phases:
+        if phase.kind is PhaseKind.MEASURE:
+            by_name.setdefault(phase.name, []).append(phase)
+    label = "+".join(criterion.workloads or ["all"]) + " IOPS"
+    return ScaledFigure(label, {name: figure(criterion, ph) for name, ph in by_name.items()})
+
+
+def _sweep(
+    stored: StoredRun, pooled: Mapping[str, RunPhase], verdicts: Sequence[Verdict]
+) -> SweepResult | None:
+    search = stored.run.search
+    axes = tuple(search.get("grid") or search.get("axes") or ())
+    if not axes:
+        return None
+    points = tuple(
+        SweepPoint({a: str(phase.point[a]) for a in axes if a in phase.point}, phase)
+        for phase in pooled.values()
+        if phase.point and all(a in phase.point for a in axes)
+    )
+    threads = search.get("kind") == "threads"
+    return SweepResult(
+        "threads" if threads else "sweep",
+        axes,
+        points,
+        _scaled_figure(stored),
+        _fewest_passing(verdicts, stored.phases) if threads else None,
+    )
+
+
+# ------------------------------------------------------------------ knee
 
 
 def point_of(phase: RunPhase) -> Point | None:
@@ -94,55 +167,22 @@ def point_of(phase: RunPhase) -> Point | None:
     )
 
 
-def fewest_passing(stored: StoredRun) -> int | None:
-    """A ``--threads auto`` run's answer: the fewest threads whose measured
-    phases pass every criterion."""
-    verdicts = evaluate(criteria_of(stored.run.resolved), stored.phases)
-    by_threads: dict[int, bool] = {}
-    points = {p.name: p.point.get("threads") for p in stored.phases}
-    for v in verdicts:
-        threads = points.get(v.phase)
-        if threads is not None and str(threads).isdigit():
-            n = int(threads)
-            by_threads[n] = by_threads.get(n, True) and v.passed
-    passing = [n for n, ok in by_threads.items() if ok]
-    return min(passing) if passing else None
-
-
-def search_kind(stored: StoredRun) -> str | None:
-    kind = stored.run.search.get("kind") if stored.run.search else None
-    return str(kind) if kind else None
-
-
-def sweep_of(stored: StoredRun) -> Sweep | None:
-    """The sweep in a run, or None when the run is not a sweep."""
-    search = stored.run.search or {}
-    axes = tuple(search.get("grid") or search.get("axes") or ())
-    if not axes:
-        return None
-    points = tuple(
-        SweepPoint({a: str(phase.point[a]) for a in axes if a in phase.point}, phase)
-        for phase in run_phases(stored).values()
-        if phase.point and all(a in phase.point for a in axes)
-    )
-    return Sweep(axes, points)
-
-
-# ------------------------------------------------------------------ knee
-
-
 @dataclass(frozen=True)
 class KneeResult:
-    settings: dict  # as stored by the knee command (scale, min_gain, slo …)
-    headline: str  # "iops" or "bytes_per_s"
+    settings: dict[str, Any]  # as stored by the knee command (scale, min_gain, slo …)
+    headline: Metric
     points: tuple[Point, ...]  # one per concurrency, repeats pooled, ascending
     knee: Knee
     little: tuple[LittleCheck, ...]  # per point
     usl: UslFit | None
     plateau: Plateau | None  # of the re-measured candidates
 
+    @property
+    def rule(self) -> KneeRule:
+        return knee_rule(self.settings)
 
-def knee_rule(settings: dict) -> KneeRule:
+
+def knee_rule(settings: Mapping[str, Any]) -> KneeRule:
     return KneeRule(
         min_gain=float(settings.get("min_gain", 0.10)),
         slo_p99_ns=settings.get("slo_p99_ns"),
@@ -150,26 +190,21 @@ def knee_rule(settings: dict) -> KneeRule:
     )
 
 
-def knee_of(stored: StoredRun) -> KneeResult | None:
-    """The knee analysis of a knee run, from its stored phases."""
-    settings = stored.run.search or {}
-    if settings.get("kind") != "knee":
+def _knee(settings: dict[str, Any], pooled: Mapping[str, RunPhase]) -> KneeResult | None:
+    steps = [ph for ph in pooled.values() if point_of(ph)]
+    if not steps:
         return None
-    pooled = [ph for ph in run_phases(stored).values() if point_of(ph)]
-    if not pooled:
-        return None
-    points = tuple(sorted((p for p in map(point_of, pooled) if p), key=lambda p: p.concurrency))
-    rule = knee_rule(settings)
+    points = tuple(sorted((p for p in map(point_of, steps) if p), key=lambda p: p.concurrency))
     repeats = {
         int(ph.point["concurrency"]): list(ph.repeat_levels)
-        for ph in pooled
+        for ph in steps
         if len(ph.repeat_levels) > 1
     }
     return KneeResult(
         settings=settings,
-        headline=pooled[0].headline,
+        headline=steps[0].headline,
         points=points,
-        knee=find_knee(points, rule),
+        knee=find_knee(points, knee_rule(settings)),
         little=tuple(littles_law(p) for p in points),
         usl=usl_fit(points),
         plateau=plateau(repeats) if repeats else None,
@@ -189,7 +224,7 @@ class CurvePoint:
 
 @dataclass(frozen=True)
 class CurveResult:
-    settings: dict
+    settings: dict[str, Any]
     max_iops: float
     points: tuple[CurvePoint, ...]  # in run order (lowest load first)
     ort_ms: float | None  # None with fewer than two points
@@ -200,12 +235,10 @@ class CurveResult:
         return bool(self.points) and all(p.validity.valid for p in self.points)
 
 
-def curve_of(stored: StoredRun) -> CurveResult | None:
-    """The load-point analysis of a curve run, from its stored phases."""
-    settings = stored.run.search or {}
-    if settings.get("kind") != "curve":
+def _curve(settings: dict[str, Any], pooled: Mapping[str, RunPhase]) -> CurveResult | None:
+    phases = [ph for ph in pooled.values() if "fraction" in ph.point]
+    if not phases:
         return None
-    phases = [ph for ph in run_phases(stored).values() if "fraction" in ph.point]
     tolerance = float(settings.get("tolerance", 0.05))
     points = []
     for ph in phases:
@@ -231,81 +264,10 @@ def curve_of(stored: StoredRun) -> CurveResult | None:
         ort = ort_of(usable)
     capped = None
     cap = settings.get("cap")
-    if cap and phases:
-        last = phases[-1]
-        if latency_stat(last, cap[0]) > cap[1]:
-            capped = last.name
-    maximum = float(phases[0].point["max_iops"]) if phases else float("nan")
+    if cap and latency_stat(phases[-1], cap[0]) > cap[1]:
+        capped = phases[-1].name
+    maximum = float(phases[0].point["max_iops"])
     return CurveResult(settings, maximum, tuple(points), ort, capped)
-
-
-# ------------------------------------------------------------ sweep A/B
-
-
-@dataclass(frozen=True)
-class SweepComparison:
-    """One run against the baseline across the points of a sweep (seed 003)."""
-
-    label_a: str
-    label_b: str
-    x_axis: str
-    pairs: tuple[PointPair, ...]
-    verdicts: tuple[str, ...]  # per pair: the comparison's verdict text
-    summaries: tuple[GroupSummary, ...]
-
-    def sentences(self) -> list[str]:
-        return [describe(s, self.label_a, self.label_b) for s in self.summaries]
-
-
-def sweep_comparisons(cmp: Comparison, stored: list[StoredRun]) -> list[SweepComparison]:
-    """Per-point ratios of each run against the baseline, when all runs are
-    sweeps over the same parameters. Empty otherwise."""
-    sweeps = [sweep_of(s) for s in stored]
-    if not all(sweeps) or len({sw.axes for sw in sweeps if sw}) != 1:
-        return []
-    base = sweeps[0]
-    assert base is not None
-    by_name = {p.phase.name: p for p in base.points}
-    out = []
-    for i in range(1, len(stored)):
-        pairs, verdicts = [], []
-        for phase in cmp.phases:
-            a, b, diff = phase.entries[0], phase.entries[i], phase.differences[i]
-            point = by_name.get(phase.name)
-            if a is None or b is None or point is None or a.level <= 0 or a.lat_mean_ns <= 0:
-                continue
-            others = base.axes[1:]
-            # one other axis reads naturally as its value ("read throughput")
-            group = (
-                point.coords[others[0]]
-                if len(others) == 1
-                else ",".join(f"{k}={point.coords[k]}" for k in others)
-            )
-            if len({p.test for p in base.points}) > 1:  # several measured phases per point
-                group = f"{point.test} {group}".strip()
-            significant = None
-            if diff is not None and diff.verdict != "untestable":
-                significant = diff.significant
-            pairs.append(
-                PointPair(
-                    group=group,
-                    point=f"{base.x_axis}={point.coords[base.x_axis]}",
-                    throughput_a=a.level,
-                    throughput_b=b.level,
-                    lat_mean_ns_a=a.lat_mean_ns,
-                    lat_mean_ns_b=b.lat_mean_ns,
-                    significant=significant,
-                )
-            )
-            verdicts.append(verdict_text(diff))
-        if pairs:
-            out.append(
-                SweepComparison(
-                    cmp.labels[0], cmp.labels[i], base.x_axis, tuple(pairs), tuple(verdicts),
-                    tuple(ratio_ranges(pairs)),
-                )
-            )  # fmt: skip
-    return out
 
 
 # ----------------------------------------------------------- load points
@@ -342,6 +304,7 @@ class BusinessPoint:
 
 @dataclass(frozen=True)
 class LoadPointResult:
+    settings: dict[str, Any]  # as stored by the run (parameter, name, tolerance, cap)
     metric: str  # e.g. "AI_Jobs"
     tolerance: float
     latency_cap_ns: float | None
@@ -370,7 +333,7 @@ def kept_pace(requested: float, achieved: float, seconds: float, tolerance: floa
     return achieved * seconds >= expected - 3 * math.sqrt(expected)
 
 
-def _requested(resolved: dict, phase: str) -> dict[str, float]:
+def _requested(resolved: dict[str, Any], phase: str) -> dict[str, float]:
     """Workload -> requested ops/s (jobs × per-job rate) as the stored scenario says."""
     for p in resolved.get("phases", []):
         if p.get("name") == phase:
@@ -386,7 +349,7 @@ def _op_figures(phases: list[PhaseResult], workload: str) -> tuple[float, float,
     """(ops/s averaged over repeats, mean latency ns, seconds measured) of a workload."""
     rates, ios, lat_sum, seconds = [], 0, 0.0, []
     for phase in phases:
-        scopes = [s for s in phase.scopes if s.workload == workload and ALL in s.totals]
+        scopes = [s for s in phase.workload_scopes([workload]) if ALL in s.totals]
         rates.append(sum(s.totals[ALL].iops for s in scopes))
         for s in scopes:
             t = s.totals[ALL]
@@ -398,21 +361,18 @@ def _op_figures(phases: list[PhaseResult], workload: str) -> tuple[float, float,
     return rate, (lat_sum / ios if ios else math.nan), (min(seconds) if seconds else 0.0)
 
 
-def loadpoints_of(stored: StoredRun) -> LoadPointResult | None:
-    """The load-point analysis of a scenario with ``loadpoints`` (SPEC-like)."""
-    settings = stored.run.search or {}
-    if settings.get("kind") != "loadpoints":
-        return None
+def _loadpoints(stored: StoredRun, pooled: Mapping[str, RunPhase]) -> LoadPointResult | None:
+    settings = stored.run.search
     param = settings["parameter"]
     tolerance = float(settings.get("tolerance", 0.05))
     cap = settings.get("latency_cap_ns")
     by_name: dict[str, list[PhaseResult]] = {}
     for phase in stored.phases:
-        if phase.kind == "measure":
+        if phase.kind is PhaseKind.MEASURE:
             by_name.setdefault(phase.name, []).append(phase)
     points = []
-    for name, pooled in run_phases(stored).items():
-        if param not in pooled.point:
+    for name, phase in pooled.items():
+        if param not in phase.point:
             continue
         requested = _requested(stored.run.resolved, name)
         ops, problems, measured_s = [], [], []
@@ -425,26 +385,52 @@ def loadpoints_of(stored: StoredRun) -> LoadPointResult | None:
                 problems.append(f"{workload} achieved {achieved:.1f} of {rate:g} ops/s requested")
         total = sum(requested.values())
         seconds = min(measured_s, default=0.0)
-        if total and not kept_pace(total, pooled.iops, seconds, tolerance):
+        if total and not kept_pace(total, phase.iops, seconds, tolerance):
             problems.insert(
-                0, f"achieved {pooled.iops / total * 100:.1f} % of the {total:g} ops/s requested"
+                0, f"achieved {phase.iops / total * 100:.1f} % of the {total:g} ops/s requested"
             )
-        if cap is not None and pooled.lat_mean_ns > cap:
-            problems.append(f"average latency {pooled.lat_mean_ns / 1e6:.2f} ms is above the cap")
+        if cap is not None and phase.lat_mean_ns > cap:
+            problems.append(f"average latency {phase.lat_mean_ns / 1e6:.2f} ms is above the cap")
         points.append(
             BusinessPoint(
                 name=name,
-                load=int(pooled.point[param]),
+                load=int(phase.point[param]),
                 requested_ops_per_s=total,
-                achieved_ops_per_s=pooled.iops,
-                bytes_per_s=pooled.bytes_per_s,
-                lat_mean_ns=pooled.lat_mean_ns,
+                achieved_ops_per_s=phase.iops,
+                bytes_per_s=phase.bytes_per_s,
+                lat_mean_ns=phase.lat_mean_ns,
                 ops=tuple(ops),
                 problems=tuple(problems),
             )
         )
+    if not points:
+        return None
     pairs = [(p.achieved_ops_per_s, p.lat_mean_ns / 1e6) for p in points]
     ort = None
     if len({x for x, _ in pairs}) >= 2 and all(math.isfinite(y) for _, y in pairs):
         ort = overall_response_time_ms(pairs)
-    return LoadPointResult(settings.get("name", param), tolerance, cap, tuple(points), ort)
+    return LoadPointResult(settings, settings.get("name", param), tolerance, cap, tuple(points),
+                           ort)  # fmt: skip
+
+
+# ------------------------------------------------------------------ all
+
+SearchResult = SweepResult | KneeResult | CurveResult | LoadPointResult
+
+
+def search_result(
+    stored: StoredRun, pooled: Mapping[str, RunPhase], verdicts: Sequence[Verdict]
+) -> SearchResult | None:
+    """What the run's search found (None for an ordinary run, or a search
+    interrupted before its first point)."""
+    settings = stored.run.search or {}
+    kind = settings.get("kind")
+    if kind in ("sweep", "threads"):
+        return _sweep(stored, pooled, verdicts)
+    if kind == "knee":
+        return _knee(settings, pooled)
+    if kind == "curve":
+        return _curve(settings, pooled)
+    if kind == "loadpoints":
+        return _loadpoints(stored, pooled)
+    return None

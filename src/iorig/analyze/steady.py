@@ -1,62 +1,29 @@
-"""SNIA PTS steady state (METHODOLOGY §6) on per-round means.
+"""SNIA PTS steady state (METHODOLOGY §6): judging a warm-up's rounds.
 
-A window of the last ``window`` rounds is steady when its range (max − min)
-is at most ``max_range`` of the window mean and the least-squares line
-through it moves by at most ``max_slope`` of the mean across the window
-(slope × (window − 1)).
+One mechanism for every backend: ``SteadyWatch`` turns cumulative counters
+into per-round mean rates and says when the window holds. Locally it is fed
+live from fio's status snapshots, so the warm-up stops as soon as it is
+steady; fio servers stream no status, so their warm-up is fed the aggregate
+per-second series after the fact (``steady_of_series``) and runs its full
+length, the verdict telling where it would have stopped.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import replace
 
-import numpy as np
-
-from iorig.fio.status import Snapshot
-from iorig.scenario import SteadyRule
-
-
-@dataclass(frozen=True)
-class WindowCheck:
-    holds: bool
-    mean: float
-    range_frac: float  # (max - min) / mean
-    slope_frac: float  # |slope| * (n - 1) / mean
+from iorig.model import SteadyState, check_window
+from iorig.schema import SteadyRule
 
 
-def check_window(values: list[float], max_range: float, max_slope: float) -> WindowCheck:
-    data = np.asarray(values, dtype=float)
-    mean = float(data.mean())
-    if mean <= 0:
-        return WindowCheck(False, mean, float("inf"), float("inf"))
-    x = np.arange(data.size, dtype=float)
-    slope = float(np.polyfit(x, data, 1)[0]) if data.size > 1 else 0.0
-    range_frac = float(data.max() - data.min()) / mean
-    slope_frac = abs(slope) * (data.size - 1) / mean
-    return WindowCheck(range_frac <= max_range and slope_frac <= max_slope, mean, range_frac,
-                       slope_frac)  # fmt: skip
-
-
-@dataclass(frozen=True)
-class SteadyState:
-    metric: str
-    round_s: float
-    window: int
-    max_range: float  # fractions, e.g. 0.2
-    max_slope: float
-    rounds: tuple[float, ...]
-    converged: bool
-    window_start: int | None  # index of the window's first round when converged
-    check: WindowCheck | None  # of the last window evaluated
-
-
-def evaluate(rounds: list[float], rule: SteadyRule) -> SteadyState:
+def evaluate(rounds: Sequence[float], rule: SteadyRule) -> SteadyState:
     """Steady as soon as the latest ``window`` rounds hold (the PTS rule)."""
     max_range, max_slope = rule.max_range / 100, rule.max_slope / 100
-    check = None
-    if len(rounds) >= rule.window:
-        check = check_window(rounds[-rule.window :], max_range, max_slope)
-    converged = bool(check and check.holds)
+    converged = (
+        len(rounds) >= rule.window
+        and check_window(rounds[-rule.window :], max_range, max_slope).holds
+    )
     return SteadyState(
         metric=rule.metric,
         round_s=rule.round,
@@ -66,31 +33,56 @@ def evaluate(rounds: list[float], rule: SteadyRule) -> SteadyState:
         rounds=tuple(rounds),
         converged=converged,
         window_start=len(rounds) - rule.window if converged else None,
-        check=check,
     )
 
 
-class RoundTracker:
-    """Turns fio's cumulative status snapshots into per-round mean rates."""
+class SteadyWatch:
+    """Per-round mean rates from cumulative counters, and the verdict."""
 
     def __init__(self, rule: SteadyRule) -> None:
         self.rule = rule
         self.rounds: list[float] = []
-        self._start: Snapshot | None = None
+        self._start: tuple[int, float, float] | None = None  # t_ms, ios, bytes
+        self._steady_at: int | None = None  # rounds when the window first held
 
-    def feed(self, snap: Snapshot) -> bool:
-        """Add a snapshot; True when it completed a round."""
+    def feed(self, t_ms: int, ios: float, io_bytes: float) -> bool:
+        """Counters at ``t_ms``; True once the window holds."""
         if self._start is None:
-            self._start = snap
+            self._start = (t_ms, ios, io_bytes)
             return False
-        elapsed_ms = snap.t_ms - self._start.t_ms
+        t0, ios0, bytes0 = self._start
+        elapsed_ms = t_ms - t0
         # snapshots arrive about once a second; accept a round within half a second
         if elapsed_ms < self.rule.round * 1000 - 500:
-            return False
-        if self.rule.metric == "iops":
-            amount = snap.ios - self._start.ios
-        else:
-            amount = snap.io_bytes - self._start.io_bytes
+            return self.steady
+        amount = ios - ios0 if self.rule.metric == "iops" else io_bytes - bytes0
         self.rounds.append(amount / (elapsed_ms / 1000))
-        self._start = snap
-        return True
+        self._start = (t_ms, ios, io_bytes)
+        if self._steady_at is None and evaluate(self.rounds, self.rule).converged:
+            self._steady_at = len(self.rounds)
+        return self.steady
+
+    @property
+    def steady(self) -> bool:
+        return self._steady_at is not None
+
+    @property
+    def state(self) -> SteadyState:
+        """Every round measured; converged with the window where it first held."""
+        if self._steady_at is None:
+            return evaluate(self.rounds, self.rule)
+        held = evaluate(self.rounds[: self._steady_at], self.rule)
+        return replace(held, rounds=tuple(self.rounds))
+
+
+def steady_of_series(iops: Sequence[float], bytes_per_s: Sequence[float], rule: SteadyRule
+                     ) -> SteadyState:  # fmt: skip
+    """The verdict on a per-second series, as if it had been watched live."""
+    watch = SteadyWatch(rule)
+    watch.feed(0, 0.0, 0.0)
+    ios = io_bytes = 0.0
+    for second, (rate, bandwidth) in enumerate(zip(iops, bytes_per_s, strict=True), start=1):
+        ios += rate
+        io_bytes += bandwidth
+        watch.feed(second * 1000, ios, io_bytes)
+    return watch.state

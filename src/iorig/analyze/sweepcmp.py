@@ -14,6 +14,9 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from iorig.analyze.compare import PhaseComparison, verdict_text
+from iorig.analyze.search import SearchResult, SweepResult
+
 
 @dataclass(frozen=True)
 class PointPair:
@@ -123,3 +126,73 @@ def describe(summary: GroupSummary, label_a: str, label_b: str) -> str:
         f"{label_b} delivered {_throughput_clause(summary, label_a)}, "
         f"{_latency_clause(summary)}; {_significance_clause(summary)}"
     )
+
+
+@dataclass(frozen=True)
+class SweepComparison:
+    """One run against the baseline across the points of a sweep (seed 003)."""
+
+    label_a: str
+    label_b: str
+    x_axis: str
+    pairs: tuple[PointPair, ...]
+    verdicts: tuple[str, ...]  # per pair: the comparison's verdict text
+    summaries: tuple[GroupSummary, ...]
+
+    def sentences(self) -> list[str]:
+        return [describe(s, self.label_a, self.label_b) for s in self.summaries]
+
+
+def sweep_comparisons(
+    labels: Sequence[str],
+    phases: Sequence[PhaseComparison],
+    sweeps: Sequence[SearchResult | None],
+) -> list[SweepComparison]:
+    """Per-point ratios of each run against the baseline, when all runs are
+    sweeps over the same parameters. Empty otherwise."""
+    found = [s for s in sweeps if isinstance(s, SweepResult)]
+    if len(found) != len(sweeps) or len({sw.axes for sw in found}) != 1:
+        return []
+    base = found[0]
+    by_name = {p.phase.name: p for p in base.points}
+    several_tests = len({p.test for p in base.points}) > 1
+    out = []
+    for i in range(1, len(sweeps)):
+        pairs, verdicts = [], []
+        for phase in phases:
+            a, b, diff = phase.entries[0], phase.entries[i], phase.differences[i]
+            point = by_name.get(phase.name)
+            if a is None or b is None or point is None or a.level <= 0 or a.lat_mean_ns <= 0:
+                continue
+            others = base.axes[1:]
+            # one other axis reads naturally as its value ("read throughput")
+            group = (
+                point.coords[others[0]]
+                if len(others) == 1
+                else ",".join(f"{k}={point.coords[k]}" for k in others)
+            )
+            if several_tests:  # several measured phases per point
+                group = f"{point.test} {group}".strip()
+            significant = None
+            if diff is not None and diff.verdict != "untestable":
+                significant = diff.significant
+            pairs.append(
+                PointPair(
+                    group=group,
+                    point=f"{base.x_axis}={point.coords[base.x_axis]}",
+                    throughput_a=a.level,
+                    throughput_b=b.level,
+                    lat_mean_ns_a=a.lat_mean_ns,
+                    lat_mean_ns_b=b.lat_mean_ns,
+                    significant=significant,
+                )
+            )
+            verdicts.append(verdict_text(diff))
+        if pairs:
+            out.append(
+                SweepComparison(
+                    labels[0], labels[i], base.x_axis, tuple(pairs), tuple(verdicts),
+                    tuple(ratio_ranges(pairs)),
+                )
+            )  # fmt: skip
+    return out

@@ -13,7 +13,8 @@ from rich.markup import escape
 from iorig.cli.common import FioOpt, app, console
 from iorig.errors import UserError
 from iorig.fio import runner
-from iorig.fio.remote import DEFAULT_PORT, FioServer, parse_host
+from iorig.fio.hosts import DEFAULT_PORT, parse_host
+from iorig.fio.server import FioServer
 
 
 @app.command()

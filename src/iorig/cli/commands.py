@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import Callable
+from dataclasses import asdict
 from enum import StrEnum
 from pathlib import Path
 from typing import Annotated
@@ -15,8 +16,8 @@ from rich.markup import escape
 
 from iorig import scenario as scenario_mod
 from iorig.adhoc import adhoc_source
-from iorig.analyze.compare import compare, shared_limit
-from iorig.analyze.summary import measured, series_stats
+from iorig.analyze.analysis import analyse, compare
+from iorig.analyze.compare import shared_limit
 from iorig.cli.common import (
     AllowDestroyOpt,
     BsOpt,
@@ -41,30 +42,25 @@ from iorig.cli.common import (
     collect_overrides,
     command_line,
     console,
+    emit,
     finish,
     host_list,
     plan_for,
-    print_run,
-    print_search,
+    render_options,
     run_with_progress,
     scenarios_app,
 )
+from iorig.cli.refs import resolve_run_id
 from iorig.doctor import examine, measure_data_pattern
 from iorig.errors import UserError
-from iorig.execute import RunOutcome, RunSession, execute
-from iorig.report import tabular, terminal
-from iorig.report.html import render_report, report_runs
-from iorig.report.markdown import markdown_comparison, markdown_run, markdown_run_tables
-from iorig.report.search_tables import comparison_search_tables, search_tables
-from iorig.report.tables import (
-    comparison_notes,
-    comparison_tables,
-    host_spread_table,
-    summary_tables,
-    to_rich,
-)
-from iorig.searchrun import ThreadsSettings, run_threads_auto, stretch_builder
-from iorig.store import Store
+from iorig.model import series_stats
+from iorig.report import terminal
+from iorig.report.exporters import render
+from iorig.report.tabular import FORMAT_VERSION, run_dict, series_dict
+from iorig.run.events import RunOutcome
+from iorig.run.searches import ThreadsSettings, run_threads_auto, stretch_builder
+from iorig.run.session import RunSession, execute
+from iorig.store import Store, export_run, import_runs
 from iorig.sweep import parse_grid, resolve_with_sweep, search_settings
 from iorig.units import parse_rate
 
@@ -122,7 +118,7 @@ def run(
     auto = threads_option(threads, overrides, grid)
     profile = "quick" if quick else profile
     resolved = resolve_with_sweep(source, profile, overrides, grid)
-    plan = plan_for(
+    plan, backend = plan_for(
         resolved, target, hosts=host_list(hosts, hosts_file), allow_destroy=allow_destroy,
         fio=fio, repeats=repeat,
     )  # fmt: skip
@@ -132,25 +128,23 @@ def run(
 
         def work(store: Store, on_event: Callable) -> RunOutcome:
             session = RunSession(
-                plan, store, command=command_line(), on_event=on_event,
+                plan, store, backend, command=command_line(), on_event=on_event,
                 keep_files=keep_files, label=label, search=settings.as_dict(),
             )  # fmt: skip
             with session:
                 run_threads_auto(session, build, settings)
             return session.outcome
 
-        outcome, stored = run_with_progress(ctx.obj, work)
+        outcome, analysis = run_with_progress(ctx.obj, work)
     else:
-        outcome, stored = run_with_progress(
+        outcome, analysis = run_with_progress(
             ctx.obj,
             lambda store, on_event: execute(
-                plan, store, command=command_line(), on_event=on_event,
+                plan, store, backend, command=command_line(), on_event=on_event,
                 keep_files=keep_files, label=label, search=search_settings(resolved),
             ),
         )  # fmt: skip
-    print_run(stored)
-    print_search(stored)
-    finish(ctx.obj, outcome, stored)
+    finish(ctx.obj, outcome, analysis)
 
 
 def scenario_options(args: list[str]) -> tuple[list[str], list[str]]:
@@ -212,23 +206,25 @@ def _scenario_source(scenario: str | None, rw: Rw | None) -> scenario_mod.Scenar
 @app.command()
 def runs(
     ctx: typer.Context,
-    limit: Annotated[int, typer.Option(help="newest N runs")] = 20,
+    limit: Annotated[int, typer.Option(min=1, help="newest N runs")] = 20,
     as_json: Annotated[bool, typer.Option("--json", help="machine-readable output")] = False,
 ) -> None:
     """List stored runs, newest first."""
     with Store(ctx.obj) as store:
+        store.reap_stale()
         records = store.list_runs(limit)
         headlines = {r.id: store.headline_series(r.id) for r in records}
     if as_json:
         out = []
         for r in records:
-            item = tabular.run_dict(r)
+            item = run_dict(r)
             item["headline"] = [
-                {"phase": name, "metric": metric, "per_second": tabular.series_dict(stats)}
-                for name, metric, stats in ((n, m, series_stats(v)) for n, m, v in headlines[r.id])
+                {"phase": name, "metric": str(m), "per_second": series_dict(series_stats(v))}
+                for name, m, v in headlines[r.id]
             ]
             out.append(item)
-        console.print_json(json.dumps(out))
+        sys.stdout.write(json.dumps({"format_version": FORMAT_VERSION, "runs": out}, indent=1))
+        sys.stdout.write("\n")
         return
     if not records:
         console.print(
@@ -238,56 +234,61 @@ def runs(
     console.print(terminal.runs_table(records, headlines))
 
 
+class Format(StrEnum):
+    text = "text"
+    md = "md"
+    json = "json"
+    csv = "csv"
+    html = "html"
+
+
+FormatOpt = Annotated[Format | None, typer.Option("--format", help="output format")]
+
+
+def _analyses(store: Store, refs: list[str], *, jobs: bool = True) -> list:
+    """The runs named by ``refs``, analysed (each run once)."""
+    ids = [resolve_run_id(store, r) for r in refs]
+    if len(set(ids)) != len(ids):
+        raise UserError("the same run is given twice", hint="compare different runs")
+    return [analyse(store.load_run(i), store.job_texts(i) if jobs else None) for i in ids]
+
+
 @app.command()
 def show(
     ctx: typer.Context,
     run_ref: Annotated[
         str, typer.Argument(metavar="RUN", help="run id, unique prefix, or last")
     ] = "last",
-    as_json: Annotated[bool, typer.Option("--json", help="machine-readable output")] = False,
+    fmt: FormatOpt = None,
+    as_json: Annotated[bool, typer.Option("--json", help="the same as --format json")] = False,
     jobs: Annotated[bool, typer.Option("--jobs", help="print each phase's fio job file")] = False,
     disclosure: Annotated[
         bool, typer.Option("--disclosure", help="print the system disclosure")
     ] = False,
 ) -> None:
     """Show one run: per measured phase, median/max/min per second and latency percentiles."""
+    chosen = _format(fmt, as_json, default=Format.text)
     with Store(ctx.obj) as store:
-        stored = store.load_run(run_ref)
-        job_texts = (
-            [
-                (p.name, store.artifact(pid, "job.fio"))
-                for p, pid in zip(stored.phases, stored.phase_ids, strict=True)
-            ]
-            if jobs
-            else []
-        )
-    if as_json:
-        data = stored.run.disclosure if disclosure else tabular.show_dict(stored)
-        console.print_json(json.dumps(data))
-        return
+        store.reap_stale()
+        (analysis,) = _analyses(store, [run_ref], jobs=jobs)
     if disclosure:
-        console.print(terminal.disclosure_view(stored.run))
+        if chosen is Format.json:
+            limit = analysis.run.disclosure.interface_limit
+            data = dict(analysis.run.disclosure.sections) | {
+                "interface_limit": None if limit is None else asdict(limit)
+            }
+            sys.stdout.write(json.dumps({"format_version": FORMAT_VERSION} | data, indent=1))
+            sys.stdout.write("\n")
+        else:
+            console.print(terminal.disclosure_view(analysis.run))
         return
-    print_run(stored)
-    print_search(stored)
-    for name, text in job_texts:
-        if text:
-            console.print(f"\n[bold]; phase {escape(name)}[/]")
-            console.print(text, markup=False, highlight=False)
+    emit(chosen.value, analysis, render_options(jobs=jobs))
 
 
-class CompareFormat(StrEnum):
-    text = "text"
-    md = "md"
-    json = "json"
-    csv = "csv"
-
-
-def _load_runs(store: Store, refs: list[str]) -> list:
-    ids = [store.resolve_run_id(r) for r in refs]
-    if len(set(ids)) != len(ids):
-        raise UserError("the same run is given twice", hint="compare different runs")
-    return [(store.load_run(i), store.job_texts(i)) for i in ids]
+def _format(fmt: Format | None, as_json: bool, default: Format) -> Format:
+    if as_json and fmt not in (None, Format.json):
+        raise UserError(f"--json and --format {fmt.value} ask for two formats; give one")
+    return Format.json if as_json else (fmt or default)
 
 
 @app.command("compare")
@@ -306,56 +307,47 @@ def compare_cmd(
     limit: Annotated[
         str | None, typer.Option(help="interface limit, e.g. 3.5GB/s: adds % of limit")
     ] = None,
-    fmt: Annotated[
-        CompareFormat, typer.Option("--format", help="output format")
-    ] = CompareFormat.text,
+    fmt: FormatOpt = None,
 ) -> None:
     """Compare runs phase by phase: median/max/min with % change, winner and significance."""
-    limit_bytes = _parse_limit(limit)
-    if not 0 < confidence < 100:
-        raise UserError("--confidence is a percentage between 0 and 100, e.g. 95")
     refs = list(run_refs)
     if as_percent_of:
         refs = [as_percent_of, *[r for r in refs if r != as_percent_of]]
     if len(refs) < 2:
         raise UserError("compare needs at least two runs", hint="e.g. iorig compare last~1 last")
+    _comparison_out(ctx, refs, threshold, confidence, limit, fmt or Format.text,
+                    as_percent=bool(as_percent_of), output=None)  # fmt: skip
+
+
+def _comparison_out(
+    ctx: typer.Context,
+    refs: list[str],
+    threshold: float,
+    confidence: float,
+    limit: str | None,
+    fmt: Format,
+    *,
+    as_percent: bool,
+    output: Path | None,
+) -> None:
+    """Analyse the runs, compare them when there are several, render and write."""
+    limit_bytes = _parse_limit(limit)
+    if not 0 < confidence < 100:
+        raise UserError("--confidence is a percentage between 0 and 100, e.g. 95")
     with Store(ctx.obj) as store:
-        loaded = _load_runs(store, refs)
-    cmp = compare(
-        [run for run, _ in loaded],
-        [texts for _, texts in loaded],
-        threshold=threshold / 100,
-        confidence=confidence / 100,
-    )
-    if limit_bytes is None and (found := shared_limit([run for run, _ in loaded])):
-        limit_bytes = found["bytes_per_s"]  # recorded by the runs' system disclosure
-    tables = comparison_tables(cmp, as_percent=bool(as_percent_of), limit_bytes_per_s=limit_bytes)
-    tables += comparison_search_tables(cmp, [run for run, _ in loaded])
-    if spread := host_spread_table([run for run, _ in loaded], cmp.labels):
-        tables.append(spread)
-    if fmt is CompareFormat.json:
-        console.print_json(json.dumps(tabular.comparison_dict(cmp)))
-    elif fmt is CompareFormat.csv:
-        sys.stdout.write(tabular.records_csv(tabular.comparison_records(cmp)))
-    elif fmt is CompareFormat.md:
-        sys.stdout.write(markdown_comparison(cmp, tables))
-    else:
-        for note in cmp.definition_differences:
-            console.print(f"[yellow]differs:[/] {escape(note)}")
-        for label, run in zip(cmp.labels, cmp.runs, strict=True):
-            found = [w for w in run.warnings if w.get("severity") == "warning"]
-            if found:
-                codes = ", ".join(dict.fromkeys(w.get("code", "?") for w in found))
-                console.print(
-                    f"[yellow]audit of {escape(label)}:[/] {escape(codes)} "
-                    f"(see `iorig show {run.id}`)"
-                )
-        for table in tables:
-            console.print(to_rich(table))
-            for note in table.notes:
-                console.print(f"  [dim]{escape(note)}[/]")
-        for note in comparison_notes(cmp):
-            console.print(f"[dim]{escape(note)}[/]")
+        analyses = _analyses(store, refs)
+    subject = analyses[0]
+    if len(analyses) > 1:
+        subject = compare(analyses, threshold=threshold / 100, confidence=confidence / 100)
+        if limit_bytes is None and (found := shared_limit([a.stored for a in analyses])):
+            limit_bytes = found.bytes_per_s  # recorded by the runs' system disclosure
+    options = render_options(as_percent=as_percent, limit_bytes_per_s=limit_bytes)
+    if output is None:
+        emit(fmt.value, subject, options)
+        return
+    text = render(fmt.value, subject, options)
+    _write_atomically(output, text)
+    console.print(f"wrote {escape(str(output))} ({len(text.encode()) / 1e6:.1f} MB)")
 
 
 def _parse_limit(limit: str | None) -> float | None:
@@ -370,13 +362,6 @@ def _parse_limit(limit: str | None) -> float | None:
     return value
 
 
-class ReportFormat(StrEnum):
-    html = "html"
-    md = "md"
-    json = "json"
-    csv = "csv"
-
-
 @app.command()
 def report(
     ctx: typer.Context,
@@ -384,9 +369,7 @@ def report(
     output: Annotated[
         Path | None, typer.Option("-o", "--output", help="file to write (html: required)")
     ] = None,
-    fmt: Annotated[
-        ReportFormat, typer.Option("--format", help="output format")
-    ] = ReportFormat.html,
+    fmt: FormatOpt = None,
     threshold: Annotated[float, typer.Option(help="practical threshold in % (comparisons)")] = 2.0,
     confidence: Annotated[float, typer.Option(help="confidence level in %")] = 95.0,
     limit: Annotated[
@@ -394,47 +377,11 @@ def report(
     ] = None,
 ) -> None:
     """Report runs: a self-contained HTML file, Markdown tables, or the numbers (json/csv)."""
-    limit_bytes = _parse_limit(limit)
-    if fmt is ReportFormat.html and output is None:
+    chosen = fmt or Format.html
+    if chosen is Format.html and output is None:
         raise UserError("an HTML report needs a file", hint="add -o report.html")
-    with Store(ctx.obj) as store:
-        loaded = _load_runs(store, run_refs)
-    runs = [run for run, _ in loaded]
-    cmp = None
-    if len(runs) > 1:
-        cmp = compare(
-            runs, [t for _, t in loaded], threshold=threshold / 100, confidence=confidence / 100
-        )
-        tables = comparison_tables(cmp, limit_bytes_per_s=limit_bytes)
-        tables += comparison_search_tables(cmp, runs)
-        if spread := host_spread_table(runs, cmp.labels):
-            tables.append(spread)
-        notes = comparison_notes(cmp)
-    else:
-        tables = summary_tables(measured(runs[0].phases)) + search_tables(runs[0])
-        notes = []
-    if fmt is ReportFormat.html:
-        text = render_report(report_runs(loaded), tables, notes, cmp)
-    elif fmt is ReportFormat.md:
-        text = (
-            markdown_comparison(cmp, tables) + markdown_run_tables(runs)
-            if cmp
-            else markdown_run(runs[0], tables)
-        )
-    elif fmt is ReportFormat.json:
-        data = {
-            "runs": [tabular.show_dict(r) for r in runs],
-            "comparison": tabular.comparison_dict(cmp) if cmp else None,
-            "samples": [rec for r in runs for rec in tabular.series_records(r)],
-        }
-        text = json.dumps(data, indent=1)
-    else:
-        text = tabular.records_csv([rec for r in runs for rec in tabular.series_records(r)])
-    if output is None:
-        sys.stdout.write(text)
-        return
-    _write_atomically(output, text)
-    console.print(f"wrote {escape(str(output))} ({len(text.encode()) / 1e6:.1f} MB)")
+    _comparison_out(ctx, list(run_refs), threshold, confidence, limit, chosen, as_percent=False,
+                    output=output)  # fmt: skip
 
 
 def _write_atomically(path: Path, text: str) -> None:
@@ -455,7 +402,8 @@ def export_cmd(
 ) -> None:
     """Write one run with all its data to a portable file (an iorig results database)."""
     with Store(ctx.obj) as store:
-        run_id = store.export_run(run_ref, output)
+        run_id = resolve_run_id(store, run_ref)
+        export_run(store, run_id, output)
     console.print(
         f"exported run {run_id} to {escape(str(output))}; load it elsewhere with `iorig import`"
     )
@@ -470,7 +418,7 @@ def import_cmd(
 ) -> None:
     """Add the runs of an exported file to the database; runs already present are skipped."""
     with Store(ctx.obj) as store:
-        results = store.import_runs(bundle)
+        results = import_runs(store, bundle)
     for run_id, imported in results:
         console.print(f"{run_id}: {'imported' if imported else 'already present, skipped'}")
     if not results:

@@ -17,22 +17,31 @@ from rich.markup import escape
 from rich.progress import BarColumn, Progress, TaskID, TextColumn
 
 from iorig import __version__
-from iorig.analyze.criteria import any_point_passes, criteria_of, evaluate
-from iorig.analyze.summary import measured, summarize_phase
+from iorig.analyze.analysis import Comparison, RunAnalysis, analyse
+from iorig.analyze.summary import summarize_phase
 from iorig.errors import UserError
-from iorig.execute import Event, PhaseFinished, PhaseProgress, PhaseStarted, RunOutcome, RunStarted
-from iorig.fio.remote import HostAddress, parse_host, parse_hosts
-from iorig.plan import Plan, prepare
-from iorig.report import terminal
-from iorig.report.search_tables import search_tables
-from iorig.report.tables import TableModel, run_tables, to_rich
-from iorig.results import ALL
+from iorig.fio.hosts import HostAddress, parse_host, parse_hosts
+from iorig.model import ALL, PhaseKind, RunStatus
+from iorig.plan import Plan
+from iorig.report.exporters import render
+from iorig.report.metrics import metric
+from iorig.report.options import RenderOptions
+from iorig.run import make_backend
+from iorig.run.backend import PhaseBackend
+from iorig.run.events import (
+    Event,
+    PhaseFinished,
+    PhaseProgress,
+    PhaseStarted,
+    RunOutcome,
+    RunStarted,
+)
 from iorig.scenario import ResolvedScenario, parse_assignments
-from iorig.store import Store, StoredRun, default_db_path
+from iorig.store import Store, default_db_path
 from iorig.targets import bind_host_targets, bind_targets
 from iorig.units import format_bytes, format_latency, format_rate, format_si
 
-EXIT_CODES = {"ok": 0, "failed": 1, "aborted": 130}
+EXIT_CODES = {RunStatus.OK: 0, RunStatus.FAILED: 1, RunStatus.ABORTED: 130}
 EXIT_VERDICT_FAILED = 3
 
 console = Console()
@@ -134,18 +143,18 @@ def plan_for(
     allow_destroy: bool,
     fio: str | None,
     repeats: int = 1,
-) -> Plan:
-    """Bind the targets (per host with --hosts) and prepare the plan."""
+) -> tuple[Plan, PhaseBackend]:
+    """The backend (this machine, or the fio servers of --hosts), and the
+    plan it prepared on the bound targets."""
     roles = list(resolved.scenario.targets)
+    backend = make_backend(hosts, fio)
     if hosts:
-        return prepare(
-            resolved, {}, allow_destroy=allow_destroy, fio_path=fio, repeats=repeats,
-            hosts=hosts, host_paths=bind_host_targets(roles, targets, hosts),
-        )  # fmt: skip
-    return prepare(
-        resolved, bind_targets(roles, targets), allow_destroy=allow_destroy, fio_path=fio,
-        repeats=repeats,
-    )  # fmt: skip
+        bound = bind_host_targets(roles, targets, hosts)
+        paths = {host.label: paths for host, paths in bound.items()}
+    else:
+        paths = {backend.hosts[0]: bind_targets(roles, targets)}
+    plan = backend.prepare(resolved, paths, allow_destroy=allow_destroy, repeats=repeats)
+    return plan, backend
 
 
 def collect_overrides(items: list[str], **options: object) -> dict[str, str]:
@@ -247,18 +256,15 @@ class ProgressView:
             )
         elif isinstance(event, PhaseFinished):
             result = event.result
-            stats = result.status
-            if result.kind != "idle" and result.aggregate is not None:
+            stats = str(result.status)
+            if result.kind is not PhaseKind.IDLE and result.aggregate is not None:
                 s = summarize_phase(result)
-                value = terminal.format_metric(s.headline, s.headline_value)
-                unit = " IOPS" if s.headline == "iops" else ""  # rates carry their unit
-                stats += f": {value}{unit} (phase mean)"
-                hosts = [sc for sc in result.scopes if sc.workload == "" and sc.host]
+                fmt = metric(s.headline)
+                stats += f": {fmt.with_unit(s.headline_value)} (phase mean)"
+                hosts = result.host_scopes
                 if hosts:  # fio's client mode reports rates per host at the end only
                     each = "/".join(
-                        terminal.format_metric(s.headline, getattr(sc.totals[ALL], s.headline))
-                        if ALL in sc.totals
-                        else "-"
+                        fmt.format(sc.totals[ALL].level(s.headline)) if ALL in sc.totals else "-"
                         for sc in hosts
                     )
                     stats += f" [{len(hosts)} hosts: {each}]"
@@ -275,42 +281,35 @@ def command_line() -> str:
 
 def run_with_progress(
     db: Path, work: Callable[[Store, Callable[[Event], None]], RunOutcome]
-) -> tuple[RunOutcome, StoredRun]:
-    """Run ``work`` (an execute or a search) with the live view; load the result."""
+) -> tuple[RunOutcome, RunAnalysis]:
+    """Run ``work`` (an execute or a search) with the live view; analyse the result."""
     with Store(db) as store:
         with ProgressView(console) as view:
             outcome = work(store, view.handle)
-        stored = store.load_run(outcome.run_id)
+        analysis = analyse(store.load_run(outcome.run_id))
     console.print()
-    return outcome, stored
+    return outcome, analysis
 
 
-def print_tables(tables: list[TableModel]) -> None:
-    for table in tables:
-        console.print(to_rich(table))
-        for note in table.notes:
-            console.print(f"  [dim]{escape(note)}[/]")
+def render_options(**given: object) -> RenderOptions:
+    """Options for the text renderer, sized to this terminal."""
+    color = console.is_terminal and not console.no_color
+    return RenderOptions(width=console.width, color=color, **given)  # type: ignore[arg-type]
 
 
-def print_run(stored: StoredRun) -> None:
-    engines = sorted({p.engine for p in stored.phases if p.engine})
-    console.print(
-        terminal.run_report(stored.run, measured(stored.phases), engines, list(stored.phases))
-    )
-    print_tables(run_tables(stored))
+def emit(fmt: str, subject: RunAnalysis | Comparison, options: RenderOptions | None = None) -> None:
+    """Render and print: the only way a run or a comparison reaches stdout."""
+    sys.stdout.write(render(fmt, subject, options or render_options()))
+    sys.stdout.flush()
 
 
-def print_search(stored: StoredRun) -> None:
-    """What a sweep, knee or curve run found."""
-    print_tables(search_tables(stored))
-
-
-def finish(db: Path, outcome: RunOutcome, stored: StoredRun) -> None:
-    """Where the run is, and the exit code: a run whose measured phases all
-    failed its requirements (a FAIL verdict) exits 3, so scripts can tell."""
+def finish(db: Path, outcome: RunOutcome, analysis: RunAnalysis) -> None:
+    """What the run found, where it is, and the exit code: a run whose
+    measured phases all failed its requirements (a FAIL verdict) exits 3, so
+    scripts can tell."""
+    emit("text", analysis)
     console.print(f"\nstored in {escape(str(db))}; see `iorig show {outcome.run_id}`")
     code = EXIT_CODES[outcome.status]
-    verdicts = evaluate(criteria_of(stored.run.resolved), stored.phases)
-    if code == 0 and not any_point_passes(verdicts):
+    if code == 0 and not analysis.passed:
         code = EXIT_VERDICT_FAILED
     raise typer.Exit(code)

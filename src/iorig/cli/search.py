@@ -43,17 +43,18 @@ from iorig.cli.common import (
     finish,
     host_list,
     plan_for,
-    print_run,
-    print_search,
     run_with_progress,
 )
 from iorig.errors import UserError
-from iorig.execute import RunOutcome, RunSession, execute
 from iorig.plan import Plan
-from iorig.report.search_tables import ort_table
+from iorig.report.searchtables import ort_table
 from iorig.report.tables import to_rich
-from iorig.scenario import READS, read_source, resolve
-from iorig.searchrun import CurveSettings, KneeSettings, run_curve, run_knee, template_phase
+from iorig.run.backend import PhaseBackend
+from iorig.run.events import RunOutcome
+from iorig.run.searches import CurveSettings, KneeSettings, run_curve, run_knee, template_phase
+from iorig.run.session import RunSession, execute
+from iorig.scenario import read_source, resolve
+from iorig.schema import READS
 from iorig.store import Store
 from iorig.sweep import parse_grid, resolve_with_sweep, search_settings
 from iorig.units import parse_latency_limit
@@ -131,21 +132,19 @@ def sweep(
         raise UserError(
             "nothing to sweep", hint="give --param name=v1,v2 (e.g. --param bs=4k,64k,1m)"
         )
-    plan = plan_for(
+    plan, backend = plan_for(
         resolved, _targets(target_arg, target), hosts=host_list(hosts, hosts_file),
         allow_destroy=allow_destroy, fio=fio, repeats=repeat,
     )  # fmt: skip
     search = search_settings(resolved)
-    outcome, stored = run_with_progress(
+    outcome, analysis = run_with_progress(
         ctx.obj,
         lambda store, on_event: execute(
-            plan, store, command=command_line(), on_event=on_event, keep_files=keep_files,
-            label=label, search=search,
+            plan, store, backend, command=command_line(), on_event=on_event,
+            keep_files=keep_files, label=label, search=search,
         ),
     )  # fmt: skip
-    print_run(stored)
-    print_search(stored)
-    finish(ctx.obj, outcome, stored)
+    finish(ctx.obj, outcome, analysis)
 
 
 def _adhoc_plan(
@@ -159,7 +158,7 @@ def _adhoc_plan(
     allow_destroy: bool,
     fio: str | None,
     hosts: list,
-) -> Plan:
+) -> tuple[Plan, PhaseBackend]:
     source = adhoc_source(rw.value, name=name, title=title)
     resolved = resolve(source, "quick" if quick else None, overrides)
     return plan_for(resolved, targets, hosts=hosts, allow_destroy=allow_destroy, fio=fio)
@@ -167,26 +166,26 @@ def _adhoc_plan(
 
 def _search(
     ctx: typer.Context,
-    plan: Plan,
+    planned: tuple[Plan, PhaseBackend],
     settings: dict,
     drive: Callable[[RunSession], None],
     *,
     label: str | None,
     keep_files: bool,
 ) -> None:
+    plan, backend = planned
+
     def work(store: Store, on_event: Callable) -> RunOutcome:
         session = RunSession(
-            plan, store, command=command_line(), on_event=on_event, keep_files=keep_files,
-            label=label, search=settings,
+            plan, store, backend, command=command_line(), on_event=on_event,
+            keep_files=keep_files, label=label, search=settings,
         )  # fmt: skip
         with session:
             drive(session)
         return session.outcome
 
-    outcome, stored = run_with_progress(ctx.obj, work)
-    print_run(stored)
-    print_search(stored)
-    finish(ctx.obj, outcome, stored)
+    outcome, analysis = run_with_progress(ctx.obj, work)
+    finish(ctx.obj, outcome, analysis)
 
 
 def _percent_option(value: float, option: str) -> float:
@@ -247,12 +246,12 @@ def knee(
         read_pct=read_pct, engine=engine,
         **{"jobs" if scale is Scale.iodepth else "iodepth": fixed},
     )  # fmt: skip
-    plan = _adhoc_plan(
+    planned = _adhoc_plan(
         name="knee", title=f"knee search: {rw.value}, raising {scale.value}", rw=rw,
         targets=_targets(target_arg, target), overrides=overrides, quick=quick,
         allow_destroy=allow_destroy, fio=fio, hosts=host_list(hosts, hosts_file),
     )  # fmt: skip
-    template_phase(plan)
+    template_phase(planned[0])
     settings = KneeSettings(
         scale=scale.value,
         rule=KneeRule(
@@ -263,7 +262,7 @@ def knee(
         confirm=confirm,
         top=top,
     )
-    _search(ctx, plan, settings.as_dict(), lambda s: run_knee(s, settings), label=label,
+    _search(ctx, planned, settings.as_dict(), lambda s: run_knee(s, settings), label=label,
             keep_files=keep_files)  # fmt: skip
 
 
@@ -346,13 +345,13 @@ def curve(
         set_ or [], size=size, bs=bs, iodepth=iodepth if iodepth else 32, jobs=jobs,
         duration=_point_duration(duration, quick), read_pct=read_pct, engine=engine,
     )  # fmt: skip
-    plan = _adhoc_plan(
+    planned = _adhoc_plan(
         name="curve", title=f"load-point curve: {rw.value}", rw=rw,
         targets=_targets(target_arg, target), overrides=overrides, quick=quick,
         allow_destroy=allow_destroy, fio=fio, hosts=host_list(hosts, hosts_file),
     )  # fmt: skip
-    template_phase(plan)
-    _search(ctx, plan, settings.as_dict(), lambda s: run_curve(s, settings), label=label,
+    template_phase(planned[0])
+    _search(ctx, planned, settings.as_dict(), lambda s: run_curve(s, settings), label=label,
             keep_files=keep_files)  # fmt: skip
 
 

@@ -1,8 +1,8 @@
 """Parse what fio writes: json+ output (with status snapshots) and its logs.
 
 Parsing only: no statistics beyond what fio printed. Merging jobs, aligning
-seconds and computing percentiles happen in ``iorig.assemble`` and
-``iorig.fio.histogram``.
+seconds and computing percentiles happen in ``iorig.fio.assemble`` and
+``iorig.model.histogram``.
 """
 
 from __future__ import annotations
@@ -15,9 +15,9 @@ from pathlib import Path
 
 import numpy as np
 
-from iorig.fio import histogram
+from iorig.model import histogram
+from iorig.model.kinds import DDIRS
 
-DDIRS = ("read", "write", "trim")
 _DDIR_BY_CODE = {0: "read", 1: "write", 2: "trim"}
 
 

@@ -1,38 +1,33 @@
-"""Run fio: find and check the binary, probe engines, run a job file with a
-live status stream, and stop it cleanly.
+"""Run fio: find and check the binary, and supervise one fio invocation (a
+job file here, or one job file per fio server) while it runs.
 
-fio runs in its own session so a terminal Ctrl-C reaches iorig only; iorig
-then asks fio to stop (SIGINT: fio finishes the current I/Os and writes its
-results and logs), and escalates to SIGTERM and SIGKILL if fio does not
-exit in time. fio also receives SIGTERM if iorig itself dies.
+fio runs in a process group of its own (``iorig.fio.process``): on a stop
+request iorig asks it to finish (SIGINT: fio completes the current I/Os and
+writes its results and logs), escalates to SIGTERM and SIGKILL if it does
+not, and never leaves a process of the group behind, whatever path the
+caller leaves by.
 """
 
 from __future__ import annotations
 
-import contextlib
-import ctypes
 import os
 import re
 import shutil
 import signal
 import subprocess
-import tempfile
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from iorig.errors import UserError
 from iorig.fio.parse import scan_documents
+from iorig.fio.process import spawn, stop_group
 
 MIN_VERSION = (3, 20)
-_PR_SET_PDEATHSIG = 1
-
-
-def _die_with_parent() -> None:  # runs in the child between fork and exec
-    with contextlib.suppress(Exception):
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+# After an exception or an interrupt the caller is leaving: fio gets less time.
+_LEAVING = ((signal.SIGINT, 5.0), (signal.SIGTERM, 3.0), (signal.SIGKILL, 3.0))
 
 
 def find_fio(explicit: str | None = None) -> str:
@@ -46,14 +41,29 @@ def find_fio(explicit: str | None = None) -> str:
     return path
 
 
+def run_quick(
+    command: Sequence[str], timeout_s: float = 30.0, cwd: str = "/"
+) -> tuple[int, str, str]:
+    """A short fio command that does no I/O (``--version``, ``--enghelp``):
+    exit code, stdout and stderr; its group is emptied whatever happens."""
+    proc = spawn(command, cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        out, err = proc.communicate(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        raise UserError(f"{command[0]} did not answer {' '.join(command[1:])} in time") from None
+    finally:
+        stop_group(proc, _LEAVING)
+    return proc.returncode, out.decode(errors="replace"), err.decode(errors="replace")
+
+
 def fio_version(fio: str) -> str:
     try:
-        done = subprocess.run([fio, "--version"], capture_output=True, text=True, timeout=30)
-    except (OSError, subprocess.TimeoutExpired) as exc:
+        code, out, _ = run_quick([fio, "--version"])
+    except OSError as exc:
         raise UserError(f"cannot run {fio} --version: {exc}") from None
-    version = done.stdout.strip()
+    version = out.strip()
     match = re.match(r"fio-(\d+)\.(\d+)", version)
-    if done.returncode != 0 or not match:
+    if code != 0 or not match:
         raise UserError(f"{fio} does not look like fio (it printed {version[:80]!r})")
     if tuple(int(g) for g in match.groups()) < MIN_VERSION:
         raise UserError(
@@ -66,63 +76,11 @@ def fio_version(fio: str) -> str:
 def require_engine(fio: str, engine: str, purpose: str, hint: str) -> None:
     """Refuse to start when this fio lacks an engine the scenario needs."""
     try:
-        done = subprocess.run(
-            [fio, f"--enghelp={engine}"], capture_output=True, text=True, timeout=30
-        )
-    except (OSError, subprocess.TimeoutExpired) as exc:
+        code, _, _ = run_quick([fio, f"--enghelp={engine}"])
+    except OSError as exc:
         raise UserError(f"cannot ask {fio} about its {engine} engine: {exc}") from None
-    if done.returncode != 0:
+    if code != 0:
         raise UserError(f"this fio ({fio}) has no {engine} engine, needed for {purpose}", hint=hint)
-
-
-@dataclass(frozen=True)
-class ProbeResult:
-    engine: str
-    tried: tuple[tuple[str, str], ...]  # (engine, why it failed)
-
-
-def probe_engine(
-    fio: str, location: Path, *, block_device: bool, direct: bool, candidates: tuple[str, ...]
-) -> ProbeResult:
-    """The first engine of ``candidates`` that can do a few reads at ``location``.
-
-    For a block device the probe reads it (``--readonly``); for a directory it
-    uses a small temporary file that is removed afterwards.
-    """
-    tried: list[tuple[str, str]] = []
-    scratch = (
-        contextlib.nullcontext(None)
-        if block_device
-        else tempfile.TemporaryDirectory(prefix=".iorig-probe-", dir=location)
-    )
-    with scratch as tmp:
-        filename = str(location) if block_device else os.path.join(tmp, "probe")
-        for engine in candidates:
-            cmd = [
-                fio, "--name=probe", f"--ioengine={engine}",
-                "--filename=" + filename.replace(":", "\\:"),
-                "--bs=4k", "--size=1m", "--io_size=64k", f"--direct={int(direct)}",
-                "--output-format=json",
-            ]  # fmt: skip
-            # A device is only read; a scratch file needs writing before it can be read.
-            cmd += ["--rw=read", "--readonly"] if block_device else ["--rw=rw"]
-            try:
-                done = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
-            except subprocess.TimeoutExpired:
-                tried.append((engine, "timed out"))
-                continue
-            if done.returncode == 0:
-                return ProbeResult(engine, tuple(tried))
-            reason = (done.stderr.strip() or done.stdout.strip()).splitlines()
-            tried.append((engine, reason[-1] if reason else f"exit code {done.returncode}"))
-    details = "; ".join(f"{e}: {why}" for e, why in tried)
-    hint = "check that fio can open the target"
-    if direct and not block_device:
-        hint = (
-            "the filesystem may not support direct I/O (tmpfs does not); test a disk-backed "
-            "path, or pass --set direct=false to measure through the page cache"
-        )
-    raise UserError(f"no fio engine could do I/O at {location} ({details})", hint=hint)
 
 
 @dataclass(frozen=True)
@@ -130,24 +88,25 @@ class FioExit:
     returncode: int
     output: str  # everything fio wrote to --output (status snapshots + final)
     stderr: str
-    stopped_by: str | None  # None, "cancel", "timeout" or "request" (on_snapshot said so)
+    stopped_by: str | None  # None, "cancel", "timeout" or "request" (the caller asked)
     elapsed_s: float
 
 
 class FioProcess:
-    """One fio invocation writing json+ to a file, with status snapshots."""
+    """One fio invocation writing json+ to a file: one job file run here, or
+    (``clients``) one job file per fio server (``--client=ADDR``, job file)
+    driven by this one process. Local runs stream status snapshots."""
 
     def __init__(
         self,
         fio: str,
         jobfile: Path | None,
         workdir: Path,
-        extra_args: tuple[str, ...] = (),
         *,
         clients: tuple[tuple[str, Path], ...] = (),
+        status: bool = True,
+        extra_args: tuple[str, ...] = (),
     ):
-        """One job file run here, or (``clients``) one job file per fio server
-        (``--client=ADDR`` argument, job file) driven by this one process."""
         self.output_path = workdir / "fio-output.json"
         self.stderr_path = workdir / "fio-stderr.txt"
         if clients:
@@ -156,36 +115,25 @@ class FioProcess:
             head: tuple[str, ...] = ("--eta=always",)
             tail = tuple(a for client, job in clients for a in (client, str(job)))
         else:
-            head = ("--status-interval=1", "--eta=never")
+            head = ("--status-interval=1", "--eta=never") if status else ("--eta=never",)
             tail = (str(jobfile),)
         self.command = (
-            fio,
-            "--output-format=json+",
-            f"--output={self.output_path}",
-            *head,
-            *extra_args,
-            *tail,
-        )
+            fio, "--output-format=json+", f"--output={self.output_path}", *head, *extra_args, *tail
+        )  # fmt: skip
         self.workdir = workdir
+        self.stopped_by: str | None = None
+        self.exit: FioExit | None = None
         self._proc: subprocess.Popen | None = None
         self._read_pos = 0
         self._buffer = ""
 
-    def start(self) -> None:
-        with open(self.stderr_path, "wb") as err:
-            self._proc = subprocess.Popen(
-                self.command,
-                cwd=self.workdir,
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.DEVNULL,
-                stderr=err,
-                start_new_session=True,
-                preexec_fn=_die_with_parent,
-            )
-
     @property
     def pid(self) -> int | None:
         return self._proc.pid if self._proc else None
+
+    def request_stop(self) -> None:
+        """Ask fio to finish now (e.g. a warm-up that is steady)."""
+        self.stopped_by = self.stopped_by or "request"
 
     def new_snapshots(self) -> list[dict]:
         """Status documents fio has appended since the last call."""
@@ -201,76 +149,43 @@ class FioProcess:
         self._buffer = self._buffer[consumed:]
         return docs
 
-    def _signal(self, sig: int) -> None:
-        if self._proc and self._proc.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(self._proc.pid, sig)
-
-    def stop(self, grace_s: float = 10.0) -> None:
-        """Ask fio to finish (it then writes results), escalate if it does not."""
-        for sig, wait_s in ((signal.SIGINT, grace_s), (signal.SIGTERM, 5.0), (signal.SIGKILL, 5.0)):
-            if not self._proc or self._proc.poll() is not None:
-                return
-            self._signal(sig)
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                self._proc.wait(timeout=wait_s)
-
-    def run(
-        self,
-        *,
-        cancel: threading.Event,
-        on_snapshot: Callable[[dict], bool | None] | None = None,
-        timeout_s: float | None = None,
-        poll_s: float = 0.25,
-        on_tick: Callable[[float], None] | None = None,
-    ) -> FioExit:
-        """Start fio and wait for it, forwarding snapshots; stop on cancel, on
-        timeout, or when ``on_snapshot`` returns True (e.g. steady state)."""
+    def ticks(
+        self, cancel: threading.Event, timeout_s: float | None = None, poll_s: float = 0.25
+    ) -> Iterator[float]:
+        """Start fio and yield the seconds since its start about every
+        ``poll_s`` while it runs. It is stopped on ``cancel``, after
+        ``timeout_s``, or after the caller's ``request_stop``; ``exit`` then
+        holds how it ended. Leaving the loop early stops fio as well."""
         started = time.monotonic()
-        self.start()
-        assert self._proc is not None
-        stopped_by = None
+        with open(self.stderr_path, "wb") as err:
+            self._proc = spawn(self.command, self.workdir, stderr=err)
+        leaving = True
         try:
-            while self._proc.poll() is None and stopped_by is None:
+            while self._proc.poll() is None and self.stopped_by is None:
                 if cancel.wait(poll_s):
-                    stopped_by = "cancel"
+                    self.stopped_by = "cancel"
                 elif timeout_s is not None and time.monotonic() - started > timeout_s:
-                    stopped_by = "timeout"
-                elif on_snapshot and any([on_snapshot(d) for d in self.new_snapshots()]):
-                    stopped_by = "request"
-                elif on_tick:
-                    on_tick(time.monotonic() - started)
-            if stopped_by:
-                self.stop()
+                    self.stopped_by = "timeout"
+                elif self._proc.poll() is None:
+                    yield time.monotonic() - started
+            leaving = False
+            stop_group(self._proc)  # at once when fio ended; gracefully when asked to stop
         finally:
-            # Whatever happened (including a bug above), fio must not outlive us.
-            self.stop(grace_s=5.0)
+            if leaving:  # an exception or an abandoned loop: fio must not outlive us
+                stop_group(self._proc, _LEAVING)
         output = self.output_path.read_text(errors="replace") if self.output_path.exists() else ""
         stderr = self.stderr_path.read_text(errors="replace") if self.stderr_path.exists() else ""
-        return FioExit(
-            returncode=self._proc.returncode,
+        self.exit = FioExit(
+            returncode=self._proc.returncode if self._proc.returncode is not None else -9,
             output=output,
             stderr=stderr,
-            stopped_by=stopped_by,
+            stopped_by=self.stopped_by,
             elapsed_s=time.monotonic() - started,
         )
 
-
-def write_sample(fio: str, path: Path, job_text: str) -> None:
-    """Run a small, size-bounded write job (e.g. to measure a data pattern)."""
-    job = path.with_suffix(".fio")
-    job.write_text(job_text)
-    try:
-        done = subprocess.run(
-            [fio, "--output-format=json", str(job)],
-            cwd=path.parent,
-            capture_output=True,
-            text=True,
-            timeout=300,
-        )
-    except subprocess.TimeoutExpired:
-        raise UserError("fio took more than 5 minutes to write the data sample") from None
-    finally:
-        job.unlink(missing_ok=True)
-    if done.returncode != 0:
-        raise UserError(f"fio could not write the data sample: {done.stderr.strip()[-300:]}")
+    def run(self, cancel: threading.Event | None = None, timeout_s: float | None = None) -> FioExit:
+        """Run fio to its end (or ``timeout_s``) without following it."""
+        for _ in self.ticks(cancel or threading.Event(), timeout_s):
+            pass
+        assert self.exit is not None
+        return self.exit

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from iorig.fio.parse import DDIRS
+from iorig.model.kinds import DDIRS
 
 
 @dataclass(frozen=True)

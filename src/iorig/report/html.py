@@ -15,25 +15,30 @@ import numpy as np
 from markupsafe import Markup
 
 from iorig import __version__
-from iorig.analyze.compare import Comparison, run_label
-from iorig.analyze.search import curve_of, knee_of, loadpoints_of, sweep_of
-from iorig.fio import histogram
-from iorig.report.tables import TableModel, run_tables
-from iorig.results import ALL
-from iorig.store import StoredRun
-from iorig.sysinfo import flatten
-from iorig.units import format_bytes, format_duration, format_rate
+from iorig.analyze.analysis import Comparison, RunAnalysis
+from iorig.analyze.search import CurveResult, KneeResult, LoadPointResult, SweepResult
+from iorig.model import ALL, Metric, PhaseKind, StoredRun, histogram
+from iorig.model.records import flatten
+from iorig.report.cmptables import comparison_notes, comparison_tables, host_spread_table
+from iorig.report.metrics import metric
+from iorig.report.options import RenderOptions
+from iorig.report.searchtables import comparison_search_tables, search_tables
+from iorig.report.tables import TableModel, run_tables, summary_tables
+from iorig.report.terminal import limit_text
+from iorig.units import format_bytes, format_duration
 
-_METRIC_AXIS = {"iops": "IOPS", "bytes_per_s": "MB/s"}
 _PERCENTILE_TICKS = (0, 1, 2, 3, 4, 5)
 _PERCENTILE_LABELS = ("0", "90", "99", "99.9", "99.99", "99.999")
 
 
 @dataclass(frozen=True)
 class ReportRun:
-    stored: StoredRun
+    analysis: RunAnalysis
     label: str
-    job_texts: dict[str, str]
+
+    @property
+    def stored(self) -> StoredRun:
+        return self.analysis.stored
 
 
 def _when(ts: float | None) -> str:
@@ -71,31 +76,14 @@ def _run_header(r: ReportRun) -> dict[str, Any]:
         "engines": ", ".join(sorted({p.engine for p in r.stored.phases if p.engine})) or "-",
         "params": [(name, p["text"], p["origin"]) for name, p in run.params.items()],
         "command": run.command,
-        "warnings": sorted(
-            (
-                {
-                    "message": w.get("message", ""),
-                    "advice": w.get("advice", ""),
-                    "severity": w.get("severity", "warning"),
-                }
-                for w in run.warnings
-            ),
-            key=lambda w: w["severity"] != "warning",
-        ),
-        "limit": _limit_text(run.disclosure.get("interface_limit")) if run.disclosure else None,
-        "tables": run_tables(r.stored),
+        "warnings": sorted(run.warnings, key=lambda w: w.severity != "warning"),
+        "limit": limit_text(run.disclosure.interface_limit) if run.disclosure else None,
+        "tables": run_tables(r.analysis),
         "disclosure": [
             (section, list(flatten(content).items()))
-            for section, content in run.disclosure.items()
-            if section != "interface_limit"
+            for section, content in run.disclosure.sections.items()
         ],
     }
-
-
-def _limit_text(limit: dict[str, Any] | None) -> str:
-    if not limit:
-        return "unknown (no device on the path reports a link speed)"
-    return f"{format_rate(limit['bytes_per_s'])} ({limit['source']})"
 
 
 def steady_charts(runs: list[ReportRun]) -> list[dict[str, Any]]:
@@ -107,7 +95,7 @@ def steady_charts(runs: list[ReportRun]) -> list[dict[str, Any]]:
             if st is None or not st.rounds:
                 continue
             x = list(range(1, len(st.rounds) + 1))
-            scale = 1.0 if st.metric == "iops" else 1e-6
+            scale = metric(st.metric).scale
             data: list[dict[str, Any]] = [
                 {"type": "scatter", "mode": "lines+markers", "name": "round mean", "x": x,
                  "y": [v * scale for v in st.rounds]}
@@ -138,7 +126,7 @@ def steady_charts(runs: list[ReportRun]) -> list[dict[str, Any]]:
                     "layout": _layout(
                         f"{r.label}: {p.name} ({verdict})",
                         f"round ({st.round_s:g} s each)",
-                        "IOPS" if st.metric == "iops" else "MB/s",
+                        metric(st.metric).unit,
                         shapes=shapes,
                         hovermode="closest",
                     ),
@@ -174,9 +162,9 @@ def _layout(title: str, x_title: str, y_title: str, **extra: Any) -> dict[str, A
 def phase_charts(index: int, name: str, runs: list[ReportRun]) -> list[dict[str, Any]]:
     """Throughput and latency per second (runs overlaid) and percentile curves."""
     throughput, latency, percentiles = [], [], []
-    headline = "iops"
+    headline = Metric.IOPS
     for r in runs:
-        repeats = [p for p in r.stored.phases if p.name == name and p.kind == "measure"]
+        repeats = [p for p in r.stored.phases if p.name == name and p.kind is PhaseKind.MEASURE]
         merged = []
         for p in repeats:
             scope = p.aggregate
@@ -185,7 +173,7 @@ def phase_charts(index: int, name: str, runs: list[ReportRun]) -> list[dict[str,
             headline = p.headline
             s = scope.series[ALL]
             trace_name = r.label + (f" #{p.repeat + 1}" if len(repeats) > 1 else "")
-            y = s.iops if headline == "iops" else s.bytes_per_s / 1e6
+            y = s.values(headline) * metric(headline).scale
             throughput.append(
                 {"type": "scatter", "mode": "lines+markers", "name": trace_name,
                  "x": s.t_s.tolist(), "y": _finite(y)}
@@ -202,12 +190,12 @@ def phase_charts(index: int, name: str, runs: list[ReportRun]) -> list[dict[str,
                 {"type": "scatter", "mode": "lines", "name": r.label, "x": x, "y": y}
             )
     prefix = f"chart-{index}"
+    unit = metric(headline).unit
     return [
         {
             "id": f"{prefix}-throughput",
             "data": throughput,
-            "layout": _layout(f"{name}: {_METRIC_AXIS[headline]} per second", "second",
-                              _METRIC_AXIS[headline]),
+            "layout": _layout(f"{name}: {unit} per second", "second", unit),
         },
         {
             "id": f"{prefix}-latency",
@@ -262,7 +250,7 @@ def render_report(
     comparison: Comparison | None = None,
 ) -> str:
     names = list(
-        dict.fromkeys(p.name for r in runs for p in r.stored.phases if p.kind == "measure")
+        dict.fromkeys(p.name for r in runs for p in r.stored.phases if p.kind is PhaseKind.MEASURE)
     )
     steady = steady_charts(runs)
     search = search_charts(runs)
@@ -272,7 +260,9 @@ def render_report(
         {
             "name": name,
             "jobs": [
-                {"label": r.label, "text": r.job_texts[name]} for r in runs if name in r.job_texts
+                {"label": r.label, "text": r.analysis.job_texts[name]}
+                for r in runs
+                if name in r.analysis.job_texts
             ],
         }
         for name in names
@@ -294,11 +284,20 @@ def render_report(
     )
 
 
-def report_runs(
-    loaded: list[tuple[StoredRun, dict[str, str]]], labels: list[str] | None = None
-) -> list[ReportRun]:
-    labels = labels or [run_label(s.run) for s, _ in loaded]
-    return [ReportRun(s, label, texts) for (s, texts), label in zip(loaded, labels, strict=True)]
+class HtmlExporter:
+    def run(self, analysis: RunAnalysis, options: RenderOptions) -> str:
+        tables = summary_tables(analysis.measured) + search_tables(analysis.search)
+        return render_report([ReportRun(analysis, analysis.run.name)], tables, [])
+
+    def comparison(self, cmp: Comparison, options: RenderOptions) -> str:
+        tables = comparison_tables(
+            cmp, as_percent=options.as_percent, limit_bytes_per_s=options.limit_bytes_per_s
+        )
+        tables += comparison_search_tables(cmp)
+        if spread := host_spread_table(cmp):
+            tables.append(spread)
+        runs = [ReportRun(a, label) for a, label in zip(cmp.runs, cmp.labels, strict=True)]
+        return render_report(runs, tables, comparison_notes(cmp), cmp)
 
 
 def _axis_order(values: list[str]) -> list[str]:
@@ -310,8 +309,7 @@ def search_charts(runs: list[ReportRun]) -> list[dict[str, Any]]:
     against the swept parameter, a knee's curve with the knee and the USL fit,
     a load-point curve's latency against achieved throughput (with its ORT)."""
     charts: list[dict[str, Any]] = []
-    sweeps = [(r, sweep_of(r.stored)) for r in runs]
-    sweeps = [(r, s) for r, s in sweeps if s and s.points]
+    sweeps = [(r, s) for r in runs if isinstance(s := r.analysis.search, SweepResult) and s.points]
     if sweeps:
         x_name = sweeps[0][1].x_axis
         thr, lat = [], []
@@ -339,12 +337,11 @@ def search_charts(runs: list[ReportRun]) -> list[dict[str, Any]]:
         charts.append({"id": "search-sweep-latency", "title": "sweep latency", "data": lat,
                        "layout": _layout(f"mean completion latency against {x_name}", x_name,
                                          "ms", xaxis=category, hovermode="closest")})  # fmt: skip
-    knees = [(r, knee_of(r.stored)) for r in runs]
-    knees = [(r, k) for r, k in knees if k]
+    knees = [(r, k) for r in runs if isinstance(k := r.analysis.search, KneeResult)]
     if knees:
         thr, lat = [], []
         headline = knees[0][1].headline
-        scale = 1.0 if headline == "iops" else 1e-6
+        scale = metric(headline).scale
         for r, k in knees:
             xs = [p.concurrency for p in k.points]
             thr.append({"type": "scatter", "mode": "lines+markers", "name": r.label, "x": xs,
@@ -365,15 +362,15 @@ def search_charts(runs: list[ReportRun]) -> list[dict[str, Any]]:
             lat.append({"type": "scatter", "mode": "lines+markers", "name": f"{r.label} mean",
                         "x": xs, "y": [p.lat_mean_ns / 1e6 for p in k.points]})  # fmt: skip
         log2 = {"type": "log", "title": {"text": "concurrency (jobs × iodepth)"}, "dtick": 0.30103}
-        axis = _METRIC_AXIS[headline]
+        axis = metric(headline).unit
         charts.append({"id": "search-knee-throughput", "title": "knee", "data": thr,
                        "layout": _layout("throughput against concurrency", "", axis,
                                          xaxis=log2, hovermode="closest")})  # fmt: skip
         charts.append({"id": "search-knee-latency", "title": "knee latency", "data": lat,
                        "layout": _layout("latency against concurrency", "", "ms", xaxis=log2,
                                          hovermode="closest")})  # fmt: skip
-    loads = [(r, loadpoints_of(r.stored)) for r in runs]
-    loads = [(r, lp) for r, lp in loads if lp and lp.points]
+    loads = [(r, lp) for r in runs
+             if isinstance(lp := r.analysis.search, LoadPointResult) and lp.points]  # fmt: skip
     if loads:
         data = []
         for r, lp in loads:
@@ -388,8 +385,7 @@ def search_charts(runs: list[ReportRun]) -> list[dict[str, Any]]:
         charts.append({"id": "search-loadpoints", "title": "load points", "data": data,
                        "layout": _layout("average latency against achieved ops/s (load points)",
                                          "ops/s", "ms", hovermode="closest")})  # fmt: skip
-    curves = [(r, curve_of(r.stored)) for r in runs]
-    curves = [(r, c) for r, c in curves if c and c.points]
+    curves = [(r, c) for r in runs if isinstance(c := r.analysis.search, CurveResult) and c.points]
     if curves:
         data = []
         for r, c in curves:

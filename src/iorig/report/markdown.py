@@ -4,43 +4,45 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from iorig.analyze.compare import Comparison
-from iorig.report.tables import TableModel, comparison_notes, run_tables, to_markdown
-from iorig.store import StoredRun
+from iorig.analyze.analysis import Comparison, RunAnalysis
+from iorig.report.cmptables import comparison_notes, comparison_tables, host_spread_table
+from iorig.report.options import RenderOptions
+from iorig.report.searchtables import comparison_search_tables, search_tables
+from iorig.report.tables import run_tables, summary_tables, to_markdown
 
 
-def markdown_comparison(cmp: Comparison, tables: list[TableModel]) -> str:
-    parts = ["## Comparison: " + " vs ".join(cmp.labels), ""]
-    if cmp.definition_differences:
-        parts.append("**The runs differ in their definitions:**")
-        parts.append("")
-        parts += [f"- {note}" for note in cmp.definition_differences]
-        parts.append("")
-    parts += [to_markdown(t) for t in tables]
-    parts += [f"- {note}" for note in comparison_notes(cmp)]
-    return "\n".join(parts) + "\n"
+class MarkdownExporter:
+    def run(self, analysis: RunAnalysis, options: RenderOptions) -> str:
+        run = analysis.run
+        parts = [f"## {run.title} — run {run.name}", ""]
+        parts.append(f"- scenario: {run.scenario} v{run.scenario_version}, status {run.status}")
+        if run.profile:
+            parts.append(
+                f"- profile {run.profile}: shortened for a fast look, not figures to decide on"
+            )
+        parts += [f"- target {t['role']}: {t['path']} ({t['kind']})" for t in run.targets]
+        parts += [f"- fio: {run.fio_version}", ""]
+        tables = summary_tables(analysis.measured) + search_tables(analysis.search)
+        parts += [to_markdown(t) for t in tables + run_tables(analysis)]
+        return "\n".join(parts) + "\n"
 
-
-def markdown_run_tables(runs: list[StoredRun]) -> str:
-    """Each run's timed phases and verdict, titled with the run."""
-    parts = []
-    for stored in runs:
-        for table in run_tables(stored):
-            titled = replace(table, title=f"{table.title} — {stored.run.label or stored.run.id}")
-            parts.append(to_markdown(titled))
-    return "\n".join(parts)
-
-
-def markdown_run(stored: StoredRun, tables: list[TableModel]) -> str:
-    run = stored.run
-    parts = [f"## {run.title} — run {run.label or run.id}", ""]
-    parts.append(f"- scenario: {run.scenario} v{run.scenario_version}, status {run.status}")
-    if run.profile:
-        parts.append(
-            f"- profile {run.profile}: shortened for a fast look, not figures to decide on"
+    def comparison(self, cmp: Comparison, options: RenderOptions) -> str:
+        parts = ["## Comparison: " + " vs ".join(cmp.labels), ""]
+        if cmp.definition_differences:
+            parts.append("**The runs differ in their definitions:**")
+            parts.append("")
+            parts += [f"- {note}" for note in cmp.definition_differences]
+            parts.append("")
+        tables = comparison_tables(
+            cmp, as_percent=options.as_percent, limit_bytes_per_s=options.limit_bytes_per_s
         )
-    parts += [f"- target {t['role']}: {t['path']} ({t['kind']})" for t in run.targets]
-    parts += [f"- fio: {run.fio_version}", ""]
-    parts += [to_markdown(t) for t in tables]
-    parts += [to_markdown(t) for t in run_tables(stored)]
-    return "\n".join(parts) + "\n"
+        tables += comparison_search_tables(cmp)
+        if spread := host_spread_table(cmp):
+            tables.append(spread)
+        parts += [to_markdown(t) for t in tables]
+        parts += [f"- {note}" for note in comparison_notes(cmp)]
+        # each run's own timed phases and verdict, titled with the run
+        for label, analysis in zip(cmp.labels, cmp.runs, strict=True):
+            for table in run_tables(analysis):
+                parts.append(to_markdown(replace(table, title=f"{table.title} — {label}")))
+        return "\n".join(parts) + "\n"

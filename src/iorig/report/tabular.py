@@ -1,19 +1,26 @@
-"""Plain-data views of runs and comparisons for JSON and CSV output."""
+"""Plain-data views of runs and comparisons: the JSON and CSV exporters.
+
+Every JSON document carries ``format_version``; a change to its layout that
+could break a reader raises it.
+"""
 
 from __future__ import annotations
 
 import csv
 import io
+import json
 import math
+from dataclasses import asdict
 from typing import Any
 
-from iorig.analyze.compare import Comparison
-from iorig.analyze.criteria import criteria_of, evaluate, overall
+from iorig.analyze.analysis import Comparison, RunAnalysis
 from iorig.analyze.knee import Point
-from iorig.analyze.search import curve_of, knee_of, loadpoints_of, sweep_of
-from iorig.analyze.summary import PhaseSummary, SeriesStats, summarize_phase
-from iorig.results import ALL
-from iorig.store import RunRecord, StoredRun
+from iorig.analyze.search import CurveResult, KneeResult, LoadPointResult, SearchResult, SweepResult
+from iorig.analyze.summary import PhaseSummary
+from iorig.model import PhaseKind, RunRecord, SeriesStats, StoredRun
+from iorig.report.options import RenderOptions
+
+FORMAT_VERSION = 1
 
 
 def _num(value: float | None) -> float | None:
@@ -41,10 +48,10 @@ def series_dict(stats: SeriesStats) -> dict[str, Any]:
 def phase_dict(s: PhaseSummary) -> dict[str, Any]:
     return {
         "name": s.name,
-        "kind": s.kind,
+        "kind": str(s.kind),
         "repeat": s.repeat,
-        "status": s.status,
-        "metric": s.headline,
+        "status": str(s.status),
+        "metric": str(s.headline),
         "per_second": series_dict(s.per_second),
         "iops": _num(s.iops),
         "bytes_per_s": _num(s.bytes_per_s),
@@ -71,7 +78,7 @@ def run_dict(run: RunRecord) -> dict[str, Any]:
         "title": run.title,
         "origin": run.scenario_origin,
         "profile": run.profile,
-        "status": run.status,
+        "status": str(run.status),
         "error": run.error,
         "started_at": run.started_at,
         "ended_at": run.ended_at,
@@ -80,14 +87,19 @@ def run_dict(run: RunRecord) -> dict[str, Any]:
         "hosts": run.hosts,
         "fio_version": run.fio_version,
         "iorig_version": run.iorig_version,
-        "warnings": run.warnings,
-        "interface_limit": run.disclosure.get("interface_limit") if run.disclosure else None,
+        "warnings": [w.as_dict() for w in run.warnings],
+        "interface_limit": None
+        if run.disclosure.interface_limit is None
+        else {
+            "bytes_per_s": run.disclosure.interface_limit.bytes_per_s,
+            "source": run.disclosure.interface_limit.source,
+        },
     }
 
 
-def show_dict(stored: StoredRun) -> dict[str, Any]:
-    summaries = [summarize_phase(p) for p in stored.phases]
-    verdicts = evaluate(criteria_of(stored.run.resolved), stored.phases)
+def run_document(analysis: RunAnalysis) -> dict[str, Any]:
+    """Everything about a run that `show` prints, and its per-second samples."""
+    stored = analysis.stored
     return {
         "run": run_dict(stored.run),
         "engines": sorted({p.engine for p in stored.phases if p.engine}),
@@ -103,25 +115,24 @@ def show_dict(stored: StoredRun) -> dict[str, Any]:
             for p in stored.phases
             if p.steady is not None
         ],
-        "phases": [phase_dict(s) | {"point": p.point} for s, p in zip(summaries, stored.phases,
-                   strict=True) if s.kind == "measure"],
-        "other_phases": [phase_dict(s) for s in summaries if s.kind != "measure"],
-        "search": search_dict(stored),
+        "phases": [phase_dict(s) | {"point": s.point} for s in analysis.measured],
+        "other_phases": [phase_dict(s) for s in analysis.summaries
+                         if s.kind is not PhaseKind.MEASURE],
+        "search": search_dict(analysis.search),
         "verdicts": [
             {"name": v.name, "phase": v.phase, "metric": v.metric, "bound": v.bound,
              "limit": v.limit, "value": _num(v.value), "passed": v.passed,
              "margin": _num(v.margin)}
-            for v in verdicts
+            for v in analysis.verdicts
         ],
-        "verdict": overall(verdicts),
+        "verdict": analysis.verdict,
         "timed_phases": [
-            {"phase": p.name, "kind": p.kind, "status": p.status,
-             "elapsed_s": p.ended_at - p.started_at,
-             "io_bytes": p.aggregate.totals[ALL].io_bytes
-             if p.aggregate and ALL in p.aggregate.totals else 0}
-            for p in stored.phases
-            if p.kind in ("prefill", "precondition", "verify")
+            {"phase": s.name, "kind": str(s.kind), "status": str(s.status),
+             "elapsed_s": s.elapsed_s, "io_bytes": s.io_bytes}
+            for s in analysis.summaries
+            if s.kind.size_based
         ],
+        "samples": series_records(stored),
     }  # fmt: skip
 
 
@@ -135,14 +146,14 @@ def _knee_point(p: Point) -> dict[str, Any]:
     }
 
 
-def search_dict(stored: StoredRun) -> dict[str, Any] | None:
-    """What a sweep, knee or curve run found, recomputed from its phases."""
-    settings = stored.run.search or {}
-    kind = settings.get("kind")
-    if kind in ("sweep", "threads") and (sweep := sweep_of(stored)):
+def search_dict(result: SearchResult | None) -> dict[str, Any] | None:
+    """What a sweep, knee or curve run found."""
+    if isinstance(result, SweepResult):
+        sweep = result
         return {
-            "kind": kind,
+            "kind": sweep.kind,
             "axes": list(sweep.axes),
+            "fewest_passing": sweep.fewest_passing,
             "points": [
                 {
                     "phase": p.phase.name,
@@ -156,10 +167,11 @@ def search_dict(stored: StoredRun) -> dict[str, Any] | None:
                 for p in sweep.points
             ],
         }
-    if kind == "knee" and (k := knee_of(stored)):
+    if isinstance(result, KneeResult):
+        k = result
         return {
             "kind": "knee",
-            "settings": settings,
+            "settings": k.settings,
             "metric": k.headline,
             "points": [
                 _knee_point(p) | {"in_flight": c.outstanding, "queue_kept": not c.short}
@@ -185,10 +197,11 @@ def search_dict(stored: StoredRun) -> dict[str, Any] | None:
             if k.usl
             else None,
         }  # fmt: skip
-    if kind == "loadpoints" and (lp := loadpoints_of(stored)):
+    if isinstance(result, LoadPointResult):
+        lp = result
         return {
             "kind": "loadpoints",
-            "settings": settings,
+            "settings": lp.settings,
             "metric": lp.metric,
             "valid": lp.valid,
             "max_valid_load": lp.max_valid_load,
@@ -213,10 +226,11 @@ def search_dict(stored: StoredRun) -> dict[str, Any] | None:
                 for p in lp.points
             ],
         }  # fmt: skip
-    if kind == "curve" and (c := curve_of(stored)):
+    if isinstance(result, CurveResult):
+        c = result
         return {
             "kind": "curve",
-            "settings": settings,
+            "settings": c.settings,
             "max_iops": c.max_iops,
             "ort_ms": c.ort_ms,
             "valid": c.valid,
@@ -251,8 +265,8 @@ def comparison_records(cmp: Comparison) -> list[dict[str, Any]]:
             records.append(
                 {
                     "phase": phase.name,
-                    "metric": phase.headline,
-                    "run_id": cmp.runs[i].id,
+                    "metric": str(phase.headline),
+                    "run_id": cmp.runs[i].run.id,
                     "label": cmp.labels[i],
                     "baseline": i == 0,
                     "seconds": stats.n,
@@ -280,17 +294,24 @@ def comparison_records(cmp: Comparison) -> list[dict[str, Any]]:
     return records
 
 
-def comparison_dict(cmp: Comparison) -> dict[str, Any]:
+def comparison_document(cmp: Comparison) -> dict[str, Any]:
     return {
         "runs": [
-            run_dict(r) | {"label": label} for r, label in zip(cmp.runs, cmp.labels, strict=True)
+            run_document(r) | {"label": label}
+            for r, label in zip(cmp.runs, cmp.labels, strict=True)
         ],
         "threshold": cmp.threshold,
         "confidence": cmp.confidence,
         "definition_differences": list(cmp.definition_differences),
         "only_in": [{"phase": p, "label": label} for p, label in cmp.only_in],
         "phases": comparison_records(cmp),
-    }
+        "sweeps": [
+            {"a": sc.label_a, "b": sc.label_b, "x_axis": sc.x_axis, "sentences": sc.sentences(),
+             "points": [asdict(p) | {"verdict": v} for p, v in zip(sc.pairs, sc.verdicts,
+                                                                   strict=True)]}
+            for sc in cmp.sweeps
+        ],
+    }  # fmt: skip
 
 
 def records_csv(records: list[dict[str, Any]]) -> str:
@@ -317,7 +338,7 @@ def series_records(stored: StoredRun) -> list[dict[str, Any]]:
                     {
                         "run_id": stored.run.id,
                         "phase": phase.name,
-                        "kind": phase.kind,
+                        "kind": str(phase.kind),
                         "repeat": phase.repeat,
                         "ddir": ddir,
                         "t_s": int(t),
@@ -327,3 +348,23 @@ def series_records(stored: StoredRun) -> list[dict[str, Any]]:
                     }
                 )
     return out
+
+
+class JsonExporter:
+    def run(self, analysis: RunAnalysis, options: RenderOptions) -> str:
+        doc = {"format_version": FORMAT_VERSION, "kind": "run"} | run_document(analysis)
+        return json.dumps(doc, indent=1) + "\n"
+
+    def comparison(self, cmp: Comparison, options: RenderOptions) -> str:
+        doc = {"format_version": FORMAT_VERSION, "kind": "comparison"} | comparison_document(cmp)
+        return json.dumps(doc, indent=1) + "\n"
+
+
+class CsvExporter:
+    """A run: every per-second sample; a comparison: one row per run and phase."""
+
+    def run(self, analysis: RunAnalysis, options: RenderOptions) -> str:
+        return records_csv(series_records(analysis.stored))
+
+    def comparison(self, cmp: Comparison, options: RenderOptions) -> str:
+        return records_csv(comparison_records(cmp))

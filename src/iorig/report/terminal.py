@@ -3,31 +3,33 @@
 from __future__ import annotations
 
 import datetime as dt
-import math
 from typing import Any
 
 from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
-from iorig.analyze.summary import PhaseSummary, series_stats
+from iorig.model import (
+    Finding,
+    InterfaceLimit,
+    Metric,
+    PhaseKind,
+    PhaseResult,
+    RunRecord,
+    series_stats,
+)
+from iorig.model.records import flatten
+from iorig.report.metrics import metric
 from iorig.scenario import ResolvedScenario, ScenarioSource
-from iorig.store import RunRecord
-from iorig.sysinfo import flatten
-from iorig.units import format_bytes, format_duration, format_latency, format_rate, format_si
+from iorig.units import format_bytes, format_duration, format_rate, format_si
 
 STATUS_STYLE = {"ok": "green", "running": "cyan", "failed": "red", "aborted": "yellow"}
-METRIC_LABEL = {"iops": "IOPS", "bytes_per_s": "bytes/s"}
 
 
 def add_row(table: Table, *cells: object) -> None:
     """Add a row whose strings are shown as they are (paths, labels and sysfs
     values may contain [brackets] that rich would take for markup)."""
     table.add_row(*(Text(c) if isinstance(c, str) else c for c in cells))  # type: ignore[arg-type]
-
-
-def format_metric(headline: str, value: float) -> str:
-    return format_si(value) if headline == "iops" else format_rate(value)
 
 
 def when(timestamp: float | None) -> str:
@@ -38,10 +40,6 @@ def when(timestamp: float | None) -> str:
 
 def status_text(status: str) -> Text:
     return Text(status, style=STATUS_STYLE.get(status, ""))
-
-
-def _percent(value: float) -> str:
-    return "-" if value is None or math.isnan(value) else f"{value * 100:.1f}%"
 
 
 def run_header(run: RunRecord, engines: list[str]) -> Table:
@@ -74,39 +72,32 @@ def run_header(run: RunRecord, engines: list[str]) -> Table:
         )
     if changed:
         add_row(grid, "parameters", ", ".join(changed))
-    limit = run.disclosure.get("interface_limit") if run.disclosure else None
     if run.disclosure:
-        add_row(
-            grid,
-            "interface limit",
-            f"{format_rate(limit['bytes_per_s'])} ({limit['source']})"
-            if limit
-            else "unknown (no device on the path reports a link speed)",
-        )
+        add_row(grid, "interface limit", limit_text(run.disclosure.interface_limit))
     return grid
 
 
-def warnings_block(run: RunRecord) -> list[Text]:
+def limit_text(limit: InterfaceLimit | None) -> str:
+    if limit is None:
+        return "unknown (no device on the path reports a link speed)"
+    return f"{format_rate(limit.bytes_per_s)} ({limit.source})"
+
+
+def findings_block(findings: tuple[Finding, ...] | list[Finding]) -> list[Text]:
     """The audit's findings, warnings first, each with its advice."""
-    return warnings_block_from(run.warnings)
-
-
-def warnings_block_from(warnings: list[dict]) -> list[Text]:
     out = []
-    ordered = sorted(warnings, key=lambda w: w.get("severity") != "warning")
-    for w in ordered:
-        warning = w.get("severity", "warning") == "warning"
-        mark = ("warning: ", "bold yellow") if warning else ("note: ", "cyan")
-        out.append(Text.assemble(mark, w.get("message", "")))
-        if w.get("advice"):
-            out.append(Text(f"    advice: {w['advice']}", style="dim"))
+    for f in sorted(findings, key=lambda f: f.severity != "warning"):
+        mark = ("warning: ", "bold yellow") if f.severity == "warning" else ("note: ", "cyan")
+        out.append(Text.assemble(mark, f.message))
+        if f.advice:
+            out.append(Text(f"    advice: {f.advice}", style="dim"))
     return out
 
 
 def disclosure_view(run: RunRecord) -> Group:
     """`show --disclosure`: every collected fact, grouped by section."""
     parts: list = []
-    for section, content in run.disclosure.items():
+    for section, content in run.disclosure.sections.items():
         table = Table(title=section, title_justify="left", show_header=False, box=None)
         table.add_column("key", style="bold")
         table.add_column("value", overflow="fold")
@@ -118,67 +109,7 @@ def disclosure_view(run: RunRecord) -> Group:
     return Group(*parts)
 
 
-def throughput_table(summaries: list[PhaseSummary]) -> Table:
-    """Seed 000's three figures per phase: median, maximum and minimum per second."""
-    table = Table(title="Throughput per second", title_justify="left", header_style="bold")
-    table.add_column("phase", no_wrap=True)
-    table.add_column("metric", no_wrap=True)
-    for name in ("median", "maximum", "minimum"):
-        table.add_column(name, justify="right", no_wrap=True)
-    table.add_column("CoV", justify="right", no_wrap=True)
-    for s in summaries:
-        stats = s.per_second
-        add_row(
-            table,
-            _phase_label(s),
-            METRIC_LABEL[s.headline],
-            format_metric(s.headline, stats.median),
-            format_metric(s.headline, stats.maximum),
-            format_metric(s.headline, stats.minimum),
-            _percent(stats.cov),
-        )
-    return table
-
-
-def latency_table(summaries: list[PhaseSummary]) -> Table:
-    table = Table(
-        title="Completion latency (percentiles from merged histograms)",
-        title_justify="left",
-        header_style="bold",
-    )
-    table.add_column("phase", no_wrap=True)
-    for name in ("mean", "p50", "p99", "p99.9", "max"):
-        table.add_column(name, justify="right", no_wrap=True)
-    for s in summaries:
-        pct = s.lat_percentiles_ns
-        add_row(
-            table,
-            _phase_label(s),
-            format_latency(s.lat_mean_ns),
-            format_latency(pct.get(50.0)),
-            format_latency(pct.get(99.0)),
-            format_latency(pct.get(99.9)),
-            format_latency(s.lat_max_ns),
-        )
-    return table
-
-
-def _phase_label(s: PhaseSummary) -> Text:
-    label = s.name if not s.repeat else f"{s.name} #{s.repeat + 1}"
-    if s.status != "ok":
-        return Text.assemble(label, " ", (f"({s.status})", STATUS_STYLE.get(s.status, "")))
-    return Text(label)
-
-
-def phase_notes(summaries: list[PhaseSummary]) -> list[Text]:
-    notes = []
-    for s in summaries:
-        if s.error:
-            notes.append(Text(f"{s.name}: {s.error}", style="red"))
-    return notes
-
-
-def steady_lines(phases: list) -> list[Text]:
+def steady_lines(phases: tuple[PhaseResult, ...]) -> list[Text]:
     out = []
     for p in phases:
         st = p.steady
@@ -204,23 +135,9 @@ def steady_lines(phases: list) -> list[Text]:
     return out
 
 
-def run_report(
-    run: RunRecord, summaries: list[PhaseSummary], engines: list[str], phases: list | None = None
-) -> Group:
-    parts: list = [run_header(run, engines), Text("")]
-    parts += steady_lines(phases or [])
-    parts += warnings_block(run)
-    if run.warnings or any(p.steady for p in phases or []):
-        parts.append(Text(""))
-    if summaries:
-        parts += [throughput_table(summaries), latency_table(summaries)]
-        parts += phase_notes(summaries)
-    else:
-        parts.append(Text("no measured phase finished", style="yellow"))
-    return Group(*parts)
-
-
-def runs_table(runs: list[RunRecord], headlines: dict[str, list[tuple[str, str, list]]]) -> Table:
+def runs_table(
+    runs: list[RunRecord], headlines: dict[str, list[tuple[str, Metric, list]]]
+) -> Table:
     table = Table(header_style="bold")
     for col in ("id", "started", "scenario", "status"):
         table.add_column(col, no_wrap=True)
@@ -228,9 +145,9 @@ def runs_table(runs: list[RunRecord], headlines: dict[str, list[tuple[str, str, 
     table.add_column("median per second", overflow="fold", min_width=16)
     for run in runs:
         parts = []
-        for name, metric, values in headlines.get(run.id, []):
+        for name, unit, values in headlines.get(run.id, []):
             median = series_stats(values).median
-            parts.append(f"{name} {format_metric(metric, median)}")
+            parts.append(f"{name} {metric(unit).format(median)}")
         target = ", ".join(t["given"] for t in run.targets)
         scenario = run.scenario + (f" ({run.profile})" if run.profile else "")
         add_row(
@@ -253,7 +170,7 @@ def scenarios_table(sources: list[ScenarioSource]) -> Table:
     for src in sources:
         data = src.doc.data
         phases = data.get("phases", [])
-        measured = [p.get("name", "?") for p in phases if p.get("kind") == "measure"]
+        measured = [p.get("name", "?") for p in phases if p.get("kind") == PhaseKind.MEASURE]
         add_row(table, src.name, str(data.get("title", "")), ", ".join(measured))
     return table
 
@@ -283,23 +200,19 @@ def scenario_detail(resolved: ResolvedScenario) -> Group:
     return Group(head, Text(""), params, Text(""), phases)
 
 
-def findings_block(findings: list) -> list[Text]:
-    return warnings_block_from([f.as_dict() for f in findings])
-
-
 def doctor_view(report: Any) -> Group:
     grid = Table.grid(padding=(0, 2))
     grid.add_column(style="bold")
     grid.add_column()
     d = report.disclosure
     add_row(grid, "target", f"{report.path} ({report.kind})")
-    for t in d.get("targets", []):
-        fs = (t.get("filesystem") or {}) if isinstance(t, dict) else {}
+    for t in d.targets:
+        fs = t.get("filesystem") or {}
         if fs:
             add_row(
                 grid, "filesystem", f"{fs.get('type')} on {fs.get('source')} ({fs.get('options')})"
             )
-        for dev in t.get("backing_devices", []) if isinstance(t, dict) else []:
+        for dev in t.get("backing_devices", []):
             add_row(
                 grid,
                 f"device {dev.get('name')}",
@@ -307,14 +220,9 @@ def doctor_view(report: Any) -> Group:
                 f"{'rotational' if dev.get('rotational') else 'non-rotational'}, "
                 f"scheduler {dev.get('scheduler')}, write cache {dev.get('write_cache')}",
             )
-    limit = report.limit
-    add_row(
-        grid,
-        "interface limit",
-        f"{format_rate(limit['bytes_per_s'])} ({limit['source']})" if limit else "unknown",
-    )
+    add_row(grid, "interface limit", limit_text(report.limit))
     add_row(grid, "direct I/O engine", report.engine or "none works here")
-    cpu, mem = d.get("cpu") or {}, d.get("memory") or {}
+    cpu, mem = d.section("cpu") or {}, d.section("memory") or {}
     add_row(
         grid,
         "cpu",

@@ -1,0 +1,95 @@
+"""One analysis of a stored run, and one comparison of several, that every
+renderer consumes: nothing under ``report/`` or ``cli/`` recomputes a
+verdict, a knee or a curve.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from iorig.analyze.compare import (
+    PhaseComparison,
+    RunPhase,
+    compare_phases,
+    definition_differences,
+    pool_phases,
+    unique_labels,
+)
+from iorig.analyze.criteria import Verdict, any_point_passes, criteria_of, evaluate, overall
+from iorig.analyze.search import SearchResult, search_result
+from iorig.analyze.summary import PhaseSummary, summarize_phase
+from iorig.analyze.sweepcmp import SweepComparison, sweep_comparisons
+from iorig.model import PhaseKind, RunRecord, StoredRun
+
+
+@dataclass(frozen=True)
+class RunAnalysis:
+    stored: StoredRun
+    summaries: tuple[PhaseSummary, ...]  # every phase, in run order
+    pooled: Mapping[str, RunPhase]  # measured phases by name, repeats pooled
+    verdicts: tuple[Verdict, ...]  # the scenario's criteria on each measured phase
+    verdict: str | None  # overall: "PASS", "FAIL", "PASS at …"; None without criteria
+    search: SearchResult | None  # what a sweep, knee or curve found
+    job_texts: Mapping[str, str] = field(default_factory=dict)  # phase name -> job file
+
+    @property
+    def run(self) -> RunRecord:
+        return self.stored.run
+
+    @property
+    def measured(self) -> list[PhaseSummary]:
+        return [s for s in self.summaries if s.kind is PhaseKind.MEASURE]
+
+    @property
+    def passed(self) -> bool:
+        """Some measured phase met every criterion (True without criteria)."""
+        return any_point_passes(self.verdicts)
+
+
+def analyse(stored: StoredRun, job_texts: Mapping[str, str] | None = None) -> RunAnalysis:
+    pooled = pool_phases(stored.phases, job_texts)
+    verdicts = tuple(evaluate(criteria_of(stored.run.resolved), stored.phases))
+    return RunAnalysis(
+        stored=stored,
+        summaries=tuple(summarize_phase(p) for p in stored.phases),
+        pooled=pooled,
+        verdicts=verdicts,
+        verdict=overall(verdicts),
+        search=search_result(stored, pooled, verdicts),
+        job_texts=dict(job_texts or {}),
+    )
+
+
+@dataclass(frozen=True)
+class Comparison:
+    runs: tuple[RunAnalysis, ...]  # the first is the baseline
+    labels: tuple[str, ...]  # unique, in the runs' order
+    phases: tuple[PhaseComparison, ...]
+    only_in: tuple[tuple[str, str], ...]  # (phase, label) present in one run only
+    definition_differences: tuple[str, ...]
+    threshold: float
+    confidence: float
+    sweeps: tuple[SweepComparison, ...]  # per-point ratios when the runs are sweeps
+
+
+def compare(
+    runs: Sequence[RunAnalysis], *, threshold: float = 0.02, confidence: float = 0.95
+) -> Comparison:
+    """Compare analysed runs (the first is the baseline)."""
+    if len(runs) < 2:
+        raise ValueError("a comparison needs at least two runs")
+    labels = unique_labels([r.run.name for r in runs])
+    per_run = [r.pooled for r in runs]
+    phases, only_in = compare_phases(per_run, labels, threshold, confidence)
+    stored = [r.stored for r in runs]
+    return Comparison(
+        runs=tuple(runs),
+        labels=labels,
+        phases=tuple(phases),
+        only_in=tuple(only_in),
+        definition_differences=tuple(definition_differences(stored, per_run, labels)),
+        threshold=threshold,
+        confidence=confidence,
+        sweeps=tuple(sweep_comparisons(labels, phases, [r.search for r in runs])),
+    )

@@ -1,0 +1,43 @@
+"""How the command line names runs: a full id, a unique prefix of one,
+``last`` (the newest) or ``last~N`` (N runs before it)."""
+
+from __future__ import annotations
+
+import re
+
+from iorig.errors import UserError
+from iorig.store import Store
+
+_LAST = re.compile(r"^last(?:~(\d+))?$")
+_ID = re.compile(r"^[0-9a-f]+$")
+
+
+def resolve_run_id(store: Store, ref: str) -> str:
+    text = ref.strip()
+    if text.startswith("last"):
+        match = _LAST.match(text)
+        if not match:
+            raise UserError(
+                f"{ref!r} is not a run reference",
+                hint="use last, last~1 (the run before the last), last~2 …, or a run id",
+            )
+        back = int(match[1] or 0)
+        found = store.run_ids(limit=1, offset=back)
+        if not found:
+            raise UserError(
+                f"no run matches {ref!r}: the database {store.path} has "
+                f"{'no' if back == 0 else 'too few'} runs"
+            )
+        return found[0]
+    if not _ID.match(text.lower()):
+        raise UserError(f"{ref!r} is not a run id", hint="use an id from `iorig runs`, or last")
+    found = store.run_ids(prefix=text.lower(), limit=6)
+    if not found:
+        raise UserError(f"no run with id {ref!r} in {store.path}", hint="see `iorig runs`")
+    if len(found) > 1:
+        listed = ", ".join(found[:5])
+        raise UserError(
+            f"{ref!r} matches {len(found) if len(found) < 6 else 'several'} runs ({listed})",
+            hint="type more characters of the id",
+        )
+    return found[0]

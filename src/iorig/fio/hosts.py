@@ -1,0 +1,129 @@
+"""fio servers' addresses: parsing ``--hosts`` entries into host and port,
+and the forms fio and iorig's results use for them."""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+from dataclasses import dataclass
+
+from iorig.errors import UserError
+
+DEFAULT_PORT = 8765
+LOCAL_HOST = "local"  # reserved: this machine, never a server address
+
+_HOSTNAME_LABEL = re.compile(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$")
+ANY_ADDRESSES = ("", "0.0.0.0", "::")  # how fio spells "listen on every address"
+
+
+@dataclass(frozen=True)
+class HostAddress:
+    """A fio server: a host name or IP address (IPv6 without brackets) and a port."""
+
+    host: str
+    port: int = DEFAULT_PORT
+
+    @property
+    def is_ipv6(self) -> bool:
+        return ":" in self.host
+
+    @property
+    def label(self) -> str:
+        """How results name this host: ``127.0.0.2:8765``, ``[::1]:8765``."""
+        host = f"[{self.host}]" if self.is_ipv6 else self.host
+        return f"{host}:{self.port}"
+
+    def fio_client_arg(self) -> str:
+        """The value of ``fio --client=`` (and ``--server=``) for this host."""
+        return f"{'ip6' if self.is_ipv6 else 'ip'}:{self.host},{self.port}"
+
+    def __str__(self) -> str:
+        return self.label
+
+
+def _bad_host(text: str, why: str) -> UserError:
+    return UserError(
+        f"{text!r} is not a host: {why}",
+        hint="write hosts as NAME, NAME:PORT, 1.2.3.4:PORT or [IPv6]:PORT, separated by commas",
+    )
+
+
+def _check_port(text: str, port_text: str) -> int:
+    if not port_text.isdigit() or not 1 <= int(port_text) <= 65535:
+        raise _bad_host(text, f"port {port_text!r} is not a number from 1 to 65535")
+    return int(port_text)
+
+
+def _normal_host(text: str, host: str) -> str:
+    """An IP address in canonical form, or a valid lower-case host name."""
+    try:
+        return ipaddress.ip_address(host).compressed
+    except ValueError:
+        pass
+    name = host.lower().rstrip(".")
+    labels = name.split(".")
+    if not name or len(name) > 253 or not all(_HOSTNAME_LABEL.match(lb) for lb in labels):
+        raise _bad_host(text, "a host name has letters, digits, '-' and '.' only")
+    if labels[-1].isdigit():  # 300.1.1.1, 10.1: meant as an address, but invalid
+        raise _bad_host(text, "not a valid IPv4 address")
+    return name
+
+
+def parse_host(text: str, default_port: int = DEFAULT_PORT) -> HostAddress:
+    """``name``, ``name:port``, ``1.2.3.4:port``, ``::1`` or ``[::1]:port``.
+
+    ``local`` (this machine, run without a server) is refused here: callers
+    handle it before asking for a server address.
+    """
+    raw = text
+    text = text.strip()
+    if not text:
+        raise _bad_host(raw, "it is empty")
+    if text.lower() == LOCAL_HOST:
+        raise UserError(
+            "'local' means this machine and is not a fio server address",
+            hint="to include this machine in a multi-host run, start `iorig agent --bind "
+            "127.0.0.1` here and list 127.0.0.1 among the hosts",
+        )
+    if "/" in text or "," in text or text.startswith(("ip:", "ip4:", "ip6:", "sock:")):
+        raise _bad_host(raw, "give the address as host:port, not in fio's syntax")
+    if any(c.isspace() for c in text):
+        raise _bad_host(raw, "it contains spaces")
+    if "%" in text:
+        raise _bad_host(raw, "scoped IPv6 addresses (with %) are not supported by fio")
+    if text.startswith("["):
+        end = text.find("]")
+        if end < 0:
+            raise _bad_host(raw, "'[' without ']'")
+        host, rest = text[1:end], text[end + 1 :]
+        if rest and not rest.startswith(":"):
+            raise _bad_host(raw, f"unexpected {rest!r} after ']'")
+        port = _check_port(raw, rest[1:]) if rest else default_port
+        try:
+            address = ipaddress.IPv6Address(host)
+        except ValueError:
+            raise _bad_host(raw, "brackets hold an IPv6 address") from None
+        return HostAddress(address.compressed, port)
+    if text.count(":") > 1:  # a bare IPv6 address: a port needs brackets
+        try:
+            return HostAddress(ipaddress.IPv6Address(text).compressed, default_port)
+        except ValueError:
+            raise _bad_host(raw, "an IPv6 address with a port is written [address]:port") from None
+    host, sep, port_text = text.partition(":")
+    port = _check_port(raw, port_text) if sep else default_port
+    if not host:
+        raise _bad_host(raw, "the host part is empty")
+    return HostAddress(_normal_host(raw, host), port)
+
+
+def parse_hosts(text: str, default_port: int = DEFAULT_PORT) -> list[HostAddress]:
+    """A comma-separated ``--hosts`` list; every host once."""
+    hosts: list[HostAddress] = []
+    for part in text.split(","):
+        if not part.strip():
+            raise _bad_host(text, "an empty entry between commas")
+        host = parse_host(part, default_port)
+        if host in hosts:
+            raise UserError(f"host {host.label} is listed twice in {text!r}")
+        hosts.append(host)
+    return hosts

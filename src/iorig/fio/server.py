@@ -1,0 +1,258 @@
+"""A managed ``fio --server`` process (what ``iorig agent`` runs).
+
+A fio server shares its port with any later fio server (SO_REUSEPORT), exits
+0 even when it cannot bind, and its job processes run in their own sessions;
+``FioServer`` checks the port first and stops the whole process tree.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import signal
+import socket
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+from iorig.errors import UserError
+from iorig.fio.hosts import ANY_ADDRESSES, HostAddress
+from iorig.fio.process import spawn
+
+
+def _proc_table() -> dict[int, tuple[int, int]]:
+    """pid -> (parent pid, session id) of every process."""
+    table: dict[int, tuple[int, int]] = {}
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry.name}/stat", "rb") as f:
+                stat = f.read()
+        except OSError:
+            continue
+        fields = stat[stat.rindex(b")") + 2 :].split()  # state, ppid, pgrp, session, …
+        table[int(entry.name)] = (int(fields[1]), int(fields[3]))
+    return table
+
+
+def process_tree(pid: int, *, include_root: bool = True) -> list[int]:
+    """``pid``, the processes of its session and all their descendants.
+
+    A fio server started in its own session keeps its connection processes
+    in that session even after the listener died; their job processes call
+    setsid, so they are found as descendants. Pass ``include_root=False``
+    when ``pid`` itself has exited (its number may belong to someone else).
+    """
+    if not os.path.isdir("/proc"):
+        return [pid] if include_root else []
+    table = _proc_table()
+    children: dict[int, list[int]] = {}
+    for child, (parent, _) in table.items():
+        children.setdefault(parent, []).append(child)
+    tree: dict[int, None] = {}  # ordered set
+    todo = [p for p, (_, sid) in table.items() if sid == pid and p != pid]
+    if include_root:
+        todo.append(pid)
+    while todo:
+        current = todo.pop()
+        if current not in tree:
+            tree[current] = None
+            todo += children.get(current, [])
+    return list(tree)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read()
+        return stat[stat.rindex(b")") + 2 : stat.rindex(b")") + 3] != b"Z"
+    except (OSError, ValueError):
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            return True
+        return True
+
+
+def _listening_inodes(port: int) -> set[str]:
+    inodes = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        with contextlib.suppress(OSError), open(table) as f:
+            for line in f.readlines()[1:]:
+                fields = line.split()
+                if fields[3] == "0A" and int(fields[1].rsplit(":", 1)[1], 16) == port:
+                    inodes.add(fields[9])
+    return inodes
+
+
+def _listens(pid: int, port: int) -> bool | None:
+    """Whether ``pid`` holds a listening socket on ``port``; None without /proc."""
+    try:
+        links = [os.readlink(f"/proc/{pid}/fd/{fd}") for fd in os.listdir(f"/proc/{pid}/fd")]
+    except OSError:
+        return None
+    ours = {link[8:-1] for link in links if link.startswith("socket:[")}
+    return bool(ours & _listening_inodes(port))
+
+
+def port_available(address: HostAddress) -> OSError | None:
+    """None if a server could listen at ``address``, else why not.
+
+    fio's server sets SO_REUSEPORT, so a second fio server on a busy port
+    starts without error and shares its connections; check before starting.
+    """
+    family = socket.AF_INET6 if address.is_ipv6 else socket.AF_INET
+    host = address.host or ("::" if address.is_ipv6 else "0.0.0.0")
+    with socket.socket(family, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # ignore TIME_WAIT
+        try:
+            sock.bind((host, address.port))
+        except OSError as exc:
+            return exc
+    return None
+
+
+class FioServer:
+    """A ``fio --server`` process bound to one address, in its own working
+    directory (where relative job filenames land).
+
+    Never listens on all addresses (fio's server has no authentication)
+    unless ``allow_any`` is set. ``log_path``: where fio's stdout/stderr go
+    (None: inherited, e.g. for ``iorig agent`` in a terminal).
+    """
+
+    def __init__(
+        self,
+        fio: str,
+        address: HostAddress,
+        workdir: Path,
+        *,
+        allow_any: bool = False,
+        log_path: Path | None = None,
+    ) -> None:
+        if address.host in ANY_ADDRESSES and not allow_any:
+            shown = address.host or "all addresses"
+            raise UserError(
+                f"refusing to start a fio server listening on {shown}: fio's server has no "
+                "authentication and would accept jobs from anyone who can reach this machine",
+                hint="bind it to the address of a trusted interface (--bind ADDRESS); "
+                "pass --bind 0.0.0.0 explicitly only on an isolated network",
+            )
+        self.fio = fio
+        self.address = address
+        self.workdir = workdir
+        self.log_path = log_path
+        self._proc: subprocess.Popen | None = None
+        self._lock = threading.Lock()
+
+    @property
+    def pid(self) -> int | None:
+        return self._proc.pid if self._proc else None
+
+    @property
+    def running(self) -> bool:
+        return self._proc is not None and self._proc.poll() is None
+
+    def command(self) -> list[str]:
+        address = self.address
+        if address.host == "":  # fio's own spelling of "any"
+            address = HostAddress("0.0.0.0", address.port)
+        return [self.fio, f"--server={address.fio_client_arg()}"]
+
+    def _output(self) -> str:
+        if self.log_path is None or not self.log_path.exists():
+            return ""
+        return " ".join(self.log_path.read_text(errors="replace").split())[-300:]
+
+    def start(self, timeout_s: float = 10.0) -> None:
+        """Start fio and return once it listens; UserError if it cannot."""
+        if self.running:
+            return
+        where = self.address.label
+        problem = port_available(self.address)
+        if problem is not None:
+            if problem.errno == errno.EADDRINUSE:
+                raise UserError(
+                    f"cannot start a fio server on {where}: the port is already in use",
+                    hint="another fio server (fio lets a second one share the port silently) "
+                    "or another program listens there; stop it or choose another --port",
+                )
+            raise UserError(
+                f"cannot start a fio server on {where}: {problem.strerror or problem}",
+                hint="bind to an address of this machine",
+            )
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        log = open(self.log_path, "wb") if self.log_path else None  # noqa: SIM115
+        try:
+            self._proc = spawn(
+                self.command(), self.workdir, stdout=log, stderr=subprocess.STDOUT if log else None
+            )
+        finally:
+            if log:
+                log.close()
+        deadline = time.monotonic() + timeout_s
+        while True:
+            if self._proc.poll() is not None:
+                # fio exits 0 even when it cannot bind; any exit here is a failure.
+                output = self._output()
+                raise UserError(
+                    f"fio --server on {where} exited at start (exit code "
+                    f"{self._proc.returncode})" + (f": {output}" if output else ""),
+                    hint="see fio's message; is the address one of this machine's?",
+                )
+            if self._ready():
+                return
+            if time.monotonic() > deadline:
+                self.stop()
+                raise UserError(f"fio --server on {where} did not listen within {timeout_s:g} s")
+            time.sleep(0.02)
+
+    def _ready(self) -> bool:
+        assert self._proc is not None
+        listens = _listens(self._proc.pid, self.address.port)
+        if listens is not None:
+            return listens
+        host = self.address.host  # no /proc: connect (fio shrugs off an empty connection)
+        if host in ANY_ADDRESSES:
+            host = "::1" if self.address.is_ipv6 else "127.0.0.1"
+        try:
+            socket.create_connection((host, self.address.port), timeout=0.2).close()
+            return True
+        except OSError:
+            return False
+
+    def stop(self, timeout_s: float = 5.0) -> None:
+        """Stop the server and every process it forked (sessions and jobs):
+        SIGTERM, then SIGKILL whatever is left after ``timeout_s``."""
+        with self._lock:
+            proc = self._proc
+            if proc is None:
+                return
+            # Snapshot first: once the listener is gone its children look orphaned.
+            others = [p for p in process_tree(proc.pid, include_root=False) if p != proc.pid]
+            for sig in (signal.SIGTERM, signal.SIGKILL):
+                others = [p for p in others if _alive(p)]
+                if proc.poll() is None:
+                    with contextlib.suppress(ProcessLookupError):
+                        proc.send_signal(sig)  # Popen never signals a reaped pid
+                for pid in others:
+                    with contextlib.suppress(ProcessLookupError, PermissionError):
+                        os.kill(pid, sig)
+                deadline = time.monotonic() + timeout_s
+                while time.monotonic() < deadline:
+                    with contextlib.suppress(subprocess.TimeoutExpired):
+                        proc.wait(timeout=0.05)
+                    if proc.poll() is not None and not any(_alive(p) for p in others):
+                        return
+
+    def __enter__(self) -> FioServer:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()

@@ -1,0 +1,47 @@
+"""iorig's result model: plain, frozen data and pure operations on it.
+
+The bottom layer: it imports nothing else of iorig, and everything else may
+import it. Parsing, storing, analysing and rendering all speak these types.
+"""
+
+from iorig.model.kinds import ALL, DDIRS, Metric, PhaseKind, PhaseStatus, RunStatus
+from iorig.model.records import Disclosure, Finding, InterfaceLimit, RunRecord, StoredRun
+from iorig.model.results import (
+    AGGREGATE,
+    PhaseResult,
+    Scope,
+    ScopeKind,
+    ScopeResult,
+    Series,
+    Totals,
+)
+from iorig.model.stats import SeriesStats, Spread, series_stats, spread
+from iorig.model.steady import SteadyState, WindowCheck, check_window
+
+__all__ = [
+    "AGGREGATE",
+    "ALL",
+    "DDIRS",
+    "Disclosure",
+    "Finding",
+    "InterfaceLimit",
+    "Metric",
+    "PhaseKind",
+    "PhaseResult",
+    "PhaseStatus",
+    "RunRecord",
+    "RunStatus",
+    "Scope",
+    "ScopeKind",
+    "ScopeResult",
+    "Series",
+    "SeriesStats",
+    "Spread",
+    "SteadyState",
+    "StoredRun",
+    "Totals",
+    "WindowCheck",
+    "check_window",
+    "series_stats",
+    "spread",
+]

@@ -1,0 +1,167 @@
+"""Result types. Units are in the field names; latencies are fio completion
+latency (clat: from submission to completion) unless the name says otherwise.
+
+Histograms are counts in fio's 1,856-bin layout (see ``iorig.model.histogram``);
+percentiles are always computed from them, never averaged.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+import numpy as np
+
+from iorig.model import histogram
+from iorig.model.kinds import Metric, PhaseKind, PhaseStatus
+from iorig.model.steady import SteadyState
+
+
+class ScopeKind(StrEnum):
+    AGGREGATE = "aggregate"  # every workload on every host
+    HOST = "host"  # every workload on one host (multi-host runs)
+    WORKLOAD = "workload"  # one workload on one host
+
+
+@dataclass(frozen=True)
+class Scope:
+    """What a set of figures covers. ``None`` means "all": the aggregate is
+    ``Scope()``, a host's share ``Scope(host=h)``, a workload on a host
+    ``Scope(workload=w, host=h)``."""
+
+    workload: str | None = None
+    host: str | None = None
+
+    @property
+    def kind(self) -> ScopeKind:
+        if self.workload is not None:
+            return ScopeKind.WORKLOAD
+        return ScopeKind.AGGREGATE if self.host is None else ScopeKind.HOST
+
+    def __str__(self) -> str:
+        parts = [p for p in (self.workload, self.host) if p is not None]
+        return " on ".join(parts) or "all"
+
+
+AGGREGATE = Scope()
+
+
+@dataclass(frozen=True)
+class Totals:
+    """One I/O direction (or ``all``) of one scope over a whole phase."""
+
+    ddir: str
+    ios: int
+    io_bytes: int
+    iops: float
+    bytes_per_s: float
+    lat_mean_ns: float
+    lat_min_ns: float
+    lat_max_ns: float
+    lat_stddev_ns: float
+    slat_mean_ns: float
+    total_lat_mean_ns: float  # slat + clat, fio's "lat"
+    hist: np.ndarray = field(compare=False, repr=False)
+
+    def percentiles_ns(
+        self, points: tuple[float, ...] = histogram.DEFAULT_PERCENTILES
+    ) -> dict[float, float]:
+        return histogram.percentiles(self.hist, points)
+
+    def level(self, metric: Metric) -> float:
+        return self.iops if metric is Metric.IOPS else self.bytes_per_s
+
+
+@dataclass(frozen=True)
+class Series:
+    """Per-second samples of one direction of one scope.
+
+    ``t_s[i]`` is the end of the i-th one-second window since the phase's fio
+    jobs started; only windows complete in every job are kept.
+    ``lat_mean_ns`` is NaN for a second without completions; ``hist`` holds
+    one histogram row per second (may be empty when fio logged none).
+    """
+
+    ddir: str
+    t_s: np.ndarray = field(compare=False)
+    iops: np.ndarray = field(compare=False)
+    bytes_per_s: np.ndarray = field(compare=False)
+    lat_mean_ns: np.ndarray = field(compare=False)
+    hist: np.ndarray = field(compare=False, repr=False)
+
+    def __len__(self) -> int:
+        return int(self.t_s.size)
+
+    def values(self, metric: Metric) -> np.ndarray:
+        return self.iops if metric is Metric.IOPS else self.bytes_per_s
+
+
+@dataclass(frozen=True)
+class ScopeResult:
+    """The figures of one scope of a phase."""
+
+    scope: Scope
+    jobs: int
+    totals: dict[str, Totals]
+    series: dict[str, Series]
+    usr_cpu_pct: float  # mean per fio job, % of one CPU
+    sys_cpu_pct: float
+    busiest_job_cpu_pct: float  # usr+sys of the busiest job
+    errors: int  # fio jobs that ended with an error
+    status: PhaseStatus = PhaseStatus.OK  # FAILED for a host that dropped out of a phase
+    error: str | None = None
+
+    @classmethod
+    def failed(cls, scope: Scope, error: str) -> ScopeResult:
+        """A scope that produced nothing (a host that gave no results)."""
+        return cls(scope, 0, {}, {}, 0.0, 0.0, 0.0, 0, PhaseStatus.FAILED, error)
+
+
+@dataclass(frozen=True)
+class PhaseResult:
+    """A finished (or interrupted) phase, ready to store."""
+
+    seq: int
+    name: str
+    kind: PhaseKind
+    status: PhaseStatus
+    started_at: float  # unix seconds
+    ended_at: float
+    planned_s: float | None
+    headline: Metric
+    scopes: tuple[ScopeResult, ...]  # the aggregate first, then hosts, then workloads
+    job_text: str = ""
+    command: tuple[str, ...] = ()
+    fio_version: str = ""
+    engine: str = ""
+    fio_output: str = ""
+    fio_stderr: str = ""
+    error: str | None = None
+    repeat: int = 0
+    steady: SteadyState | None = None  # warm-up phases that ran "until: steady"
+    # Where a search put this phase: {"bs": "4KiB", "rw": "read"} for a sweep
+    # point, {"iodepth": 16, ...} for a knee step, {"fraction": 0.5, ...} for a
+    # load point. Empty for an ordinary scenario phase.
+    point: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def aggregate(self) -> ScopeResult | None:
+        return next((s for s in self.scopes if s.scope == AGGREGATE), None)
+
+    @property
+    def host_scopes(self) -> list[ScopeResult]:
+        """Each host's share of a multi-host phase (empty on one host)."""
+        return [s for s in self.scopes if s.scope.kind is ScopeKind.HOST]
+
+    def workload_scopes(self, names: list[str] | None = None) -> list[ScopeResult]:
+        """Per workload and host, optionally only the named workloads."""
+        return [
+            s
+            for s in self.scopes
+            if s.scope.kind is ScopeKind.WORKLOAD and (names is None or s.scope.workload in names)
+        ]
+
+    @property
+    def elapsed_s(self) -> float:
+        return self.ended_at - self.started_at

@@ -1,0 +1,201 @@
+"""The tables of a comparison: seed 000's median / maximum / minimum with
+% change, winner and significance; latency; % of a baseline or of a limit;
+how evenly each run's hosts performed."""
+
+from __future__ import annotations
+
+import math
+
+from iorig.analyze.analysis import Comparison
+from iorig.analyze.compare import (
+    METHOD_NOTES,
+    NO_DIFFERENCE,
+    PhaseComparison,
+    percent,
+    verdict_text,
+)
+from iorig.model import ALL, PhaseKind, spread
+from iorig.report.metrics import metric
+from iorig.report.tables import TableModel
+from iorig.units import format_latency, format_rate
+
+FIGURES = (("median", "Median"), ("max", "Maximum"), ("min", "Minimum"))
+_STAT = {"median": "median", "max": "maximum", "min": "minimum"}
+
+
+def _test_name(phase: PhaseComparison) -> str:
+    return f"{phase.name} ({metric(phase.headline).label})"
+
+
+def figure_table(cmp: Comparison, figure: str, title: str) -> TableModel:
+    """Seed 000's layout: values per run, % gain or loss vs the baseline, winner."""
+    labels = cmp.labels
+    two = len(labels) == 2
+    headers: list[str] = ["Test", f"{labels[0]} ({title})"]
+    for label in labels[1:]:
+        headers.append(f"{label} ({title})")
+        headers.append("% Gain or Loss" if two else f"% vs {labels[0]}")
+    headers += ["Winner", "Significance"]
+    rows = []
+    stat = _STAT[figure]
+    for phase in cmp.phases:
+        fmt = metric(phase.headline)
+        row = [_test_name(phase)]
+        base = phase.entries[0]
+        row.append(fmt.format(getattr(base.stats, stat)) if base else "(absent)")
+        for entry, diff in zip(phase.entries[1:], phase.differences[1:], strict=True):
+            row.append(fmt.format(getattr(entry.stats, stat)) if entry else "(absent)")
+            row.append(percent(getattr(diff, f"change_{figure}")) if diff else "-")
+        row.append(phase.winner(labels, figure))
+        row.append(
+            " / ".join(
+                (f"{labels[i]}: " if not two else "") + verdict_text(d)
+                for i, d in enumerate(phase.differences)
+                if d is not None
+            )
+        )
+        rows.append(tuple(row))
+    align = ("l", *("c" for _ in headers[1:-1]), "l")
+    return TableModel(title, tuple(headers), tuple(rows), align)
+
+
+def latency_table(cmp: Comparison) -> TableModel:
+    labels = cmp.labels
+    headers: list[str] = ["Test"]
+    for what in ("mean", "p99"):
+        headers.append(f"{labels[0]} {what}")
+        for label in labels[1:]:
+            headers += [f"{label} {what}", "% change"]
+    rows = []
+    for phase in cmp.phases:
+        row = [phase.name]
+        for what, attr in (("mean", "lat_mean_ns"), ("p99", "lat_p99_ns")):
+            base = phase.entries[0]
+            row.append(format_latency(getattr(base, attr)) if base else "(absent)")
+            for entry, diff in zip(phase.entries[1:], phase.differences[1:], strict=True):
+                row.append(format_latency(getattr(entry, attr)) if entry else "(absent)")
+                row.append(percent(getattr(diff, f"change_lat_{what}")) if diff else "-")
+        rows.append(tuple(row))
+    return TableModel(
+        "Completion latency (lower is better)",
+        tuple(headers),
+        tuple(rows),
+        ("l", *("c" for _ in headers[1:])),
+        ("p99 from the histograms of all repeats merged",),
+    )
+
+
+def percent_of_baseline_table(cmp: Comparison) -> TableModel:
+    """Each run as % of the baseline ("92 % of native"), by median per second."""
+    labels = cmp.labels
+    headers = ("Test", *(f"{label} as % of {labels[0]}" for label in labels[1:]))
+    rows = []
+    for phase in cmp.phases:
+        base = phase.entries[0]
+        row = [_test_name(phase)]
+        for entry in phase.entries[1:]:
+            if base is None or entry is None or not base.stats.median:
+                row.append("-")
+            else:
+                row.append(f"{entry.stats.median / base.stats.median * 100:.1f}%")
+        rows.append(tuple(row))
+    return TableModel(
+        f"Percent of {labels[0]} (median per second)",
+        headers,
+        tuple(rows),
+        ("l", *("c" for _ in headers[1:])),
+    )
+
+
+def limit_table(cmp: Comparison, limit_bytes_per_s: float) -> TableModel:
+    """Throughput as % of an interface limit (bytes/s of every phase)."""
+    headers = ("Test", *(f"{label} % of limit" for label in cmp.labels))
+    rows = []
+    for phase in cmp.phases:
+        row = [phase.name]
+        for entry in phase.entries:
+            row.append(
+                "-" if entry is None else f"{entry.bytes_per_s / limit_bytes_per_s * 100:.1f}%"
+            )
+        rows.append(tuple(row))
+    above = [
+        f"{phase.name}: {label} is above the limit — cache or data reduction inflated it"
+        for phase in cmp.phases
+        for label, entry in zip(cmp.labels, phase.entries, strict=True)
+        if entry is not None and entry.bytes_per_s > limit_bytes_per_s
+    ]
+    return TableModel(
+        f"Percent of the interface limit ({format_rate(limit_bytes_per_s)})",
+        headers,
+        tuple(rows),
+        ("l", *("c" for _ in headers[1:])),
+        tuple(above),
+    )
+
+
+def host_spread_table(cmp: Comparison) -> TableModel | None:
+    """How evenly each multi-host run's hosts performed, per phase."""
+    if not any(len(r.run.hosts) > 1 for r in cmp.runs):
+        return None
+    names = list(dict.fromkeys(
+        p.name for r in cmp.runs for p in r.stored.phases if p.kind is PhaseKind.MEASURE
+    ))  # fmt: skip
+    rows = []
+    for name in names:
+        row = [name]
+        for analysis in cmp.runs:
+            phase = next((p for p in analysis.stored.phases if p.name == name), None)
+            levels = {}
+            if phase is not None:
+                levels = {
+                    s.scope.host or "": s.totals[ALL].level(phase.headline)
+                    if ALL in s.totals
+                    else math.nan
+                    for s in phase.host_scopes
+                }
+            found = spread(levels)
+            if phase is None or found is None:
+                row.append("-")
+                continue
+            fmt = metric(phase.headline)
+            row.append(
+                f"CoV {found.cov * 100:.1f}%: {fmt.format(levels[found.slowest])} "
+                f"({found.slowest}) to {fmt.format(levels[found.fastest])} ({found.fastest})"
+            )
+        rows.append(tuple(row))
+    return TableModel(
+        "Spread between hosts",
+        ("phase", *cmp.labels),
+        tuple(rows),
+        ("l", *("l" for _ in cmp.labels)),
+        ("coefficient of variation of the hosts' throughput, slowest to fastest host",),
+    )
+
+
+def comparison_tables(
+    cmp: Comparison, *, as_percent: bool = False, limit_bytes_per_s: float | None = None
+) -> list[TableModel]:
+    tables = [figure_table(cmp, figure, title) for figure, title in FIGURES]
+    tables.append(latency_table(cmp))
+    if as_percent:
+        tables.append(percent_of_baseline_table(cmp))
+    if limit_bytes_per_s:
+        tables.append(limit_table(cmp, limit_bytes_per_s))
+    return tables
+
+
+def comparison_notes(cmp: Comparison) -> list[str]:
+    notes = [f"baseline: {cmp.labels[0]} (run {cmp.runs[0].run.id})"]
+    notes += [
+        f"{label}: run {r.run.id}" for label, r in zip(cmp.labels[1:], cmp.runs[1:], strict=True)
+    ]
+    notes += [f"phase {name} only in {label}" for name, label in cmp.only_in]
+    notes.append(
+        f"'{NO_DIFFERENCE}' (n.s.): the {cmp.confidence * 100:.0f}% confidence interval (CI) of "
+        f"the change in throughput includes zero, or the change is under the "
+        f"{cmp.threshold * 100:g}% threshold. A maximum or minimum only wins where that test "
+        "agrees."
+    )
+    methods = {d.method for p in cmp.phases for d in p.differences if d is not None}
+    notes += [f"significance by {METHOD_NOTES[m]}" for m in sorted(methods)]
+    return notes

@@ -1,0 +1,38 @@
+"""One renderer interface and one registry, used by `show`, `compare` and
+`report` alike: a format renders a run's analysis or a comparison to text."""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from iorig.analyze.analysis import Comparison, RunAnalysis
+from iorig.report.html import HtmlExporter
+from iorig.report.markdown import MarkdownExporter
+from iorig.report.options import RenderOptions
+from iorig.report.tabular import CsvExporter, JsonExporter
+from iorig.report.text import TextExporter
+
+
+class Exporter(Protocol):
+    def run(self, analysis: RunAnalysis, options: RenderOptions) -> str: ...
+
+    def comparison(self, cmp: Comparison, options: RenderOptions) -> str: ...
+
+
+EXPORTERS: dict[str, Exporter] = {
+    "text": TextExporter(),
+    "md": MarkdownExporter(),
+    "json": JsonExporter(),
+    "csv": CsvExporter(),
+    "html": HtmlExporter(),
+}
+
+
+def render(
+    fmt: str, subject: RunAnalysis | Comparison, options: RenderOptions | None = None
+) -> str:
+    exporter = EXPORTERS[fmt]
+    options = options or RenderOptions()
+    if isinstance(subject, Comparison):
+        return exporter.comparison(subject, options)
+    return exporter.run(subject, options)

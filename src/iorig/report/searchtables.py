@@ -1,0 +1,418 @@
+"""Tables for search runs (sweep, knee, load-point curve, load points) as
+plain TableModels, rendered by the terminal, Markdown and HTML front ends."""
+
+from __future__ import annotations
+
+import math
+
+from iorig.analyze.analysis import Comparison
+from iorig.analyze.loadpoints import LoadRow, spec_rules
+from iorig.analyze.search import (
+    BusinessPoint,
+    CurveResult,
+    KneeResult,
+    LoadPointResult,
+    SearchResult,
+    SweepPoint,
+    SweepResult,
+)
+from iorig.analyze.sweepcmp import SweepComparison
+from iorig.report.metrics import metric
+from iorig.report.tables import TableModel
+from iorig.units import format_latency, format_si
+
+
+def _integer(text: str) -> int | None:
+    return int(text) if text.isdigit() else None
+
+
+def sweep_table(sweep: SweepResult) -> TableModel:
+    """One row per point: its coordinates, throughput both ways, latency; for a
+    count on the x axis (threads, jobs, mailboxes), IOPS per unit and how
+    linear the scaling is against the first point. The figure that scales is
+    the phase's IOPS, or the scenario's required rate (e.g. Exchange's
+    transactional IOPS)."""
+    title = "Threads" if sweep.kind == "threads" else "Sweep"
+    scaled = sweep.scaled
+    label = scaled.label if scaled else "IOPS"
+
+    def scale_of(p: SweepPoint) -> float:
+        return scaled.by_phase.get(p.phase.name, math.nan) if scaled else p.phase.iops
+
+    with_test = len({p.test for p in sweep.points}) > 1
+    repeats = any(len(p.phase.repeat_levels) > 1 for p in sweep.points)
+    counts = [_integer(p.coords.get(sweep.x_axis, "")) for p in sweep.points]
+    per_unit = all(c for c in counts)
+    headers = [*(("test",) if with_test else ()), *sweep.axes, "IOPS", "MB/s"]
+    if per_unit:
+        if scaled:
+            headers.append(label)
+        headers += [f"{label} per {sweep.x_axis.rstrip('s')}", "scaling"]
+    headers += ["mean lat", "p99"]
+    if repeats:
+        headers.append("repeats")
+    headers.append("status")
+    first: dict[str, tuple[int, float]] = {}  # per test and group: the first point
+    rows = []
+    for p, count in zip(sweep.points, counts, strict=True):
+        ph = p.phase
+        row = [*((p.test,) if with_test else ()), *(p.coords.get(a, "") for a in sweep.axes)]
+        row += [format_si(ph.iops), metric("bytes_per_s").format(ph.bytes_per_s)]
+        if per_unit and count:
+            value = scale_of(p)
+            key = p.test + "|" + ",".join(p.coords.get(a, "") for a in sweep.axes[1:])
+            base_count, base_value = first.setdefault(key, (count, value))
+            linear = base_value * count / base_count
+            if scaled:
+                row.append(format_si(value))
+            row += [format_si(value / count), f"{value / linear * 100:.0f}%" if linear else "-"]
+        row += [format_latency(ph.lat_mean_ns), format_latency(ph.lat_p99_ns)]
+        if repeats:
+            row.append(str(len(ph.repeat_levels)))
+        row.append(ph.status)
+        rows.append(tuple(row))
+    lead = len(sweep.axes) + (1 if with_test else 0)
+    align = ("l",) * lead + ("r",) * (len(headers) - lead - 1) + ("l",)
+    notes = [
+        "IOPS and MB/s are whole-phase means (over all repeats); latency is fio's completion "
+        "latency, p99 from the merged histograms"
+    ]
+    if per_unit:
+        notes.append(
+            f"scaling: {label} against a linear extrapolation of the first point "
+            f"(100 % = twice the {sweep.x_axis}, twice the {label})"
+        )
+    if sweep.kind == "threads":
+        notes.insert(
+            0,
+            f"fewest threads that pass every criterion: {sweep.fewest_passing}"
+            if sweep.fewest_passing is not None
+            else "no thread count tried passes every criterion (see the verdicts)",
+        )
+    return TableModel(title, tuple(headers), tuple(rows), align, tuple(notes))
+
+
+def knee_tables(result: KneeResult) -> list[TableModel]:
+    """The measured curve with per-step efficiency and Little's law, then the verdict."""
+    scale = result.settings.get("scale", "iodepth")
+    knee_c = result.knee.point.concurrency if result.knee.point else None
+    steps = {s.c2: s for s in result.knee.efficiency}
+    rows = []
+    for p, little in zip(result.points, result.little, strict=True):
+        step = steps.get(p.concurrency)
+        mark = []
+        if p.concurrency == knee_c:
+            mark.append("knee")
+        if result.knee.slo_best and p.concurrency == result.knee.slo_best.concurrency:
+            mark.append("best within SLO")
+        if little.short:
+            mark.append("queue not kept")
+        rows.append(
+            (
+                str(p.concurrency),
+                metric(result.headline).number(p.throughput),
+                "-" if step is None else f"{step.gain_per_doubling * 100:+.1f}%",
+                "-" if step is None else metric(result.headline).number(step.added_per_unit),
+                format_latency(p.lat_mean_ns),
+                format_latency(p.lat_p99_ns),
+                f"{little.outstanding:.1f}",
+                ", ".join(mark),
+            )
+        )
+    curve = TableModel(
+        f"Concurrency search (jobs × iodepth, raising {scale})",
+        ("concurrency", metric(result.headline).unit, "gain/doubling", "added/unit",
+         "mean lat", "p99", "in flight", "note"),
+        tuple(rows),
+        ("r", "r", "r", "r", "r", "r", "r", "l"),
+        (
+            "concurrency = jobs × iodepth; gain/doubling: the step's throughput ratio "
+            "normalised to a doubling of concurrency; added/unit: throughput added per added "
+            "unit of concurrency; in flight: IOPS × mean time in flight (Little's law), which "
+            "should be close to the concurrency",
+        ),
+    )  # fmt: skip
+    return [curve, knee_verdict_table(result)]
+
+
+def knee_verdict_table(result: KneeResult) -> TableModel:
+    rows: list[tuple[str, str]] = []
+    knee = result.knee
+    rule = result.rule
+    throughput = metric(result.headline).with_unit
+    if knee.point is not None:
+        p = knee.point
+        rows.append(
+            (
+                "knee",
+                f"concurrency {p.concurrency}: {throughput(p.throughput)}, "
+                f"mean {format_latency(p.lat_mean_ns)}, p99 {format_latency(p.lat_p99_ns)}",
+            )
+        )
+    rows.append(("why", knee.reason))
+    if rule.slo_p99_ns is not None:
+        best = knee.slo_best
+        rows.append(
+            (
+                f"best within p99 ≤ {format_latency(rule.slo_p99_ns)}",
+                "no point meets the SLO"
+                if best is None
+                else f"concurrency {best.concurrency}: "
+                f"{throughput(best.throughput)}, "
+                f"p99 {format_latency(best.lat_p99_ns)}",
+            )
+        )
+    if result.plateau is not None:
+        rows.append(("peak", result.plateau.describe(throughput)))
+    short = [c for c in result.little if c.short]
+    if short:
+        rows.append(("Little's law", "; ".join(f"{c.requested}: {c.message}" for c in short)))
+    if result.usl is not None:
+        fit = result.usl
+        peak = (
+            f", predicted peak {throughput(fit.peak_throughput)} at concurrency "
+            f"{fit.peak_concurrency:.0f}"
+            if fit.peak_concurrency
+            else ", no predicted peak (no coherency cost)"
+        )
+        rows.append(
+            (
+                "USL fit",
+                f"λ {throughput(fit.lam)} per unit, σ {fit.sigma:.4f}, "
+                f"κ {fit.kappa:.6f}, r² {fit.r2:.3f}{peak}",
+            )
+        )
+    return TableModel(
+        "Knee",
+        ("", ""),
+        tuple(rows),
+        ("l", "l"),
+        (
+            f"a doubling pays when it gains at least {rule.min_gain * 100:g}% throughput; "
+            "the peak band comes from re-measuring the best points (each a fresh fio run)",
+        ),
+    )
+
+
+def curve_tables(result: CurveResult) -> list[TableModel]:
+    rows = []
+    for p in result.points:
+        lp = p.load
+        rows.append(
+            (
+                f"{p.fraction * 100:g}%",
+                format_si(lp.requested_ops_per_s or 0),
+                format_si(lp.achieved_ops_per_s),
+                f"{p.validity.achieved_fraction * 100:.1f}%",
+                format_latency(lp.lat_mean_ns),
+                format_latency(lp.lat_p99_ns),
+                "valid" if p.validity.valid else "INVALID: fell behind",
+            )
+        )
+    notes = [
+        f"maximum (uncontrolled) {format_si(result.max_iops)} IOPS; each point runs at a fixed "
+        f"rate with Poisson arrivals; valid when it achieves at least "
+        f"{(1 - float(result.settings.get('tolerance', 0.05))) * 100:g}% of its rate"
+    ]
+    if result.ort_ms is not None:
+        notes.append(
+            f"overall response time (SPEC's ORT: area under latency vs achieved IOPS, divided "
+            f"by the IOPS range, no origin point): {result.ort_ms:.3f} ms"
+        )
+    if not result.valid:
+        notes.append(
+            "the curve is not valid: at an invalid point the storage fell behind the requested "
+            "rate and fio's latency, measured from issue, hides the queueing (coordinated "
+            "omission)"
+        )
+    if result.capped_at:
+        notes.append(f"stopped after {result.capped_at}: it exceeded the latency cap")
+    return [
+        TableModel(
+            "Load points",
+            ("load", "requested IOPS", "achieved IOPS", "achieved", "mean lat", "p99", "validity"),
+            tuple(rows),
+            ("r", "r", "r", "r", "r", "r", "l"),
+            tuple(notes),
+        )
+    ]
+
+
+def loadpoint_tables(result: LoadPointResult) -> list[TableModel]:
+    """Seed 004's table (load, latency, ops/s, MB/s) with requested rates and
+    validity, then the latency of each op type."""
+    rows = []
+    for p in result.points:
+        rows.append(
+            (
+                str(p.load),
+                f"{p.lat_mean_ns / 1e6:.2f}",
+                f"{p.achieved_ops_per_s:,.0f}",
+                f"{p.bytes_per_s / 1e6:,.1f}",
+                f"{p.requested_ops_per_s:,.0f}",
+                "valid" if p.valid else "INVALID: " + "; ".join(p.problems),
+            )
+        )
+    notes = []
+    if result.points:
+        best = result.max_valid_load
+        notes.append(
+            f"largest valid load: {best} {result.metric}"
+            if best is not None
+            else "no load point is valid"
+        )
+        if result.ort_ms is not None:
+            notes.append(
+                f"overall response time {result.ort_ms:.2f} ms (SPEC's rule: area under latency "
+                "against achieved ops/s over the measured points, no origin, divided by the "
+                "ops/s range)"
+            )
+        notes.append(
+            "the run is valid: every point kept its requested rate"
+            if result.valid
+            else "the run is NOT valid: "
+            + ", ".join(f"{p.load} {result.metric}" for p in result.points if not p.valid)
+            + " fell behind (a load the storage cannot carry; its latency hides the queueing)"
+        )
+        problems = spec_rules([p.load for p in result.points])
+        notes += [f"SPEC's load-point rules: {problem}" for problem in problems]
+        cap = (
+            f"; average latency under {format_latency(result.latency_cap_ns)}"
+            if (result.latency_cap_ns)
+            else ""
+        )
+        notes.append(
+            f"a point is valid when it and each op type achieve at least "
+            f"{(1 - result.tolerance) * 100:g} % of their requested ops/s (or stay within "
+            f"Poisson noise of it){cap}"
+        )
+    main = TableModel(
+        f"Load points ({result.metric})",
+        (result.metric, "latency ms", "ops/s", "MB/s", "requested ops/s", "validity"),
+        tuple(rows),
+        ("r", "r", "r", "r", "r", "l"),
+        tuple(notes),
+    )
+    ops = list(dict.fromkeys(o.workload for p in result.points for o in p.ops))
+    per_op = TableModel(
+        "Latency and rate per op type",
+        (result.metric, *(f"{op} ms" for op in ops), *(f"{op} ops/s" for op in ops)),
+        tuple(
+            (
+                str(p.load),
+                *(_op_cell(p, op, "lat") for op in ops),
+                *(_op_cell(p, op, "rate") for op in ops),
+            )
+            for p in result.points
+        ),
+        ("r",) * (1 + 2 * len(ops)),
+        ("ops/s: achieved/requested; * marks an op type that fell behind",),
+    )
+    return [main, per_op]
+
+
+def _op_cell(point: BusinessPoint, op: str, what: str) -> str:
+    found = next((o for o in point.ops if o.workload == op), None)
+    if found is None:
+        return "-"
+    if what == "lat":
+        return "-" if math.isnan(found.lat_mean_ns) else f"{found.lat_mean_ns / 1e6:.3f}"
+    mark = "" if found.valid else "*"
+    return f"{found.achieved_ops_per_s:,.0f}/{found.requested_ops_per_s:,.0f}{mark}"
+
+
+def ort_table(rows: list[LoadRow]) -> TableModel:
+    return TableModel(
+        "Load points",
+        ("load", "latency ms", "ops/s"),
+        tuple(
+            ("-" if r.load is None else f"{r.load:g}", f"{r.lat_mean_ms:g}", f"{r.ops_per_s:g}")
+            for r in rows
+        ),
+        ("r", "r", "r"),
+    )
+
+
+def search_tables(result: SearchResult | None) -> list[TableModel]:
+    """The tables that say what a search run found (empty for other runs)."""
+    match result:
+        case SweepResult() if result.points:
+            return [sweep_table(result)]
+        case KneeResult():
+            return knee_tables(result)
+        case CurveResult() if result.points:
+            return curve_tables(result)
+        case LoadPointResult() if result.points:
+            return loadpoint_tables(result)
+    return []
+
+
+def sweep_comparison_table(sc: SweepComparison) -> TableModel:
+    rows = []
+    for pair, verdict in zip(sc.pairs, sc.verdicts, strict=True):
+        rows.append(
+            (
+                pair.group or "-",
+                pair.point.split("=", 1)[1],
+                format_si(pair.throughput_a),
+                format_si(pair.throughput_b),
+                f"{pair.throughput_b / pair.throughput_a * 100:.0f}%",
+                format_latency(pair.lat_mean_ns_a),
+                format_latency(pair.lat_mean_ns_b),
+                f"{pair.lat_mean_ns_b / pair.lat_mean_ns_a * 100:.0f}%",
+                verdict,
+            )
+        )
+    a, b = sc.label_a, sc.label_b
+    return TableModel(
+        f"{b} against {a} across the sweep",
+        ("group", sc.x_axis, f"{a}", f"{b}", f"{b}/{a}", f"{a} lat", f"{b} lat",
+         f"{b}/{a} lat", "significance"),
+        tuple(rows),
+        ("l", "l", "r", "r", "r", "r", "r", "r", "l"),
+        tuple(sc.sentences()),
+    )  # fmt: skip
+
+
+def _side_by_side(title: str, labels: tuple[str, ...], rows: list[tuple[str, ...]]) -> TableModel:
+    return TableModel(title, ("", *labels), tuple(rows), ("l", *("r" for _ in labels)))
+
+
+def comparison_search_tables(cmp: Comparison) -> list[TableModel]:
+    """What compare adds for search runs: per-point ratios of sweeps, the knees
+    or the load-point curves side by side."""
+    tables = [sweep_comparison_table(sc) for sc in cmp.sweeps]
+    results = [r.search for r in cmp.runs]
+    knees = [k for k in results if isinstance(k, KneeResult)]
+    if len(knees) == len(results):
+        rows = [
+            ("knee concurrency", *(str(k.knee.point.concurrency) if k.knee.point else "-"
+                                   for k in knees)),
+            ("throughput at the knee", *(metric(k.headline).with_unit(k.knee.point.throughput)
+                                         if k.knee.point else "-" for k in knees)),
+            ("p99 at the knee", *(format_latency(k.knee.point.lat_p99_ns)
+                                  if k.knee.point else "-" for k in knees)),
+            ("peak", *(k.plateau.describe(metric(k.headline).with_unit)
+                       if k.plateau else "-" for k in knees)),
+        ]  # fmt: skip
+        tables.append(_side_by_side("Knees", cmp.labels, rows))
+    loads = [lp for lp in results if isinstance(lp, LoadPointResult)]
+    if len(loads) == len(results):
+        rows = [
+            ("largest valid load", *(str(lp.max_valid_load) if lp.max_valid_load else "-"
+                                     for lp in loads)),
+            ("overall response time", *(f"{lp.ort_ms:.2f} ms" if lp.ort_ms else "-"
+                                        for lp in loads)),
+            ("valid", *("yes" if lp.valid else "no" for lp in loads)),
+        ]  # fmt: skip
+        tables.append(_side_by_side("Load points", cmp.labels, rows))
+    curves = [c for c in results if isinstance(c, CurveResult)]
+    if len(curves) == len(results):
+        rows = [
+            ("maximum IOPS", *(format_si(c.max_iops) for c in curves)),
+            ("overall response time", *(f"{c.ort_ms:.3f} ms" if c.ort_ms else "-"
+                                        for c in curves)),
+            ("valid", *("yes" if c.valid else "no" for c in curves)),
+        ]  # fmt: skip
+        tables.append(_side_by_side("Load-point curves", cmp.labels, rows))
+    return tables

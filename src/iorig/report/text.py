@@ -1,0 +1,94 @@
+"""The terminal rendering of a run or a comparison, as text (with ANSI
+colours when asked): the same tables as every other format, via rich."""
+
+from __future__ import annotations
+
+import io
+
+from rich.console import Console, RenderableType
+from rich.text import Text
+
+from iorig.analyze.analysis import Comparison, RunAnalysis
+from iorig.report import terminal
+from iorig.report.cmptables import comparison_notes, comparison_tables, host_spread_table
+from iorig.report.options import RenderOptions
+from iorig.report.searchtables import comparison_search_tables, search_tables
+from iorig.report.tables import TableModel, run_tables, summary_tables, to_rich
+
+
+def _to_text(parts: list[RenderableType], options: RenderOptions) -> str:
+    buffer = io.StringIO()
+    console = Console(
+        file=buffer,
+        width=options.width or 100,
+        force_terminal=options.color,
+        no_color=not options.color,
+        highlight=False,  # user text is shown as it is, never re-styled
+        emoji=False,
+    )
+    for part in parts:
+        console.print(part)
+    return buffer.getvalue()
+
+
+def _tables(tables: list[TableModel]) -> list[RenderableType]:
+    out: list[RenderableType] = []
+    for table in tables:
+        out.append(to_rich(table))
+        out += [Text(f"  {note}", style="dim") for note in table.notes]
+    return out
+
+
+def run_view(analysis: RunAnalysis, options: RenderOptions) -> list[RenderableType]:
+    run = analysis.run
+    engines = sorted({p.engine for p in analysis.stored.phases if p.engine})
+    parts: list[RenderableType] = [terminal.run_header(run, engines), Text("")]
+    parts += terminal.steady_lines(analysis.stored.phases)
+    parts += terminal.findings_block(run.warnings)
+    if run.warnings or any(p.steady for p in analysis.stored.phases):
+        parts.append(Text(""))
+    measured = analysis.measured
+    if measured:
+        parts += _tables(summary_tables(measured))
+        parts += [Text(f"{s.name}: {s.error}", style="red") for s in measured if s.error]
+    else:
+        parts.append(Text("no measured phase finished", style="yellow"))
+    parts += _tables(run_tables(analysis) + search_tables(analysis.search))
+    if options.jobs:
+        for name, text in analysis.job_texts.items():
+            parts.append(Text(f"\n; phase {name}", style="bold"))
+            parts.append(Text(text))
+    return parts
+
+
+def comparison_view(cmp: Comparison, options: RenderOptions) -> list[RenderableType]:
+    parts: list[RenderableType] = []
+    for note in cmp.definition_differences:
+        parts.append(Text.assemble(("differs: ", "yellow"), note))
+    for label, analysis in zip(cmp.labels, cmp.runs, strict=True):
+        found = [w for w in analysis.run.warnings if w.severity == "warning"]
+        if found:
+            codes = ", ".join(dict.fromkeys(w.code for w in found))
+            parts.append(
+                Text.assemble(
+                    (f"audit of {label}: ", "yellow"),
+                    f"{codes} (see `iorig show {analysis.run.id}`)",
+                )
+            )
+    tables = comparison_tables(
+        cmp, as_percent=options.as_percent, limit_bytes_per_s=options.limit_bytes_per_s
+    )
+    tables += comparison_search_tables(cmp)
+    if spread := host_spread_table(cmp):
+        tables.append(spread)
+    parts += _tables(tables)
+    parts += [Text(note, style="dim") for note in comparison_notes(cmp)]
+    return parts
+
+
+class TextExporter:
+    def run(self, analysis: RunAnalysis, options: RenderOptions) -> str:
+        return _to_text(run_view(analysis, options), options)
+
+    def comparison(self, cmp: Comparison, options: RenderOptions) -> str:
+        return _to_text(comparison_view(cmp, options), options)

@@ -1,0 +1,107 @@
+"""Where phases run: the one interface every backend implements.
+
+A backend prepares a plan (the checks that touch its machines: fio, targets,
+engines, what it can disclose), runs one phase at a time yielding progress
+and finally what fio brought back (``RawPhase``), stops on request, and
+cleans up its targets. This machine (``LocalBackend``) and fio servers
+(``ServerBackend``) are the two today; Kubernetes pods or SSH-started servers
+would be one more file each. ``RunSession`` drives any of them, and the one
+collection step (``collect.py``) turns what any of them brings back into
+results.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+from iorig.fio.runner import FioExit
+from iorig.fio.status import LiveRates
+from iorig.model import SteadyState
+from iorig.plan import Plan, PlannedPhase
+from iorig.scenario import ResolvedScenario
+
+
+@dataclass(frozen=True)
+class Progress:
+    """How a running phase is doing."""
+
+    elapsed_s: float
+    fraction: float | None  # 0..1 when the phase's length is known
+    rates: LiveRates | None  # None where fio streams no status (its client mode)
+
+
+@dataclass(frozen=True)
+class HostLogs:
+    """How one host shows up in fio's output and logs: ``label`` is how fio's
+    JSON names its jobs (``local``, or ``address:port`` of a fio server) and
+    how the results name it; every log of its workload ``w`` has the prefix
+    ``w + log_suffix``."""
+
+    label: str
+    log_suffix: str = ""
+
+
+@dataclass(frozen=True)
+class RawPhase:
+    """What a backend brings back from one phase, as fio wrote it."""
+
+    started_at: float  # unix seconds
+    ended_at: float
+    job_text: str
+    command: tuple[str, ...]
+    exit: FioExit
+    # parse.read_logs of fio's working directory: (prefix, suffix) -> job -> kind -> rows
+    logs: Mapping[tuple[str, str | None], Mapping[int, Mapping[str, list[Any]]]]
+    hosts: tuple[HostLogs, ...]
+    wallclock_logs: bool  # log times are Unix epoch ms (hosts are aligned on them)
+    exit_code_counts: bool  # a non-zero exit means failure (not so for fio's client)
+    steady: SteadyState | None = None  # judged live, when the backend could
+
+
+@dataclass(frozen=True)
+class PhaseJob:
+    """One phase to run, with the run's context."""
+
+    plan: Plan
+    run_id: str
+    phase: PlannedPhase
+    repeat: int
+    workdir: Path  # fresh and empty, for job files, fio's output and logs
+
+
+class PhaseBackend(Protocol):
+    """Runs a plan's phases somewhere."""
+
+    @property
+    def hosts(self) -> Sequence[str]:
+        """The hosts' labels, as results name them."""
+        ...
+
+    def prepare(
+        self,
+        resolved: ResolvedScenario,
+        target_paths: Mapping[str, Mapping[str, str]],
+        *,
+        allow_destroy: bool,
+        repeats: int,
+    ) -> Plan:
+        """Check fio and the targets (``target_paths``: host -> role -> path)
+        and build the plan; raise UserError before anything is written."""
+        ...
+
+    def run_phase(self, job: PhaseJob) -> Iterator[Progress | RawPhase]:
+        """Run one phase: progress while it runs, the raw result last."""
+        ...
+
+    def stop(self) -> None:
+        """Ask the running phase to stop (it still brings back what it
+        measured); no phase starts after this."""
+        ...
+
+    def clean_up(self, plan: Plan, *, keep_files: bool) -> None:
+        """Release the plan's targets (remove what iorig created unless
+        ``keep_files``). Never raises for a cleanup problem."""
+        ...

@@ -1,0 +1,49 @@
+"""What a run reports while it goes (for a progress view) and how it ended."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from iorig.fio.status import LiveRates
+from iorig.model import PhaseResult, RunStatus
+from iorig.plan import Plan, PlannedPhase
+
+
+@dataclass(frozen=True)
+class RunStarted:
+    run_id: str
+    plan: Plan
+
+
+@dataclass(frozen=True)
+class PhaseStarted:
+    phase: PlannedPhase
+    repeat: int
+    index: int
+    total: int | None  # None while a search decides its phases as it goes
+
+
+@dataclass(frozen=True)
+class PhaseProgress:
+    phase: PlannedPhase
+    repeat: int
+    elapsed_s: float
+    fraction: float | None  # 0..1 when the phase's length is known
+    rates: LiveRates | None
+
+
+@dataclass(frozen=True)
+class PhaseFinished:
+    phase: PlannedPhase
+    result: PhaseResult
+
+
+Event = RunStarted | PhaseStarted | PhaseProgress | PhaseFinished
+
+
+@dataclass(frozen=True)
+class RunOutcome:
+    run_id: str
+    status: RunStatus
+    error: str | None
+    phases: tuple[PhaseResult, ...]

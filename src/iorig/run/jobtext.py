@@ -1,0 +1,81 @@
+"""A planned phase as fio job text: iorig's typed model through the
+whitelisted renderer, for this machine or for one fio server."""
+
+from __future__ import annotations
+
+from iorig import __version__
+from iorig.fio.jobfile import FileSetLayout, OptionValue, Section, render, workload_options
+from iorig.model import PhaseKind
+from iorig.plan import Plan, PlannedPhase, PlannedWorkload
+from iorig.targets import Target
+
+
+def job_text(
+    plan: Plan,
+    run_id: str,
+    phase: PlannedPhase,
+    *,
+    targets: dict[str, Target] | None = None,
+    log_suffix: str = "",
+    host: str = "",
+) -> str:
+    """The job file of a phase. For a fio server, ``targets`` are that
+    host's (by role), ``log_suffix`` keeps its logs apart from the other
+    hosts' (fio names client-mode logs by address only) and the logs carry
+    Unix timestamps so hosts can be put on one time axis."""
+    sections = [
+        Section(w.label, _options(phase, w, (targets or {}).get(w.spec.target), log_suffix))
+        for w in phase.workloads
+    ]
+    comment = (
+        f"iorig {__version__} run {run_id}\n"
+        f"scenario {plan.resolved.scenario.name}, phase {phase.name} ({phase.kind})"
+        + (f"\nhost {host}" if host else "")
+    )
+    return render({}, sections, comment=comment)
+
+
+def _options(
+    phase: PlannedPhase, w: PlannedWorkload, target: Target | None, log_suffix: str
+) -> dict[str, OptionValue]:
+    options = workload_options(
+        engine=w.engine,
+        rw=w.spec.rw,
+        bs=w.spec.bs,
+        filename=str((target or w.target).path),
+        size=w.size_bytes,
+        offset=w.offset_bytes,
+        iodepth=w.spec.iodepth,
+        jobs=w.spec.jobs,
+        direct=w.spec.direct,
+        read_pct=w.spec.read_pct,
+        rate_iops=w.spec.rate_iops,
+        runtime_s=None if phase.kind.size_based else phase.duration_s,
+        log_prefix=w.label + log_suffix,
+        loops=w.loops,
+        compress_pct=w.spec.compress,
+        dedupe_pct=w.spec.dedupe,
+        distribution=w.spec.distribution,
+        bssplit=w.spec.bssplit,
+        offset_increment=w.spec.offset_increment,
+        rate_bytes=w.spec.rate,
+        flow=w.spec.flow,
+        verify=w.spec.verify,
+        verify_interval=w.spec.verify_interval,
+        check=phase.kind is PhaseKind.VERIFY,
+        fileset=fileset_layout(w),
+    )
+    if phase.ramp_s:
+        options["ramp_time"] = round(phase.ramp_s * 1000)
+    if target is not None and target.host:
+        options["log_unix_epoch"] = True
+    return options
+
+
+def fileset_layout(w: PlannedWorkload) -> FileSetLayout | None:
+    spec = w.spec
+    if spec.fileset is None or spec.file_size is None:
+        return None
+    home = w.target.path / spec.fileset
+    directories = tuple(str(home / f"d{i}") for i in range(spec.dirs))
+    return FileSetLayout(spec.fileset, directories, spec.files, spec.file_size)

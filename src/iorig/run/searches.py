@@ -1,0 +1,324 @@
+"""Searches that decide their next phase from what they measured: the knee
+(concurrency search, METHODOLOGY §7) and the load-point curve (vdbench
+"curve", SPEC load points, METHODOLOGY §5 and §7).
+
+Both run inside one RunSession, so every point is a stored phase with its
+coordinates (``PhaseResult.point``), an interrupted search keeps what it
+measured, and the analysis is recomputed from the stored phases by
+``iorig.analyze.search`` — nothing here is needed to read the answer later.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from typing import Literal
+
+from iorig.analyze.compare import pool_phases
+from iorig.analyze.criteria import Verdict, evaluate
+from iorig.analyze.knee import KneeRule, Point, doubling_stop, next_doubling, refine_between
+from iorig.analyze.knee import top_candidates as knee_top_candidates
+from iorig.analyze.search import latency_stat, point_of
+from iorig.errors import UserError
+from iorig.model import ALL, PhaseKind, PhaseResult
+from iorig.plan import Plan, PlannedPhase, build_plan
+from iorig.run.session import RunSession
+from iorig.scenario import ScenarioSource, resolve
+
+
+def template_phase(plan: Plan) -> PlannedPhase:
+    """The one measured phase a search varies (single workload)."""
+    measured = [p for p in plan.phases if p.kind is PhaseKind.MEASURE]
+    if len(measured) != 1 or len(measured[0].workloads) != 1:
+        raise UserError("a search varies one measured phase with one workload")
+    return measured[0]
+
+
+def _run_before(session: RunSession, template: PlannedPhase) -> bool:
+    """Run the plan's phases before the varied one (prefill, warm-up) once;
+    False when the run must stop."""
+    for phase in (p for p in session.plan.phases if p.seq < template.seq):
+        session.run_phase(phase)
+        if session.stopped:
+            return False
+    return True
+
+
+def _variant(
+    template: PlannedPhase, seq: int, name: str, point: dict, **spec: int | None
+) -> PlannedPhase:
+    (w,) = template.workloads
+    return replace(
+        template,
+        seq=seq,
+        name=name,
+        point=point,
+        workloads=(replace(w, spec=w.spec.model_copy(update=spec)),),
+    )
+
+
+# ------------------------------------------------------------------ knee
+
+
+@dataclass(frozen=True)
+class KneeSettings:
+    scale: Literal["iodepth", "jobs"]
+    rule: KneeRule  # max_concurrency counts jobs × iodepth
+    confirm: int = 3  # measurements of each top candidate, the first included
+    top: int = 3  # candidates re-measured
+    refine: int = 1  # points tried between the last two of the doubling stage
+
+    def as_dict(self) -> dict:
+        return {
+            "kind": "knee",
+            "scale": self.scale,
+            "min_gain": self.rule.min_gain,
+            "slo_p99_ns": self.rule.slo_p99_ns,
+            "max_concurrency": self.rule.max_concurrency,
+            "confirm": self.confirm,
+            "top": self.top,
+            "refine": self.refine,
+        }
+
+
+def knee_name(scale: str, value: int) -> str:
+    return f"{scale}={value}"
+
+
+def run_knee(session: RunSession, settings: KneeSettings) -> None:
+    """Double the scaled variable until throughput stops paying, refine,
+    then re-measure the best candidates (each measurement a fresh fio)."""
+    plan = session.plan
+    template = template_phase(plan)
+    if not _run_before(session, template):
+        return
+    (w,) = template.workloads
+    fixed = w.spec.jobs if settings.scale == "iodepth" else w.spec.iodepth
+    phases: dict[int, PlannedPhase] = {}  # by concurrency
+    seq = max(p.seq for p in plan.phases) + 1
+
+    def measure(concurrency: int, repeat: int = 0) -> PhaseResult:
+        nonlocal seq
+        if concurrency not in phases:
+            value = concurrency // fixed
+            point = {"concurrency": concurrency, settings.scale: value,
+                     "jobs" if settings.scale == "iodepth" else "iodepth": fixed}  # fmt: skip
+            phases[concurrency] = _variant(
+                template, seq, knee_name(settings.scale, value), point,
+                **{settings.scale: value},
+            )  # fmt: skip
+            seq += 1
+        return session.run_phase(phases[concurrency], repeat)
+
+    def points() -> list[Point]:
+        return [p for p in (point_of(ph) for ph in pool_phases(session.results).values()) if p]
+
+    rule = settings.rule
+    concurrency: int | None = fixed
+    while concurrency is not None:
+        measure(concurrency)
+        if session.stopped:
+            return
+        measured = points()
+        if doubling_stop(measured, rule) is not None:
+            break
+        nxt = next_doubling(measured, rule)
+        # only whole multiples of the fixed factor can be run
+        concurrency = None if nxt is None else max(fixed, nxt - nxt % fixed)
+        if concurrency is not None and concurrency in phases:
+            break
+    measured = sorted(points(), key=lambda p: p.concurrency)
+    if settings.refine and len(measured) >= 2:
+        lo, hi = measured[-2].concurrency, measured[-1].concurrency
+        done = set(phases)
+        for c in refine_between(
+            lo // fixed, hi // fixed, {x // fixed for x in done}, settings.refine
+        ):
+            measure(c * fixed)
+            if session.stopped:
+                return
+    candidates = knee_top_candidates(points(), settings.top, rule)
+    for repeat in range(1, settings.confirm):
+        for c in candidates:
+            measure(c, repeat)
+            if session.stopped:
+                return
+
+
+# ------------------------------------------------------------------ curve
+
+
+@dataclass(frozen=True)
+class CurveSettings:
+    fractions: tuple[float, ...]  # of the maximum, ascending
+    tolerance: float = 0.05  # a point is valid when it achieved ≥ (1 − tolerance) × requested
+    max_iops: float | None = None  # known maximum: skip the uncontrolled phase
+    cap: tuple[str, float] | None = None  # ("p99", ns): stop once a point exceeds it
+
+    def as_dict(self) -> dict:
+        return {
+            "kind": "curve",
+            "fractions": list(self.fractions),
+            "tolerance": self.tolerance,
+            "max_iops": self.max_iops,
+            "cap": list(self.cap) if self.cap else None,
+        }
+
+
+MAX_PHASE = "max"
+
+
+def load_name(fraction: float) -> str:
+    return f"load={fraction * 100:g}%"
+
+
+def run_curve(session: RunSession, settings: CurveSettings) -> None:
+    """Find the uncontrolled maximum, then run at each fraction of it with
+    Poisson arrivals at a fixed rate, lowest load first; stop past the cap."""
+    plan = session.plan
+    template = template_phase(plan)
+    if not _run_before(session, template):
+        return
+    (w,) = template.workloads
+    seq = max(p.seq for p in plan.phases) + 1
+    maximum = settings.max_iops
+    if maximum is None:
+        phase = replace(template, seq=seq, name=MAX_PHASE, point={"max": True})
+        seq += 1
+        result = session.run_phase(phase)
+        if session.stopped:
+            return
+        totals = result.aggregate.totals.get(ALL) if result.aggregate else None
+        if totals is None or totals.iops <= 0:
+            session.fail("the uncontrolled run did no I/O: no maximum to take fractions of")
+            return
+        maximum = totals.iops
+    jobs = w.spec.jobs
+    for fraction in settings.fractions:
+        per_job = max(1, math.floor(fraction * maximum / jobs))
+        point = {"fraction": fraction, "requested_iops": per_job * jobs, "max_iops": maximum}
+        phase = _variant(template, seq, load_name(fraction), point, rate_iops=per_job)
+        seq += 1
+        session.run_phase(phase)
+        if session.stopped:
+            return
+        if settings.cap:
+            stat, limit = settings.cap
+            ran = pool_phases(session.results).get(phase.name)
+            if ran is not None and latency_stat(ran, stat) > limit:
+                return  # the curve went past the latency cap: higher loads only queue
+
+
+# ------------------------------------------------------------------ threads
+
+
+@dataclass(frozen=True)
+class ThreadsSettings:
+    """``--threads auto``: the fewest threads whose run passes every criterion."""
+
+    max_threads: int = 64
+
+    def as_dict(self) -> dict:
+        return {"kind": "threads", "axes": ["threads"], "max_threads": self.max_threads}
+
+
+def run_threads_auto(
+    session: RunSession,
+    stretch_for: Callable[[int, int], list[PlannedPhase]],
+    settings: ThreadsSettings,
+) -> int | None:
+    """Double the threads until the verdict passes, then bisect down to the
+    fewest that pass. Stops early when a latency limit fails while the rate
+    target is not met: more threads only add queueing (seed 001, test 4).
+
+    ``stretch_for(threads, first_seq)`` gives the measured phases for a
+    thread count. The plan's phases before the measured stretch run first,
+    those after it (a checksum) last. Returns the answer, or None.
+    """
+    plan = session.plan
+    measured = [i for i, p in enumerate(plan.phases) if p.kind is PhaseKind.MEASURE]
+    if not measured:
+        raise UserError("--threads auto needs a scenario with a measured phase")
+    before, after = plan.phases[: measured[0]], plan.phases[measured[-1] + 1 :]
+    criteria = list(plan.resolved.scenario.criteria)
+    if not criteria:
+        raise UserError(
+            "--threads auto searches for the fewest threads that pass the scenario's criteria, "
+            "and this scenario has none",
+            hint="give a thread count or a list (--threads 4,8,12)",
+        )
+    for phase in before:
+        session.run_phase(phase)
+        if session.stopped:
+            return None
+    seq = max(p.seq for p in plan.phases) + 1
+    outcome: dict[int, list[Verdict]] = {}
+
+    def attempt(threads: int) -> list[Verdict] | None:
+        nonlocal seq
+        phases = stretch_for(threads, seq)
+        seq += len(phases)
+        results = []
+        for phase in phases:
+            results.append(session.run_phase(phase))
+            if session.stopped:
+                return None
+        outcome[threads] = evaluate(criteria, results)
+        return outcome[threads]
+
+    answer = None
+    threads, failed_below = 1, 0
+    while threads <= settings.max_threads:
+        verdicts = attempt(threads)
+        if verdicts is None:
+            return None
+        if verdicts and all(v.passed for v in verdicts):
+            answer = threads
+            break
+        if any(not v.passed for v in verdicts if v.bound == "max"):
+            break  # latency already over its limit: more threads cannot help
+        failed_below = threads
+        threads *= 2
+    if answer is not None:
+        lo, hi = failed_below, answer
+        while hi - lo > 1:
+            mid = (lo + hi) // 2
+            verdicts = attempt(mid)
+            if verdicts is None:
+                return None
+            if all(v.passed for v in verdicts):
+                hi = mid
+            else:
+                lo = mid
+        answer = hi
+    for phase in after:
+        session.run_phase(phase)
+        if session.stopped:
+            break
+    return answer
+
+
+def stretch_builder(
+    plan: Plan, source: ScenarioSource, profile: str | None, overrides: dict[str, str]
+) -> Callable[[int, int], list[PlannedPhase]]:
+    """Measured phases for any thread count, on the plan's prepared targets."""
+    engines = {
+        (w.spec.target, w.spec.direct): w.engine
+        for p in plan.phases
+        for w in p.workloads
+        if w.spec.engine == "auto"
+    }
+
+    def build(threads: int, seq: int) -> list[PlannedPhase]:
+        resolved = resolve(source, profile, overrides | {"threads": str(threads)})
+        replanned = build_plan(resolved, plan.targets, engines, plan.fio, plan.fio_version)
+        measured = [i for i, p in enumerate(replanned.phases) if p.kind is PhaseKind.MEASURE]
+        stretch = replanned.phases[measured[0] : measured[-1] + 1]
+        return [
+            replace(p, seq=seq + i, name=f"{p.name}:threads={threads}",
+                    point={"threads": str(threads)})
+            for i, p in enumerate(stretch)
+        ]  # fmt: skip
+
+    return build

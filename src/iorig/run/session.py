@@ -1,0 +1,335 @@
+"""Run a plan on a backend: one phase at a time, each finished phase stored
+before the next starts, progress reported as events, Ctrl-C handled.
+
+On SIGINT/SIGTERM/SIGHUP the backend is asked to stop the current phase (fio
+still writes what it measured, which is stored as an ``aborted`` phase), no
+further phase starts, and the run ends ``aborted``. Any other failure ends
+it ``failed`` with the reason; it is never left ``running``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import asdict, replace
+from pathlib import Path
+
+from iorig import __version__
+from iorig.analyze import audit
+from iorig.analyze.steady import steady_of_series
+from iorig.fio import parse
+from iorig.fio.runner import FioExit
+from iorig.model import (
+    ALL,
+    Finding,
+    PhaseKind,
+    PhaseResult,
+    PhaseStatus,
+    RunRecord,
+    RunStatus,
+)
+from iorig.plan import Plan, PlannedPhase, requested
+from iorig.run.backend import PhaseBackend, PhaseJob, RawPhase
+from iorig.run.collect import collect, tail
+from iorig.run.events import (
+    Event,
+    PhaseFinished,
+    PhaseProgress,
+    PhaseStarted,
+    RunOutcome,
+    RunStarted,
+)
+from iorig.store import Store, new_run_id
+
+
+@contextlib.contextmanager
+def signals_call(action: Callable[[], None]) -> Iterator[None]:
+    """Call ``action`` on SIGINT, SIGTERM or SIGHUP while the block runs."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handler(signum: int, frame: object) -> None:
+        action()
+
+    sigs = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+    previous = {s: signal.signal(s, handler) for s in sigs}
+    try:
+        yield
+    finally:
+        for s, h in previous.items():
+            signal.signal(s, h)
+
+
+def run_record(plan: Plan, run_id: str, command: str, label: str | None, search: dict
+               ) -> RunRecord:  # fmt: skip
+    """The new run as it is stored before its first phase (``running``)."""
+    resolved = plan.resolved
+    scenario = resolved.scenario
+    params = {
+        name: {
+            "value": list(resolved.sweep[name])
+            if name in resolved.sweep
+            else resolved.params[name],
+            "text": resolved.param_text(name),
+            "origin": resolved.param_origins[name],
+        }
+        for name in scenario.parameters
+    }
+    notes = [Finding("plan", n, "", None, "info") for n in plan.notes]
+    return RunRecord(
+        id=run_id,
+        label=label,
+        scenario=scenario.name,
+        scenario_version=scenario.version,
+        title=scenario.title,
+        scenario_origin=resolved.source.origin,
+        scenario_text=resolved.source.text,
+        resolved=scenario.model_dump(mode="json"),
+        params=params,
+        profile=resolved.profile,
+        targets=[asdict(t) | {"path": str(t.path)} for t in plan.targets.values()],
+        hosts=plan.host_labels,
+        command=command,
+        iorig_version=__version__,
+        fio_version=plan.fio_version,
+        status=RunStatus.RUNNING,
+        error=None,
+        warnings=tuple(notes + audit.before_run(plan, plan.disclosure)),
+        disclosure=plan.disclosure,
+        hostname=socket.gethostname(),
+        pid=os.getpid(),
+        started_at=time.time(),
+        ended_at=None,
+        search=search,
+    )
+
+
+class RunSession:
+    """One run in the database, open while phases execute on a backend.
+
+    ``execute`` runs a plan's fixed schedule through it; searches (knee,
+    load-point curve, thread search) use it to run phases they decide on as
+    they go. On leaving, the audit is stored, the run gets its final status
+    (never left ``running``) and the backend cleans up its targets — also on
+    a signal or a bug.
+    """
+
+    def __init__(
+        self,
+        plan: Plan,
+        store: Store,
+        backend: PhaseBackend,
+        *,
+        command: str,
+        on_event: Callable[[Event], None] = lambda e: None,
+        keep_files: bool = False,
+        label: str | None = None,
+        search: dict | None = None,
+    ) -> None:
+        self.plan = plan
+        self.store = store
+        self.backend = backend
+        self.command = command
+        self.on_event = on_event
+        self.keep_files = keep_files
+        self.label = label
+        self.search = search or {}
+        self.results: list[PhaseResult] = []
+        self.ran: dict[str, PlannedPhase] = {}  # phases run so far, by name (for the audit)
+        self.status, self.error = RunStatus.OK, None
+        self.run_id = ""
+        self._stack = contextlib.ExitStack()
+        self._cancel = threading.Event()
+        self._tmp = Path()
+        self._count = 0
+
+    def __enter__(self) -> RunSession:
+        self.run_id = self.store.create_run(
+            run_record(self.plan, new_run_id(), self.command, self.label, self.search)
+        )
+        try:
+            self._stack.enter_context(signals_call(self.interrupt))
+            self._tmp = Path(
+                self._stack.enter_context(tempfile.TemporaryDirectory(prefix="iorig-"))
+            )
+        except BaseException:
+            self._finish()
+            raise
+        self.on_event(RunStarted(self.run_id, self.plan))
+        return self
+
+    def __exit__(self, exc_type: type | None, exc: BaseException | None, tb: object) -> None:
+        if exc is not None:
+            interrupted = isinstance(exc, KeyboardInterrupt)
+            self.status = RunStatus.ABORTED if interrupted else RunStatus.FAILED
+            self.error = f"{type(exc).__name__}: {exc}"
+        elif self.status is RunStatus.OK and self._cancel.is_set():
+            self.status, self.error = RunStatus.ABORTED, "interrupted by a signal"
+        self._finish()
+
+    def _finish(self) -> None:
+        try:
+            try:
+                findings = audit.after_run(
+                    self.results, requested(self.ran.values()), self.plan.limit
+                )
+                self.store.add_warnings(self.run_id, findings)
+            finally:
+                self.store.finish_run(self.run_id, self.status, self.error)
+                self.backend.clean_up(self.plan, keep_files=self.keep_files)
+        finally:
+            self._stack.close()
+
+    def interrupt(self) -> None:
+        """Stop the running phase and start no other (what a signal does)."""
+        self._cancel.set()
+        self.backend.stop()
+
+    @property
+    def stopped(self) -> bool:
+        """True once a signal arrived or a phase failed: run nothing more."""
+        return self._cancel.is_set() or self.status is not RunStatus.OK
+
+    def run_phase(
+        self, phase: PlannedPhase, repeat: int = 0, total: int | None = None
+    ) -> PhaseResult:
+        """Run one phase, store it (one transaction) and return its result."""
+        self.on_event(PhaseStarted(phase, repeat, self._count, total))
+        self._count += 1
+        self.ran[phase.name] = phase
+        if phase.kind is PhaseKind.IDLE:
+            result = self._idle(phase, repeat)
+        else:
+            workdir = self._tmp / f"{phase.seq:03d}-{repeat:02d}"
+            workdir.mkdir()
+            result = self._fio_phase(PhaseJob(self.plan, self.run_id, phase, repeat, workdir))
+        self.store.save_phase(self.run_id, result)
+        self.results.append(result)
+        self.on_event(PhaseFinished(phase, result))
+        if result.status is PhaseStatus.FAILED and self.status is RunStatus.OK:
+            self.status, self.error = RunStatus.FAILED, f"phase {phase.name!r}: {result.error}"
+        return result
+
+    def fail(self, error: str) -> None:
+        """End the run as failed for a reason found between phases."""
+        if self.status is RunStatus.OK:
+            self.status, self.error = RunStatus.FAILED, error
+
+    @property
+    def outcome(self) -> RunOutcome:
+        return RunOutcome(self.run_id, self.status, self.error, tuple(self.results))
+
+    def _idle(self, phase: PlannedPhase, repeat: int) -> PhaseResult:
+        started = time.time()
+        duration = phase.duration_s or 0.0
+        while (elapsed := time.time() - started) < duration:
+            self.on_event(PhaseProgress(phase, repeat, elapsed, elapsed / duration, None))
+            if self._cancel.wait(min(0.5, duration - elapsed)):
+                break
+        return phase.result(
+            repeat,
+            status=PhaseStatus.ABORTED if self._cancel.is_set() else PhaseStatus.OK,
+            started_at=started,
+            ended_at=time.time(),
+        )
+
+    def _fio_phase(self, job: PhaseJob) -> PhaseResult:
+        raw: RawPhase | None = None
+        for item in self.backend.run_phase(job):
+            if isinstance(item, RawPhase):
+                raw = item
+            else:
+                self.on_event(
+                    PhaseProgress(job.phase, job.repeat, item.elapsed_s, item.fraction, item.rates)
+                )
+        assert raw is not None, "a backend ends a phase with its raw result"
+        return phase_result(job.phase, job.repeat, raw, self.plan.fio_version)
+
+
+def phase_result(phase: PlannedPhase, repeat: int, raw: RawPhase, fio_version: str) -> PhaseResult:
+    """A phase's result from what the backend brought back."""
+    collected = collect(raw, phase)
+    exited = None
+    if raw.exit_code_counts and raw.exit.returncode != 0 and raw.exit.stopped_by != "request":
+        exited = f"fio exited with code {raw.exit.returncode}: {tail(raw.exit.stderr) or '-'}"
+    state, error = phase_state(raw.exit, exited or collected.problem)
+    result = phase.result(
+        repeat,
+        status=state,
+        started_at=raw.started_at,
+        ended_at=raw.ended_at,
+        scopes=collected.scopes,
+        job_text=raw.job_text,
+        command=raw.command,
+        fio_version=collected.fio_version or fio_version,
+        fio_output=raw.exit.output,
+        fio_stderr=raw.exit.stderr,
+        error=error,
+        steady=raw.steady,
+    )
+    if phase.steady is not None and raw.steady is None and result.aggregate is not None:
+        # no live status (fio servers): judged on the per-second series after the fact
+        series = result.aggregate.series.get(ALL)
+        if series is not None:
+            steady = steady_of_series(series.iops.tolist(), series.bytes_per_s.tolist(),
+                                      phase.steady)  # fmt: skip
+            result = replace(result, steady=steady)
+    return result
+
+
+def phase_state(done: FioExit, problem: str | None) -> tuple[PhaseStatus, str | None]:
+    """A phase's status and error from how fio ended and what its output lacked."""
+    if done.stopped_by == "timeout":
+        return PhaseStatus.FAILED, "fio did not finish in time and was stopped"
+    if done.stopped_by == "cancel":
+        return PhaseStatus.ABORTED, "interrupted; the figures cover the time before the interrupt"
+    if mismatches := parse.verify_failures(done.stderr):
+        return PhaseStatus.FAILED, verify_message(mismatches)
+    if problem:
+        return PhaseStatus.FAILED, problem
+    return PhaseStatus.OK, None
+
+
+def verify_message(failures: list[parse.VerifyFailure], shown: int = 10) -> str:
+    """Which blocks failed verification, by file and offset."""
+    listed = "; ".join(
+        f"{f.path} offset {f.offset} ({f.offset / 2**20:.2f} MiB), {f.length} bytes: {f.what}"
+        for f in failures[:shown]
+    )
+    more = f"; … and {len(failures) - shown} more" if len(failures) > shown else ""
+    return (
+        f"data verification failed: {len(failures)} block(s) did not read back as written: "
+        f"{listed}{more}"
+    )
+
+
+def execute(
+    plan: Plan,
+    store: Store,
+    backend: PhaseBackend,
+    *,
+    command: str,
+    on_event: Callable[[Event], None] = lambda e: None,
+    keep_files: bool = False,
+    label: str | None = None,
+    search: dict | None = None,
+) -> RunOutcome:
+    """Run the plan's phases in order (repeats included), storing each."""
+    session = RunSession(
+        plan, store, backend, command=command, on_event=on_event, keep_files=keep_files,
+        label=label, search=search,
+    )  # fmt: skip
+    with session:
+        schedule = plan.schedule()
+        for phase, repeat in schedule:
+            if session.stopped:
+                break
+            session.run_phase(phase, repeat, len(schedule))
+    return session.outcome

@@ -1,0 +1,541 @@
+"""The scenario schema: pydantic models of targets, workloads, phases,
+criteria, load points and parameters, each validating what it can on its
+own; loading and templating are ``iorig.scenario``'s."""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
+
+from iorig.model import Metric, PhaseKind
+from iorig.units import (
+    format_bytes,
+    parse_duration,
+    parse_latency,
+    parse_percent,
+    parse_rate,
+    parse_size,
+)
+
+FORMAT_VERSION = 1
+_NAME_RE = r"^[a-z0-9][a-z0-9_-]{0,62}$"
+
+Size = Annotated[int, BeforeValidator(parse_size)]
+Duration = Annotated[float, BeforeValidator(parse_duration)]
+Percent = Annotated[float, BeforeValidator(parse_percent)]
+
+
+def _strict_bool(value: Any) -> bool:
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text in ("true", "yes", "on", "1"):
+        return True
+    if text in ("false", "no", "off", "0"):
+        return False
+    raise ValueError(f"expected true or false, got {value!r}")
+
+
+Bool = Annotated[bool, BeforeValidator(_strict_bool)]
+
+RW = Literal["read", "write", "randread", "randwrite", "randrw", "rw"]
+SEQUENTIAL = frozenset({"read", "write", "rw"})
+READS = frozenset({"read", "randread", "randrw", "rw"})
+WRITES = frozenset({"write", "randwrite", "randrw", "rw"})
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+_DISTRIBUTION_RE = re.compile(
+    r"^(random|zipf:\d+(\.\d+)?|pareto:\d+(\.\d+)?|normal:\d+(\.\d+)?(,\d+(\.\d+)?)?"
+    r"|zoned:\d+/\d+(:\d+/\d+)*|zoned_abs:\d+/\d+[kKmMgG]?(:\d+/\d+[kKmMgG]?)*)$"
+)
+
+
+class Workload(_Model):
+    """One typed I/O stream; maps 1:1 to a fio job section."""
+
+    name: str | None = Field(default=None, pattern=_NAME_RE)
+    target: str = "data"
+    rw: RW
+    bs: Size
+    read_pct: Percent | None = None
+    iodepth: int = Field(default=1, ge=1, le=65536)
+    jobs: int = Field(default=1, ge=1, le=1024)
+    size: Size | None = None  # working set; default: the whole target
+    offset: Size = 0
+    # with jobs > 1: job k works on [offset + k × offset_increment, … + size)
+    offset_increment: Size | None = None
+    rate_iops: int | None = Field(default=None, ge=1)
+    direct: Bool = True
+    engine: Literal["auto", "io_uring", "libaio", "psync"] = "auto"
+    compress: Percent = 0.0  # share of each buffer that compresses (fio buffer_compress_percentage)
+    dedupe: Percent = 0.0  # share of buffers that repeat earlier ones (fio dedupe_percentage)
+    distribution: str = "random"  # fio random_distribution: zipf:1.2, pareto:0.9, zoned:...
+    bssplit: str | None = None  # block-size mix, e.g. "4k/50:8k/50" (fio bssplit)
+    rate: Size | None = None  # bytes/s per job (fio rate), e.g. background maintenance
+    # Keep this workload's I/O count at flow:(sum of flows) of the phase's jobs
+    # with a flow (fio flow_id/flow): a log that writes as the database does.
+    flow: int | None = Field(default=None, ge=1, le=1000)
+    verify: Literal["none", "crc32c"] = "none"  # writes carry checksums a verify phase checks
+    verify_interval: Size | None = None  # checksum granularity (default: bs)
+    enabled: Bool = True
+    # File sets (a fileset target): each job works on ``files`` files of
+    # ``file_size`` in the set ``fileset``, spread over ``dirs`` directories;
+    # workloads naming the same set share its files. ``op: stat`` stats them
+    # (fio's filestat engine) instead of reading or writing.
+    fileset: str | None = Field(default=None, pattern=_NAME_RE)
+    files: int = Field(default=1, ge=1, le=1_000_000)
+    file_size: Size | None = None
+    dirs: int = Field(default=1, ge=1, le=10_000)
+    op: Literal["io", "stat"] = "io"
+
+    @field_validator("rw", mode="before")
+    @classmethod
+    def _alias_readwrite(cls, value: Any) -> Any:
+        return "rw" if value == "readwrite" else value
+
+    @field_validator("bs")
+    @classmethod
+    def _aligned(cls, bs: int) -> int:
+        if bs <= 0:
+            raise ValueError("block size must be positive")
+        if bs % 512:
+            raise ValueError(
+                f"block size {bs} bytes is not a multiple of 512; note that KB/MB are SI "
+                f"units (4KB = 4000 bytes): write 4KiB or 4k for 4096"
+            )
+        return bs
+
+    @field_validator("bssplit")
+    @classmethod
+    def _bssplit(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        parts = []
+        total = 0.0
+        for item in str(value).split(":"):
+            size, sep, pct = item.partition("/")
+            try:
+                block = parse_size(size)
+                share = float(pct) if sep else float("nan")
+            except ValueError:
+                block, share = 0, float("nan")
+            if block <= 0 or block % 512 or not 0 <= share <= 100:
+                raise ValueError(
+                    f"{value!r} is not a block-size mix: use size/percent pairs joined by ':', "
+                    "e.g. 4k/50:8k/50 (sizes multiples of 512)"
+                )
+            total += share
+            parts.append(f"{block}/{share:g}")
+        if abs(total - 100) > 1e-6:
+            raise ValueError(f"the shares in {value!r} add up to {total:g}%, not 100%")
+        return ":".join(parts)
+
+    @field_validator("distribution")
+    @classmethod
+    def _distribution(cls, value: str) -> str:
+        if not _DISTRIBUTION_RE.match(value):
+            raise ValueError(
+                f"{value!r} is not an access distribution: use random, zipf:1.2, pareto:0.9, "
+                "normal:10, zoned:60/10:30/20:10/70 (percent of accesses / percent of the range)"
+            )
+        return value
+
+    @field_validator("compress", "dedupe")
+    @classmethod
+    def _whole_percent(cls, value: float) -> float:
+        if not float(value).is_integer():
+            raise ValueError("use a whole percentage (fio takes integers)")
+        return value
+
+    @model_validator(mode="after")
+    def _fileset(self) -> Workload:
+        if self.fileset is None:
+            if self.op == "stat" or self.file_size is not None:
+                raise ValueError("op: stat and file_size apply to file-set workloads (fileset:)")
+            return self
+        if self.file_size is None:
+            raise ValueError("a file-set workload needs file_size")
+        if self.op == "io" and self.bs > self.file_size:
+            raise ValueError("the block size is larger than the files")
+        return self
+
+    @model_validator(mode="after")
+    def _mix(self) -> Workload:
+        if self.read_pct is not None:
+            if self.rw not in ("randrw", "rw"):
+                raise ValueError(f"read_pct applies to rw: randrw or rw, not {self.rw}")
+            if not float(self.read_pct).is_integer():
+                raise ValueError("read_pct must be a whole percentage (fio's rwmixread)")
+        return self
+
+    @property
+    def label(self) -> str:
+        return self.name or self.rw
+
+    @property
+    def sequential(self) -> bool:
+        return self.rw in SEQUENTIAL
+
+
+class SteadyRule(_Model):
+    """SNIA PTS steady state: the last ``window`` rounds of the tracking
+    variable stay within ``max_range`` of their mean, and the least-squares
+    line across them moves less than ``max_slope`` of the mean."""
+
+    metric: Literal["iops", "bytes_per_s"] = "iops"
+    round: Duration = 10.0
+    window: int = Field(default=5, ge=2, le=100)
+    max_range: Percent = 20.0
+    max_slope: Percent = 10.0
+
+    @field_validator("round")
+    @classmethod
+    def _round(cls, value: float) -> float:
+        if value < 1:
+            raise ValueError("a round lasts at least 1 s (fio reports once per second)")
+        return value
+
+
+class Phase(_Model):
+    name: str = Field(pattern=_NAME_RE)
+    kind: PhaseKind
+    enabled: Bool = True
+    duration: Duration | None = None
+    # fio ramp_time: run this long before the measurement starts (a warm-up
+    # that belongs to each measurement, e.g. each load point)
+    ramp: Duration | None = None
+    until: Literal["duration", "steady"] = "duration"
+    steady: SteadyRule | None = None
+    description: str = ""
+    workloads: list[Workload] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _shape(self) -> Phase:
+        if self.ramp is not None and self.kind not in (PhaseKind.MEASURE, PhaseKind.WARMUP):
+            raise ValueError("ramp applies to measure and warmup phases")
+        if self.until == "steady" and self.kind is not PhaseKind.WARMUP:
+            raise ValueError("until: steady applies to warmup phases")
+        if self.steady is not None and self.until != "steady":
+            raise ValueError("'steady' settings need until: steady")
+        if self.kind is PhaseKind.PRECONDITION:
+            if self.duration is not None:
+                raise ValueError("a precondition phase writes the target twice; remove 'duration'")
+            for w in self.workloads:
+                if w.rw not in ("write", "randwrite"):
+                    raise ValueError(f"a precondition phase only writes; rw: {w.rw} is not allowed")
+            return self
+        if self.kind is PhaseKind.IDLE:
+            if self.workloads:
+                raise ValueError("an idle phase has no workloads")
+            if self.duration is None:
+                raise ValueError("an idle phase needs a duration")
+            return self
+        if not self.workloads:
+            raise ValueError(f"a {self.kind} phase needs at least one workload")
+        if self.kind is PhaseKind.VERIFY:
+            if self.duration is not None:
+                raise ValueError("a verify phase reads its working set once; remove 'duration'")
+            for w in self.workloads:
+                if w.rw not in ("read", "randread"):
+                    raise ValueError(f"a verify phase only reads; rw: {w.rw} is not allowed")
+        elif self.kind.writes_once:
+            if self.duration is not None:
+                raise ValueError("a prefill phase writes its working set once; remove 'duration'")
+            for w in self.workloads:
+                if w.rw not in ("write", "randwrite"):
+                    raise ValueError(f"a {self.kind} phase only writes; rw: {w.rw} is not allowed")
+        elif self.duration is None or self.duration <= 0:
+            raise ValueError(f"a {self.kind} phase needs a duration greater than zero")
+        labels = [w.label for w in self.workloads]
+        if len(set(labels)) != len(labels):
+            raise ValueError(
+                "workloads in one phase need distinct names; add 'name:' to each workload"
+            )
+        return self
+
+    @property
+    def headline(self) -> Metric:
+        """IOPS for random work, bytes/s when every workload is sequential."""
+        if self.kind in (PhaseKind.PRECONDITION, PhaseKind.VERIFY) or (
+            self.workloads and all(w.sequential for w in self.workloads)
+        ):
+            return Metric.BYTES_PER_S
+        return Metric.IOPS
+
+    @property
+    def steady_rule(self) -> SteadyRule | None:
+        return (self.steady or SteadyRule()) if self.until == "steady" else None
+
+
+LATENCY_METRICS = ("lat_mean", "lat_max", "lat_mean_max", "p50", "p90", "p99", "p99.9", "p99.99")
+CriterionMetric = Literal[
+    "iops", "bytes_per_s", "lat_mean", "lat_max", "lat_mean_max", "p50", "p90", "p99", "p99.9",
+    "p99.99",
+]  # fmt: skip
+
+
+class Criterion(_Model):
+    """A pass/fail requirement on a measured phase (Jetstress's verdicts).
+
+    ``metric`` over the named workloads (default: all) and direction:
+    ``iops`` and ``bytes_per_s`` add up; ``lat_mean`` is the mean completion
+    latency, ``lat_max`` the slowest single I/O, ``lat_mean_max`` the worst
+    one-second mean (what a sampled performance counter's maximum shows),
+    ``pNN`` a percentile of the merged histograms. One bound: ``min`` (e.g.
+    IOPS) or ``max`` (latency, with a unit: ``20ms``).
+    """
+
+    name: str
+    metric: CriterionMetric
+    phase: str | None = None  # a measured phase (default: every measured phase)
+    workloads: list[str] | None = None
+    ddir: Literal["read", "write", "all"] = "all"
+    min: float | None = None
+    max: float | None = None
+
+    @field_validator("min", "max", mode="before")
+    @classmethod
+    def _limit(cls, value: Any, info: ValidationInfo) -> float | None:
+        if value is None:
+            return None
+        metric = info.data.get("metric")
+        if metric is None:
+            return None  # the metric itself is wrong and reported on its own
+        if metric in LATENCY_METRICS:
+            if not isinstance(value, str):
+                raise ValueError(f"a latency limit needs a unit, e.g. 20ms (got {value!r})")
+            return parse_latency(value)
+        if metric == "bytes_per_s" and isinstance(value, str):
+            return parse_rate(value)
+        try:
+            return float(value)
+        except (TypeError, ValueError):
+            raise ValueError(f"expected a number, got {value!r}") from None
+
+    @model_validator(mode="after")
+    def _one_bound(self) -> Criterion:
+        if (self.min is None) == (self.max is None):
+            raise ValueError("give exactly one of 'min' or 'max'")
+        return self
+
+    @property
+    def bound(self) -> str:
+        return "min" if self.min is not None else "max"
+
+    @property
+    def limit(self) -> float:
+        return float(self.min if self.min is not None else self.max)  # type: ignore[arg-type]
+
+
+class LoadPointSpec(_Model):
+    """SPEC-style load points: the scenario runs at ``points`` equally spaced
+    values of a business metric parameter up to ``max``, low to high."""
+
+    parameter: str
+    name: str = "load"  # how reports call the metric, e.g. AI_Jobs
+    max: int = Field(ge=1)
+    points: int = Field(default=10, ge=2, le=1000)
+    tolerance: Percent = 5.0
+    latency_cap: str | None = None  # e.g. "20ms"; empty or None for no cap
+
+    @field_validator("latency_cap")
+    @classmethod
+    def _cap(cls, value: str | None) -> str | None:
+        if value is None or not str(value).strip():
+            return None
+        parse_latency(str(value))
+        return str(value).strip()
+
+    @property
+    def latency_cap_ns(self) -> float | None:
+        return parse_latency(self.latency_cap) if self.latency_cap else None
+
+    def loads(self) -> list[int]:
+        """max × i / points for i = 1 … points, rounded; the first sits one
+        spacing from zero (SPEC's rule)."""
+        values = [max(1, round(self.max * i / self.points)) for i in range(1, self.points + 1)]
+        return sorted(set(values))
+
+
+class TargetSpec(_Model):
+    size: Size
+    description: str = ""
+    fileset: Bool = False  # many files in a directory (file-set workloads), not one file
+
+
+ParamType = Literal["size", "duration", "int", "float", "bool", "percent", "str", "choice"]
+
+
+class Parameter(_Model):
+    type: ParamType = "str"
+    choices: list[str] | None = None
+    default: Any
+    help: str = ""
+
+    @field_validator("default")
+    @classmethod
+    def _default_valid(cls, value: Any, info: ValidationInfo) -> Any:
+        if isinstance(value, str) and "${" in value:
+            return value  # derived from earlier parameters: checked when resolved
+        if "type" in info.data:  # a bad type is reported on its own
+            spec = cls.model_construct(type=info.data["type"], choices=info.data.get("choices"))
+            if spec.type == "choice" and not spec.choices:
+                raise ValueError("a choice parameter needs 'choices'")
+            coerce_parameter(spec, value)
+        return value
+
+
+class Scenario(_Model):
+    iorig: int = FORMAT_VERSION
+    name: str = Field(pattern=_NAME_RE)
+    version: int = 1
+    title: str
+    description: str = ""
+    parameters: dict[str, Parameter] = Field(default_factory=dict)
+    profiles: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    targets: dict[str, TargetSpec] = Field(default_factory=dict)
+    phases: list[Phase] = Field(min_length=1)
+    # A grid over parameters: the measured stretch of the phases runs once per
+    # combination (see iorig.sweep). Values are written as for --set.
+    sweep: dict[str, list[str | int | float | bool]] = Field(default_factory=dict)
+    criteria: list[Criterion] = Field(default_factory=list)
+    loadpoints: LoadPointSpec | None = None
+
+    @field_validator("iorig")
+    @classmethod
+    def _format(cls, value: int) -> int:
+        if value > FORMAT_VERSION:
+            raise ValueError(
+                f"scenario format {value} is newer than this iorig understands "
+                f"({FORMAT_VERSION}); upgrade iorig"
+            )
+        return value
+
+    @field_validator("sweep")
+    @classmethod
+    def _sweep(cls, sweep: dict[str, list], info: ValidationInfo) -> dict[str, list]:
+        parameters = info.data.get("parameters", {})
+        for name, values in sweep.items():
+            if name not in parameters:
+                raise ValueError(
+                    f"sweep over {name!r}, which is not a parameter "
+                    f"(parameters: {', '.join(parameters) or 'none'})"
+                )
+            if not values:
+                raise ValueError(f"sweep over {name!r} lists no values")
+        return sweep
+
+    @model_validator(mode="after")
+    def _references(self) -> Scenario:
+        names = [p.name for p in self.phases]
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        if dupes:
+            raise ValueError(f"phase names must be unique: {', '.join(dupes)}")
+        if not self.targets:
+            raise ValueError("the scenario declares no targets")
+        for phase in self.phases:
+            for w in phase.workloads:
+                if w.target not in self.targets:
+                    raise ValueError(
+                        f"phase {phase.name!r} uses target {w.target!r}, which is not under "
+                        f"'targets' ({', '.join(self.targets)})"
+                    )
+                if (w.fileset is not None) != self.targets[w.target].fileset:
+                    raise ValueError(
+                        f"phase {phase.name!r}, workload {w.label!r}: "
+                        + (
+                            f"a file-set workload needs a target with fileset: true "
+                            f"({w.target!r} is one file)"
+                            if w.fileset
+                            else f"target {w.target!r} is a file set: give the workload "
+                            "fileset:, files: and file_size:"
+                        )
+                    )
+        if self.loadpoints is not None:
+            lp = self.loadpoints
+            if lp.parameter not in self.parameters or self.parameters[lp.parameter].type != "int":
+                raise ValueError(
+                    f"loadpoints: {lp.parameter!r} must be an int parameter (the business metric)"
+                )
+        measured = {p.name: p for p in self.phases if p.kind is PhaseKind.MEASURE}
+        for c in self.criteria:
+            if c.phase is not None and c.phase not in measured:
+                raise ValueError(
+                    f"criterion {c.name!r} names phase {c.phase!r}, which is not a measured "
+                    f"phase ({', '.join(measured) or 'none'})"
+                )
+            labels = {w.label for p in measured.values() for w in p.workloads
+                      if c.phase is None or p.name == c.phase}  # fmt: skip
+            unknown = sorted(set(c.workloads or ()) - labels)
+            if unknown:
+                raise ValueError(
+                    f"criterion {c.name!r} names workloads {', '.join(unknown)}, which no "
+                    f"measured phase has ({', '.join(sorted(labels)) or 'none'})"
+                )
+        for profile, values in self.profiles.items():
+            unknown = sorted(set(values) - set(self.parameters))
+            if unknown:
+                raise ValueError(
+                    f"profile {profile!r} sets unknown parameters: {', '.join(unknown)}"
+                )
+        return self
+
+    @property
+    def measured(self) -> list[Phase]:
+        return [p for p in self.phases if p.kind is PhaseKind.MEASURE]
+
+
+def coerce_parameter(spec: Parameter, value: Any) -> Any:
+    """The typed value of a parameter; raises ValueError naming the problem."""
+    kind = spec.type
+    if kind == "size":
+        return parse_size(value)
+    if kind == "duration":
+        return parse_duration(value)
+    if kind == "percent":
+        return parse_percent(value)
+    if kind == "bool":
+        return _strict_bool(value)
+    if kind == "int":
+        if isinstance(value, bool):
+            raise ValueError(f"expected a whole number, got {value!r}")
+        try:
+            number = int(str(value).strip())
+        except ValueError:
+            raise ValueError(f"expected a whole number, got {value!r}") from None
+        return number
+    if kind == "float":
+        try:
+            return float(str(value).strip())
+        except ValueError:
+            raise ValueError(f"expected a number, got {value!r}") from None
+    if kind == "choice":
+        if str(value) not in (spec.choices or []):
+            raise ValueError(f"expected one of {', '.join(spec.choices or [])}, got {value!r}")
+        return str(value)
+    return str(value)
+
+
+def value_text(spec: Parameter, value: Any) -> str:
+    """A typed parameter value written the way iorig writes it (4KiB, 30s)."""
+    if spec.type == "size":
+        return format_bytes(value)
+    if spec.type == "duration":
+        return f"{value:g}s"
+    if spec.type == "bool":
+        return "true" if value else "false"
+    return str(value)

@@ -1,0 +1,160 @@
+"""The JSON payloads of the database, each with its own version.
+
+A payload is stored as ``{"version": N, "data": …}``. Reading one of an older
+version runs its codec's ``update_to_N`` functions in order (asv's habit), so
+the shape of a payload can change without a schema migration and old
+databases and bundles keep reading back. A payload newer than this iorig
+knows is refused, never guessed at.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Generic, TypeVar
+
+from iorig.model import Disclosure, Finding, InterfaceLimit
+
+T = TypeVar("T")
+
+
+class PayloadError(ValueError):
+    """A stored payload that cannot be read (malformed, or from a newer iorig)."""
+
+
+def _identity(value: Any) -> Any:
+    return value
+
+
+@dataclass(frozen=True)
+class Codec(Generic[T]):
+    name: str
+    version: int
+    to_data: Callable[[T], Any] = _identity
+    from_data: Callable[[Any], T] = _identity
+    # updates[n] takes the data of version n - 1 to version n
+    updates: Mapping[int, Callable[[Any], Any]] = field(default_factory=dict)
+
+    def encode(self, value: T) -> str:
+        return json.dumps({"version": self.version, "data": self.to_data(value)})
+
+    def decode(self, text: str) -> T:
+        try:
+            payload = json.loads(text)
+        except (TypeError, ValueError) as exc:
+            raise PayloadError(f"{self.name}: not JSON ({exc})") from None
+        if not isinstance(payload, dict) or set(payload) != {"version", "data"}:
+            raise PayloadError(f"{self.name}: not a versioned payload")
+        version = payload["version"]
+        if not isinstance(version, int) or isinstance(version, bool) or version < 1:
+            raise PayloadError(f"{self.name}: payload version {version!r} is not a version")
+        if version > self.version:
+            raise PayloadError(
+                f"{self.name}: payload version {version} is newer than this iorig reads "
+                f"({self.version}); upgrade iorig"
+            )
+        data = payload["data"]
+        try:
+            for target in range(version + 1, self.version + 1):
+                data = self.updates[target](data)
+            return self.from_data(data)
+        except (TypeError, ValueError, KeyError, AttributeError) as exc:
+            raise PayloadError(f"{self.name}: unexpected content ({exc})") from None
+
+
+# ------------------------------------------------------------ disclosure
+
+
+def _disclosure_update_to_2(data: dict[str, Any]) -> dict[str, Any]:
+    """Version 1 kept the derived interface limit among the sections."""
+    sections = {k: v for k, v in data.items() if k != "interface_limit"}
+    return {"sections": sections, "interface_limit": data.get("interface_limit")}
+
+
+def _disclosure_to_data(d: Disclosure) -> dict[str, Any]:
+    limit = d.interface_limit
+    return {
+        "sections": dict(d.sections),
+        "interface_limit": None
+        if limit is None
+        else {"bytes_per_s": limit.bytes_per_s, "source": limit.source},
+    }
+
+
+def _disclosure_from_data(data: dict[str, Any]) -> Disclosure:
+    sections = data["sections"]
+    if not isinstance(sections, dict):
+        raise TypeError("sections is not an object")
+    limit = data.get("interface_limit")
+    return Disclosure(
+        sections,
+        None
+        if limit is None
+        else InterfaceLimit(float(limit["bytes_per_s"]), str(limit.get("source", ""))),
+    )
+
+
+# ------------------------------------------------------------ warnings
+
+
+def _findings_from_data(data: list[dict[str, Any]]) -> tuple[Finding, ...]:
+    return tuple(
+        Finding(
+            code=str(w.get("code", "?")),
+            message=str(w.get("message", "")),
+            advice=str(w.get("advice", "")),
+            phase=None if w.get("phase") is None else str(w["phase"]),
+            severity=str(w.get("severity", "warning")),
+        )
+        for w in data
+    )
+
+
+def _findings_to_data(findings: tuple[Finding, ...]) -> list[dict[str, Any]]:
+    return [f.as_dict() for f in findings]
+
+
+def _typed(kind: type) -> Callable[[Any], Any]:
+    def check(value: Any) -> Any:
+        if not isinstance(value, kind):
+            raise TypeError(f"expected {kind.__name__}, got {type(value).__name__}")
+        return value
+
+    return check
+
+
+def _strings(value: Any) -> list[str]:
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise TypeError("expected a list of strings")
+    return value
+
+
+def _numbers(value: Any) -> tuple[float, ...]:
+    if not isinstance(value, list):
+        raise TypeError("expected a list of numbers")
+    return tuple(float(v) for v in value)
+
+
+RESOLVED = Codec[dict]("resolved scenario", 1, from_data=_typed(dict))
+PARAMS = Codec[dict]("parameters", 1, from_data=_typed(dict))
+TARGETS = Codec[list]("targets", 1, from_data=_typed(list))
+HOSTS = Codec[list]("hosts", 1, from_data=_strings)
+WARNINGS = Codec[tuple]("warnings", 1, _findings_to_data, _findings_from_data)
+DISCLOSURE = Codec[Disclosure](
+    "disclosure", 2, _disclosure_to_data, _disclosure_from_data, {2: _disclosure_update_to_2}
+)
+SEARCH = Codec[dict]("search settings", 1, from_data=_typed(dict))
+POINT = Codec[dict]("point", 1, from_data=_typed(dict))
+ROUNDS = Codec[tuple]("steady-state rounds", 1, list, _numbers)
+
+# RunRecord fields kept as JSON payloads, each in the column "<field>_json".
+RUN_PAYLOADS: dict[str, Codec[Any]] = {
+    "resolved": RESOLVED,
+    "params": PARAMS,
+    "targets": TARGETS,
+    "hosts": HOSTS,
+    "warnings": WARNINGS,
+    "disclosure": DISCLOSURE,
+    "search": SEARCH,
+}

@@ -1,0 +1,176 @@
+"""The database schema as a list of forward migrations.
+
+``MIGRATIONS[i]`` takes a database from schema version i to i + 1; the
+version is kept in ``PRAGMA user_version``. A migration is history: once
+released it never changes, and a new change is a new migration.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Callable
+
+_SCHEMA_V1 = """
+CREATE TABLE runs (
+    id TEXT PRIMARY KEY,
+    label TEXT,
+    scenario TEXT NOT NULL,
+    scenario_version INTEGER NOT NULL,
+    title TEXT NOT NULL,
+    scenario_origin TEXT NOT NULL,
+    scenario_text TEXT NOT NULL,
+    resolved_json TEXT NOT NULL,
+    params_json TEXT NOT NULL,
+    profile TEXT,
+    targets_json TEXT NOT NULL,
+    hosts_json TEXT NOT NULL,
+    command TEXT NOT NULL,
+    iorig_version TEXT NOT NULL,
+    fio_version TEXT NOT NULL,
+    status TEXT NOT NULL CHECK (status IN ('running', 'ok', 'failed', 'aborted')),
+    error TEXT,
+    warnings_json TEXT NOT NULL DEFAULT '[]',
+    disclosure_json TEXT NOT NULL DEFAULT '{}',
+    hostname TEXT NOT NULL,
+    pid INTEGER NOT NULL,
+    started_at REAL NOT NULL,
+    ended_at REAL
+);
+CREATE INDEX runs_started ON runs (started_at);
+CREATE TABLE phases (
+    id INTEGER PRIMARY KEY,
+    run_id TEXT NOT NULL REFERENCES runs (id) ON DELETE CASCADE,
+    seq INTEGER NOT NULL,
+    repeat INTEGER NOT NULL DEFAULT 0,
+    name TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    status TEXT NOT NULL CHECK (status IN ('ok', 'failed', 'aborted')),
+    headline TEXT NOT NULL,
+    planned_s REAL,
+    started_at REAL NOT NULL,
+    ended_at REAL NOT NULL,
+    engine TEXT NOT NULL,
+    fio_version TEXT NOT NULL,
+    error TEXT,
+    UNIQUE (run_id, seq, repeat)
+);
+CREATE TABLE phase_results (
+    id INTEGER PRIMARY KEY,
+    phase_id INTEGER NOT NULL REFERENCES phases (id) ON DELETE CASCADE,
+    workload TEXT NOT NULL,
+    host TEXT NOT NULL,
+    jobs INTEGER NOT NULL,
+    usr_cpu_pct REAL NOT NULL,
+    sys_cpu_pct REAL NOT NULL,
+    busiest_job_cpu_pct REAL NOT NULL,
+    errors INTEGER NOT NULL,
+    UNIQUE (phase_id, workload, host)
+);
+CREATE TABLE totals (
+    result_id INTEGER NOT NULL REFERENCES phase_results (id) ON DELETE CASCADE,
+    ddir TEXT NOT NULL,
+    ios INTEGER NOT NULL,
+    io_bytes INTEGER NOT NULL,
+    iops REAL NOT NULL,
+    bytes_per_s REAL NOT NULL,
+    lat_mean_ns REAL,
+    lat_min_ns REAL,
+    lat_max_ns REAL,
+    lat_stddev_ns REAL,
+    lat_p50_ns REAL,
+    lat_p90_ns REAL,
+    lat_p99_ns REAL,
+    lat_p999_ns REAL,
+    lat_p9999_ns REAL,
+    slat_mean_ns REAL,
+    total_lat_mean_ns REAL,
+    PRIMARY KEY (result_id, ddir)
+);
+CREATE TABLE samples (
+    result_id INTEGER NOT NULL REFERENCES phase_results (id) ON DELETE CASCADE,
+    ddir TEXT NOT NULL,
+    t_s INTEGER NOT NULL,
+    iops REAL NOT NULL,
+    bytes_per_s REAL NOT NULL,
+    lat_mean_ns REAL,
+    PRIMARY KEY (result_id, ddir, t_s)
+);
+CREATE TABLE histograms (
+    result_id INTEGER NOT NULL REFERENCES phase_results (id) ON DELETE CASCADE,
+    ddir TEXT NOT NULL,
+    kind TEXT NOT NULL CHECK (kind IN ('total', 'per_second')),
+    rows INTEGER NOT NULL,
+    data BLOB NOT NULL,
+    PRIMARY KEY (result_id, ddir, kind)
+);
+CREATE TABLE steady_states (
+    phase_id INTEGER PRIMARY KEY REFERENCES phases (id) ON DELETE CASCADE,
+    metric TEXT NOT NULL,
+    round_s REAL NOT NULL,
+    window INTEGER NOT NULL,
+    max_range REAL NOT NULL,
+    max_slope REAL NOT NULL,
+    converged INTEGER NOT NULL,
+    window_start INTEGER,
+    rounds_json TEXT NOT NULL
+);
+CREATE TABLE artifacts (
+    phase_id INTEGER NOT NULL REFERENCES phases (id) ON DELETE CASCADE,
+    name TEXT NOT NULL,
+    data BLOB NOT NULL,
+    PRIMARY KEY (phase_id, name)
+);
+"""
+
+
+def _execute_script(conn: sqlite3.Connection, script: str) -> None:
+    # Not executescript(): it would COMMIT the migration's open transaction.
+    for statement in script.split(";"):
+        if statement.strip():
+            conn.execute(statement)
+
+
+def _migrate_to_v1(conn: sqlite3.Connection) -> None:
+    _execute_script(conn, _SCHEMA_V1)
+
+
+# Version 2: searches (sweep points, knee steps, load points) and multi-host runs.
+_SCHEMA_V2 = """
+ALTER TABLE runs ADD COLUMN search_json TEXT NOT NULL DEFAULT '{}';
+ALTER TABLE phases ADD COLUMN point_json TEXT NOT NULL DEFAULT '{}';
+ALTER TABLE phase_results ADD COLUMN status TEXT NOT NULL DEFAULT 'ok';
+ALTER TABLE phase_results ADD COLUMN error TEXT
+"""
+
+
+def _migrate_to_v2(conn: sqlite3.Connection) -> None:
+    _execute_script(conn, _SCHEMA_V2)
+
+
+# Version 3: every JSON column holds a versioned payload, {"version": 1,
+# "data": <what versions 1 and 2 stored>}, so that its shape can change later
+# by payload migrations (see codecs.py) without a schema migration.
+JSON_COLUMNS = {
+    "runs": ("id", ("resolved_json", "params_json", "targets_json", "hosts_json",
+                    "warnings_json", "disclosure_json", "search_json")),
+    "phases": ("id", ("point_json",)),
+    "steady_states": ("phase_id", ("rounds_json",)),
+}  # fmt: skip
+
+
+def _migrate_to_v3(conn: sqlite3.Connection) -> None:
+    for table, (key, columns) in JSON_COLUMNS.items():
+        rows = conn.execute(f"SELECT {key}, {', '.join(columns)} FROM {table}").fetchall()
+        for row in rows:
+            wrapped = [json.dumps({"version": 1, "data": json.loads(v)}) for v in row[1:]]
+            assignments = ", ".join(f"{c} = ?" for c in columns)
+            conn.execute(f"UPDATE {table} SET {assignments} WHERE {key} = ?", (*wrapped, row[0]))
+
+
+MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [
+    _migrate_to_v1,
+    _migrate_to_v2,
+    _migrate_to_v3,
+]
+LATEST = len(MIGRATIONS)

@@ -1,0 +1,185 @@
+"""A backend that runs no fio: it replays the recorded output of
+tests/data/randread-2jobs (json+ and per-second logs) for every phase,
+renamed to the phase's workloads, optionally scaled, failed, interrupted or
+with a host missing. ``RunSession``, the searches and the collection step run
+for real on it, so their decisions are tested without fio.
+
+    backend = FakeBackend(steps=lambda phase: Step(scale=2.0))
+    plan = backend.prepare(resolved, {}, allow_destroy=False, repeats=1)
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import signal
+import threading
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from iorig.fio import parse
+from iorig.fio.hosts import parse_host
+from iorig.fio.runner import FioExit
+from iorig.model import Disclosure
+from iorig.plan import Plan, PlannedPhase, build_plan
+from iorig.run.backend import HostLogs, PhaseJob, Progress, RawPhase
+from iorig.scenario import ResolvedScenario
+from iorig.targets import Target
+
+FIXTURE = Path(__file__).resolve().parent / "data" / "randread-2jobs"
+EPOCH_MS = 1_795_000_000_000  # log times of fake servers (log_unix_epoch)
+
+
+@dataclass(frozen=True)
+class Step:
+    """What the fake does in one phase."""
+
+    scale: float = 1.0  # the recorded throughput × this
+    fail: str | None = None  # fio exits 1 having printed this, with no JSON
+    interrupt: bool = False  # a Ctrl-C (SIGINT to this process) arrives mid-phase
+    drop_host: str | None = None  # this host gives no results
+    late_ms: Mapping[str, int] | None = None  # hosts starting this many ms late
+
+
+def _recorded() -> tuple[dict, dict]:
+    doc = parse.split_documents((FIXTURE / "output.json").read_text())[-1]
+    logs = parse.read_logs(FIXTURE)
+    return doc, logs[("rr", None)]
+
+
+_DOC, _LOGS = _recorded()
+
+
+def _scaled_job(job: dict, name: str, scale: float) -> dict:
+    job = copy.deepcopy(job)
+    job["jobname"] = name
+    read = job["read"]
+    for key in ("iops", "bw", "bw_bytes", "io_bytes", "io_kbytes", "total_ios", "iops_mean"):
+        read[key] = type(read[key])(read[key] * scale)
+    # completions counted in the histogram follow the I/O count
+    bins = read["clat_ns"]["bins"]
+    read["clat_ns"]["bins"] = {k: max(1, round(v * scale)) for k, v in bins.items()}
+    return job
+
+
+def _scaled_logs(scale: float, shift_ms: int) -> dict[int, dict[str, list[Any]]]:
+    out: dict[int, dict[str, list[Any]]] = {}
+    for number, kinds in _LOGS.items():
+        out[number] = {
+            kind: [
+                replace(s, t_ms=s.t_ms + shift_ms)
+                if kind == "clat_hist"
+                else replace(
+                    s, t_ms=s.t_ms + shift_ms, value=s.value * (1 if kind == "clat" else scale)
+                )
+                for s in samples
+            ]
+            for kind, samples in kinds.items()
+        }
+    return out
+
+
+class FakeBackend:
+    def __init__(
+        self,
+        hosts: tuple[str, ...] = ("local",),
+        steps: Callable[[PlannedPhase], Step] = lambda phase: Step(),
+    ) -> None:
+        self._hosts = hosts
+        self.steps = steps
+        self.ran: list[tuple[str, int]] = []  # (phase, repeat) in order
+        self.cleaned: list[bool] = []  # keep_files of each clean_up
+        self._stop = threading.Event()
+
+    @property
+    def hosts(self) -> tuple[str, ...]:
+        return self._hosts
+
+    @property
+    def remote(self) -> bool:
+        return self._hosts != ("local",)
+
+    def prepare(
+        self,
+        resolved: ResolvedScenario,
+        target_paths: Mapping[str, Mapping[str, str]],
+        *,
+        allow_destroy: bool,
+        repeats: int,
+    ) -> Plan:
+        targets = {
+            role: Target(role, f"/fake/{role}", "file", Path(f"/fake/{role}.dat"), spec.size,
+                         None, False, False)
+            for role, spec in resolved.scenario.targets.items()
+        }  # fmt: skip
+        engines = _Engines()
+        plan = build_plan(resolved, targets, engines, "fio", "fio-3.33", repeats)
+        if not self.remote:
+            return replace(plan, disclosure=Disclosure({"fio": {"version": "fio-3.33"}}))
+        addresses = tuple(parse_host(h) for h in self._hosts)
+        return replace(plan, hosts=addresses, host_targets={h: targets for h in self._hosts})
+
+    def run_phase(self, job: PhaseJob) -> Iterator[Progress | RawPhase]:
+        step = self.steps(job.phase)
+        self.ran.append((job.phase.name, job.repeat))
+        yield Progress(0.5, 0.5, None)
+        if step.interrupt:
+            os.kill(os.getpid(), signal.SIGINT)
+            self._stop.wait(5)
+        yield self._raw(job.phase, step)
+
+    def _raw(self, phase: PlannedPhase, step: Step) -> RawPhase:
+        stopped = "cancel" if self._stop.is_set() else None
+        hosts = tuple(
+            HostLogs(h, f".h{i}" if self.remote else "") for i, h in enumerate(self._hosts)
+        )
+        if step.fail:
+            exit_ = FioExit(1, "", step.fail, stopped, 1.0)
+            return self._wrap(exit_, {}, hosts)
+        doc = copy.deepcopy(_DOC)
+        entries, logs = [], {}
+        for host in hosts:
+            if host.label == step.drop_host:
+                continue
+            for w in phase.workloads:
+                for job in _DOC["jobs"]:
+                    entry = _scaled_job(job, w.label, step.scale)
+                    if self.remote:
+                        address, port = host.label.rsplit(":", 1)
+                        entry |= {"hostname": address, "port": int(port)}
+                    entries.append(entry)
+                late = (step.late_ms or {}).get(host.label, 0)
+                shift = EPOCH_MS + late if self.remote else 0
+                suffix = host.label.rsplit(":", 1)[0] if self.remote else None
+                logs[(w.label + host.log_suffix, suffix)] = _scaled_logs(step.scale, shift)
+        doc.pop("jobs")
+        doc["client_stats" if self.remote else "jobs"] = entries
+        exit_ = FioExit(0, json.dumps(doc), "", stopped, 1.0)
+        return self._wrap(exit_, logs, hosts)
+
+    def _wrap(self, exit_: FioExit, logs: dict, hosts: tuple[HostLogs, ...]) -> RawPhase:
+        return RawPhase(
+            started_at=1000.0,
+            ended_at=1003.0,
+            job_text="[fake]\n",
+            command=("fio", "fake"),
+            exit=exit_,
+            logs=logs,
+            hosts=hosts,
+            wallclock_logs=self.remote,
+            exit_code_counts=not self.remote,
+        )
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def clean_up(self, plan: Plan, *, keep_files: bool) -> None:
+        self.cleaned.append(keep_files)
+
+
+class _Engines(dict):
+    def __missing__(self, key: object) -> str:
+        return "libaio"

@@ -1,0 +1,158 @@
+"""The layer contract of ``src/iorig``, read from the source itself: which
+part may import which, no import cycles, and modules kept small.
+
+    cli → report → analyze → model
+    cli → run → plan → fio → model
+    store → model
+
+Every import counts, including those inside functions and under
+TYPE_CHECKING: a layer that needs a type from above is in the wrong place.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+SRC = Path(__file__).resolve().parent.parent / "src"
+PACKAGE = SRC / "iorig"
+MAX_LINES = 600
+
+# Each part of iorig and the parts it may import (the package root's
+# __version__ aside). Top-level modules belong to the part named first.
+BASE = {"model", "errors", "units"}
+PARTS: dict[str, set[str]] = {
+    "model": set(),
+    "errors": set(),
+    "units": set(),
+    "fio": BASE,
+    "scenario": BASE,
+    "targets": BASE,
+    "sysinfo": {"model"},
+    "plan": BASE | {"scenario", "targets", "fio"},
+    "store": {"model", "errors"},
+    "analyze": BASE | {"scenario"},
+    "run": BASE | {"plan", "fio", "store", "analyze", "scenario", "targets", "sysinfo"},
+    "doctor": BASE | {"run", "analyze", "fio", "sysinfo"},
+    "report": BASE | {"analyze", "scenario"},
+}
+PARTS["cli"] = set(PARTS)  # the top: anything below it
+TOP_LEVEL = {
+    **dict.fromkeys(("schema", "expr", "yamlsource", "adhoc", "sweep"), "scenario"),
+    "__main__": "cli",
+}
+
+
+def _modules() -> dict[str, Path]:
+    out = {}
+    for path in sorted(PACKAGE.rglob("*.py")):
+        parts = list(path.relative_to(SRC).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts.pop()
+        out[".".join(parts)] = path
+    return out
+
+
+MODULES = _modules()
+
+
+def _part(module: str) -> str | None:
+    pieces = module.split(".")
+    if len(pieces) == 1:
+        return None  # the package root (only __version__)
+    name = pieces[1]
+    return TOP_LEVEL.get(name, name)
+
+
+def _imports(module: str, path: Path) -> set[str]:
+    """The iorig modules ``module`` imports: for ``from pkg import name`` the
+    submodule ``pkg.name`` when it is one, else ``pkg``."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            found |= {a.name for a in node.names if a.name.split(".")[0] == "iorig"}
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            if node.module.split(".")[0] != "iorig":
+                continue
+            for alias in node.names:
+                sub = f"{node.module}.{alias.name}"
+                found.add(sub if sub in MODULES else node.module)
+    found.discard(module)
+    return found
+
+
+GRAPH = {m: _imports(m, p) for m, p in MODULES.items()}
+
+
+def test_every_part_is_known():
+    unknown = {_part(m) for m in MODULES} - set(PARTS) - {None}
+    assert not unknown, f"modules outside the layer contract: {unknown}"
+
+
+@pytest.mark.parametrize("module", sorted(MODULES))
+def test_imports_follow_the_layers(module):
+    part = _part(module)
+    if part is None:
+        return
+    allowed = PARTS[part] | {part}
+    wrong = sorted(
+        f"{target} ({_part(target)})"
+        for target in GRAPH[module]
+        if _part(target) is not None and _part(target) not in allowed
+    )
+    assert not wrong, f"{module} ({part}) may not import: {', '.join(wrong)}"
+
+
+def test_no_import_cycles():
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    cycles: list[list[str]] = []
+    counter = [0]
+
+    def visit(node: str) -> None:  # Tarjan's strongly connected components
+        index[node] = low[node] = counter[0]
+        counter[0] += 1
+        stack.append(node)
+        on_stack.add(node)
+        for target in GRAPH.get(node, ()):
+            if target not in MODULES:
+                continue
+            if target not in index:
+                visit(target)
+                low[node] = min(low[node], low[target])
+            elif target in on_stack:
+                low[node] = min(low[node], index[target])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                component.append(member)
+                if member == node:
+                    break
+            if len(component) > 1:
+                cycles.append(sorted(component))
+
+    for module in MODULES:
+        if module not in index:
+            visit(module)
+    assert cycles == []
+
+
+def test_the_contract_catches_a_violation():
+    """The check is not vacuous: an upward import is seen and refused."""
+    tree = ast.parse("from iorig.report.tables import TableModel\n")
+    node = tree.body[0]
+    assert isinstance(node, ast.ImportFrom)
+    assert _part(node.module or "") == "report" and "report" not in PARTS["analyze"]
+    assert "iorig.store.repository" in GRAPH["iorig.store"]
+
+
+@pytest.mark.parametrize("module", sorted(MODULES))
+def test_modules_are_small(module):
+    lines = len(MODULES[module].read_text().splitlines())
+    assert lines <= MAX_LINES, f"{module} has {lines} lines (at most {MAX_LINES}): split it"

@@ -1,0 +1,224 @@
+"""The execution core without fio: ``RunSession`` and the searches driving
+``FakeBackend`` (recorded fio output replayed), stored in a real SQLite
+database. A normal run, Ctrl-C mid-phase, a failing phase, a host dropping
+out, and a knee search's decisions."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from tests.fake_backend import FakeBackend, Step
+
+from iorig.adhoc import adhoc_source
+from iorig.analyze.analysis import analyse
+from iorig.analyze.knee import KneeRule
+from iorig.analyze.search import CurveResult, KneeResult
+from iorig.fio import parse
+from iorig.model import ALL, PhaseKind, PhaseStatus, RunStatus, Scope, ScopeKind
+from iorig.plan import PlannedPhase
+from iorig.run.events import PhaseFinished, PhaseProgress, PhaseStarted, RunStarted
+from iorig.run.searches import CurveSettings, KneeSettings, run_curve, run_knee
+from iorig.run.session import RunSession, execute
+from iorig.scenario import resolve, source_from_text
+from iorig.store import Store
+
+FIXTURE_IOPS = sum(
+    j.dirs["read"].iops
+    for j in parse.parse_final(
+        (Path(__file__).parent / "data/randread-2jobs/output.json").read_text()
+    ).jobs
+)
+
+SCENARIO = """
+name: s
+title: Session test
+parameters:
+  size: {type: size, default: 16MiB}
+targets:
+  data: {size: "${size}"}
+phases:
+  - {name: fill, kind: prefill, workloads: [{rw: write, bs: 1MiB}]}
+  - {name: one, kind: measure, duration: 3s, workloads: [{name: rr, rw: randread, bs: 4k}]}
+  - {name: rest, kind: idle, duration: 0.2s}
+  - {name: two, kind: measure, duration: 3s, workloads: [{name: rr, rw: randread, bs: 4k}]}
+  - {name: three, kind: measure, duration: 3s, workloads: [{name: rr, rw: randread, bs: 4k}]}
+"""
+
+
+def _plan(backend: FakeBackend, text: str = SCENARIO):
+    resolved = resolve(source_from_text(text, "s.yaml"))
+    return backend.prepare(resolved, {}, allow_destroy=False, repeats=1)
+
+
+def test_a_normal_run_stores_every_phase_and_cleans_up(db_path):
+    backend = FakeBackend(steps=lambda p: Step(scale=2.0 if p.name == "two" else 1.0))
+    plan = _plan(backend)
+    events = []
+    with Store(db_path) as store:
+        outcome = execute(plan, store, backend, command="test", on_event=events.append)
+        stored = store.load_run(outcome.run_id)
+    assert outcome.status is RunStatus.OK and stored.run.status is RunStatus.OK
+    assert backend.ran == [("fill", 0), ("one", 0), ("two", 0), ("three", 0)]  # idle: no fio
+    assert [p.name for p in stored.phases] == ["fill", "one", "rest", "two", "three"]
+    assert all(p.status is PhaseStatus.OK for p in stored.phases)
+    assert backend.cleaned == [False]
+    one, two = stored.phases[1], stored.phases[3]
+    assert one.aggregate.totals[ALL].iops == pytest.approx(FIXTURE_IOPS)
+    assert two.aggregate.totals[ALL].iops == pytest.approx(2 * FIXTURE_IOPS)
+    assert [s.scope for s in one.scopes] == [Scope(), Scope("rr", "local")]
+    assert len(one.aggregate.series[ALL]) == 2  # the recorded logs' common seconds
+    kinds = [type(e) for e in events]
+    assert kinds[0] is RunStarted and kinds.count(PhaseStarted) == 5
+    assert kinds.count(PhaseFinished) == 5 and PhaseProgress in kinds
+
+
+def test_ctrl_c_mid_phase_keeps_what_it_measured_and_starts_nothing_more(db_path):
+    backend = FakeBackend(steps=lambda p: Step(interrupt=p.name == "two"))
+    plan = _plan(backend)
+    with Store(db_path) as store:
+        outcome = execute(plan, store, backend, command="test")
+        stored = store.load_run(outcome.run_id)
+    assert outcome.status is RunStatus.ABORTED
+    assert stored.run.status is RunStatus.ABORTED and stored.run.ended_at is not None
+    assert backend.ran[-1] == ("two", 0)  # "three" never started
+    two = stored.phases[-1]
+    assert two.name == "two" and two.status is PhaseStatus.ABORTED
+    assert "interrupted" in (two.error or "")
+    assert two.aggregate.totals[ALL].ios > 0  # the figures up to the interrupt are kept
+    assert backend.cleaned == [False]
+
+
+def test_a_failing_phase_fails_the_run_with_fios_message(db_path):
+    backend = FakeBackend(
+        steps=lambda p: (
+            Step(fail="fio: pid=1, err=28/file:io_u.c: No space left on device")
+            if p.name == "one"
+            else Step()
+        )
+    )
+    plan = _plan(backend)
+    with Store(db_path) as store:
+        outcome = execute(plan, store, backend, command="test")
+        stored = store.load_run(outcome.run_id)
+    assert outcome.status is RunStatus.FAILED
+    assert backend.ran == [("fill", 0), ("one", 0)]
+    one = stored.phases[-1]
+    assert one.status is PhaseStatus.FAILED and "No space left on device" in (one.error or "")
+    assert "phase 'one'" in (stored.run.error or "") and "No space left" in stored.run.error
+    assert backend.cleaned == [False]
+
+
+def test_a_host_dropping_out_fails_the_phase_by_name_and_keeps_the_others(db_path):
+    hosts = ("127.0.0.2:8765", "127.0.0.3:8765", "127.0.0.4:8765")
+    backend = FakeBackend(
+        hosts=hosts,
+        steps=lambda p: Step(
+            drop_host=hosts[1] if p.name == "one" else None, late_ms={hosts[2]: 1000}
+        ),
+    )
+    plan = _plan(backend)
+    with Store(db_path) as store:
+        outcome = execute(plan, store, backend, command="test")
+        stored = store.load_run(outcome.run_id)
+    assert outcome.status is RunStatus.FAILED and hosts[1] in (stored.run.error or "")
+    one = stored.phases[-1]
+    assert one.name == "one" and one.status is PhaseStatus.FAILED
+    by_host = {s.scope.host: s for s in one.scopes if s.scope.kind is ScopeKind.HOST}
+    assert by_host[hosts[1]].status is PhaseStatus.FAILED
+    kept = [by_host[h] for h in (hosts[0], hosts[2])]
+    assert all(s.status is PhaseStatus.OK and s.totals[ALL].ios > 0 for s in kept)
+    assert one.aggregate.totals[ALL].ios == sum(s.totals[ALL].ios for s in kept)
+    # the host that started a second late lines up a second later: the
+    # aggregate keeps only the seconds both hosts cover
+    fill = stored.phases[0]
+    assert [len(s.series[ALL]) for s in fill.host_scopes] == [2, 2, 2]
+    assert len(fill.aggregate.series[ALL]) == 1
+
+
+def _knee_model(phase: PlannedPhase) -> Step:
+    """Throughput doubles with concurrency up to 8, then stays flat."""
+    concurrency = phase.point.get("concurrency")
+    if concurrency is None:
+        return Step()
+    return Step(scale=min(concurrency, 8) / 8)
+
+
+def test_knee_search_doubles_refines_and_remeasures_on_the_fake(db_path):
+    source = adhoc_source("randread", name="knee", title="knee")
+    resolved = resolve(source, None, {"duration": "3s", "size": "16MiB", "jobs": "1"})
+    backend = FakeBackend(steps=_knee_model)
+    plan = backend.prepare(resolved, {}, allow_destroy=False, repeats=1)
+    settings = KneeSettings(scale="iodepth", rule=KneeRule(min_gain=0.10, max_concurrency=64))
+    with Store(db_path) as store:
+        session = RunSession(plan, store, backend, command="test", search=settings.as_dict())
+        with session:
+            run_knee(session, settings)
+        stored = store.load_run(session.run_id)
+    measured = [(name, r) for name, r in backend.ran if name.startswith("iodepth=")]
+    # doubling: 1 2 4 8 16 (16 gains nothing over 8: stop), refine between 8 and 16
+    # (11, the geometric midpoint), then two more measurements of the top three
+    firsts = [name for name, r in measured if r == 0]
+    assert firsts == ["iodepth=1", "iodepth=2", "iodepth=4", "iodepth=8", "iodepth=16",
+                      "iodepth=11"]  # fmt: skip
+    repeats = sorted({name for name, r in measured if r > 0})
+    assert repeats == ["iodepth=11", "iodepth=16", "iodepth=8"]
+    assert len([1 for _, r in measured if r > 0]) == 6
+    result = analyse(stored).search
+    assert isinstance(result, KneeResult) and result.knee.point is not None
+    assert result.knee.point.concurrency == 8
+    assert result.plateau is not None and set(result.plateau.members) >= {8, 11, 16}
+    assert all(p.kind is PhaseKind.MEASURE for p in stored.phases[1:])
+
+
+def test_curve_runs_fractions_of_the_measured_maximum_and_stops_past_the_cap(db_path):
+    source = adhoc_source("randread", name="curve", title="curve")
+    resolved = resolve(source, None, {"duration": "3s", "size": "16MiB", "jobs": "2"})
+    fractions = (0.25, 0.5, 1.0)
+
+    def model(phase: PlannedPhase) -> Step:  # each point achieves what it asked for
+        return Step(scale=phase.point.get("fraction", 1.0))
+
+    backend = FakeBackend(steps=model)
+    plan = backend.prepare(resolved, {}, allow_destroy=False, repeats=1)
+    uncapped = CurveSettings(fractions=fractions)
+    with Store(db_path) as store:
+        session = RunSession(plan, store, backend, command="test", search=uncapped.as_dict())
+        with session:
+            run_curve(session, uncapped)
+        stored = store.load_run(session.run_id)
+    assert [n for n, _ in backend.ran] == ["fill", "max", "load=25%", "load=50%", "load=100%"]
+    points = [p for p in stored.phases if "fraction" in p.point]
+    for p, fraction in zip(points, fractions, strict=True):
+        per_job = int(fraction * FIXTURE_IOPS / 2)  # requested per job, as fio's rate_iops
+        assert p.point["requested_iops"] == per_job * 2
+        assert p.point["max_iops"] == pytest.approx(FIXTURE_IOPS)
+    result = analyse(stored).search
+    assert isinstance(result, CurveResult) and result.valid and result.ort_ms is not None
+    # a cap the first point already breaks: the curve stops there
+    capped = CurveSettings(fractions=fractions, cap=("p99", 1.0))
+    backend = FakeBackend(steps=model)
+    plan = backend.prepare(resolved, {}, allow_destroy=False, repeats=1)
+    with Store(db_path) as store:
+        session = RunSession(plan, store, backend, command="test", search=capped.as_dict())
+        with session:
+            run_curve(session, capped)
+        stored = store.load_run(session.run_id)
+    assert [n for n, _ in backend.ran] == ["fill", "max", "load=25%"]
+    result = analyse(stored).search
+    assert isinstance(result, CurveResult) and result.capped_at == "load=25%"
+
+
+def test_a_maximum_without_io_fails_the_curve_before_any_load_point(db_path):
+    source = adhoc_source("randread", name="curve", title="curve")
+    resolved = resolve(source, None, {"duration": "3s", "size": "16MiB"})
+    backend = FakeBackend(steps=lambda p: Step(scale=0.0) if p.name == "max" else Step())
+    plan = backend.prepare(resolved, {}, allow_destroy=False, repeats=1)
+    settings = CurveSettings(fractions=(0.5, 1.0))
+    with Store(db_path) as store:
+        session = RunSession(plan, store, backend, command="test", search=settings.as_dict())
+        with session:
+            run_curve(session, settings)
+        stored = store.load_run(session.run_id)
+    assert [n for n, _ in backend.ran] == ["fill", "max"]
+    assert stored.run.status is RunStatus.FAILED and "no maximum" in (stored.run.error or "")

@@ -1,0 +1,95 @@
+"""Databases written by earlier iorig versions upgrade and read back.
+
+``tests/data/schema-vN/results.sqlite`` were written by the iorig of each
+earlier schema version (v1: commit 67e5ed4, an ad-hoc run and a steady-state
+warm-up; v2: commit 716f9f7, adding a sweep and a knee search); the JSON next
+to each is its run as this iorig reads it after upgrading (checked field by
+field against what the writing iorig's own `show --json` printed when the
+goldens were made). Any change to the schema, the payload codecs or the
+analysis that alters what an old run says shows up here.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from iorig.analyze.analysis import analyse
+from iorig.cli.refs import resolve_run_id
+from iorig.errors import UserError
+from iorig.model import Disclosure, InterfaceLimit
+from iorig.report.exporters import render
+from iorig.store import Store, codecs
+from iorig.store.schema import LATEST
+
+DATA = Path(__file__).resolve().parent / "data"
+VERSIONS = sorted(DATA.glob("schema-v*"))
+
+
+def test_every_earlier_schema_version_has_a_database():
+    assert [int(p.name.removeprefix("schema-v")) for p in VERSIONS] == list(range(1, LATEST))
+
+
+@pytest.mark.parametrize("folder", VERSIONS, ids=lambda p: p.name)
+def test_an_old_database_upgrades_and_reads_back_to_its_golden_json(folder, tmp_path):
+    copy = tmp_path / "results.sqlite"
+    shutil.copy(folder / "results.sqlite", copy)
+    old_version = sqlite3.connect(copy).execute("PRAGMA user_version").fetchone()[0]
+    assert old_version == int(folder.name.removeprefix("schema-v"))
+    goldens = sorted(folder.glob("*.json"))
+    assert goldens
+    with Store(copy) as store:
+        assert store.schema_version == LATEST
+        assert sorted(store.run_ids()) == sorted(p.stem for p in goldens)
+        for golden in goldens:
+            run_id = resolve_run_id(store, golden.stem)
+            doc = json.loads(
+                render("json", analyse(store.load_run(run_id), store.job_texts(run_id)))
+            )
+            assert doc == json.loads(golden.read_text()), golden.name
+    # the upgraded file keeps working as a current one: a second open changes nothing
+    with Store(copy) as store:
+        assert store.schema_version == LATEST
+
+
+def test_payloads_carry_versions_and_old_ones_are_updated():
+    # version 1 kept the derived interface limit among the disclosure's sections
+    limit = {"bytes_per_s": 3.94e9, "source": "nvme0n1"}
+    old = json.dumps({"version": 1, "data": {"cpu": {"model": "x"}, "interface_limit": limit}})
+    disclosure = codecs.DISCLOSURE.decode(old)
+    assert disclosure == Disclosure({"cpu": {"model": "x"}}, InterfaceLimit(3.94e9, "nvme0n1"))
+    again = codecs.DISCLOSURE.encode(disclosure)
+    assert json.loads(again)["version"] == codecs.DISCLOSURE.version
+    assert codecs.DISCLOSURE.decode(again) == disclosure
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ('{"version": 99, "data": {}}', "newer than this iorig reads"),
+        ('{"data": {}}', "not a versioned payload"),
+        ('{"version": "1", "data": {}}', "is not a version"),
+        ("[1, 2", "not JSON"),
+        ('{"version": 1, "data": [1]}', "unexpected content"),
+    ],
+)
+def test_bad_payloads_are_refused_by_name(text, message):
+    with pytest.raises(codecs.PayloadError, match=message):
+        codecs.DISCLOSURE.decode(text)
+
+
+def test_a_run_with_a_payload_from_a_newer_iorig_is_refused_clearly(tmp_path):
+    copy = tmp_path / "results.sqlite"
+    shutil.copy(VERSIONS[-1] / "results.sqlite", copy)
+    with Store(copy) as store:
+        run_id = store.run_ids()[0]
+        store.conn.execute(
+            "UPDATE runs SET search_json = ? WHERE id = ?",
+            ('{"version": 7, "data": {}}', run_id),
+        )
+        with pytest.raises(UserError, match=f"run {run_id}: search settings: payload version 7"):
+            store.load_run(run_id)
