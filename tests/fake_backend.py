@@ -4,7 +4,7 @@ renamed to the phase's workloads, optionally scaled, failed, interrupted or
 with a host missing. ``RunSession``, the searches and the collection step run
 for real on it, so their decisions are tested without fio.
 
-    backend = FakeBackend(steps=lambda phase: Step(scale=2.0))
+    backend = FakeBackend(steps=lambda phase, repeat: Step(scale=2.0))
     plan = backend.prepare(resolved, {}, allow_destroy=False, repeats=1)
 """
 
@@ -86,7 +86,7 @@ class FakeBackend:
     def __init__(
         self,
         hosts: tuple[str, ...] = ("local",),
-        steps: Callable[[PlannedPhase], Step] = lambda phase: Step(),
+        steps: Callable[[PlannedPhase, int], Step] = lambda phase, repeat: Step(),
     ) -> None:
         self._hosts = hosts
         self.steps = steps
@@ -123,7 +123,7 @@ class FakeBackend:
         return replace(plan, hosts=addresses, host_targets={h: targets for h in self._hosts})
 
     def run_phase(self, job: PhaseJob) -> Iterator[Progress | RawPhase]:
-        step = self.steps(job.phase)
+        step = self.steps(job.phase, job.repeat)
         self.ran.append((job.phase.name, job.repeat))
         yield Progress(0.5, 0.5, None)
         if step.interrupt:

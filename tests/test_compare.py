@@ -15,6 +15,7 @@ from iorig.analyze.compare import NO_DIFFERENCE, verdict_text
 from iorig.analyze.stats import batch_means, t_cdf, t_quantile, welch_ratio
 from iorig.model import Metric, PhaseResult, StoredRun
 from iorig.report.cmptables import comparison_tables
+from iorig.report.options import RenderOptions
 from iorig.report.tables import to_markdown
 
 
@@ -58,7 +59,7 @@ def test_seed_000_median_random_read_gain_is_plus_2_26_percent():
     (phase,) = cmp.phases
     diff = phase.differences[1]
     assert round(diff.change_median * 100, 2) == 2.26
-    median_table = comparison_tables(cmp)[0]
+    median_table = comparison_tables(cmp, RenderOptions())[0]
     row = median_table.rows[0]
     assert row[:4] == ("random-read (IOPS)", "117.55K", "120.21K", "+2.26%")
     markdown = to_markdown(median_table)
@@ -162,3 +163,16 @@ def test_batch_means_use_equal_batches_and_drop_nan():
     # three batches of 2 s give too poor a variance to test anything: untestable
     assert batch_means([float(v) for v in range(7)], batches=10, min_batch=2) == []
     assert len(batch_means([float(v) for v in range(8)], batches=10, min_batch=2)) == 4
+
+
+def test_a_big_change_that_cannot_be_tested_is_not_testable_not_no_difference():
+    """5 s phases without repeats: batch means cannot judge even −52 %."""
+    a = _run("a1", "A", [_phase("rr", "iops", _noisy(100e3, n=5, seed=1))])
+    b = _run("b2", "B", [_phase("rr", "iops", _noisy(48e3, n=5, seed=2))])
+    cmp = compare([a, b])
+    diff = cmp.phases[0].differences[1]
+    assert diff.verdict == "untestable" and round(diff.change_median * 100) == -52
+    for figure in ("median", "max", "min"):
+        assert cmp.phases[0].winner(cmp.labels, figure) == "not testable"
+    row = comparison_tables(cmp, RenderOptions())[0].rows[0]
+    assert row[-2:] == ("not testable", "not testable: too few samples")

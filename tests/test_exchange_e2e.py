@@ -8,6 +8,7 @@ import json
 import sqlite3
 
 import pytest
+from tests.fioservers import fio_servers, server_dir
 
 pytestmark = pytest.mark.fio
 
@@ -46,7 +47,8 @@ def test_quick_exchange_run_gives_a_verdict_with_headroom(iorig, scratch, db_pat
     assert iops["limit"] == pytest.approx(500 * 0.067) and iops["margin"] > 0
     assert {v["metric"] for v in shown["verdicts"]} == {"iops", "lat_mean", "lat_mean_max"}
     assert "Verdict: PASS" in result.stdout and "exceeded by" in result.stdout
-    # fio's flow control kept database bytes : log bytes near the 10:1 asked for
+    # the log streams follow the database's achieved rate (10:1); the log probe is
+    # a small paced stream beside them that carries the log's latency verdict
     with sqlite3.connect(db_path) as conn:
         rows = dict(
             conn.execute(
@@ -55,7 +57,8 @@ def test_quick_exchange_run_gives_a_verdict_with_headroom(iorig, scratch, db_pat
                 "WHERE p.name = 'performance' AND t.ddir = 'all' AND r.workload != ''"
             ).fetchall()
         )
-    assert 7 <= rows["db"] / rows["log"] <= 13, rows
+    assert 7 <= rows["db"] / rows["log_streams"] <= 13, rows
+    assert 0 < rows["log"] < rows["log_streams"], rows
     # the databases were created in directories: removed after the run
     assert not (scratch / "db" / "iorig-db.dat").exists()
 
@@ -136,3 +139,22 @@ def test_a_corrupted_database_block_fails_the_checksum_with_its_offset(iorig, sc
         assert f"iorig-db.dat offset {page} " in error, error
     checksum = next(p for p in shown["timed_phases"] if p["phase"] == "checksum")
     assert checksum["status"] == "failed"
+
+
+def test_exchange_on_two_fio_servers_creates_duplicates_and_checksums(iorig, tmp_path):
+    """Remote databases are laid out once at their full size: duplicating them
+    never re-lays out (and zeroes) the first, so the checksum passes; and no
+    fio state file is left in the servers' directories."""
+    with fio_servers(2, tmp_path) as hosts:
+        result = iorig("run", "exchange", "--quick", "--duration", "2s",
+                       "--hosts", ",".join(h.label for h in hosts))  # fmt: skip
+        leftovers = [p.name for h in hosts for p in server_dir(tmp_path, h).iterdir()]
+    assert result.returncode == 0, result.stdout + result.stderr
+    shown = _show(iorig)
+    assert shown["run"]["status"] == "ok" and shown["verdict"] == "PASS"
+    timed = {p["phase"]: p for p in shown["timed_phases"]}
+    assert timed["checksum"]["status"] == "ok"
+    # two hosts, each with two 48 MiB databases read back whole
+    assert timed["checksum"]["io_bytes"] == 2 * 96 * 2**20
+    assert leftovers == []
+    assert "Laying out IO file" not in result.stdout + result.stderr

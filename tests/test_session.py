@@ -52,7 +52,7 @@ def _plan(backend: FakeBackend, text: str = SCENARIO):
 
 
 def test_a_normal_run_stores_every_phase_and_cleans_up(db_path):
-    backend = FakeBackend(steps=lambda p: Step(scale=2.0 if p.name == "two" else 1.0))
+    backend = FakeBackend(steps=lambda p, r: Step(scale=2.0 if p.name == "two" else 1.0))
     plan = _plan(backend)
     events = []
     with Store(db_path) as store:
@@ -74,7 +74,7 @@ def test_a_normal_run_stores_every_phase_and_cleans_up(db_path):
 
 
 def test_ctrl_c_mid_phase_keeps_what_it_measured_and_starts_nothing_more(db_path):
-    backend = FakeBackend(steps=lambda p: Step(interrupt=p.name == "two"))
+    backend = FakeBackend(steps=lambda p, r: Step(interrupt=p.name == "two"))
     plan = _plan(backend)
     with Store(db_path) as store:
         outcome = execute(plan, store, backend, command="test")
@@ -91,7 +91,7 @@ def test_ctrl_c_mid_phase_keeps_what_it_measured_and_starts_nothing_more(db_path
 
 def test_a_failing_phase_fails_the_run_with_fios_message(db_path):
     backend = FakeBackend(
-        steps=lambda p: (
+        steps=lambda p, r: (
             Step(fail="fio: pid=1, err=28/file:io_u.c: No space left on device")
             if p.name == "one"
             else Step()
@@ -113,7 +113,7 @@ def test_a_host_dropping_out_fails_the_phase_by_name_and_keeps_the_others(db_pat
     hosts = ("127.0.0.2:8765", "127.0.0.3:8765", "127.0.0.4:8765")
     backend = FakeBackend(
         hosts=hosts,
-        steps=lambda p: Step(
+        steps=lambda p, r: Step(
             drop_host=hosts[1] if p.name == "one" else None, late_ms={hosts[2]: 1000}
         ),
     )
@@ -136,7 +136,7 @@ def test_a_host_dropping_out_fails_the_phase_by_name_and_keeps_the_others(db_pat
     assert len(fill.aggregate.series[ALL]) == 1
 
 
-def _knee_model(phase: PlannedPhase) -> Step:
+def _knee_model(phase: PlannedPhase, repeat: int) -> Step:
     """Throughput doubles with concurrency up to 8, then stays flat."""
     concurrency = phase.point.get("concurrency")
     if concurrency is None:
@@ -176,7 +176,7 @@ def test_curve_runs_fractions_of_the_measured_maximum_and_stops_past_the_cap(db_
     resolved = resolve(source, None, {"duration": "3s", "size": "16MiB", "jobs": "2"})
     fractions = (0.25, 0.5, 1.0)
 
-    def model(phase: PlannedPhase) -> Step:  # each point achieves what it asked for
+    def model(phase: PlannedPhase, repeat: int) -> Step:  # each point achieves what it asked
         return Step(scale=phase.point.get("fraction", 1.0))
 
     backend = FakeBackend(steps=model)
@@ -212,7 +212,7 @@ def test_curve_runs_fractions_of_the_measured_maximum_and_stops_past_the_cap(db_
 def test_a_maximum_without_io_fails_the_curve_before_any_load_point(db_path):
     source = adhoc_source("randread", name="curve", title="curve")
     resolved = resolve(source, None, {"duration": "3s", "size": "16MiB"})
-    backend = FakeBackend(steps=lambda p: Step(scale=0.0) if p.name == "max" else Step())
+    backend = FakeBackend(steps=lambda p, r: Step(scale=0.0) if p.name == "max" else Step())
     plan = backend.prepare(resolved, {}, allow_destroy=False, repeats=1)
     settings = CurveSettings(fractions=(0.5, 1.0))
     with Store(db_path) as store:
@@ -222,3 +222,34 @@ def test_a_maximum_without_io_fails_the_curve_before_any_load_point(db_path):
         stored = store.load_run(session.run_id)
     assert [n for n, _ in backend.ran] == ["fill", "max"]
     assert stored.run.status is RunStatus.FAILED and "no maximum" in (stored.run.error or "")
+
+
+def test_a_noisy_fall_is_measured_again_before_the_knee_search_stops(db_path):
+    """The first run at concurrency 2 comes out low (noise); measured again,
+    2 gains on 1 as the device really does, and the search goes on."""
+
+    def noisy(phase: PlannedPhase, repeat: int) -> Step:
+        concurrency = phase.point.get("concurrency")
+        if concurrency is None:
+            return Step()
+        if concurrency == 2 and repeat == 0:
+            return Step(scale=0.1)  # one bad point: below concurrency 1
+        return Step(scale=min(concurrency, 8) / 8)
+
+    source = adhoc_source("randread", name="knee", title="knee")
+    resolved = resolve(source, None, {"duration": "3s", "size": "16MiB", "jobs": "1"})
+    backend = FakeBackend(steps=noisy)
+    plan = backend.prepare(resolved, {}, allow_destroy=False, repeats=1)
+    settings = KneeSettings(scale="iodepth", rule=KneeRule(min_gain=0.10, max_concurrency=64))
+    with Store(db_path) as store:
+        session = RunSession(plan, store, backend, command="test", search=settings.as_dict())
+        with session:
+            run_knee(session, settings)
+        stored = store.load_run(session.run_id)
+    order = [(n, r) for n, r in backend.ran if n.startswith("iodepth=")]
+    # 2 fell below 1: both ends measured again, the pooled step gains, the search goes on
+    assert order[:4] == [("iodepth=1", 0), ("iodepth=2", 0), ("iodepth=1", 1), ("iodepth=2", 1)]
+    assert ("iodepth=4", 0) in order and ("iodepth=16", 0) in order
+    result = analyse(stored).search
+    assert isinstance(result, KneeResult) and result.knee.point is not None
+    assert result.knee.point.concurrency == 8

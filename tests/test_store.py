@@ -235,13 +235,18 @@ def test_run_addressing(db_path):
             resolve_run_id(store, "abc12")
         with pytest.raises(UserError, match="no run with id"):
             resolve_run_id(store, "fff")
-        with pytest.raises(UserError, match="not a run id"):
+        with pytest.raises(UserError, match="neither a run id nor a run's label"):
             resolve_run_id(store, "peak; drop table runs")
         for bad in ("last~abc", "last~-1", "lastly", "last~"):
             with pytest.raises(UserError, match="not a run reference"):
                 resolve_run_id(store, bad)
         with pytest.raises(UserError, match="too few runs"):
             resolve_run_id(store, "last~2")
+        _run(store, run_id="abc125000003", started_at=3.0, label="host")
+        assert resolve_run_id(store, "host") == "abc125000003"
+        _run(store, run_id="abc126000004", started_at=4.0, label="host")
+        with pytest.raises(UserError, match="2 runs are labelled 'host'"):
+            resolve_run_id(store, "host")
 
 
 def test_empty_database_last_is_a_clear_error(db_path):

@@ -29,6 +29,7 @@ from iorig.yamlsource import Path_, YamlDoc, load_yaml
 
 _TEMPLATE_RE = re.compile(r"\$\{([^}]*)\}")
 _NAME_ONLY_RE = re.compile(r"^\s*([A-Za-z_][A-Za-z0-9_]*)\s*$")
+_SIZE_PARAMETER_RE = re.compile(r"^\s*\$\{\s*size\s*\}\s*$")
 
 
 # ------------------------------------------------------------------ loading
@@ -63,6 +64,20 @@ class ResolvedScenario:
         if name in self.sweep:
             return ", ".join(self.sweep[name])
         return value_text(self.scenario.parameters[name], self.params[name])
+
+    def size_is_explicit(self, role: str) -> bool:
+        """Whether target ``role``'s size is one to honour on a block device.
+
+        A target sized by the plain ``size`` parameter left at its default
+        (peak's 16 GiB) uses a whole device instead; any other size — given
+        with --size, or derived, like Exchange's databases × db_size — is
+        the region to use."""
+        targets = self.source.doc.data.get("targets")
+        raw = targets.get(role) if isinstance(targets, dict) else None
+        text = str(raw.get("size", "")) if isinstance(raw, dict) else ""
+        if _SIZE_PARAMETER_RE.match(text):
+            return self.param_origins.get("size", "default") != "default"
+        return True
 
 
 def builtin_names() -> list[str]:

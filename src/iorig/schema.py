@@ -296,7 +296,9 @@ class Criterion(_Model):
     latency, ``lat_max`` the slowest single I/O, ``lat_mean_max`` the worst
     one-second mean (what a sampled performance counter's maximum shows),
     ``pNN`` a percentile of the merged histograms. One bound: ``min`` (e.g.
-    IOPS) or ``max`` (latency, with a unit: ``20ms``).
+    IOPS) or ``max`` (latency, with a unit: ``20ms``); without either the
+    figure is reported beside the verdicts but judges nothing (Jetstress
+    reports database write latency that way).
     """
 
     name: str
@@ -328,17 +330,21 @@ class Criterion(_Model):
 
     @model_validator(mode="after")
     def _one_bound(self) -> Criterion:
-        if (self.min is None) == (self.max is None):
-            raise ValueError("give exactly one of 'min' or 'max'")
+        if self.min is not None and self.max is not None:
+            raise ValueError("give one of 'min' or 'max' (or neither, to report the figure)")
         return self
 
     @property
     def bound(self) -> str:
-        return "min" if self.min is not None else "max"
+        """ "min", "max", or "info" for a figure reported without a limit."""
+        if self.min is not None:
+            return "min"
+        return "max" if self.max is not None else "info"
 
     @property
     def limit(self) -> float:
-        return float(self.min if self.min is not None else self.max)  # type: ignore[arg-type]
+        value = self.min if self.min is not None else self.max
+        return float("nan") if value is None else float(value)
 
 
 class LoadPointSpec(_Model):

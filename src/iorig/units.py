@@ -167,6 +167,25 @@ def parse_rate(value: str) -> float:
         raise ValueError(f"not a rate: {value!r} (use e.g. 3.5GB/s, 600MB/s, 25Gb/s)") from None
 
 
+_IOPS_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kKmMgG]?)\s*iops\s*$", re.IGNORECASE)
+
+
+def parse_limit(value: str) -> tuple[float, str]:
+    """A rated figure: ``500kIOPS`` -> (500000, "iops"); ``3.5GB/s`` ->
+    (3.5e9, "bytes_per_s")."""
+    match = _IOPS_RE.match(str(value))
+    if match:
+        number, prefix = match.groups()
+        factor = 1000 ** ("KMG".index(prefix.upper()) + 1) if prefix else 1
+        return float(number) * factor, "iops"
+    try:
+        return parse_rate(value), "bytes_per_s"
+    except ValueError:
+        raise ValueError(
+            f"not a limit: {value!r} (a bandwidth such as 3.5GB/s, or IOPS such as 500kIOPS)"
+        ) from None
+
+
 _LATENCY_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ns|us|µs|ms|s)\s*$")
 _LATENCY_NS = {"ns": 1.0, "us": 1e3, "µs": 1e3, "ms": 1e6, "s": 1e9}
 _LIMIT_RE = re.compile(r"^\s*(mean|p\d+(?:\.\d+)?)\s*(?:<=|<|=<)\s*(.+)$", re.IGNORECASE)

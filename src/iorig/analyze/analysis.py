@@ -16,11 +16,18 @@ from iorig.analyze.compare import (
     pool_phases,
     unique_labels,
 )
-from iorig.analyze.criteria import Verdict, any_point_passes, criteria_of, evaluate, overall
+from iorig.analyze.criteria import (
+    Verdict,
+    criteria_of,
+    evaluate,
+    figure,
+    latency_columns,
+    overall,
+)
 from iorig.analyze.search import SearchResult, search_result
 from iorig.analyze.summary import PhaseSummary, summarize_phase
 from iorig.analyze.sweepcmp import SweepComparison, sweep_comparisons
-from iorig.model import PhaseKind, RunRecord, StoredRun
+from iorig.model import PhaseKind, PhaseStatus, RunRecord, RunStatus, StoredRun
 
 
 @dataclass(frozen=True)
@@ -32,6 +39,9 @@ class RunAnalysis:
     verdict: str | None  # overall: "PASS", "FAIL", "PASS at …"; None without criteria
     search: SearchResult | None  # what a sweep, knee or curve found
     job_texts: Mapping[str, str] = field(default_factory=dict)  # phase name -> job file
+    # multi-host runs: measured phase (with its repeat) -> host -> the criteria's
+    # mean latencies on that host ("db read lat" …), as Jetstress reports per instance
+    host_latencies: Mapping[str, Mapping[str, Mapping[str, float]]] = field(default_factory=dict)
 
     @property
     def run(self) -> RunRecord:
@@ -43,8 +53,9 @@ class RunAnalysis:
 
     @property
     def passed(self) -> bool:
-        """Some measured phase met every criterion (True without criteria)."""
-        return any_point_passes(self.verdicts)
+        """Some measured phase met every criterion and nothing failed (True
+        without criteria)."""
+        return self.verdict is None or self.verdict.startswith("PASS")
 
 
 def analyse(stored: StoredRun, job_texts: Mapping[str, str] | None = None) -> RunAnalysis:
@@ -55,10 +66,45 @@ def analyse(stored: StoredRun, job_texts: Mapping[str, str] | None = None) -> Ru
         summaries=tuple(summarize_phase(p) for p in stored.phases),
         pooled=pooled,
         verdicts=verdicts,
-        verdict=overall(verdicts),
+        verdict=_verdict(stored, verdicts),
         search=search_result(stored, pooled, verdicts),
         job_texts=dict(job_texts or {}),
+        host_latencies=_host_latencies(stored),
     )
+
+
+def _host_latencies(stored: StoredRun) -> dict[str, dict[str, dict[str, float]]]:
+    columns = latency_columns(criteria_of(stored.run.resolved))
+    out: dict[str, dict[str, dict[str, float]]] = {}
+    if len(stored.run.hosts) < 2 or not columns:
+        return out
+    for phase in stored.phases:
+        if phase.kind is PhaseKind.MEASURE and phase.host_scopes:
+            label = phase.name + (f" #{phase.repeat + 1}" if phase.repeat else "")
+            out[label] = {
+                host.scope.host or "": {name: figure(c, [phase], host.scope.host)
+                                        for name, c in columns}
+                for host in phase.host_scopes
+            }  # fmt: skip
+    return out
+
+
+def _verdict(stored: StoredRun, verdicts: tuple[Verdict, ...]) -> str | None:
+    """The criteria's verdict, unless the run itself did not complete: a
+    failed phase (a checksum that found bad blocks, a host that dropped out)
+    fails the run whatever its figures say, and an interrupted run proves
+    nothing either way."""
+    verdict = overall(verdicts)
+    if verdict is None:
+        return None
+    failed = [p.name for p in stored.phases if p.status is PhaseStatus.FAILED]
+    if failed:
+        return f"FAIL: phase {', '.join(dict.fromkeys(failed))} failed"
+    if stored.run.status is RunStatus.FAILED:
+        return "FAIL: the run failed"
+    if stored.run.status is RunStatus.ABORTED:
+        return "INCOMPLETE: the run was interrupted"
+    return verdict
 
 
 @dataclass(frozen=True)

@@ -41,6 +41,7 @@ from iorig.model import (
 )
 
 NO_DIFFERENCE = "no significant difference"
+NOT_TESTABLE = "not testable"
 
 
 @dataclass(frozen=True)
@@ -49,7 +50,7 @@ class RunPhase:
 
     name: str
     headline: Metric
-    per_second: np.ndarray
+    per_second: np.ndarray  # of the headline metric, all repeats' seconds
     repeat_levels: tuple[float, ...]  # the phase's throughput in each repeat
     iops: float
     bytes_per_s: float
@@ -189,10 +190,13 @@ class PhaseComparison:
     differences: tuple[Difference | None, ...]  # vs the baseline; None for it or when absent
 
     def winner(self, labels: tuple[str, ...], figure: str) -> str:
-        """The winner of one table ("median", "max", "min"), or no difference.
+        """The winner of one table ("median", "max", "min"), no significant
+        difference, or not testable.
 
         A run wins only where the level test says it differs from the
-        baseline and the table's own figure moves the same way.
+        baseline and the table's own figure moves the same way. Without a
+        winner, a difference that could not be tested makes the column say
+        so: "no significant difference" is a claim a test has to back.
         """
         best, best_change = None, 0.0
         baseline_beaten_by_all = True
@@ -210,6 +214,8 @@ class PhaseComparison:
         others = [d for d in self.differences if d is not None]
         if others and baseline_beaten_by_all:
             return labels[0]
+        if any(d.verdict == "untestable" for d in others):
+            return NOT_TESTABLE
         return NO_DIFFERENCE
 
 

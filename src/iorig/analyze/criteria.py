@@ -28,8 +28,8 @@ class Verdict:
     name: str
     phase: str
     metric: str
-    bound: str  # "min" or "max"
-    limit: float  # IOPS, bytes/s or ns
+    bound: str  # "min", "max", or "info" (reported, judges nothing)
+    limit: float  # IOPS, bytes/s or ns (NaN for "info")
     value: float
     passed: bool
     # Room left: for a minimum, value / limit − 1 ("exceeded the target by
@@ -42,20 +42,27 @@ def criteria_of(resolved: dict[str, Any]) -> list[Criterion]:
     return [Criterion.model_construct(**c) for c in resolved.get("criteria", [])]
 
 
-def _selected(phase: PhaseResult, workloads: list[str] | None) -> list[ScopeResult]:
+def _selected(
+    phase: PhaseResult, workloads: list[str] | None, host: str | None = None
+) -> list[ScopeResult]:
+    if host is not None:  # one host's share: its workloads, or its whole aggregate
+        if workloads is None:
+            return [s for s in phase.host_scopes if s.scope.host == host]
+        return [s for s in phase.workload_scopes(workloads) if s.scope.host == host]
     if workloads is None:
         return [phase.aggregate] if phase.aggregate is not None else []
     return [s for s in phase.workload_scopes(workloads) if s.status is PhaseStatus.OK]
 
 
-def figure(criterion: Criterion, repeats: Sequence[PhaseResult]) -> float:
-    """The criterion's metric over the selected scopes of a phase's repeats."""
+def figure(criterion: Criterion, repeats: Sequence[PhaseResult], host: str | None = None) -> float:
+    """The criterion's metric over the selected scopes of a phase's repeats
+    (one host's share when ``host`` is given)."""
     ddir = criterion.ddir if criterion.ddir != "all" else ALL
     totals = []
     series = []
     rates: list[float] = []
     for phase in repeats:
-        scopes = _selected(phase, criterion.workloads)
+        scopes = _selected(phase, criterion.workloads, host)
         parts = [s.totals[ddir] for s in scopes if ddir in s.totals]
         rates.append(sum(getattr(t, criterion.metric, 0.0) for t in parts))
         totals += parts
@@ -79,6 +86,20 @@ def figure(criterion: Criterion, repeats: Sequence[PhaseResult]) -> float:
     return histogram.percentiles(histogram.merge(t.hist for t in totals), (p,))[p]
 
 
+def latency_columns(criteria: Sequence[Criterion]) -> list[tuple[str, Criterion]]:
+    """The mean-latency criteria (judged or only reported) with a short label
+    each ("db read lat"), for tables that show them beside other figures:
+    Jetstress reports database read and write and log write latency per
+    thread count and per instance."""
+    out = []
+    for c in criteria:
+        if c.metric == "lat_mean":
+            who = "+".join(c.workloads) if c.workloads else "all"
+            ddir = f" {c.ddir}" if c.ddir != "all" else ""
+            out.append((f"{who}{ddir} lat", c))
+    return out
+
+
 def _matches(criterion: Criterion, phase: PhaseResult) -> bool:
     if criterion.phase is None:
         return True
@@ -99,7 +120,9 @@ def evaluate(criteria: Sequence[Criterion], phases: Sequence[PhaseResult]) -> li
                 continue
             value = figure(c, repeats)
             limit = c.limit
-            if math.isnan(value):
+            if c.bound == "info":
+                passed, margin = True, math.nan
+            elif math.isnan(value):
                 passed, margin = False, math.nan
             elif c.bound == "min":
                 passed, margin = value >= limit, (value / limit - 1 if limit else math.inf)
@@ -113,6 +136,7 @@ def overall(verdicts: Sequence[Verdict]) -> str | None:
     """ "PASS" or "FAIL" for a single measured phase; for several (sweep points,
     a thread search) "PASS" when all pass, else which pass ("PASS at
     performance:threads=8, …" or "FAIL at every point"). None without criteria."""
+    verdicts = [v for v in verdicts if v.bound != "info"]
     if not verdicts:
         return None
     by_phase: dict[str, bool] = {}
@@ -126,9 +150,3 @@ def overall(verdicts: Sequence[Verdict]) -> str | None:
     if not passing:
         return "FAIL at every point"
     return f"PASS at {', '.join(passing)} ({len(passing)} of {len(by_phase)})"
-
-
-def any_point_passes(verdicts: Sequence[Verdict]) -> bool:
-    """Whether some measured phase met every criterion (True without criteria)."""
-    overall_text = overall(verdicts)
-    return overall_text is None or overall_text.startswith("PASS")

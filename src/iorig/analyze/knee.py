@@ -80,19 +80,18 @@ def _step_text(c1: int, c2: int) -> str:
 # --- the doubling stage -------------------------------------------------------
 
 
-def doubling_stop(points: Sequence[Point], rule: KneeRule) -> str | None:
-    """Why the doubling stage should stop after the latest point, or None to go on.
-
-    Checked on the latest point, in order: the SLO (a hard limit), a fall in
-    throughput, a gain under ``min_gain`` per doubling, the maximum concurrency.
-    """
+def _stop(points: Sequence[Point], rule: KneeRule) -> tuple[str, str] | None:
+    """(kind, why) the doubling stage should stop after the latest point, or
+    None to go on. Kinds, checked in this order on the latest point: "slo" (a
+    hard limit), "fall" (throughput fell), "gain" (a gain under ``min_gain``
+    per doubling), "max" (the maximum concurrency)."""
     if not points:
         return None
     ordered = _sorted_unique(points)
     last = ordered[-1]
     if not _meets_slo(last, rule):
         assert rule.slo_p99_ns is not None
-        return (
+        return "slo", (
             f"p99 {format_latency(last.lat_p99_ns)} at {last.concurrency} breaks the SLO "
             f"p99 ≤ {format_latency(rule.slo_p99_ns)}"
         )
@@ -100,7 +99,7 @@ def doubling_stop(points: Sequence[Point], rule: KneeRule) -> str | None:
         prev = ordered[-2]
         if last.throughput < prev.throughput:
             fall = 1.0 - last.throughput / prev.throughput if prev.throughput > 0 else 0.0
-            return (
+            return "fall", (
                 f"throughput fell by {fall * 100:.1f} % from {prev.concurrency} "
                 f"to {last.concurrency}"
             )
@@ -108,13 +107,28 @@ def doubling_stop(points: Sequence[Point], rule: KneeRule) -> str | None:
             prev.concurrency, prev.throughput, last.concurrency, last.throughput
         )
         if gain < rule.min_gain:
-            return (
+            return "gain", (
                 f"gain of {_pct(gain)} {_step_text(prev.concurrency, last.concurrency)} "
                 f"is under {rule.min_gain * 100:g} %"
             )
     if last.concurrency >= rule.max_concurrency:
-        return f"reached the maximum concurrency {rule.max_concurrency}"
+        return "max", f"reached the maximum concurrency {rule.max_concurrency}"
     return None
+
+
+def doubling_stop(points: Sequence[Point], rule: KneeRule) -> str | None:
+    """Why the doubling stage should stop after the latest point, or None to go on."""
+    found = _stop(points, rule)
+    return found[1] if found else None
+
+
+def stops_on_throughput(points: Sequence[Point], rule: KneeRule) -> bool:
+    """Whether the doubling stage would stop because the last step's
+    throughput fell or gained too little: a verdict one noisy point can give
+    (a single short point varies 10–15 % run to run), so the search measures
+    that step again before it believes it."""
+    found = _stop(points, rule)
+    return found is not None and found[0] in ("fall", "gain")
 
 
 def next_doubling(points: Sequence[Point], rule: KneeRule) -> int | None:

@@ -19,7 +19,7 @@ from typing import Any, Literal
 import numpy as np
 
 from iorig.analyze.compare import RunPhase
-from iorig.analyze.criteria import Verdict, criteria_of, figure
+from iorig.analyze.criteria import Verdict, criteria_of, figure, latency_columns
 from iorig.analyze.knee import (
     Knee,
     KneeRule,
@@ -83,6 +83,7 @@ class SweepResult:
     points: tuple[SweepPoint, ...]
     scaled: ScaledFigure | None = None
     fewest_passing: int | None = None  # threads: the fewest that pass every criterion
+    latencies: tuple[ScaledFigure, ...] = ()  # the criteria's mean latencies per point
 
     @property
     def x_axis(self) -> str:
@@ -112,6 +113,14 @@ def _fewest_passing(verdicts: Sequence[Verdict], phases: Sequence[PhaseResult]) 
     return min(passing) if passing else None
 
 
+def _measured_by_name(stored: StoredRun) -> dict[str, list[PhaseResult]]:
+    by_name: dict[str, list[PhaseResult]] = {}
+    for phase in stored.phases:
+        if phase.kind is PhaseKind.MEASURE:
+            by_name.setdefault(phase.name, []).append(phase)
+    return by_name
+
+
 def _scaled_figure(stored: StoredRun) -> ScaledFigure | None:
     """A scenario's required rate (a minimum on IOPS, such as Exchange's
     transactional IOPS) is the figure that should scale with its threads."""
@@ -119,12 +128,17 @@ def _scaled_figure(stored: StoredRun) -> ScaledFigure | None:
     if not rate:
         return None
     criterion = rate[0]
-    by_name: dict[str, list[PhaseResult]] = {}
-    for phase in stored.phases:
-        if phase.kind is PhaseKind.MEASURE:
-            by_name.setdefault(phase.name, []).append(phase)
+    by_name = _measured_by_name(stored)
     label = "+".join(criterion.workloads or ["all"]) + " IOPS"
     return ScaledFigure(label, {name: figure(criterion, ph) for name, ph in by_name.items()})
+
+
+def _latency_figures(stored: StoredRun) -> tuple[ScaledFigure, ...]:
+    by_name = _measured_by_name(stored)
+    return tuple(
+        ScaledFigure(label, {name: figure(c, ph) for name, ph in by_name.items()})
+        for label, c in latency_columns(criteria_of(stored.run.resolved))
+    )
 
 
 def _sweep(
@@ -146,6 +160,7 @@ def _sweep(
         points,
         _scaled_figure(stored),
         _fewest_passing(verdicts, stored.phases) if threads else None,
+        _latency_figures(stored),
     )
 
 

@@ -6,6 +6,13 @@ group's points, the way a storage engineer writes it: "B delivered 23–41 %
 more read throughput, at 71–81 % of the latency". Ranges, not means, because
 the spread across block sizes is the finding; percentages are rounded to
 whole numbers, so "the same" means within half a percent everywhere.
+
+Only points whose difference is significant make a range; the others are
+named as not significant (or not testable). Where B/A crosses 1 along the
+sweep, each side is its own region with its own range ("B delivered 78–105 %
+more read throughput at bs=64KiB–1MiB …; 20–30 % less at bs=4KiB–16KiB …").
+When no point could be tested at all (no repeats), the ranges describe the
+measured points and say that they are untested.
 """
 
 from __future__ import annotations
@@ -30,15 +37,34 @@ class PointPair:
 
 
 @dataclass(frozen=True)
+class Region:
+    """Consecutive points where B stays on one side of A."""
+
+    first: str  # e.g. "bs=64KiB"
+    last: str
+    points: int
+    throughput_ratio_min: float  # B / A
+    throughput_ratio_max: float
+    lat_ratio_min: float  # B / A of mean latency
+    lat_ratio_max: float
+
+    @property
+    def where(self) -> str:
+        """ "bs=64KiB–1MiB", or "bs=64KiB" for one point."""
+        if self.first == self.last:
+            return self.first
+        return f"{self.first}–{self.last.split('=', 1)[-1]}"
+
+
+@dataclass(frozen=True)
 class GroupSummary:
     group: str
     points: int
     testable: int  # points with a significance verdict
     significant: int
-    throughput_ratio_min: float  # B / A
-    throughput_ratio_max: float
-    lat_ratio_min: float  # B / A of mean latency
-    lat_ratio_max: float
+    regions: tuple[Region, ...]  # of the significant points (of all when none was testable)
+    not_significant: tuple[str, ...] = ()  # tested, no significant difference
+    untested: tuple[str, ...] = ()  # not testable, while others were
 
 
 def _ratio(b: float, a: float, what: str, pair: PointPair) -> float:
@@ -47,25 +73,47 @@ def _ratio(b: float, a: float, what: str, pair: PointPair) -> float:
     return b / a
 
 
+def _regions(members: Sequence[PointPair]) -> tuple[Region, ...]:
+    runs: list[list[tuple[PointPair, float, float]]] = []
+    for p in members:
+        tput = _ratio(p.throughput_b, p.throughput_a, "throughput", p)
+        lat = _ratio(p.lat_mean_ns_b, p.lat_mean_ns_a, "mean latency", p)
+        if runs and (runs[-1][-1][1] >= 1.0) == (tput >= 1.0):
+            runs[-1].append((p, tput, lat))
+        else:
+            runs.append([(p, tput, lat)])
+    return tuple(
+        Region(
+            first=run[0][0].point,
+            last=run[-1][0].point,
+            points=len(run),
+            throughput_ratio_min=min(t for _, t, _ in run),
+            throughput_ratio_max=max(t for _, t, _ in run),
+            lat_ratio_min=min(lat for _, _, lat in run),
+            lat_ratio_max=max(lat for _, _, lat in run),
+        )
+        for run in runs
+    )
+
+
 def ratio_ranges(pairs: Sequence[PointPair]) -> list[GroupSummary]:
-    """Per group, in first-seen order: ranges of B/A for throughput and latency."""
+    """Per group, in first-seen order: regions of B/A over the significant points."""
     groups: dict[str, list[PointPair]] = {}
     for pair in pairs:
         groups.setdefault(pair.group, []).append(pair)
     out: list[GroupSummary] = []
     for group, members in groups.items():
-        tput = [_ratio(p.throughput_b, p.throughput_a, "throughput", p) for p in members]
-        lat = [_ratio(p.lat_mean_ns_b, p.lat_mean_ns_a, "mean latency", p) for p in members]
+        tested = [p for p in members if p.significant is not None]
+        basis = [p for p in members if p.significant] if tested else list(members)
         out.append(
             GroupSummary(
                 group=group,
                 points=len(members),
-                testable=sum(p.significant is not None for p in members),
+                testable=len(tested),
                 significant=sum(p.significant is True for p in members),
-                throughput_ratio_min=min(tput),
-                throughput_ratio_max=max(tput),
-                lat_ratio_min=min(lat),
-                lat_ratio_max=max(lat),
+                regions=_regions(basis),
+                not_significant=tuple(p.point for p in members if p.significant is False),
+                untested=tuple(p.point for p in members if p.significant is None and tested),
             )
         )
     return out
@@ -80,10 +128,9 @@ def _span(lo: int, hi: int) -> str:
     return f"{lo} %" if lo == hi else f"{lo}–{hi} %"
 
 
-def _throughput_clause(summary: GroupSummary, label_a: str) -> str:
-    what = f"{summary.group} throughput" if summary.group else "throughput"
-    lo = _whole((summary.throughput_ratio_min - 1.0) * 100)
-    hi = _whole((summary.throughput_ratio_max - 1.0) * 100)
+def _throughput_clause(region: Region, what: str, label_a: str) -> str:
+    lo = _whole((region.throughput_ratio_min - 1.0) * 100)
+    hi = _whole((region.throughput_ratio_max - 1.0) * 100)
     if lo == hi == 0:
         return f"the same {what} as {label_a}"
     if lo >= 0:
@@ -93,39 +140,60 @@ def _throughput_clause(summary: GroupSummary, label_a: str) -> str:
     return f"between {-lo} % less and {hi} % more {what}"
 
 
-def _latency_clause(summary: GroupSummary) -> str:
-    lo, hi = _whole(summary.lat_ratio_min * 100), _whole(summary.lat_ratio_max * 100)
+def _latency_clause(region: Region) -> str:
+    lo, hi = _whole(region.lat_ratio_min * 100), _whole(region.lat_ratio_max * 100)
     if lo == hi == 100:
         return "at the same latency"
     return f"at {_span(lo, hi)} of the latency"
 
 
+def _listed(points: tuple[str, ...]) -> str:
+    values = [p.split("=", 1)[-1] for p in points]
+    key = points[0].split("=", 1)[0] + "=" if "=" in points[0] else ""
+    return key + ", ".join(values)
+
+
 def _significance_clause(summary: GroupSummary) -> str:
     n, tested, sig = summary.points, summary.testable, summary.significant
     if tested == 0:
-        return "significance not tested"
+        return "significance not tested (use --repeat 3 or longer phases)"
     testable = "" if tested == n else "testable "
     rest = "" if tested == n else f" ({n} in all)"
     if tested == 1:
         verdict = "significant" if sig else "not significant"
-        return verdict if tested == n else f"{verdict} at the one testable point{rest}"
-    if tested == 2 and sig in (0, 2):
+        text = verdict if tested == n else f"{verdict} at the one testable point{rest}"
+    elif tested == 2 and sig in (0, 2):
         which = f"either {testable}point" if sig == 0 else f"both {testable}points"
-        return f"{'not ' if sig == 0 else ''}significant at {which}{rest}"
-    if sig == 0:
-        return f"not significant at any of the {tested} {testable}points{rest}"
-    if sig == tested:
-        return f"significant at all {tested} {testable}points{rest}"
-    return f"significant at {sig} of {tested} {testable}points{rest}"
+        text = f"{'not ' if sig == 0 else ''}significant at {which}{rest}"
+    elif sig == 0:
+        text = f"not significant at any of the {tested} {testable}points{rest}"
+    elif sig == tested:
+        text = f"significant at all {tested} {testable}points{rest}"
+    else:
+        text = f"significant at {sig} of {tested} {testable}points{rest}"
+    if summary.not_significant and sig:
+        text += f"; no significant difference at {_listed(summary.not_significant)}"
+    if summary.untested:
+        text += f"; not testable at {_listed(summary.untested)}"
+    return text
 
 
 def describe(summary: GroupSummary, label_a: str, label_b: str) -> str:
     """One sentence, e.g. "B delivered 23–41 % more read throughput, at 71–81 % of
     the latency; significant at 7 of 9 points"."""
-    return (
-        f"{label_b} delivered {_throughput_clause(summary, label_a)}, "
-        f"{_latency_clause(summary)}; {_significance_clause(summary)}"
-    )
+    what = f"{summary.group} throughput" if summary.group else "throughput"
+    if not summary.regions:  # tested everywhere, significant nowhere
+        return f"{label_b}: no significant difference in {what} from {label_a}; " + (
+            _significance_clause(summary)
+        )
+    whole = len(summary.regions) == 1 and summary.regions[0].points == summary.points
+    clauses = []
+    for region in summary.regions:
+        where = "" if whole else f" at {region.where}"
+        clauses.append(
+            f"{_throughput_clause(region, what, label_a)}{where}, {_latency_clause(region)}"
+        )
+    return f"{label_b} delivered {'; '.join(clauses)}; {_significance_clause(summary)}"
 
 
 @dataclass(frozen=True)

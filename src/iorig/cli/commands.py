@@ -53,16 +53,17 @@ from iorig.cli.common import (
 from iorig.cli.refs import resolve_run_id
 from iorig.doctor import examine, measure_data_pattern
 from iorig.errors import UserError
-from iorig.model import series_stats
+from iorig.model import Metric, series_stats
 from iorig.report import terminal
 from iorig.report.exporters import render
+from iorig.report.options import Limit
 from iorig.report.tabular import FORMAT_VERSION, run_dict, series_dict
 from iorig.run.events import RunOutcome
 from iorig.run.searches import ThreadsSettings, run_threads_auto, stretch_builder
 from iorig.run.session import RunSession, execute
 from iorig.store import Store, export_run, import_runs
 from iorig.sweep import parse_grid, resolve_with_sweep, search_settings
-from iorig.units import parse_rate
+from iorig.units import parse_limit
 
 
 @app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
@@ -301,22 +302,35 @@ def compare_cmd(
         float, typer.Option(help="practical threshold in %: smaller changes are no difference")
     ] = 2.0,
     confidence: Annotated[float, typer.Option(help="confidence level in %")] = 95.0,
-    as_percent_of: Annotated[
-        str | None, typer.Option(help="baseline run; print each run as % of it")
-    ] = None,
-    limit: Annotated[
-        str | None, typer.Option(help="interface limit, e.g. 3.5GB/s: adds % of limit")
-    ] = None,
+    as_percent_of: AsPercentOfOpt = None,
+    limit: LimitOpt = None,
     fmt: FormatOpt = None,
 ) -> None:
     """Compare runs phase by phase: median/max/min with % change, winner and significance."""
-    refs = list(run_refs)
-    if as_percent_of:
-        refs = [as_percent_of, *[r for r in refs if r != as_percent_of]]
+    refs = _baseline_first(list(run_refs), as_percent_of)
     if len(refs) < 2:
         raise UserError("compare needs at least two runs", hint="e.g. iorig compare last~1 last")
     _comparison_out(ctx, refs, threshold, confidence, limit, fmt or Format.text,
                     as_percent=bool(as_percent_of), output=None)  # fmt: skip
+
+
+AsPercentOfOpt = Annotated[
+    str | None, typer.Option(help="baseline run; show each run as % of it (median per second)")
+]
+LimitOpt = Annotated[
+    str | None,
+    typer.Option(
+        help="an interface limit (3.5GB/s) or a device's rating (500kIOPS): adds each run's "
+        "median per second as % of it"
+    ),
+]
+
+
+def _baseline_first(refs: list[str], baseline: str | None) -> list[str]:
+    """``--as-percent-of RUN``: that run first (the baseline), the others after."""
+    if baseline is None:
+        return refs
+    return [baseline, *[r for r in refs if r != baseline]]
 
 
 def _comparison_out(
@@ -331,7 +345,7 @@ def _comparison_out(
     output: Path | None,
 ) -> None:
     """Analyse the runs, compare them when there are several, render and write."""
-    limit_bytes = _parse_limit(limit)
+    chosen_limit = _parse_limit(limit)
     if not 0 < confidence < 100:
         raise UserError("--confidence is a percentage between 0 and 100, e.g. 95")
     with Store(ctx.obj) as store:
@@ -339,9 +353,10 @@ def _comparison_out(
     subject = analyses[0]
     if len(analyses) > 1:
         subject = compare(analyses, threshold=threshold / 100, confidence=confidence / 100)
-        if limit_bytes is None and (found := shared_limit([a.stored for a in analyses])):
-            limit_bytes = found.bytes_per_s  # recorded by the runs' system disclosure
-    options = render_options(as_percent=as_percent, limit_bytes_per_s=limit_bytes)
+        if chosen_limit is None and (found := shared_limit([a.stored for a in analyses])):
+            # recorded by the runs' system disclosure
+            chosen_limit = Limit(found.bytes_per_s, Metric.BYTES_PER_S, found.source)
+    options = render_options(as_percent=as_percent, limit=chosen_limit)
     if output is None:
         emit(fmt.value, subject, options)
         return
@@ -350,16 +365,16 @@ def _comparison_out(
     console.print(f"wrote {escape(str(output))} ({len(text.encode()) / 1e6:.1f} MB)")
 
 
-def _parse_limit(limit: str | None) -> float | None:
+def _parse_limit(limit: str | None) -> Limit | None:
     if limit is None:
         return None
     try:
-        value = parse_rate(limit)
+        value, unit = parse_limit(limit)
     except ValueError as exc:
         raise UserError(f"--limit {limit}: {exc}") from None
-    if value <= 0:
+    if not 0 < value < float("inf"):
         raise UserError("--limit must be greater than zero")
-    return value
+    return Limit(value, Metric(unit), "--limit")
 
 
 @app.command()
@@ -372,16 +387,16 @@ def report(
     fmt: FormatOpt = None,
     threshold: Annotated[float, typer.Option(help="practical threshold in % (comparisons)")] = 2.0,
     confidence: Annotated[float, typer.Option(help="confidence level in %")] = 95.0,
-    limit: Annotated[
-        str | None, typer.Option(help="interface limit, e.g. 3.5GB/s: adds % of limit")
-    ] = None,
+    as_percent_of: AsPercentOfOpt = None,
+    limit: LimitOpt = None,
 ) -> None:
     """Report runs: a self-contained HTML file, Markdown tables, or the numbers (json/csv)."""
     chosen = fmt or Format.html
     if chosen is Format.html and output is None:
         raise UserError("an HTML report needs a file", hint="add -o report.html")
-    _comparison_out(ctx, list(run_refs), threshold, confidence, limit, chosen, as_percent=False,
-                    output=output)  # fmt: skip
+    refs = _baseline_first(list(run_refs), as_percent_of)
+    _comparison_out(ctx, refs, threshold, confidence, limit, chosen,
+                    as_percent=bool(as_percent_of), output=output)  # fmt: skip
 
 
 def _write_atomically(path: Path, text: str) -> None:

@@ -1,5 +1,6 @@
 """How the command line names runs: a full id, a unique prefix of one,
-``last`` (the newest) or ``last~N`` (N runs before it)."""
+``last`` (the newest), ``last~N`` (N runs before it), or a run's label
+(``--label``) when one run has it."""
 
 from __future__ import annotations
 
@@ -29,8 +30,19 @@ def resolve_run_id(store: Store, ref: str) -> str:
                 f"{'no' if back == 0 else 'too few'} runs"
             )
         return found[0]
+    labelled = store.run_ids_labelled(text)
+    if len(labelled) == 1:
+        return labelled[0]
+    if len(labelled) > 1:
+        raise UserError(
+            f"{len(labelled)} runs are labelled {ref!r} ({', '.join(labelled[:5])})",
+            hint="name the run by its id",
+        )
     if not _ID.match(text.lower()):
-        raise UserError(f"{ref!r} is not a run id", hint="use an id from `iorig runs`, or last")
+        raise UserError(
+            f"{ref!r} is neither a run id nor a run's label",
+            hint="use an id or a label from `iorig runs`, or last",
+        )
     found = store.run_ids(prefix=text.lower(), limit=6)
     if not found:
         raise UserError(f"no run with id {ref!r} in {store.path}", hint="see `iorig runs`")

@@ -6,7 +6,7 @@ results (``iorig.model``). Pure functions; the merging itself is
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -23,6 +23,31 @@ class JobLogs:
     bw: tuple[LogSample, ...] = ()
     clat: tuple[LogSample, ...] = ()
     hist: tuple[HistLogEntry, ...] = field(default=(), repr=False)
+    # a low-rate paced job logs every completion instead (see jobtext): its
+    # averaged windows would close late and its last one would never be written
+    completions: tuple[LogSample, ...] = field(default=(), repr=False)
+    # what the job's JSON says it did, by direction (I/Os, bytes) and its
+    # runtime: a paced job's averaged windows are completed with them
+    done: Mapping[str, tuple[int, int]] = field(default_factory=dict, repr=False)
+    runtime_ms: int = 0
+
+    def of_job(self, job: JobStats) -> JobLogs:
+        """These logs with their job's totals."""
+        done = {d: (s.ios, s.io_bytes) for d, s in job.dirs.items()}
+        return replace(self, done=done, runtime_ms=job.job_runtime_ms)
+
+    @classmethod
+    def of(cls, kinds: Mapping[str, Sequence]) -> JobLogs:
+        """A job's logs by kind as ``parse.read_logs`` gives them; a job with
+        a completion-latency log but no IOPS log logged every completion."""
+        if "clat" in kinds and "iops" not in kinds:
+            return cls(completions=tuple(kinds["clat"]))
+        return cls(
+            iops=tuple(kinds.get("iops", ())),
+            bw=tuple(kinds.get("bw", ())),
+            clat=tuple(kinds.get("clat", ())),
+            hist=tuple(kinds.get("clat_hist", ())),
+        )
 
 
 @dataclass(frozen=True)
@@ -73,6 +98,56 @@ def _by_second(samples: Iterable[LogSample], ddir: str) -> dict[int, float]:
     return out
 
 
+def _per_second(
+    completions: Sequence[LogSample], ddir: str
+) -> tuple[dict[int, float], dict[int, float], dict[int, float], dict[int, np.ndarray]]:
+    """Exact per-second figures of a job that logged every completion: I/Os,
+    KiB (as fio's bw logs give them), mean latency and latency bins of each
+    second (the second ending at k s holds completions in [k-1, k) s)."""
+    rows = [(s.t_ms // 1000 + 1, s.value, s.bs) for s in completions if s.ddir == ddir]
+    if not rows:
+        return {}, {}, {}, {}
+    seconds = np.array([r[0] for r in rows], dtype=np.int64)
+    lat = np.array([r[1] for r in rows], dtype=np.float64)
+    size = np.array([r[2] for r in rows], dtype=np.float64)
+    iops, kib, clat, hist = {}, {}, {}, {}
+    for second in np.unique(seconds).tolist():
+        mask = seconds == second
+        iops[second] = float(mask.sum())
+        kib[second] = float(size[mask].sum()) / 1024
+        clat[second] = float(lat[mask].mean())
+        hist[second] = histogram.from_values(lat[mask])
+    return iops, kib, clat, hist
+
+
+def _completed(
+    samples: Iterable[LogSample], ddir: str, total: float, runtime_ms: int, scale: float = 1.0
+) -> dict[int, float]:
+    """Per second, what a paced job did, from its averaged windows made whole.
+
+    A slow paced job closes each window at its first completion after the
+    second (so windows end at 1.09 s, 2.12 s …) and never writes its last
+    one. Its cumulative count is rebuilt from the windows it wrote (rate ×
+    window length, ``scale`` turning the logged unit into the counted one),
+    ended at the job's JSON total at its runtime, and read at each whole
+    second: the seconds then add up to what the job did."""
+    windows = sorted({s.t_ms: s.value for s in samples if s.ddir == ddir}.items())
+    t, c = [0.0], [0.0]
+    for t_ms, value in windows:
+        if t[-1] < t_ms <= runtime_ms:
+            c.append(c[-1] + value * scale * (t_ms - t[-1]) / 1000)
+            t.append(float(t_ms))
+    if runtime_ms > t[-1]:
+        t.append(float(runtime_ms))
+        c.append(max(total, c[-1]))
+    if c[-1] <= 0:
+        return {}
+    cumulative = np.asarray(c) * (total / c[-1])
+    seconds = runtime_ms // 1000
+    at = np.interp(np.arange(seconds + 1) * 1000.0, np.asarray(t), cumulative)
+    return {s + 1: float(v) for s, v in enumerate(np.diff(at))}
+
+
 def _complete_seconds(by_second: Mapping[int, float]) -> int:
     n = 0
     while n + 1 in by_second:
@@ -87,20 +162,29 @@ def _ddir_series(ddir: str, logs: Sequence[JobLogs], horizon_s: int | None = Non
     second a job did not log inside the horizon counts as zero for it."""
     jobs = []
     for log in logs:
-        iops = _by_second(log.iops, ddir)
+        if log.completions:
+            iops, bw, clat, hists = _per_second(log.completions, ddir)
+        elif horizon_s is not None and ddir in log.done and log.runtime_ms >= 1000:
+            ios, io_bytes = log.done[ddir]
+            iops = _completed(log.iops, ddir, ios, log.runtime_ms)
+            bw = _completed(log.bw, ddir, io_bytes / 1024, log.runtime_ms)
+            clat, hists = _by_second(log.clat, ddir), _hist_by_second(log.hist, ddir)
+        else:
+            iops, bw, clat = (_by_second(s, ddir) for s in (log.iops, log.bw, log.clat))
+            hists = _hist_by_second(log.hist, ddir)
         if iops:
-            jobs.append((log, iops))
+            jobs.append((iops, bw, clat, hists))
     if not jobs:
         return None
     if horizon_s is not None:
         # fio often does not flush the last window when a job ends, and a paced
         # job logs a window late or not at all: count up to the last second
         # most jobs logged, never past the time every job ran
-        last = sorted(max(iops) for _, iops in jobs)
+        last = sorted(max(job[0]) for job in jobs)
         n = min(horizon_s, last[(len(last) - 1) // 2])
-        jobs = [(log, {s: iops.get(s, 0.0) for s in range(1, n + 1)}) for log, iops in jobs]
+        jobs = [({s: iops.get(s, 0.0) for s in range(1, n + 1)}, *rest) for iops, *rest in jobs]
     else:
-        n = min(_complete_seconds(iops) for _, iops in jobs)
+        n = min(_complete_seconds(job[0]) for job in jobs)
     if n == 0:
         return empty_series(ddir)
     seconds = np.arange(1, n + 1, dtype=np.int64)
@@ -109,9 +193,7 @@ def _ddir_series(ddir: str, logs: Sequence[JobLogs], horizon_s: int | None = Non
     lat_weighted = np.zeros(n)
     lat_weight = np.zeros(n)
     hist = np.zeros((n, histogram.NR_BINS), dtype=np.uint64)
-    for log, iops in jobs:
-        bw = _by_second(log.bw, ddir)
-        clat = _by_second(log.clat, ddir)
+    for iops, bw, clat, hists in jobs:
         for i, second in enumerate(seconds.tolist()):
             rate = iops[second]
             iops_sum[i] += rate
@@ -119,15 +201,21 @@ def _ddir_series(ddir: str, logs: Sequence[JobLogs], horizon_s: int | None = Non
             if second in clat and rate > 0:
                 lat_weighted[i] += clat[second] * rate
                 lat_weight[i] += rate
-        seen: set[int] = set()
-        for entry in log.hist:
-            second = round(entry.t_ms / 1000)
-            if entry.ddir == ddir and 1 <= second <= n and second not in seen:
-                seen.add(second)
-                hist[second - 1] += entry.counts
+            if second in hists:
+                hist[i] += hists[second]
     with np.errstate(invalid="ignore", divide="ignore"):
         lat = np.where(lat_weight > 0, lat_weighted / lat_weight, np.nan)
     return Series(ddir, seconds, iops_sum, bytes_sum, lat, hist)
+
+
+def _hist_by_second(entries: Iterable[HistLogEntry], ddir: str) -> dict[int, np.ndarray]:
+    """Window end (whole seconds) -> bins; the first entry of a second wins."""
+    out: dict[int, np.ndarray] = {}
+    for entry in entries:
+        second = round(entry.t_ms / 1000)
+        if entry.ddir == ddir and second >= 1 and second not in out:
+            out[second] = entry.counts
+    return out
 
 
 def merge_series(logs: Sequence[JobLogs], horizon_s: int | None = None) -> dict[str, Series]:
@@ -154,9 +242,17 @@ def _horizon(jobs: Sequence[JobStats]) -> int | None:
     return min(runtimes) // 1000
 
 
+def _with_totals(section: SectionData) -> list[JobLogs]:
+    """A section's logs, each with its job's totals: fio numbers a section's
+    jobs and their logs in the same order."""
+    if len(section.jobs) != len(section.logs):
+        return list(section.logs)
+    return [log.of_job(job) for log, job in zip(section.logs, section.jobs, strict=True)]
+
+
 def build_scope(scope: Scope, sections: Sequence[SectionData]) -> ScopeResult:
     jobs = [job for s in sections for job in s.jobs]
-    logs = [log for s in sections for log in s.logs]
+    logs = [log for s in sections for log in _with_totals(s)]
     cpu = [j.usr_cpu_pct + j.sys_cpu_pct for j in jobs]
     return ScopeResult(
         scope=scope,

@@ -199,7 +199,8 @@ WHITELIST: dict[str, Callable[[str, OptionValue], str | None]] = {
     "log_hist_coarseness": _int(0, 6),
     "log_unix_epoch": _bool,
     "unlink": _bool,
-    "readonly": _flag,
+    "create_only": _bool,
+    "verify_state_save": _bool,
     "per_job_logs": _bool,
     "loops": _int(1, 1000),
     "verify": _choice("crc32c", "md5", "sha256", "xxhash"),
@@ -306,11 +307,13 @@ def workload_options(
     verify_interval: int | None = None,
     check: bool = False,
     fileset: FileSetLayout | None = None,
+    log_every_io: bool = False,
 ) -> dict[str, OptionValue]:
     """fio options for one workload: iorig's typed model, nothing else.
 
     ``verify`` makes writes carry checksums (checked later, not by this job);
-    ``check`` makes a read job verify every block against them.
+    ``check`` makes a read job verify every block against them;
+    ``log_every_io`` logs each completion instead of one-second averages.
     """
     options: dict[str, OptionValue] = {"ioengine": engine, "rw": rw, "bs": bs}
     if fileset is None:
@@ -332,7 +335,7 @@ def workload_options(
             options |= {"rate_iops": rate_iops, "rate_process": "poisson"}
         if runtime_s is not None:
             options |= {"time_based": True, "runtime": max(1, round(runtime_s * 1000))}
-        return options | _log_options(log_prefix)
+        return options | _log_options(log_prefix, log_every_io)
     if offset:
         options["offset"] = offset
     if offset_increment:
@@ -366,6 +369,8 @@ def workload_options(
             options["verify_interval"] = verify_interval
         if not check:
             options["do_verify"] = False  # a verify phase checks, later
+        # no <job>-verify.state files left in fio's (or a server's) directory
+        options["verify_state_save"] = False
     if flow:
         # Without flow_sleep a job that is ahead spins: 8 database jobs used
         # 190 % CPU and ran at a twentieth of their rate on a 2-core machine.
@@ -376,10 +381,15 @@ def workload_options(
         options |= {"rate_iops": rate_iops, "rate_process": "poisson"}
     if runtime_s is not None:
         options |= {"time_based": True, "runtime": max(1, round(runtime_s * 1000))}
-    return options | _log_options(log_prefix)
+    return options | _log_options(log_prefix, log_every_io)
 
 
-def _log_options(log_prefix: str) -> dict[str, OptionValue]:
+def _log_options(log_prefix: str, every_io: bool = False) -> dict[str, OptionValue]:
+    if every_io:
+        # A slow paced job closes each averaged window at its first completion
+        # after the second and never writes its last one: one line per
+        # completion (time, latency, direction, size) gives exact seconds.
+        return {"write_lat_log": log_prefix}
     # One-second averaged series and per-second latency histograms: cheap for
     # fio (no per-I/O logging) and enough for any sub-window percentile.
     return {

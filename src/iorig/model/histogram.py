@@ -46,6 +46,30 @@ def empty() -> np.ndarray:
     return np.zeros(NR_BINS, dtype=np.uint64)
 
 
+def bin_index(values_ns: np.ndarray) -> np.ndarray:
+    """The bin of each latency, as fio's ``plat_val_to_idx`` files it."""
+    values = np.asarray(values_ns, dtype=np.uint64)
+    msb = np.zeros(values.shape, dtype=np.int64)
+    nonzero = values > 0
+    msb[nonzero] = np.floor(np.log2(values[nonzero].astype(np.float64))).astype(np.int64)
+    # log2 of a float can land one off right at a power of two: correct it exactly
+    too_big = nonzero & (np.left_shift(np.uint64(1), msb.astype(np.uint64)) > values)
+    msb[too_big] -= 1
+    exact = msb <= PLAT_BITS
+    error_bits = np.maximum(msb - PLAT_BITS, 0)
+    base = (error_bits + 1) << PLAT_BITS
+    offset = (values >> error_bits.astype(np.uint64)).astype(np.int64) & (PLAT_VAL - 1)
+    idx = np.where(exact, values.astype(np.int64), base + offset)
+    return np.minimum(idx, NR_BINS - 1)
+
+
+def from_values(values_ns: np.ndarray) -> np.ndarray:
+    """Counts array of individual latencies (per-I/O logs)."""
+    counts = empty()
+    np.add.at(counts, bin_index(values_ns), np.uint64(1))
+    return counts
+
+
 def from_json_bins(bins: Mapping[str, int]) -> np.ndarray:
     """Counts array from json+ ``{"<bin value ns>": count}``."""
     counts = empty()

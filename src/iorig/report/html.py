@@ -19,10 +19,10 @@ from iorig.analyze.analysis import Comparison, RunAnalysis
 from iorig.analyze.search import CurveResult, KneeResult, LoadPointResult, SweepResult
 from iorig.model import ALL, Metric, PhaseKind, StoredRun, histogram
 from iorig.model.records import flatten
-from iorig.report.cmptables import comparison_notes, comparison_tables, host_spread_table
+from iorig.report.cmptables import comparison_notes, comparison_tables
 from iorig.report.metrics import metric
 from iorig.report.options import RenderOptions
-from iorig.report.searchtables import comparison_search_tables, search_tables
+from iorig.report.searchtables import search_tables
 from iorig.report.tables import TableModel, run_tables, summary_tables
 from iorig.report.terminal import limit_text
 from iorig.units import format_bytes, format_duration
@@ -290,12 +290,7 @@ class HtmlExporter:
         return render_report([ReportRun(analysis, analysis.run.name)], tables, [])
 
     def comparison(self, cmp: Comparison, options: RenderOptions) -> str:
-        tables = comparison_tables(
-            cmp, as_percent=options.as_percent, limit_bytes_per_s=options.limit_bytes_per_s
-        )
-        tables += comparison_search_tables(cmp)
-        if spread := host_spread_table(cmp):
-            tables.append(spread)
+        tables = comparison_tables(cmp, options)
         runs = [ReportRun(a, label) for a, label in zip(cmp.runs, cmp.labels, strict=True)]
         return render_report(runs, tables, comparison_notes(cmp), cmp)
 

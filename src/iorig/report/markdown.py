@@ -5,9 +5,9 @@ from __future__ import annotations
 from dataclasses import replace
 
 from iorig.analyze.analysis import Comparison, RunAnalysis
-from iorig.report.cmptables import comparison_notes, comparison_tables, host_spread_table
+from iorig.report.cmptables import comparison_notes, comparison_tables
 from iorig.report.options import RenderOptions
-from iorig.report.searchtables import comparison_search_tables, search_tables
+from iorig.report.searchtables import search_tables
 from iorig.report.tables import run_tables, summary_tables, to_markdown
 
 
@@ -33,13 +33,7 @@ class MarkdownExporter:
             parts.append("")
             parts += [f"- {note}" for note in cmp.definition_differences]
             parts.append("")
-        tables = comparison_tables(
-            cmp, as_percent=options.as_percent, limit_bytes_per_s=options.limit_bytes_per_s
-        )
-        tables += comparison_search_tables(cmp)
-        if spread := host_spread_table(cmp):
-            tables.append(spread)
-        parts += [to_markdown(t) for t in tables]
+        parts += [to_markdown(t) for t in comparison_tables(cmp, options)]
         parts += [f"- {note}" for note in comparison_notes(cmp)]
         # each run's own timed phases and verdict, titled with the run
         for label, analysis in zip(cmp.labels, cmp.runs, strict=True):

@@ -4,11 +4,22 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from iorig.model import Metric
+
+
+@dataclass(frozen=True)
+class Limit:
+    """A figure to divide by: an interface's bandwidth or a device's rating."""
+
+    value: float
+    metric: Metric  # IOPS or bytes/s: the per-second series it divides
+    source: str = ""  # where it came from, e.g. the device and link
+
 
 @dataclass(frozen=True)
 class RenderOptions:
     as_percent: bool = False  # comparisons: each run as % of the baseline
-    limit_bytes_per_s: float | None = None  # comparisons: throughput as % of this limit
+    limit: Limit | None = None  # throughput as % of this limit
     jobs: bool = False  # text: each phase's fio job file after the tables
     width: int | None = None  # text: the terminal's width
     color: bool = False  # text: ANSI colours

@@ -48,7 +48,7 @@ def sweep_table(sweep: SweepResult) -> TableModel:
         if scaled:
             headers.append(label)
         headers += [f"{label} per {sweep.x_axis.rstrip('s')}", "scaling"]
-    headers += ["mean lat", "p99"]
+    headers += ["mean lat", "p99", *(f.label for f in sweep.latencies)]
     if repeats:
         headers.append("repeats")
     headers.append("status")
@@ -67,6 +67,7 @@ def sweep_table(sweep: SweepResult) -> TableModel:
                 row.append(format_si(value))
             row += [format_si(value / count), f"{value / linear * 100:.0f}%" if linear else "-"]
         row += [format_latency(ph.lat_mean_ns), format_latency(ph.lat_p99_ns)]
+        row += [format_latency(f.by_phase.get(ph.name, math.nan)) for f in sweep.latencies]
         if repeats:
             row.append(str(len(ph.repeat_levels)))
         row.append(ph.status)

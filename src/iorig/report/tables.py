@@ -14,7 +14,7 @@ from rich.table import Table
 from rich.text import Text
 
 from iorig.analyze.analysis import RunAnalysis
-from iorig.analyze.criteria import Verdict
+from iorig.analyze.criteria import Verdict, criteria_of, latency_columns
 from iorig.analyze.summary import PhaseSummary
 from iorig.model import ALL, PhaseKind, spread
 from iorig.report.metrics import metric
@@ -84,6 +84,9 @@ def verdict_table(verdicts: tuple[Verdict, ...], result: str | None) -> TableMod
     """Jetstress-style verdicts: each requirement with its figure, PASS or FAIL."""
     rows = []
     for v in verdicts:
+        if v.bound == "info":
+            rows.append((v.name, v.phase, _criterion_value(v.metric, v.value), "-", "info", "-"))
+            continue
         if math.isnan(v.margin):
             margin = "-"
         elif v.bound == "min":
@@ -138,6 +141,7 @@ def host_tables(analysis: RunAnalysis) -> list[TableModel]:
     average per host and the spread between hosts (slowest, fastest, CoV)."""
     if len(analysis.run.hosts) < 2:
         return []
+    columns = [label for label, _ in latency_columns(criteria_of(analysis.run.resolved))]
     rows: list[tuple[str, ...]] = []
     notes = []
     for phase in analysis.stored.phases:
@@ -151,16 +155,18 @@ def host_tables(analysis: RunAnalysis) -> list[TableModel]:
             level = totals.level(phase.headline) if totals else math.nan
             host = scope.scope.host or ""
             levels[host] = level
+            figures = analysis.host_latencies.get(label, {}).get(host, {})
             rows.append(
                 (label, host, fmt.format(level),
                  format_latency(totals.lat_mean_ns if totals else None),
                  format_latency(totals.percentiles_ns((99.0,))[99.0] if totals else None),
+                 *(format_latency(figures.get(c)) for c in columns),
                  str(scope.status) if not scope.error else f"{scope.status}: {scope.error}")
             )  # fmt: skip
         finite = [v for v in levels.values() if not math.isnan(v)]
         if finite:
             rows.append((label, "average per host", fmt.format(sum(finite) / len(finite)), "", "",
-                         ""))  # fmt: skip
+                         *("" for _ in columns), ""))  # fmt: skip
         if found := spread(levels):
             notes.append(
                 f"{label}: slowest {found.slowest} ({fmt.format(levels[found.slowest])}), "
@@ -172,9 +178,9 @@ def host_tables(analysis: RunAnalysis) -> list[TableModel]:
     return [
         TableModel(
             "Per host",
-            ("phase", "host", "throughput", "mean lat", "p99", "status"),
+            ("phase", "host", "throughput", "mean lat", "p99", *columns, "status"),
             tuple(rows),
-            ("l", "l", "r", "r", "r", "l"),
+            ("l", "l", "r", "r", "r", *("r" for _ in columns), "l"),
             tuple(notes),
         )
     ]
@@ -194,7 +200,11 @@ def run_tables(analysis: RunAnalysis) -> list[TableModel]:
 
 
 def to_rich(model: TableModel) -> Table:
-    table = Table(title=Text(model.title), title_justify="left", header_style="bold")
+    # as wide as its title, so that a narrow table does not fold it
+    table = Table(
+        title=Text(model.title), title_justify="left", header_style="bold",
+        min_width=len(model.title),
+    )  # fmt: skip
     justify = {"l": "left", "c": "center", "r": "right"}
     for header, align in zip(model.headers, model.align, strict=True):
         table.add_column(Text(header), justify=justify[align], overflow="fold")  # type: ignore[arg-type]

@@ -10,9 +10,9 @@ from rich.text import Text
 
 from iorig.analyze.analysis import Comparison, RunAnalysis
 from iorig.report import terminal
-from iorig.report.cmptables import comparison_notes, comparison_tables, host_spread_table
+from iorig.report.cmptables import comparison_notes, comparison_tables
 from iorig.report.options import RenderOptions
-from iorig.report.searchtables import comparison_search_tables, search_tables
+from iorig.report.searchtables import search_tables
 from iorig.report.tables import TableModel, run_tables, summary_tables, to_rich
 
 
@@ -75,13 +75,7 @@ def comparison_view(cmp: Comparison, options: RenderOptions) -> list[RenderableT
                     f"{codes} (see `iorig show {analysis.run.id}`)",
                 )
             )
-    tables = comparison_tables(
-        cmp, as_percent=options.as_percent, limit_bytes_per_s=options.limit_bytes_per_s
-    )
-    tables += comparison_search_tables(cmp)
-    if spread := host_spread_table(cmp):
-        tables.append(spread)
-    parts += _tables(tables)
+    parts += _tables(comparison_tables(cmp, options))
     parts += [Text(note, style="dim") for note in comparison_notes(cmp)]
     return parts
 

@@ -52,20 +52,9 @@ def host_start_ms(sample_times_ms: Sequence[int], interval_ms: int = 1000) -> in
 
 def _job_logs(kinds: Mapping[str, list[Any]], start_ms: int) -> JobLogs:
     """A job's logs, times made relative to its host's start."""
-
-    def shift(samples: list[Any]) -> tuple:
-        return (
-            tuple(replace(s, t_ms=s.t_ms - start_ms) for s in samples)
-            if start_ms
-            else tuple(samples)
-        )
-
-    return JobLogs(
-        iops=shift(kinds.get("iops", [])),
-        bw=shift(kinds.get("bw", [])),
-        clat=shift(kinds.get("clat", [])),
-        hist=shift(kinds.get("clat_hist", [])),
-    )
+    if start_ms:
+        kinds = {k: [replace(s, t_ms=s.t_ms - start_ms) for s in v] for k, v in kinds.items()}
+    return JobLogs.of(kinds)
 
 
 def collect(raw: RawPhase, phase: PlannedPhase) -> Collected:
@@ -127,10 +116,16 @@ def _host_starts(
     phase: PlannedPhase,
     by_prefix: Mapping[str, Mapping[int, Mapping[str, list[Any]]]],
 ) -> dict[str, int]:
-    """Each host's start (epoch ms) from its averaged logs' window times."""
-    times: dict[str, list[int]] = defaultdict(list)
+    """Each host's start (epoch ms): from its averaged logs' window times, or,
+    where it only logged every completion, its first completion."""
+    windows: dict[str, list[int]] = defaultdict(list)
+    completions: dict[str, list[int]] = defaultdict(list)
     for host in hosts:
         for w in phase.workloads:
             for kinds in by_prefix.get(w.label + host.log_suffix, {}).values():
-                times[host.label] += [s.t_ms for s in kinds.get("iops", [])]
-    return {host: host_start_ms(t) for host, t in times.items() if t}
+                windows[host.label] += [s.t_ms for s in kinds.get("iops", [])]
+                if "iops" not in kinds:
+                    completions[host.label] += [s.t_ms for s in kinds.get("clat", [])]
+    starts = {host: host_start_ms(t) for host, t in windows.items() if t}
+    starts |= {h: min(t) for h, t in completions.items() if t and h not in starts}
+    return starts

@@ -56,7 +56,6 @@ class LocalBackend:
                 hint="pass --target PATH (a file, a directory or a block device), "
                 "e.g. --target ./iorig-scratch/",
             )
-        size_explicit = resolved.param_origins.get("size", "default") != "default"
         targets: dict[str, Target] = {}
         try:
             for role, spec in scenario.targets.items():
@@ -64,7 +63,7 @@ class LocalBackend:
                     paths[role],
                     role=role,
                     size=spec.size,
-                    size_explicit=size_explicit,
+                    size_explicit=resolved.size_is_explicit(role),
                     allow_destroy=allow_destroy,
                     fileset=spec.fileset,
                 )

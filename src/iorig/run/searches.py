@@ -17,7 +17,14 @@ from typing import Literal
 
 from iorig.analyze.compare import pool_phases
 from iorig.analyze.criteria import Verdict, evaluate
-from iorig.analyze.knee import KneeRule, Point, doubling_stop, next_doubling, refine_between
+from iorig.analyze.knee import (
+    KneeRule,
+    Point,
+    doubling_stop,
+    next_doubling,
+    refine_between,
+    stops_on_throughput,
+)
 from iorig.analyze.knee import top_candidates as knee_top_candidates
 from iorig.analyze.search import latency_stat, point_of
 from iorig.errors import UserError
@@ -96,9 +103,11 @@ def run_knee(session: RunSession, settings: KneeSettings) -> None:
     (w,) = template.workloads
     fixed = w.spec.jobs if settings.scale == "iodepth" else w.spec.iodepth
     phases: dict[int, PlannedPhase] = {}  # by concurrency
+    runs: dict[int, int] = {}  # fio runs so far, by concurrency
     seq = max(p.seq for p in plan.phases) + 1
 
-    def measure(concurrency: int, repeat: int = 0) -> PhaseResult:
+    def measure(concurrency: int) -> PhaseResult:
+        """One more fresh fio run at ``concurrency`` (its next repeat)."""
         nonlocal seq
         if concurrency not in phases:
             value = concurrency // fixed
@@ -109,18 +118,30 @@ def run_knee(session: RunSession, settings: KneeSettings) -> None:
                 **{settings.scale: value},
             )  # fmt: skip
             seq += 1
-        return session.run_phase(phases[concurrency], repeat)
+        runs[concurrency] = runs.get(concurrency, 0) + 1
+        return session.run_phase(phases[concurrency], runs[concurrency] - 1)
 
     def points() -> list[Point]:
         return [p for p in (point_of(ph) for ph in pool_phases(session.results).values()) if p]
 
     rule = settings.rule
     concurrency: int | None = fixed
+    rechecked: set[int] = set()
     while concurrency is not None:
         measure(concurrency)
         if session.stopped:
             return
         measured = points()
+        if stops_on_throughput(measured, rule) and concurrency not in rechecked:
+            # a fall or a flat step may be one noisy point: both ends of the
+            # step once more before the search believes it
+            rechecked.add(concurrency)
+            previous = max(p.concurrency for p in measured if p.concurrency < concurrency)
+            for c in (previous, concurrency):
+                measure(c)
+                if session.stopped:
+                    return
+            measured = points()
         if doubling_stop(measured, rule) is not None:
             break
         nxt = next_doubling(measured, rule)
@@ -139,11 +160,12 @@ def run_knee(session: RunSession, settings: KneeSettings) -> None:
             if session.stopped:
                 return
     candidates = knee_top_candidates(points(), settings.top, rule)
-    for repeat in range(1, settings.confirm):
+    while candidates and min(runs[c] for c in candidates) < settings.confirm:
         for c in candidates:
-            measure(c, repeat)
-            if session.stopped:
-                return
+            if runs[c] < settings.confirm:
+                measure(c)
+                if session.stopped:
+                    return
 
 
 # ------------------------------------------------------------------ curve

@@ -99,7 +99,6 @@ class ServerBackend:
                 hint="run it on each host, or drop --hosts",
             )
         servers = self.check_servers()
-        size_explicit = resolved.param_origins.get("size", "default") != "default"
         host_targets = {
             host: {
                 role: remote_target(
@@ -107,13 +106,14 @@ class ServerBackend:
                     host=host,
                     role=role,
                     size=spec.size,
-                    size_explicit=size_explicit,
+                    size_explicit=resolved.size_is_explicit(role),
                     allow_destroy=allow_destroy,
                 )
                 for role, spec in scenario.targets.items()
             }
             for host in self.hosts
         }
+        self._lay_out(host_targets)
         engines: dict[tuple[str, bool], str] = {}
         for phase in scenario.phases:
             for w in phase_workloads(phase, scenario.targets):
@@ -131,6 +131,37 @@ class ServerBackend:
         )
         return replace(plan, hosts=self.addresses, host_targets=host_targets,
                        disclosure=disclosure)  # fmt: skip
+
+    def _lay_out(self, host_targets: Mapping[str, Mapping[str, Target]]) -> None:
+        """Give every remote data file its full size before the first phase.
+
+        fio lays a file out again (deleting what it held) when a job needs it
+        larger than it is: a database duplicated after its creation was
+        zeroed. Laid out once at the target's size, no later job regrows it.
+        Devices are left alone."""
+        texts = {}
+        for host, targets in host_targets.items():
+            sections = [_layout(role, t) for role, t in targets.items()
+                        if not str(t.path).startswith("/dev/")]  # fmt: skip
+            if sections:
+                texts[host] = render({}, sections)
+        if not texts:
+            return
+        done = self.run_jobs(texts, CLEANUP_TIMEOUT_S)
+        try:
+            jobs = parse.parse_final(done.output).jobs
+        except parse.FioOutputError:
+            jobs = ()
+        laid_out = {j.host for j in jobs if not j.error}
+        failed = [
+            h for h in texts if h not in laid_out or any(j.error for j in jobs if j.host == h)
+        ]
+        if failed:
+            raise UserError(
+                f"could not lay out the data files on {', '.join(failed)}: "
+                f"{done.stderr.strip()[-300:] or 'no answer'}",
+                hint="check free space and permissions in each server's working directory",
+            )
 
     def run_jobs(
         self, texts: Mapping[str, str], timeout_s: float, *, read_only: bool = False
@@ -197,6 +228,13 @@ class ServerBackend:
         if texts:  # best effort: the run's figures are stored already
             with contextlib.suppress(OSError, UserError):
                 self.run_jobs(texts, CLEANUP_TIMEOUT_S)
+
+
+def _layout(role: str, target: Target) -> Section:
+    """fio's setup only (``create_only``): the file at its full size, no I/O."""
+    options = {"ioengine": "psync", "rw": "write", "bs": 4096, "filename": str(target.path),
+               "size": target.size_bytes, "create_only": True}  # fmt: skip
+    return Section(f"layout-{role}", options)
 
 
 def _removal(role: str, target: Target) -> Section:

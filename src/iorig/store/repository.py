@@ -415,6 +415,13 @@ class Store:
         ).fetchall()
         return [str(r[0]) for r in rows]
 
+    def run_ids_labelled(self, label: str) -> list[str]:
+        """Ids of the runs whose label is exactly ``label``, newest first."""
+        rows = self.conn.execute(
+            "SELECT id FROM runs WHERE label = ? ORDER BY started_at DESC", (label,)
+        ).fetchall()
+        return [str(r[0]) for r in rows]
+
     def load_run(self, run_id: str, *, artifacts: bool = False) -> StoredRun:
         """A run with all its phases; ``artifacts`` adds each phase's job
         file, command and raw fio output (for bundles)."""

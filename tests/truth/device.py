@@ -1,0 +1,213 @@
+"""Storage whose answer is known: a loop device over a file, with direct I/O,
+prefilled, and capped by the kernel's block throttle.
+
+The cap makes the ceiling exact (a 40,000 read-IOPS cap measured 39.96 K by
+bare fio at QD 32 on this project's machines), so a test's expected figure
+comes from the cap it set, or from a bare fio run in the same test.
+
+* cgroup v1: the root ``blkio.throttle.{read,write}_{iops,bps}_device``
+  files; every process of the root blkio cgroup (iorig and fio) is capped.
+* cgroup v2: ``io.max`` in a child cgroup; the processes under test are
+  started inside it (``Capped.run``).
+
+Where neither can be written the tests skip with the reason; with
+``IORIG_REQUIRE_TRUTH=1`` (CI) they fail instead.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+V1 = Path("/sys/fs/cgroup/blkio")
+THROTTLES = ("read_iops", "write_iops", "read_bps", "write_bps")
+V2_KEYS = {"read_iops": "riops", "write_iops": "wiops", "read_bps": "rbps", "write_bps": "wbps"}
+
+
+class Unavailable(Exception):
+    """This machine cannot make capped devices (the reason is the message)."""
+
+
+def _cgroup2_root() -> Path | None:
+    for line in Path("/proc/mounts").read_text().splitlines():
+        fields = line.split()
+        if len(fields) > 2 and fields[2] == "cgroup2":
+            return Path(fields[1])
+    return None
+
+
+def mechanism() -> str:
+    """'v1' or 'v2', or raise Unavailable saying why neither works."""
+    if os.geteuid() != 0:
+        raise Unavailable("truth tests need root (loop devices and the block throttle)")
+    if shutil.which("losetup") is None or not Path("/dev/loop-control").exists():
+        raise Unavailable("no loop devices (losetup or /dev/loop-control missing)")
+    if shutil.which("fio") is None:
+        raise Unavailable("fio is not installed")
+    if (V1 / "blkio.throttle.read_iops_device").exists():
+        return "v1"
+    root = _cgroup2_root()
+    if root is not None and "io" in (root / "cgroup.controllers").read_text().split():
+        return "v2"
+    raise Unavailable("no block throttle: neither cgroup v1 blkio.throttle nor cgroup v2 io.max")
+
+
+@dataclass
+class Capped:
+    """A capped loop device; ``cap(...)`` changes its limits at any time."""
+
+    path: Path  # /dev/loopN
+    backing: Path
+    majmin: str
+    how: str  # "v1" or "v2"
+    size_bytes: int
+    limits: dict[str, int] = field(default_factory=dict)
+    cgroup: Path | None = None  # v2: the child cgroup the tests' processes run in
+
+    def cap(self, **limits: int) -> None:
+        """Set the caps (read_iops=…, write_bps=…; 0 or missing: no cap)."""
+        unknown = set(limits) - set(THROTTLES)
+        if unknown:
+            raise ValueError(f"unknown throttle {unknown}")
+        self.limits = {k: v for k, v in limits.items() if v}
+        if self.how == "v1":
+            for name in THROTTLES:
+                (V1 / f"blkio.throttle.{name}_device").write_text(
+                    f"{self.majmin} {self.limits.get(name, 0)}"
+                )
+        else:
+            assert self.cgroup is not None
+            values = " ".join(f"{V2_KEYS[k]}={self.limits.get(k, 'max')}" for k in THROTTLES)
+            (self.cgroup / "io.max").write_text(f"{self.majmin} {values}")
+
+    def _enter(self) -> None:  # runs in the child between fork and exec
+        if self.cgroup is not None:
+            (self.cgroup / "cgroup.procs").write_text(str(os.getpid()))
+
+    def run(
+        self, args: Sequence[str], *, env: dict[str, str] | None = None, timeout: float = 300,
+        cwd: Path = REPO,
+    ) -> subprocess.CompletedProcess:  # fmt: skip
+        """Run a command subject to the caps (inside the cgroup on v2)."""
+        return subprocess.run(
+            list(args), capture_output=True, text=True, timeout=timeout, env=env, cwd=cwd,
+            preexec_fn=self._enter if self.cgroup is not None else None,
+        )  # fmt: skip
+
+    def fio(self, *options: str, runtime_s: float = 2.0) -> dict:
+        """A bare fio run on the device (fio's JSON output)."""
+        done = self.run(
+            ["fio", "--name=bare", f"--filename={self.path}", "--direct=1", "--time_based",
+             f"--runtime={runtime_s}", "--output-format=json", *options],
+            timeout=runtime_s + 60,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        return json.loads(done.stdout)
+
+    def iorig(self, db: Path, *args: str, timeout: float = 300) -> subprocess.CompletedProcess:
+        env = dict(os.environ, IORIG_DB=str(db), COLUMNS="200", NO_COLOR="1")
+        return self.run([sys.executable, "-m", "iorig", *args], env=env, timeout=timeout)
+
+
+@contextlib.contextmanager
+def mounted(device: Capped, directory: Path) -> Iterator[Path]:
+    """An ext4 filesystem on the device, mounted at ``directory`` (for file-set
+    scenarios); unmounted whatever happens."""
+    made = subprocess.run(["mkfs.ext4", "-q", "-F", str(device.path)], capture_output=True,
+                          text=True, timeout=120)  # fmt: skip
+    if made.returncode != 0:
+        raise Unavailable(f"mkfs.ext4 failed: {made.stderr.strip()}")
+    directory.mkdir(parents=True, exist_ok=True)
+    done = subprocess.run(["mount", str(device.path), str(directory)], capture_output=True,
+                          text=True, timeout=60)  # fmt: skip
+    if done.returncode != 0:
+        raise Unavailable(f"cannot mount {device.path}: {done.stderr.strip()}")
+    try:
+        yield directory
+    finally:
+        for _ in range(50):
+            if subprocess.run(["umount", str(directory)], capture_output=True).returncode == 0:
+                break
+            time.sleep(0.1)
+
+
+def _fio_total(doc: dict, ddir: str, key: str) -> float:
+    return float(sum(j[ddir][key] for j in doc["jobs"]))
+
+
+def read_iops(doc: dict) -> float:
+    return _fio_total(doc, "read", "iops")
+
+
+def read_bytes_per_s(doc: dict) -> float:
+    return _fio_total(doc, "read", "bw_bytes")
+
+
+@contextlib.contextmanager
+def capped_device(directory: Path, size_bytes: int = 256 << 20) -> Iterator[Capped]:
+    """A prefilled loop device over a file in ``directory``, uncapped until
+    ``cap`` is called; caps removed and device detached whatever happens."""
+    how = mechanism()
+    backing = directory / f"truth-{uuid.uuid4().hex[:8]}.img"
+    with open(backing, "wb") as f:
+        f.truncate(size_bytes)
+    device = None
+    cgroup = None
+    try:
+        done = subprocess.run(
+            ["losetup", "--find", "--show", "--direct-io=on", str(backing)],
+            capture_output=True, text=True, timeout=30,
+        )  # fmt: skip
+        if done.returncode != 0:
+            raise Unavailable(f"losetup failed: {done.stderr.strip()}")
+        device = Path(done.stdout.strip())
+        name = device.name
+        dio = Path(f"/sys/block/{name}/loop/dio")
+        if dio.exists() and dio.read_text().strip() != "1":
+            raise Unavailable(f"{device} has no direct I/O (its backing filesystem lacks it)")
+        majmin = Path(f"/sys/block/{name}/dev").read_text().strip()
+        if how == "v2":
+            root = _cgroup2_root()
+            assert root is not None
+            (root / "cgroup.subtree_control").write_text("+io")
+            cgroup = root / f"iorig-truth-{uuid.uuid4().hex[:8]}"
+            cgroup.mkdir()
+        capped = Capped(device, backing, majmin, how, size_bytes, cgroup=cgroup)
+        # written once, uncapped, so that reads read real data
+        fill = capped.run(
+            ["fio", "--name=fill", f"--filename={device}", "--rw=write", "--bs=1m",
+             "--direct=1", "--ioengine=libaio", "--iodepth=8", "--refill_buffers",
+             "--output=/dev/null"],
+            timeout=120,
+        )  # fmt: skip
+        if fill.returncode != 0:
+            raise Unavailable(f"cannot prefill {device}: {fill.stderr.strip()}")
+        yield capped
+    finally:
+        if device is not None:
+            with contextlib.suppress(OSError):
+                if how == "v1":
+                    majmin = Path(f"/sys/block/{device.name}/dev").read_text().strip()
+                    for name in THROTTLES:
+                        (V1 / f"blkio.throttle.{name}_device").write_text(f"{majmin} 0")
+            for _ in range(50):  # a process still closing the device keeps it busy a moment
+                if (
+                    subprocess.run(["losetup", "-d", str(device)], capture_output=True).returncode
+                    == 0
+                ):
+                    break
+                time.sleep(0.1)
+        if cgroup is not None:
+            with contextlib.suppress(OSError):
+                cgroup.rmdir()
+        backing.unlink(missing_ok=True)

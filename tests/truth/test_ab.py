@@ -1,0 +1,83 @@
+"""Truth 3: A/B verdicts against caps that set the answer.
+
+Two devices capped at C and 0.8·C, each measured with --repeat 3: `compare`
+says −20 % ± 3 %, significant, winner A. Two devices both capped at C: "no
+significant difference" in at least 19 of 20 comparisons of three repeats
+each — the 20 comparisons are the 20 ways of choosing 3 of 6 repeats per
+device (real fio runs), paired at random.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import random
+from dataclasses import replace
+
+import pytest
+
+from iorig.analyze.analysis import analyse, compare
+from iorig.analyze.compare import NO_DIFFERENCE
+from iorig.store import Store
+
+pytestmark = [pytest.mark.fio, pytest.mark.truth]
+
+CAP = 20_000
+
+
+def _run(device, db, label: str, repeat: int) -> None:
+    done = device.iorig(
+        db, "run", "--rw", "randread", "--bs", "4k", "--iodepth", "16", "--duration", "2s",
+        "--size", "64MiB", "--target", str(device.path), "--repeat", str(repeat),
+        "--label", label,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_a_20_percent_slower_device_loses_by_20_percent_significantly(capped, truth_db):
+    a, b = capped(read_iops=CAP), capped(read_iops=int(CAP * 0.8))
+    _run(a, truth_db, "A", 3)
+    _run(b, truth_db, "B", 3)
+    data = json.loads(a.iorig(truth_db, "compare", "A", "B", "--format", "json").stdout)
+    (row,) = [p for p in data["phases"] if not p["baseline"]]
+    assert row["method"] == "repeats" and row["verdict"] == "worse"
+    assert row["change_median"] * 100 == pytest.approx(-20, abs=3)
+    assert (row["ci_low"] - 1) * 100 == pytest.approx(-20, abs=3)
+    assert (row["ci_high"] - 1) * 100 == pytest.approx(-20, abs=3)
+    text = a.iorig(truth_db, "compare", "A", "B").stdout
+    median_row = next(line for line in text.splitlines() if line.startswith("│ randread (IOPS)"))
+    cells = [c.strip() for c in median_row.strip("│").split("│")]
+    assert cells[4] == "A" and cells[5].startswith("significant (CI -2"), cells
+
+
+def test_two_devices_with_the_same_cap_show_no_difference_19_times_in_20(capped, truth_db):
+    a, b = capped(read_iops=CAP), capped(read_iops=CAP)
+    _run(a, truth_db, "A", 6)
+    _run(b, truth_db, "B", 6)
+    with Store(truth_db) as store:
+        runs = {r.label: store.load_run(r.id) for r in store.list_runs()}
+    triples = list(itertools.combinations(range(6), 3))  # 20 ways of keeping 3 repeats
+    rng = random.Random(12)
+    pairs = list(zip(triples, rng.sample(triples, len(triples)), strict=True))
+    verdicts = []
+    for keep_a, keep_b in pairs:
+        side_a = _subset(runs["A"], keep_a)
+        side_b = _subset(runs["B"], keep_b)
+        cmp = compare([analyse(side_a), analyse(side_b)])
+        (phase,) = cmp.phases
+        diff = phase.differences[1]
+        assert diff is not None and diff.method == "repeats"
+        verdicts.append(phase.winner(cmp.labels, "median"))
+    same = sum(v == NO_DIFFERENCE for v in verdicts)
+    assert same >= 19, verdicts
+
+
+def _subset(stored, repeats: tuple[int, ...]):
+    """The run with only the measured repeats in ``repeats``, renumbered 0, 1, 2."""
+    kept = []
+    for phase in stored.phases:
+        if phase.point or phase.kind != "measure":
+            kept.append(phase)
+        elif phase.repeat in repeats:
+            kept.append(replace(phase, repeat=repeats.index(phase.repeat)))
+    return replace(stored, phases=tuple(kept))

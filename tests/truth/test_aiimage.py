@@ -1,0 +1,76 @@
+"""Truth 8: the SPEC-like AI image load points on a filesystem whose device
+reads at most 2.15 times what one quick AI_Job asks to read.
+
+One AI_Job's reads (from the scenario: processes × ops/s × mean read size of
+each reading component, about 100 MB/s) fit twice under the cap: loads 1
+and 2 are valid; from load 3 on the reads need 40 % more than the device
+gives, far past SPEC's 5 % tolerance: invalid. Every point's per-second
+series holds what its jobs did in each second: the seconds add up to the
+jobs' totals over those seconds (within 3 %: a job's totals cover its own
+runtime, which a slow Poisson stream overruns by its last wait), and no
+second is a fragment (each within 25 % of the point's rate; they read 29,
+1268 and 27 at a steady 1,243 ops/s before).
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from tests.truth.device import Unavailable, mounted
+
+from iorig.fio import parse
+from iorig.model import ALL
+from iorig.scenario import load
+from iorig.store import Store
+
+pytestmark = [pytest.mark.fio, pytest.mark.truth]
+
+
+def _reads_per_job() -> float:
+    """Bytes/s one quick AI_Job asks to read, from the scenario's definition."""
+    resolved = load("ai-image", profile="quick", overrides={"ai_jobs": "1"})
+    total = 0.0
+    for phase in resolved.scenario.measured:
+        for w in phase.workloads:
+            if w.enabled and w.op == "io" and w.rw in ("read", "randread") and w.rate_iops:
+                sizes = [(int(b), float(p)) for b, p in
+                         (item.split("/") for item in w.bssplit.split(":"))] if w.bssplit else [
+                    (w.bs, 100.0)]  # fmt: skip
+                mean = sum(b * p for b, p in sizes) / sum(p for _, p in sizes)
+                total += w.jobs * w.rate_iops * mean
+    return total
+
+
+def test_load_points_past_the_bandwidth_cap_are_invalid(capped, truth_db, tmp_path):
+    per_job = _reads_per_job()
+    assert 80e6 < per_job < 120e6  # the scenario's AI_Job (about SPEC's 98 MB/s)
+    device = capped(size_bytes=1 << 30, read_bps=int(2.15 * per_job))
+    try:
+        with mounted(device, tmp_path / "fs") as directory:
+            done = device.iorig(truth_db, "run", "ai-image", "--quick", "--target",
+                                f"{directory}/")  # fmt: skip
+    except Unavailable as exc:
+        pytest.skip(str(exc))
+    assert done.returncode == 0, done.stdout + done.stderr
+    search = json.loads(device.iorig(truth_db, "show", "last", "--json").stdout)["search"]
+    validity = {p["load"]: p["valid"] for p in search["points"]}
+    assert validity == {1: True, 2: True, 3: False, 4: False, 5: False}, search["points"]
+    assert search["max_valid_load"] == 2
+    with Store(truth_db) as store:
+        (run_id,) = store.run_ids(limit=1)
+        stored = store.load_run(run_id, artifacts=True)
+    for phase in stored.phases:
+        if not phase.point:
+            continue
+        series = phase.aggregate.series[ALL]
+        seconds = len(series)
+        jobs = parse.parse_final(phase.fio_output).jobs
+        # what the jobs completed in the series' whole seconds, at their own rates
+        expected_ios = sum(
+            sum(d.ios for d in j.dirs.values()) * min(1.0, seconds * 1000 / j.job_runtime_ms)
+            for j in jobs
+        )
+        assert seconds >= 2 and float(series.iops.sum()) == pytest.approx(expected_ios, rel=0.03)
+        rate = expected_ios / seconds
+        assert all(abs(v - rate) <= 0.25 * rate for v in series.iops), (phase.name, series.iops)

@@ -1,0 +1,97 @@
+"""Truth 5–7: the Exchange (Jetstress-like) scenario against devices whose
+answer is known.
+
+5. A capped database and an uncapped log: the log write requirement is
+   judged at the log device's own latency (a bare fio run of the same log
+   writes on it), not at what fio's flow control adds while a slow database
+   holds the log back. Database read latency follows the cap:
+   in-flight ÷ cap (Little's law on a throttled queue), thread by thread.
+6. On block devices the databases are db_size each (created, duplicated and
+   checksummed), not the whole device.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from tests.truth.device import Capped
+
+pytestmark = [pytest.mark.fio, pytest.mark.truth]
+
+MiB = 1 << 20
+
+
+def _exchange(db: Capped, log: Capped, truth_db, *args: str):
+    return db.iorig(
+        truth_db, "run", "exchange", "--quick", "--target-db", str(db.path), "--target-log",
+        str(log.path), "--allow-destroy", "--duration", "4s", "--maintenance-rate", "64KiB",
+        *args,
+    )  # fmt: skip
+
+
+def _bare_log_latency_ns(log: Capped) -> float:
+    """The log device's own latency for the log writes iorig judges: 4-8 KiB
+    sequential writes at 20 a second, alone on the device."""
+    doc = log.fio("--rw=write", "--bssplit=4k/50:8k/50", "--ioengine=libaio", "--iodepth=1",
+                  "--rate_iops=20", "--size=4m", runtime_s=3)  # fmt: skip
+    (job,) = doc["jobs"]
+    return float(job["write"]["clat_ns"]["mean"])
+
+
+def test_a_slow_database_does_not_fail_the_log_and_sizes_are_honoured(capped, truth_db):
+    db = capped(size_bytes=256 * MiB, read_iops=150, write_iops=150)
+    log = capped(size_bytes=64 * MiB)
+    done = _exchange(db, log, truth_db)
+    assert done.returncode in (0, 3), done.stdout + done.stderr
+    shown = json.loads(db.iorig(truth_db, "show", "last", "--json").stdout)
+    by_name = {v["name"]: v for v in shown["verdicts"]}
+    log_avg = by_name["Log writes, average latency"]
+    bare = _bare_log_latency_ns(log)
+    assert log_avg["passed"] and log_avg["value"] <= 1.5 * bare, (log_avg["value"], bare)
+    # the database is what is slow: its reads queue on the cap
+    assert not by_name["Database reads, average latency"]["passed"]
+    writes = by_name["Database writes, average latency (reported, as Jetstress does; no limit)"]
+    assert writes["bound"] == "info" and writes["value"] > 0
+    # truth 6: two 48 MiB databases on a 256 MiB device, not the device
+    timed = {p["phase"]: p for p in shown["timed_phases"]}
+    assert timed["create"]["io_bytes"] == 48 * MiB
+    assert timed["duplicate"]["io_bytes"] == 48 * MiB
+    assert timed["checksum"]["io_bytes"] == 96 * MiB
+    assert shown["run"]["targets"][0]["size_bytes"] == 96 * MiB
+
+
+CAP = 400
+
+
+def test_database_read_latency_queues_on_the_cap_thread_by_thread(capped, truth_db):
+    """Reads (60 % of the I/Os) capped at 400 a second, writes not: every
+    thread spends its time waiting on a read, so T threads keep T reads in
+    flight and each waits T / 400 s."""
+    db = capped(size_bytes=128 * MiB, read_iops=CAP)
+    log = capped(size_bytes=32 * MiB)
+    done = _exchange(db, log, truth_db, "--threads", "1,2,4", "--db-size", "32MiB")
+    assert done.returncode in (0, 3), done.stdout + done.stderr
+    shown = json.loads(db.iorig(truth_db, "show", "last", "--json").stdout)
+    reads = {
+        v["phase"]: v["value"]
+        for v in shown["verdicts"]
+        if v["name"] == "Database reads, average latency"
+    }
+    for threads in (1, 2, 4):
+        expected = threads / CAP * 1e9
+        got = reads[f"performance:threads={threads}"]
+        assert got == pytest.approx(expected, rel=0.25), (threads, got, expected)
+    # the scaling table shows the read and write latency of every thread count
+    assert "db read lat" in done.stdout and "db write lat" in done.stdout
+    # --threads auto: with a read limit of 6 ms the model passes 1 and 2 threads
+    # (2.5 and 5 ms) and fails 4 (10 ms); the fewest that pass is 1
+    auto = _exchange(db, log, truth_db, "--threads", "auto", "--db-size", "32MiB",
+                     "--db-read-avg", "6ms")  # fmt: skip
+    assert auto.returncode == 0, auto.stdout + auto.stderr
+    assert "fewest threads that pass every criterion: 1" in auto.stdout
+    # a limit below what one thread waits (2.5 ms) passes nothing: said so, exit 3
+    none = _exchange(db, log, truth_db, "--threads", "auto", "--db-size", "32MiB",
+                     "--db-read-avg", "1500us")  # fmt: skip
+    assert none.returncode == 3, none.stdout + none.stderr
+    assert "no thread count tried passes every criterion" in none.stdout

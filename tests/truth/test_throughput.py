@@ -1,0 +1,67 @@
+"""Truth 1: on a capped device, iorig's figures are the cap.
+
+A random read at QD 32 under an IOPS cap reports a per-second median within
+±3 % of the cap; a sequential read under a bandwidth cap B reports B, and
+`compare --limit B` shows each run at 97–100 % of the limit, dividing the
+figure it names (the phase mean) — also for an IOPS limit. The block
+throttle hands out its budget in slices, so a few-second phase can measure a
+hair above its cap (100.1 % seen): the band's top is 100.5 %.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+pytestmark = [pytest.mark.fio, pytest.mark.truth]
+
+IOPS_CAP = 20_000
+BPS_CAP = 100_000_000  # 100 MB/s
+TOP = 100.5  # % of the limit: the throttle's slices let a short phase overshoot a hair
+
+
+def _run(device, db, *args: str) -> dict:
+    done = device.iorig(db, "run", "--target", str(device.path), "--size", "64MiB", *args)
+    assert done.returncode == 0, done.stdout + done.stderr
+    shown = device.iorig(db, "show", "last", "--json")
+    return json.loads(shown.stdout)
+
+
+def test_random_read_median_is_the_iops_cap(capped, truth_db):
+    device = capped(read_iops=IOPS_CAP)
+    run = _run(device, truth_db, "--rw", "randread", "--bs", "4k", "--iodepth", "32",
+               "--duration", "4s")  # fmt: skip
+    (phase,) = run["phases"]
+    assert phase["metric"] == "iops"
+    median = phase["per_second"]["median"]
+    assert median == pytest.approx(IOPS_CAP, rel=0.03), median
+
+
+def test_sequential_read_is_the_bandwidth_cap_and_its_percent_of_the_limit(capped, truth_db):
+    device = capped(read_bps=BPS_CAP)
+    for label in ("first", "second"):
+        run = _run(device, truth_db, "--rw", "read", "--bs", "128k", "--iodepth", "8",
+                   "--duration", "3s", "--label", label)  # fmt: skip
+        (phase,) = run["phases"]
+        assert phase["metric"] == "bytes_per_s"
+        assert phase["per_second"]["median"] == pytest.approx(BPS_CAP, rel=0.03)
+    out = device.iorig(truth_db, "compare", "first", "second", "--limit", "100MB/s").stdout
+    title, shares = _limit_table(out)
+    assert "phase mean" in title and "100.00 MB/s" in title
+    assert len(shares) == 2 and all(97.0 <= s <= TOP for s in shares), shares
+    # an IOPS limit (a device's rated random figure) divides IOPS the same way
+    iops = BPS_CAP / (128 << 10)
+    out = device.iorig(truth_db, "compare", "first", "second", "--limit", f"{iops:.0f}IOPS").stdout
+    title, shares = _limit_table(out)
+    assert "IOPS" in title and "phase mean" in title
+    assert len(shares) == 2 and all(97.0 <= s <= TOP for s in shares), shares
+
+
+def _limit_table(out: str) -> tuple[str, list[float]]:
+    """The title of compare's limit table and its row's percentages."""
+    lines = out.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("Percent of the interface"))
+    row = next(line for line in lines[start:] if line.startswith("│ read"))
+    cells = [cell.strip() for cell in row.strip("│ ").split("│")[1:]]
+    return lines[start], [float(cell.rstrip("%")) for cell in cells]
