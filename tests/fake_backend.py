@@ -42,6 +42,7 @@ class Step:
     interrupt: bool = False  # a Ctrl-C (SIGINT to this process) arrives mid-phase
     drop_host: str | None = None  # this host gives no results
     late_ms: Mapping[str, int] | None = None  # hosts starting this many ms late
+    cpu_pct: float | None = None  # each fio job's usr CPU (% of one CPU), else as recorded
 
 
 def _recorded() -> tuple[dict, dict]:
@@ -87,9 +88,15 @@ class FakeBackend:
         self,
         hosts: tuple[str, ...] = ("local",),
         steps: Callable[[PlannedPhase, int], Step] = lambda phase, repeat: Step(),
+        *,
+        usable_cpus: float | None = None,
+        null_iops: float = 1e6,
     ) -> None:
         self._hosts = hosts
         self.steps = steps
+        self.usable_cpus = usable_cpus  # disclosed as the CPUs fio may use
+        self.null_iops = null_iops  # what run_jobs' null engine "generates"
+        self.job_texts: list[dict[str, str]] = []  # every run_jobs call
         self.ran: list[tuple[str, int]] = []  # (phase, repeat) in order
         self.cleaned: list[bool] = []  # keep_files of each clean_up
         self._stop = threading.Event()
@@ -118,7 +125,10 @@ class FakeBackend:
         engines = _Engines()
         plan = build_plan(resolved, targets, engines, "fio", "fio-3.33", repeats)
         if not self.remote:
-            return replace(plan, disclosure=Disclosure({"fio": {"version": "fio-3.33"}}))
+            sections: dict = {"fio": {"version": "fio-3.33"}}
+            if self.usable_cpus is not None:
+                sections["cpu"] = {"usable_cpus": self.usable_cpus}
+            return replace(plan, disclosure=Disclosure(sections))
         addresses = tuple(parse_host(h) for h in self._hosts)
         return replace(plan, hosts=addresses, host_targets={h: targets for h in self._hosts})
 
@@ -147,6 +157,8 @@ class FakeBackend:
             for w in phase.workloads:
                 for job in _DOC["jobs"]:
                     entry = _scaled_job(job, w.label, step.scale)
+                    if step.cpu_pct is not None:
+                        entry |= {"usr_cpu": step.cpu_pct, "sys_cpu": 0.0}
                     if self.remote:
                         address, port = host.label.rsplit(":", 1)
                         entry |= {"hostname": address, "port": int(port)}
@@ -172,6 +184,17 @@ class FakeBackend:
             wallclock_logs=self.remote,
             exit_code_counts=not self.remote,
         )
+
+    def run_jobs(
+        self, texts: Mapping[str, str], timeout_s: float, *, read_only: bool = False
+    ) -> FioExit:
+        """Every job "generates" ``null_iops`` in all (the null-engine ceiling)."""
+        self.job_texts.append(dict(texts))
+        doc = copy.deepcopy(_DOC)
+        job = doc["jobs"][0]
+        job = _scaled_job(job, "generator", self.null_iops / job["read"]["iops"])
+        doc["jobs"] = [job]
+        return FioExit(0, json.dumps(doc), "", None, 1.0)
 
     def stop(self) -> None:
         self._stop.set()

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 from tests import builders
@@ -121,3 +123,26 @@ def test_few_samples_are_merged_into_one_finding():
     findings = audit.after_run(phases, {}, None)
     (few,) = [f for f in findings if f.code == "few-samples"]
     assert few.phase == "a" and few.message.endswith("— also in b, c")
+
+
+def _jobs_phase(jobs: int, cpu_pct: float) -> PhaseResult:
+    phase = _phase("p", np.full(30, 10_000.0), cpu=cpu_pct)
+    agg = replace(phase.scopes[0], jobs=jobs)
+    return replace(phase, scopes=(agg, *phase.scopes[1:]))
+
+
+@pytest.mark.parametrize(
+    ("jobs", "cpu_pct", "usable", "blamed"),
+    [
+        (2, 84.0, 2.0, False),  # 84 % of two CPUs: still some to spare
+        (2, 86.0, 2.0, True),  # 86 %: none to spare
+        (4, 12.0, 1.0, False),  # crowded (4 jobs, 1 CPU) but 48 % busy
+        (4, 13.0, 1.0, True),  # crowded and 52 % busy: jobs queue for the CPU
+        (1, 95.0, 4.0, False),  # one busy job of four CPUs: a cpu-bound job, not the machine
+        (8, 90.0, None, False),  # CPUs unknown (fio servers): nothing claimed
+    ],
+)
+def test_generator_limit_thresholds(jobs, cpu_pct, usable, blamed):
+    findings = audit.after_run([_jobs_phase(jobs, cpu_pct)], {"p": {"rr": (jobs, 1, False)}},
+                               None, usable)  # fmt: skip
+    assert ("generator-limit" in {f.code for f in findings}) is blamed

@@ -3,8 +3,11 @@ SPEC's load-point rules, achieved-versus-requested validity and the table CSV.""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
+from tests import builders
 
+from iorig.analyze.analysis import analyse
 from iorig.analyze.loadpoints import (
     LoadPoint,
     default_fractions,
@@ -15,6 +18,8 @@ from iorig.analyze.loadpoints import (
     spec_rules,
 )
 from iorig.errors import UserError
+from iorig.model import AGGREGATE, Disclosure, Scope
+from iorig.report.searchtables import loadpoint_tables
 
 # Seed 004: AI_IMAGE on Nutanix Files (AI_Jobs, latency ms, ops/s, MB/s); published ORT 1.94 ms
 SEED = [
@@ -238,3 +243,55 @@ def test_short_row_and_empty_tables():
 def test_two_columns_for_one_field():
     with pytest.raises(UserError, match="'latency ms' and 'lat_ms' both give latency_ms"):
         parse_table_csv("ops/s,latency ms,lat_ms\n1,2,3\n", "t.csv")
+
+
+# --- who fell behind: the storage or the load generator -----------------------
+
+
+def _ai_run(cpu_pct_per_job: float, usable_cpus: float):
+    """Two AI_Jobs load points of a stored run: 1 keeps its 100 ops/s, 2 gets
+    150 of its 200; each phase ran 4 fio jobs at ``cpu_pct_per_job``."""
+    resolved = {
+        "phases": [
+            {"name": f"load-{n}", "workloads": [{"name": "read", "jobs": n, "rate_iops": 100}]}
+            for n in (1, 2)
+        ]
+    }
+    phases = []
+    for n, achieved in ((1, 100.0), (2, 150.0)):
+        per_second = np.full(10, achieved)
+        agg = builders.scope(per_second, cpu=cpu_pct_per_job)
+        agg = type(agg)(**{**agg.__dict__, "jobs": 4})
+        work = builders.scope(per_second, where=Scope("read", "local"), cpu=cpu_pct_per_job)
+        assert agg.scope == AGGREGATE
+        phases.append(
+            builders.phase(f"load-{n}", per_second, scopes=(agg, work), point={"ai_jobs": n})
+        )
+    return builders.stored(
+        "r1",
+        None,
+        phases,
+        resolved=resolved,
+        search={"kind": "loadpoints", "parameter": "ai_jobs", "name": "AI_Jobs"},
+        disclosure=Disclosure({"cpu": {"usable_cpus": usable_cpus}}),
+    )
+
+
+def test_a_point_behind_with_fio_out_of_cpu_blames_the_generator():
+    result = analyse(_ai_run(cpu_pct_per_job=24.0, usable_cpus=1.0)).search
+    one, two = result.points
+    assert one.valid and not one.generator_bound  # kept pace: nothing to blame
+    assert not two.valid and two.generator_bound
+    assert "the load generator was the limit" in "; ".join(two.problems)
+    notes = " ".join(loadpoint_tables(result)[0].notes)
+    assert "at 2 AI_Jobs the load generator fell behind" in notes
+    assert "a load the storage cannot carry" not in notes
+
+
+def test_a_point_behind_with_cpu_to_spare_blames_the_storage():
+    result = analyse(_ai_run(cpu_pct_per_job=5.0, usable_cpus=2.0)).search
+    two = result.points[1]
+    assert not two.valid and not two.generator_bound
+    notes = " ".join(loadpoint_tables(result)[0].notes)
+    assert "2 AI_Jobs fell behind (a load the storage cannot carry" in notes
+    assert "generator" not in notes

@@ -253,3 +253,61 @@ def test_a_noisy_fall_is_measured_again_before_the_knee_search_stops(db_path):
     result = analyse(stored).search
     assert isinstance(result, KneeResult) and result.knee.point is not None
     assert result.knee.point.concurrency == 8
+
+
+TWO_JOBS = SCENARIO.replace("bs: 4k}", "bs: 4k, jobs: 2}")  # as the replayed output has
+
+
+def _codes(stored) -> dict[str, list[str]]:
+    out: dict[str, list[str]] = {}
+    for w in stored.run.warnings:
+        out.setdefault(w.code, []).append(w.message)
+    return out
+
+
+def test_a_cpu_saturated_generator_is_named_and_its_null_engine_ceiling_measured(db_path):
+    # two jobs at 45 % of a CPU each on the one CPU fio may use: 90 % busy
+    backend = FakeBackend(
+        steps=lambda p, r: Step(cpu_pct=45.0), usable_cpus=1.0, null_iops=1.5 * FIXTURE_IOPS
+    )
+    plan = _plan(backend, TWO_JOBS)
+    with Store(db_path) as store:
+        outcome = execute(plan, store, backend, command="test")
+        stored = store.load_run(outcome.run_id)
+    codes = _codes(stored)
+    (cpu,) = codes["generator-limit"]
+    assert "kept 0.90 of the 1 CPU it may run on busy (90 %)" in cpu
+    assert "outnumber" in cpu  # two jobs, one CPU
+    # the measured phases were CPU-heavy: the null engine ran once for their one shape
+    assert len(backend.job_texts) == 1
+    (text,) = backend.job_texts[0].values()
+    assert "ioengine=null" in text and "numjobs=2" in text and "rw=randread" in text
+    # the phase reached 67 % of what fio generates without storage
+    (null,) = codes["generator-ceiling"]
+    assert "null engine" in null and "67 % of the" in null
+
+
+def test_an_idle_generator_is_not_blamed_and_no_ceiling_is_measured(db_path):
+    # two jobs at 20 % of a CPU on four CPUs: 10 % busy
+    backend = FakeBackend(steps=lambda p, r: Step(cpu_pct=20.0), usable_cpus=4.0)
+    plan = _plan(backend)
+    with Store(db_path) as store:
+        outcome = execute(plan, store, backend, command="test")
+        stored = store.load_run(outcome.run_id)
+    codes = _codes(stored)
+    assert "generator-limit" not in codes and "cpu-bound" not in codes
+    assert "generator-headroom" not in codes and backend.job_texts == []
+
+
+def test_a_heavy_phase_far_below_the_null_engine_gets_the_ceiling_as_a_note(db_path):
+    # busy (60 % of two CPUs) but the storage, not fio, is far slower than fio can go
+    backend = FakeBackend(
+        steps=lambda p, r: Step(cpu_pct=60.0), usable_cpus=2.0, null_iops=10 * FIXTURE_IOPS
+    )
+    plan = _plan(backend)
+    with Store(db_path) as store:
+        stored = store.load_run(execute(plan, store, backend, command="test").run_id)
+    codes = _codes(stored)
+    assert "generator-limit" not in codes and "generator-ceiling" not in codes
+    (note,) = codes["generator-headroom"]
+    assert "10 % of the" in note and "also in two, three" in note

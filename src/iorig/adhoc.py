@@ -52,7 +52,8 @@ def adhoc_source(
         "direct": {"type": "bool", "default": ADHOC_DEFAULTS["direct"]},
         "engine": {
             "type": "choice",
-            "choices": ["auto", "io_uring", "libaio", "psync"],
+            # null: fio's own ceiling, no storage touched (reports say so)
+            "choices": ["auto", "io_uring", "libaio", "psync", "null"],
             "default": ADHOC_DEFAULTS["engine"],
         },
     }

@@ -11,14 +11,16 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from iorig.analyze.audit import check_target_location
+from iorig.analyze.generator import CEILING_FRACTION, Ceiling, GeneratorShape
 from iorig.errors import UserError
 from iorig.fio import runner
 from iorig.fio.jobfile import Section, render
 from iorig.fio.runner import FioProcess
 from iorig.model import Disclosure, Finding, InterfaceLimit
+from iorig.run.generator import measure_ceiling
 from iorig.run.local import LocalBackend
 from iorig.run.probe import spot_in
-from iorig.sysinfo import collect_fio, disclose
+from iorig.sysinfo import collect_fio, disclose, usable_cpus
 from iorig.units import format_bytes
 
 SAMPLE_BYTES = 64 * 1024 * 1024
@@ -169,3 +171,32 @@ def measure_data_pattern(
         zlib_ratio=compressed / len(data),
         duplicate_fraction=1.0 - len(set(blocks)) / len(blocks),
     )
+
+
+@dataclass(frozen=True)
+class GeneratorReport:
+    ceiling: Ceiling
+    fio_version: str
+    usable_cpus: float
+    affinity: str
+    seconds: float
+
+    @property
+    def measurable_iops(self) -> float:
+        """Above this a phase's rate is as much fio's as the storage's (the
+        audit's threshold)."""
+        return CEILING_FRACTION * self.ceiling.iops
+
+
+def measure_generator(
+    shape: GeneratorShape, seconds: float = 2.0, fio_path: str | None = None
+) -> GeneratorReport:
+    """What fio can generate on this machine with ``shape``, on its null
+    engine (no file is opened, nothing is written)."""
+    fio = runner.find_fio(fio_path)
+    version = runner.fio_version(fio)
+    ceiling = measure_ceiling(LocalBackend(fio, version), ["local"], shape, seconds)
+    if ceiling is None:
+        raise UserError("fio's null engine completed no I/O", hint="check `fio --enghelp`")
+    usable, affinity = usable_cpus()
+    return GeneratorReport(ceiling, version, usable, affinity, seconds)

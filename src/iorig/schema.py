@@ -80,7 +80,9 @@ class Workload(_Model):
     offset_increment: Size | None = None
     rate_iops: int | None = Field(default=None, ge=1)
     direct: Bool = True
-    engine: Literal["auto", "io_uring", "libaio", "psync"] = "auto"
+    # "null": fio's null engine, which touches no storage (the generator's own
+    # ceiling); every report marks such a phase
+    engine: Literal["auto", "io_uring", "libaio", "psync", "null"] = "auto"
     compress: Percent = 0.0  # share of each buffer that compresses (fio buffer_compress_percentage)
     dedupe: Percent = 0.0  # share of buffers that repeat earlier ones (fio dedupe_percentage)
     distribution: str = "random"  # fio random_distribution: zipf:1.2, pareto:0.9, zoned:...

@@ -79,6 +79,60 @@ def _virtualization() -> str | None:
     return "hypervisor (cpu flag)" if re.search(r"^flags.*\bhypervisor\b", cpuinfo, re.M) else None
 
 
+def _cpu_list(cpus: set[int]) -> str:
+    """{0, 1, 2, 5} -> '0-2,5' (the kernel's cpulist format)."""
+    runs: list[list[int]] = []
+    for cpu in sorted(cpus):
+        if runs and cpu == runs[-1][1] + 1:
+            runs[-1][1] = cpu
+        else:
+            runs.append([cpu, cpu])
+    return ",".join(f"{a}-{b}" if b > a else f"{a}" for a, b in runs)
+
+
+def _cgroup_cpu_quota() -> float | None:
+    """CPUs' worth of time this process's cgroup may use (cgroup v2 cpu.max or
+    v1 cpu.cfs_quota_us / cpu.cfs_period_us); None when unlimited or unknown.
+    The tightest quota on the path from the process's cgroup up counts."""
+    quotas: list[float] = []
+    for line in (_read(PROC / "self/cgroup") or "").splitlines():
+        hierarchy, controllers, path = [*line.split(":", 2), "", ""][:3]
+        if hierarchy == "0" and controllers == "":
+            base, files = SYS / "fs/cgroup", ("cpu.max",)
+            if not (base / "cgroup.controllers").exists():
+                base = SYS / "fs/cgroup/unified"
+        elif "cpu" in controllers.split(","):
+            base, files = SYS / "fs/cgroup" / controllers, ("cpu.cfs_quota_us",)
+            if not base.exists():
+                base = SYS / "fs/cgroup/cpu"
+        else:
+            continue
+        folder = base / path.lstrip("/")
+        while True:
+            if files == ("cpu.max",):
+                quota, _, period = (_read(folder / "cpu.max") or "max").partition(" ")
+            else:
+                quota = _read(folder / "cpu.cfs_quota_us") or "-1"
+                period = _read(folder / "cpu.cfs_period_us") or ""
+            with contextlib.suppress(ValueError, ZeroDivisionError):
+                if quota not in ("max", "-1"):
+                    quotas.append(int(quota) / int(period))
+            if folder == base:
+                break
+            folder = folder.parent
+    return min(quotas) if quotas else None
+
+
+def usable_cpus() -> tuple[float, str]:
+    """How many CPUs' worth this process (and the fio it starts) may use —
+    its affinity (taskset, cpusets) capped by any cgroup CPU quota — and the
+    affinity as a CPU list."""
+    allowed = os.sched_getaffinity(0)
+    quota = _cgroup_cpu_quota()
+    count = float(len(allowed))
+    return (min(count, quota) if quota else count), _cpu_list(allowed)
+
+
 def collect_cpu() -> dict[str, Any]:
     cpuinfo = _read(PROC / "cpuinfo") or ""
     models = re.findall(r"^model name\s*:\s*(.+)$", cpuinfo, re.M)
@@ -90,9 +144,15 @@ def collect_cpu() -> dict[str, Any]:
     max_khz = [
         int(v) for p in cpu_dir.glob("cpu[0-9]*/cpufreq/cpuinfo_max_freq") if (v := _read(p))
     ]
+    usable, affinity = usable_cpus()
     return {
         "model": models[0] if models else platform.processor() or "unknown",
         "logical_cpus": os.cpu_count(),
+        # what fio may use: a VM, taskset, cpuset or CPU quota can leave fewer
+        # CPUs than jobs, and then the generator, not the storage, is the limit
+        "usable_cpus": usable,
+        "affinity": affinity,
+        "cgroup_cpu_quota": _cgroup_cpu_quota(),
         "sockets": len(sockets) or None,
         "governor": ", ".join(governors) or "unknown (no cpufreq)",
         "max_mhz": max(max_khz) / 1000 if max_khz else None,

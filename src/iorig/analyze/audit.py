@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from iorig.analyze.generator import CEILING_FRACTION, JOB_BOUND_PCT, Ceiling, generator_load
 from iorig.model import (
     ALL,
     Disclosure,
@@ -22,9 +23,8 @@ from iorig.model import (
     series_stats,
 )
 from iorig.schema import READS
-from iorig.units import format_bytes, format_rate
+from iorig.units import format_bytes, format_rate, format_si
 
-CPU_BOUND_PCT = 90.0
 DEPTH_SHORTFALL = 0.8
 COV_LIMIT = 0.10
 FIRST_SECOND_RATIO = 0.7
@@ -75,6 +75,8 @@ def check_prefill(plan: Any) -> list[Finding]:
     for phase in plan.phases:
         for w in phase.workloads:
             role = w.target.role
+            if w.engine == "null":  # reads nothing
+                continue
             if w.spec.fileset is not None:
                 unread = w.spec.op == "stat" or w.spec.rw not in READS
                 if unread or filesets.get((role, w.spec.fileset), 0) >= w.spec.jobs:
@@ -176,6 +178,20 @@ def check_target_location(disclosure: Disclosure) -> list[Finding]:
     return out
 
 
+def check_null_engine(plan: Any) -> list[Finding]:
+    return [
+        Finding(
+            "null-engine",
+            f"phase {phase.name!r} runs fio's null engine: no storage is touched; its figures "
+            "are what the load generator can produce, not what any storage does",
+            "use a real engine (auto) to measure storage",
+            phase.name,
+        )
+        for phase in plan.phases
+        if any(w.engine == "null" for w in phase.workloads)
+    ]
+
+
 def merge_by_code(findings: list[Finding]) -> list[Finding]:
     """One finding per kind: the first one's text, naming the other phases
     that have it too, so a quick run does not print the same advice ten times."""
@@ -202,6 +218,7 @@ def before_run(plan: Any, disclosure: Disclosure) -> list[Finding]:
         + check_data_pattern(plan)
         + check_distribution(plan)
         + check_target_location(disclosure)
+        + check_null_engine(plan)
     )
 
 
@@ -214,25 +231,64 @@ def _outstanding(iops: float, lat_ns: float) -> float:
 
 
 def check_generator(
-    phase: PhaseResult, requested: dict[str, tuple[int, int, bool]]
+    phase: PhaseResult,
+    requested: dict[str, tuple[int, int, bool]],
+    usable_cpus: float | None = None,
+    ceiling: Ceiling | None = None,
 ) -> list[Finding]:
-    """CPU-bound fio jobs, or fewer I/Os in flight than asked for.
+    """Whether the load generator, not the storage, set the pace: fio's CPU
+    use against the CPUs it may run on, one CPU-bound job, a rate near the
+    null engine's ceiling, or fewer I/Os in flight than asked for.
 
     ``requested``: workload label -> (jobs, iodepth, rate-limited).
     """
     out = []
+    load = generator_load(phase.aggregate, usable_cpus)
+    if load is not None and load.limiting:
+        out.append(
+            Finding(
+                "generator-limit",
+                f"phase {phase.name!r}: the load generator is the limit, not the storage: "
+                f"{load.describe()}",
+                f"give fio more CPUs (it may use {load.usable_cpus:g} here: check taskset, "
+                "cpusets, the VM's vCPUs), use fewer jobs with a deeper queue or a cheaper "
+                "engine (io_uring); `iorig doctor --generator` shows what fio can generate "
+                "on this machine",
+                phase.name,
+            )
+        )
+    totals = phase.aggregate.totals.get(ALL) if phase.aggregate else None
+    if ceiling is not None and totals is not None and ceiling.iops > 0:
+        share = totals.iops / ceiling.iops
+        text = (
+            f"phase {phase.name!r} reached {format_si(totals.iops)} IOPS, "
+            f"{share * 100:.0f} % of the {format_si(ceiling.iops)} IOPS fio's null "
+            f"engine (no storage at all) generates on {ceiling.host} with "
+            f"{ceiling.shape.describe()}"
+        )
+        if share >= CEILING_FRACTION:
+            out.append(
+                Finding(
+                    "generator-ceiling",
+                    f"{text}: fio's own cost per I/O, not the storage, sets the pace",
+                    "use more jobs on more CPUs, a deeper queue or a cheaper engine",
+                    phase.name,
+                )
+            )
+        else:
+            out.append(Finding("generator-headroom", text, "", phase.name, "info"))
     for scope in phase.workload_scopes(list(requested)):
         workload = scope.scope.workload
         jobs, depth, limited = requested[workload]
-        if scope.busiest_job_cpu_pct >= CPU_BOUND_PCT:
+        if scope.busiest_job_cpu_pct >= JOB_BOUND_PCT:
             out.append(
                 Finding(
                     "cpu-bound",
                     f"phase {phase.name!r}, workload {workload!r}: a fio job used "
-                    f"{scope.busiest_job_cpu_pct:.0f}% of a CPU; the load generator, not the "
-                    "storage, may be the limit",
-                    "give the load generator more CPUs, use fewer jobs with a deeper queue, "
-                    "or a more efficient engine (io_uring)",
+                    f"{scope.busiest_job_cpu_pct:.0f}% of a CPU, all one job can use: that "
+                    "job, not the storage, may be the limit",
+                    "use more jobs (on more CPUs) or a deeper queue, or a more efficient "
+                    "engine (io_uring)",
                     phase.name,
                 )
             )
@@ -346,10 +402,17 @@ def after_run(
     phases: list[PhaseResult],
     requested: dict[str, dict[str, tuple[int, int, bool]]],
     limit: InterfaceLimit | None,
+    usable_cpus: float | None = None,
+    ceilings: dict[str, Ceiling] | None = None,
 ) -> list[Finding]:
+    """``usable_cpus``: what fio could run on (None for fio servers, whose CPUs
+    iorig cannot see); ``ceilings``: phase -> the null engine's rate for it."""
     out: list[Finding] = []
+    ceilings = ceilings or {}
     for phase in phases:
-        if phase.kind in (PhaseKind.MEASURE, PhaseKind.WARMUP):
-            out += check_generator(phase, requested.get(phase.name, {}))
+        if phase.kind in (PhaseKind.MEASURE, PhaseKind.WARMUP) and phase.engine != "null":
+            out += check_generator(
+                phase, requested.get(phase.name, {}), usable_cpus, ceilings.get(phase.name)
+            )
         out += check_stability(phase) + check_limit(phase, limit) + check_steady(phase)
     return merge_by_code(out)

@@ -20,6 +20,7 @@ import numpy as np
 
 from iorig.analyze.compare import RunPhase
 from iorig.analyze.criteria import Verdict, criteria_of, figure, latency_columns
+from iorig.analyze.generator import GeneratorLoad, generator_load
 from iorig.analyze.knee import (
     Knee,
     KneeRule,
@@ -229,12 +230,27 @@ def _knee(settings: dict[str, Any], pooled: Mapping[str, RunPhase]) -> KneeResul
 # ------------------------------------------------------------------ curve
 
 
+def limiting_generator(
+    phases: Sequence[PhaseResult], usable_cpus: float | None
+) -> GeneratorLoad | None:
+    """The busiest of a point's repeats whose fio ran out of CPU, if any."""
+    loads = [g for p in phases if (g := generator_load(p.aggregate, usable_cpus)) is not None]
+    limiting = [g for g in loads if g.limiting]
+    return max(limiting, key=lambda g: g.busy_fraction) if limiting else None
+
+
 @dataclass(frozen=True)
 class CurvePoint:
     name: str
     fraction: float
     load: LoadPoint
     validity: Validity
+    generator: GeneratorLoad | None = None  # fio out of CPU at this point
+
+    @property
+    def generator_bound(self) -> bool:
+        """Fell behind with the generator, not (shown to be) the storage, at its limit."""
+        return not self.validity.valid and self.generator is not None
 
 
 @dataclass(frozen=True)
@@ -250,7 +266,12 @@ class CurveResult:
         return bool(self.points) and all(p.validity.valid for p in self.points)
 
 
-def _curve(settings: dict[str, Any], pooled: Mapping[str, RunPhase]) -> CurveResult | None:
+def _curve(
+    settings: dict[str, Any],
+    pooled: Mapping[str, RunPhase],
+    runs: Mapping[str, list[PhaseResult]],
+    usable_cpus: float | None,
+) -> CurveResult | None:
     phases = [ph for ph in pooled.values() if "fraction" in ph.point]
     if not phases:
         return None
@@ -271,6 +292,7 @@ def _curve(settings: dict[str, Any], pooled: Mapping[str, RunPhase]) -> CurveRes
                 float(ph.point["fraction"]),
                 load,
                 point_validity(requested, ph.iops, tolerance),
+                limiting_generator(runs.get(ph.name, []), usable_cpus),
             )
         )
     usable = [p.load for p in points if p.load.achieved_ops_per_s > 0]
@@ -311,10 +333,16 @@ class BusinessPoint:
     lat_mean_ns: float
     ops: tuple[OpLoad, ...]
     problems: tuple[str, ...]  # why the point is invalid; empty when valid
+    generator: GeneratorLoad | None = None  # fio out of CPU at this point
 
     @property
     def valid(self) -> bool:
         return not self.problems
+
+    @property
+    def generator_bound(self) -> bool:
+        """Fell behind with the generator, not (shown to be) the storage, at its limit."""
+        return not self.valid and self.generator is not None
 
 
 @dataclass(frozen=True)
@@ -376,15 +404,21 @@ def _op_figures(phases: list[PhaseResult], workload: str) -> tuple[float, float,
     return rate, (lat_sum / ios if ios else math.nan), (min(seconds) if seconds else 0.0)
 
 
+def _measured_by_name(stored: StoredRun) -> dict[str, list[PhaseResult]]:
+    by_name: dict[str, list[PhaseResult]] = {}
+    for phase in stored.phases:
+        if phase.kind is PhaseKind.MEASURE:
+            by_name.setdefault(phase.name, []).append(phase)
+    return by_name
+
+
 def _loadpoints(stored: StoredRun, pooled: Mapping[str, RunPhase]) -> LoadPointResult | None:
     settings = stored.run.search
     param = settings["parameter"]
     tolerance = float(settings.get("tolerance", 0.05))
     cap = settings.get("latency_cap_ns")
-    by_name: dict[str, list[PhaseResult]] = {}
-    for phase in stored.phases:
-        if phase.kind is PhaseKind.MEASURE:
-            by_name.setdefault(phase.name, []).append(phase)
+    by_name = _measured_by_name(stored)
+    usable = stored.run.disclosure.usable_cpus
     points = []
     for name, phase in pooled.items():
         if param not in phase.point:
@@ -406,6 +440,9 @@ def _loadpoints(stored: StoredRun, pooled: Mapping[str, RunPhase]) -> LoadPointR
             )
         if cap is not None and phase.lat_mean_ns > cap:
             problems.append(f"average latency {phase.lat_mean_ns / 1e6:.2f} ms is above the cap")
+        generator = limiting_generator(by_name[name], usable)
+        if problems and generator is not None:
+            problems.append(f"the load generator was the limit: {generator.describe()}")
         points.append(
             BusinessPoint(
                 name=name,
@@ -416,6 +453,7 @@ def _loadpoints(stored: StoredRun, pooled: Mapping[str, RunPhase]) -> LoadPointR
                 lat_mean_ns=phase.lat_mean_ns,
                 ops=tuple(ops),
                 problems=tuple(problems),
+                generator=generator,
             )
         )
     if not points:
@@ -445,7 +483,9 @@ def search_result(
     if kind == "knee":
         return _knee(settings, pooled)
     if kind == "curve":
-        return _curve(settings, pooled)
+        return _curve(
+            settings, pooled, _measured_by_name(stored), stored.run.disclosure.usable_cpus
+        )
     if kind == "loadpoints":
         return _loadpoints(stored, pooled)
     return None

@@ -18,6 +18,7 @@ from iorig import scenario as scenario_mod
 from iorig.adhoc import adhoc_source
 from iorig.analyze.analysis import analyse, compare
 from iorig.analyze.compare import shared_limit
+from iorig.analyze.generator import GeneratorShape
 from iorig.cli.common import (
     AllowDestroyOpt,
     BsOpt,
@@ -51,7 +52,7 @@ from iorig.cli.common import (
     scenarios_app,
 )
 from iorig.cli.refs import resolve_run_id
-from iorig.doctor import examine, measure_data_pattern
+from iorig.doctor import examine, measure_data_pattern, measure_generator
 from iorig.errors import UserError
 from iorig.model import Metric, series_stats
 from iorig.report import terminal
@@ -63,7 +64,7 @@ from iorig.run.searches import ThreadsSettings, run_threads_auto, stretch_builde
 from iorig.run.session import RunSession, execute
 from iorig.store import Store, export_run, import_runs
 from iorig.sweep import parse_grid, resolve_with_sweep, search_settings
-from iorig.units import parse_limit
+from iorig.units import parse_limit, parse_size
 
 
 @app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
@@ -448,11 +449,28 @@ def doctor(
     ] = False,
     compress: Annotated[float, typer.Option(help="--data: compressible % per buffer")] = 0.0,
     dedupe: Annotated[float, typer.Option(help="--data: % of duplicate buffers")] = 0.0,
+    generator: Annotated[
+        bool,
+        typer.Option(
+            "--generator",
+            help="measure the IOPS this machine's fio can generate (null engine, no storage)",
+        ),
+    ] = False,
+    jobs: Annotated[int, typer.Option(min=1, max=1024, help="--generator: fio jobs")] = 1,
+    iodepth: Annotated[
+        int, typer.Option(min=1, max=65536, help="--generator: queue depth per job")
+    ] = 32,
+    bs: Annotated[str, typer.Option(help="--generator: block size")] = "4KiB",
+    rw: Annotated[Rw, typer.Option(help="--generator: I/O pattern")] = Rw.randread,
     fio: Annotated[str | None, typer.Option(help="fio binary")] = None,
 ) -> None:
-    """Check a target for what would distort a benchmark (nothing is written to it)."""
-    if not data and target is None:
-        raise UserError("doctor needs a TARGET (or --data)", hint="e.g. iorig doctor /mnt/nvme/")
+    """Check a target for what would distort a benchmark (nothing is written to
+    it), a data pattern's real compressibility, or the load generator's ceiling."""
+    if not data and not generator and target is None:
+        raise UserError(
+            "doctor needs a TARGET (or --data, or --generator)",
+            hint="e.g. iorig doctor /mnt/nvme/",
+        )
     if target is not None:
         report_ = examine(target, fio)
         console.print(terminal.doctor_view(report_))
@@ -460,6 +478,19 @@ def doctor(
         where = Path(target) if target and Path(target).is_dir() else None
         pattern = measure_data_pattern(compress, dedupe, where, fio)
         console.print(terminal.data_pattern_view(pattern))
+    if generator:
+        shape = GeneratorShape(jobs, iodepth, _block_size(bs), rw.value)
+        console.print(terminal.generator_view(measure_generator(shape, fio_path=fio)))
+
+
+def _block_size(text: str) -> int:
+    try:
+        size = parse_size(text)
+    except ValueError as exc:
+        raise UserError(f"--bs: {exc}", hint="e.g. --bs 4KiB") from None
+    if not 512 <= size <= 2**30:
+        raise UserError(f"--bs {text}: a block size must be 512 B to 1 GiB", hint="e.g. --bs 4KiB")
+    return size
 
 
 @scenarios_app.callback()

@@ -92,7 +92,10 @@ IodepthOpt = Annotated[int | None, typer.Option(help="ad-hoc: outstanding I/Os p
 JobsOpt = Annotated[int | None, typer.Option(help="ad-hoc: fio jobs")]
 DurationOpt = Annotated[str | None, typer.Option(help="ad-hoc: measured time, e.g. 30s")]
 ReadPctOpt = Annotated[int | None, typer.Option(help="ad-hoc randrw/rw: read percentage")]
-EngineOpt = Annotated[str | None, typer.Option(help="ad-hoc: io_uring, libaio, psync or auto")]
+EngineOpt = Annotated[
+    str | None,
+    typer.Option(help="ad-hoc: io_uring, libaio, psync, auto, or null (fio's ceiling, no storage)"),
+]
 RepeatOpt = Annotated[
     int, typer.Option(min=1, help="run the measured phases N times (for significance)")
 ]

@@ -17,7 +17,7 @@ from iorig.errors import UserError
 
 OptionValue = str | int | float | bool
 
-ENGINES = ("io_uring", "libaio", "psync", "filestat")
+ENGINES = ("io_uring", "libaio", "psync", "filestat", "null")
 RW_MODES = ("read", "write", "randread", "randwrite", "randrw", "rw", "trim", "randtrim")
 _FORBIDDEN_CHARS = {
     "$": "fio expands $VAR",

@@ -41,6 +41,14 @@ class Disclosure:
         return memory.get("total_bytes") if isinstance(memory, dict) else None
 
     @property
+    def usable_cpus(self) -> float | None:
+        """CPUs fio could run on (affinity, capped by a cgroup quota); None
+        when unknown (older runs, or hosts iorig could not look at)."""
+        cpu = self.sections.get("cpu")
+        value = cpu.get("usable_cpus") if isinstance(cpu, dict) else None
+        return float(value) if isinstance(value, int | float) and value > 0 else None
+
+    @property
     def targets(self) -> list[dict[str, Any]]:
         found = self.sections.get("targets")
         return [t for t in found if isinstance(t, dict)] if isinstance(found, list) else []

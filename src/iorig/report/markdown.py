@@ -22,6 +22,14 @@ class MarkdownExporter:
             )
         parts += [f"- target {t['role']}: {t['path']} ({t['kind']})" for t in run.targets]
         parts += [f"- fio: {run.fio_version}", ""]
+        findings = sorted(run.warnings, key=lambda w: w.severity != "warning")
+        if findings:
+            parts += ["**Audit** (what could have distorted these figures):", ""]
+            for f in findings:
+                mark = "warning" if f.severity == "warning" else "note"
+                advice = f" — *{f.advice}*" if f.advice else ""
+                parts.append(f"- {mark}: {f.message}{advice}")
+            parts.append("")
         tables = summary_tables(analysis.measured) + search_tables(analysis.search)
         parts += [to_markdown(t) for t in tables + run_tables(analysis)]
         return "\n".join(parts) + "\n"
@@ -33,6 +41,11 @@ class MarkdownExporter:
             parts.append("")
             parts += [f"- {note}" for note in cmp.definition_differences]
             parts.append("")
+        for label, analysis in zip(cmp.labels, cmp.runs, strict=True):
+            codes = dict.fromkeys(w.code for w in analysis.run.warnings if w.severity == "warning")
+            if codes:
+                parts.append(f"- audit of {label}: {', '.join(codes)}")
+        parts.append("")
         parts += [to_markdown(t) for t in comparison_tables(cmp, options)]
         parts += [f"- {note}" for note in comparison_notes(cmp)]
         # each run's own timed phases and verdict, titled with the run

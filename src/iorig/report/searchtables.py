@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 
 from iorig.analyze.analysis import Comparison
+from iorig.analyze.generator import GeneratorLoad
 from iorig.analyze.loadpoints import LoadRow, spec_rules
 from iorig.analyze.search import (
     BusinessPoint,
@@ -207,7 +208,11 @@ def curve_tables(result: CurveResult) -> list[TableModel]:
                 f"{p.validity.achieved_fraction * 100:.1f}%",
                 format_latency(lp.lat_mean_ns),
                 format_latency(lp.lat_p99_ns),
-                "valid" if p.validity.valid else "INVALID: fell behind",
+                "valid"
+                if p.validity.valid
+                else "INVALID: the generator fell behind"
+                if p.generator_bound
+                else "INVALID: fell behind",
             )
         )
     notes = [
@@ -222,10 +227,11 @@ def curve_tables(result: CurveResult) -> list[TableModel]:
         )
     if not result.valid:
         notes.append(
-            "the curve is not valid: at an invalid point the storage fell behind the requested "
-            "rate and fio's latency, measured from issue, hides the queueing (coordinated "
-            "omission)"
+            "the curve is not valid: at an invalid point the requested rate was not kept and "
+            "fio's latency, measured from issue, hides the queueing (coordinated omission)"
         )
+    notes += _generator_notes([(f"{p.fraction * 100:g}%", p.generator) for p in result.points
+                               if p.generator_bound])  # fmt: skip
     if result.capped_at:
         notes.append(f"stopped after {result.capped_at}: it exceeded the latency cap")
     return [
@@ -236,6 +242,18 @@ def curve_tables(result: CurveResult) -> list[TableModel]:
             ("r", "r", "r", "r", "r", "r", "l"),
             tuple(notes),
         )
+    ]
+
+
+def _generator_notes(points: list[tuple[str, GeneratorLoad | None]]) -> list[str]:
+    """Invalid points the load generator, not the storage, could not keep up with."""
+    if not points:
+        return []
+    worst = max((g for _, g in points if g is not None), key=lambda g: g.busy_fraction)
+    return [
+        f"the run is NOT valid: at {', '.join(name for name, _ in points)} the load generator "
+        f"fell behind ({worst.describe()}): whether the storage could carry these loads is "
+        "not known; give fio more CPUs (or more hosts) and run them again"
     ]
 
 
@@ -268,13 +286,18 @@ def loadpoint_tables(result: LoadPointResult) -> list[TableModel]:
                 "against achieved ops/s over the measured points, no origin, divided by the "
                 "ops/s range)"
             )
-        notes.append(
-            "the run is valid: every point kept its requested rate"
-            if result.valid
-            else "the run is NOT valid: "
-            + ", ".join(f"{p.load} {result.metric}" for p in result.points if not p.valid)
-            + " fell behind (a load the storage cannot carry; its latency hides the queueing)"
-        )
+        storage = [f"{p.load} {result.metric}" for p in result.points
+                   if not p.valid and not p.generator_bound]  # fmt: skip
+        generator = [(f"{p.load} {result.metric}", p.generator) for p in result.points
+                     if p.generator_bound]  # fmt: skip
+        if result.valid:
+            notes.append("the run is valid: every point kept its requested rate")
+        if storage:
+            notes.append(
+                f"the run is NOT valid: {', '.join(storage)} fell behind (a load the storage "
+                "cannot carry; its latency hides the queueing)"
+            )
+        notes += _generator_notes(generator)
         problems = spec_rules([p.load for p in result.points])
         notes += [f"SPEC's load-point rules: {problem}" for problem in problems]
         cap = (

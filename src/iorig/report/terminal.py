@@ -235,6 +235,24 @@ def doctor_view(report: Any) -> Group:
     return Group(*parts)
 
 
+def generator_view(g: Any) -> Group:
+    shape = g.ceiling.shape
+    return Group(
+        Text(
+            f"{g.fio_version} on this machine ({g.usable_cpus:g} usable "
+            f"CPU{'s' if g.usable_cpus != 1 else ''}: {g.affinity}) "
+            f"generates {format_si(g.ceiling.iops)} IOPS with {shape.jobs} job"
+            f"{'s' if shape.jobs != 1 else ''} × QD {shape.iodepth}, {shape.rw} "
+            f"{format_bytes(shape.bs)}, on its null engine ({g.seconds:g} s; no storage touched)"
+        ),
+        Text(
+            f"  a phase above {format_si(g.measurable_iops)} IOPS with these jobs measures fio "
+            "as much as the storage: use more jobs on more CPUs, a deeper queue or a cheaper "
+            "engine"
+        ),
+    )
+
+
 def data_pattern_view(p: Any) -> Group:
     claimed = f"compress {p.compress_pct:g}%, dedupe {p.dedupe_pct:g}%"
     return Group(

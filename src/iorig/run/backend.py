@@ -96,6 +96,13 @@ class PhaseBackend(Protocol):
         """Run one phase: progress while it runs, the raw result last."""
         ...
 
+    def run_jobs(
+        self, texts: Mapping[str, str], timeout_s: float, *, read_only: bool = False
+    ) -> FioExit:
+        """Run one small job file per host (label -> job text) at once and
+        wait for it: the engine probe and the null-engine ceiling."""
+        ...
+
     def stop(self) -> None:
         """Ask the running phase to stop (it still brings back what it
         measured); no phase starts after this."""

@@ -22,7 +22,9 @@ from pathlib import Path
 
 from iorig import __version__
 from iorig.analyze import audit
+from iorig.analyze.generator import Ceiling, GeneratorShape
 from iorig.analyze.steady import steady_of_series
+from iorig.errors import UserError
 from iorig.fio import parse
 from iorig.fio.runner import FioExit
 from iorig.model import (
@@ -45,6 +47,7 @@ from iorig.run.events import (
     RunOutcome,
     RunStarted,
 )
+from iorig.run.generator import heavy_phases, measure_ceiling
 from iorig.store import Store, new_run_id
 
 
@@ -177,8 +180,13 @@ class RunSession:
     def _finish(self) -> None:
         try:
             try:
+                usable = self.plan.disclosure.usable_cpus
                 findings = audit.after_run(
-                    self.results, requested(self.ran.values()), self.plan.limit
+                    self.results,
+                    requested(self.ran.values()),
+                    self.plan.limit,
+                    usable,
+                    self._ceilings(usable),
                 )
                 self.store.add_warnings(self.run_id, findings)
             finally:
@@ -186,6 +194,25 @@ class RunSession:
                 self.backend.clean_up(self.plan, keep_files=self.keep_files)
         finally:
             self._stack.close()
+
+    def _ceilings(self, usable_cpus: float | None) -> dict[str, Ceiling]:
+        """fio's null-engine rate for the phases whose fio was busy, so the
+        audit can tell a generator-bound phase (a finished run only)."""
+        if self.stopped:
+            return {}
+        out: dict[str, Ceiling] = {}
+        measured: dict[GeneratorShape, Ceiling | None] = {}
+        for name, shape in heavy_phases(self.results, self.ran, usable_cpus).items():
+            if self._cancel.is_set():
+                break
+            if shape not in measured:
+                try:
+                    measured[shape] = measure_ceiling(self.backend, self.backend.hosts, shape)
+                except UserError:
+                    measured[shape] = None  # the audit does without it
+            if (found := measured[shape]) is not None:
+                out[name] = found
+        return out
 
     def interrupt(self) -> None:
         """Stop the running phase and start no other (what a signal does)."""

@@ -1,0 +1,100 @@
+"""Was the load generator the limit? fio's CPU use against the CPUs it may
+run on, and a phase's rate against what fio's null engine (no storage at
+all) can generate with the same jobs and queue depth.
+
+Seed 002's lesson: a VM with fewer vCPUs than fio jobs reached a quarter of
+what the host did, and the storage took the blame. When fio's jobs keep the
+CPUs it may use busy, more storage speed cannot show: the figure is the
+generator's.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from iorig.model import ScopeResult
+
+BUSY_FRACTION = 0.85  # of the usable CPUs: the generator has no CPU to spare
+CROWDED_BUSY_FRACTION = 0.5  # with more jobs than CPUs, jobs queue for a CPU earlier
+JOB_BOUND_PCT = 90.0  # one job (one thread) can use one CPU at most
+CEILING_FRACTION = 0.5  # of the null engine's rate: fio's own cost per I/O dominates
+HEAVY_FRACTION = 0.5  # CPU use from which the null-engine ceiling is worth measuring
+
+
+@dataclass(frozen=True)
+class GeneratorLoad:
+    """How busy fio kept the CPUs it may run on during one phase."""
+
+    jobs: int
+    cpus_busy: float  # usr+sys summed over the jobs, in CPUs
+    usable_cpus: float
+    busiest_job_cpu_pct: float
+
+    @property
+    def busy_fraction(self) -> float:
+        return self.cpus_busy / self.usable_cpus
+
+    @property
+    def crowded(self) -> bool:
+        """More fio jobs than CPUs to run them on."""
+        return self.jobs > self.usable_cpus
+
+    @property
+    def limiting(self) -> bool:
+        """The CPUs, not the storage, set the pace."""
+        if self.busy_fraction >= BUSY_FRACTION:
+            return True
+        return self.crowded and self.busy_fraction >= CROWDED_BUSY_FRACTION
+
+    @property
+    def heavy(self) -> bool:
+        return (
+            self.busy_fraction >= HEAVY_FRACTION or self.busiest_job_cpu_pct >= HEAVY_FRACTION * 100
+        )
+
+    def describe(self) -> str:
+        crowd = (
+            f"; its {self.jobs} jobs outnumber the {self.usable_cpus:g} "
+            f"CPU{'s' if self.usable_cpus != 1 else ''}, so jobs wait for a CPU and that wait "
+            "counts as I/O latency"
+            if self.crowded
+            else ""
+        )
+        return (
+            f"fio's {self.jobs} job{'s' if self.jobs != 1 else ''} kept "
+            f"{self.cpus_busy:.2f} of the {self.usable_cpus:g} CPU"
+            f"{'s' if self.usable_cpus != 1 else ''} it may run on busy "
+            f"({self.busy_fraction * 100:.0f} %){crowd}"
+        )
+
+
+def generator_load(scope: ScopeResult | None, usable_cpus: float | None) -> GeneratorLoad | None:
+    """The generator's CPU use in a phase scope (None when the usable CPUs
+    are unknown, e.g. on fio servers, or the scope ran no job)."""
+    if scope is None or not usable_cpus or scope.jobs <= 0:
+        return None
+    busy = (scope.usr_cpu_pct + scope.sys_cpu_pct) * scope.jobs / 100.0
+    return GeneratorLoad(scope.jobs, busy, usable_cpus, scope.busiest_job_cpu_pct)
+
+
+@dataclass(frozen=True)
+class GeneratorShape:
+    """What fio's null engine is asked to generate: a phase's jobs, queue
+    depth, block size and pattern, without storage."""
+
+    jobs: int
+    iodepth: int
+    bs: int
+    rw: str
+
+    def describe(self) -> str:
+        return f"{self.jobs} job{'s' if self.jobs != 1 else ''} × QD {self.iodepth}, {self.rw}"
+
+
+@dataclass(frozen=True)
+class Ceiling:
+    """What this machine's fio generated on the null engine for a shape."""
+
+    shape: GeneratorShape
+    iops: float
+    host: str = "local"

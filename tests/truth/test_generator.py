@@ -1,0 +1,90 @@
+"""Truth 9: when the load generator, not the storage, is the limit, iorig says so.
+
+Pinned to one CPU (taskset, as a VM with one vCPU), four random-read jobs on
+memory (tmpfs through the page cache) keep that CPU busy: iorig names the
+generator as the limit. The truth comes from bare fio in the same test: the
+same jobs on the same file, free to use every CPU, go much faster, so the
+storage was not what held the pinned run back. One job on a device capped
+far below what fio can generate reaches the cap and gets no such finding.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+from tests.truth.device import REPO, read_iops
+
+from iorig.store import Store
+
+pytestmark = [pytest.mark.fio, pytest.mark.truth]
+
+CAP = 5_000
+GENERATOR_CODES = {"generator-limit", "cpu-bound", "generator-ceiling"}
+
+
+def _iorig(db: Path, *args: str, prefix: tuple[str, ...] = ()) -> subprocess.CompletedProcess:
+    env = dict(os.environ, IORIG_DB=str(db), COLUMNS="200", NO_COLOR="1")
+    return subprocess.run([*prefix, sys.executable, "-m", "iorig", *args], capture_output=True,
+                          text=True, timeout=300, env=env, cwd=REPO)  # fmt: skip
+
+
+def _shown(db: Path) -> dict:
+    return json.loads(_iorig(db, "show", "last", "--json").stdout)
+
+
+def _codes(shown: dict) -> dict[str, str]:
+    return {w["code"]: w["message"] for w in shown["run"]["warnings"]}
+
+
+@pytest.mark.skipif((os.cpu_count() or 1) < 2, reason="needs two CPUs to pin fio to one")
+def test_four_jobs_pinned_to_one_cpu_name_the_generator(truth_db):
+    with tempfile.TemporaryDirectory(dir="/dev/shm", prefix="iorig-truth-") as memory:
+        done = _iorig(
+            truth_db, "run", "--rw", "randread", "--jobs", "4", "--iodepth", "1",
+            "--engine", "psync", "--bs", "4k", "--size", "64MiB", "--duration", "2s",
+            "--set", "direct=false", "--keep-files", "--target", f"{memory}/",
+            prefix=("taskset", "-c", "0"),
+        )  # fmt: skip
+        assert done.returncode == 0, done.stdout + done.stderr
+        shown = _shown(truth_db)
+        (phase,) = shown["phases"]
+        pinned = phase["iops"]
+        # the truth: the same jobs on the same file, free to use every CPU
+        (data,) = Path(memory).glob("*.dat")
+        bare = subprocess.run(
+            ["fio", "--name=bare", f"--filename={data}", "--rw=randread", "--bs=4k",
+             "--numjobs=4", "--ioengine=psync", "--direct=0", "--time_based", "--runtime=2",
+             "--output-format=json"],
+            capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+        assert bare.returncode == 0, bare.stderr
+        free = read_iops(json.loads(bare.stdout))
+    assert free >= 1.5 * pinned, (free, pinned)  # the storage was not the limit
+    codes = _codes(shown)
+    assert "generator-limit" in codes, codes
+    message = codes["generator-limit"]
+    assert "the load generator is the limit, not the storage" in message
+    assert "of the 1 CPU it may run on" in message and "outnumber" in message
+    with Store(truth_db) as store:
+        cpu = store.load_run(shown["run"]["id"]).run.disclosure.section("cpu")
+    assert cpu["usable_cpus"] == 1 and cpu["affinity"] == "0"
+    assert "the load generator is the limit" in done.stdout  # on the terminal too
+
+
+def test_one_job_on_a_capped_device_reaches_the_cap_without_blaming_the_generator(capped, truth_db):
+    device = capped(read_iops=CAP)
+    done = device.iorig(
+        truth_db, "run", "--rw", "randread", "--iodepth", "8", "--bs", "4k", "--size", "64MiB",
+        "--duration", "2s", "--target", str(device.path),
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    shown = json.loads(device.iorig(truth_db, "show", "last", "--json").stdout)
+    (phase,) = shown["phases"]
+    assert phase["iops"] == pytest.approx(CAP, rel=0.03)
+    assert not GENERATOR_CODES & set(_codes(shown)), _codes(shown)
