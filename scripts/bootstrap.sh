@@ -33,6 +33,9 @@ if [ "$want_test" -eq 1 ]; then
     # sfdisk and mkfs.ext4 let the tests build devices that hold data.
     command -v sfdisk >/dev/null 2>&1 || [ -x /usr/sbin/sfdisk ] || missing+=(fdisk)
     command -v mkfs.ext4 >/dev/null 2>&1 || [ -x /usr/sbin/mkfs.ext4 ] || missing+=(e2fsprogs)
+    # The truth tests make loop devices (losetup) and pin fio to a CPU (taskset).
+    command -v losetup >/dev/null 2>&1 || [ -x /usr/sbin/losetup ] || missing+=(mount)
+    command -v taskset >/dev/null 2>&1 || missing+=(util-linux)
 fi
 if [ "${#missing[@]}" -gt 0 ]; then
     if ! command -v apt-get >/dev/null 2>&1; then

@@ -148,6 +148,18 @@ def test_welch_ratio_matches_known_values():
     assert welch_ratio([1.0], [2.0, 3.0]) is None
 
 
+def test_repeats_without_spread_are_tested_at_the_rates_resolution():
+    # storage held to an exact cap repeats its figure to the I/O: a 27 % drop
+    # is certain, not untestable; the same figure on both sides is no change
+    drop = welch_ratio([4000.0, 4000.0], [2929.7, 2929.7])
+    assert drop is not None and drop.p_value < 1e-6
+    assert drop.ci_low == pytest.approx(0.7324, rel=0.01) and drop.ci_high < 0.74
+    same = welch_ratio([4000.0, 4000.0], [4000.0, 4000.0])
+    assert same is not None and same.p_value == pytest.approx(1.0)
+    # a one-I/O difference stays within the resolution: not significant
+    assert welch_ratio([4000.0, 4000.0], [4000.0, 4001.0]).p_value > 0.05
+
+
 def test_t_distribution_quantiles():
     assert t_quantile(0.975, 10) == pytest.approx(2.228139, abs=1e-5)
     assert t_quantile(0.975, 1) == pytest.approx(12.7062, abs=1e-3)

@@ -49,7 +49,8 @@ def test_disclosure_of_a_real_run(iorig, scratch):
 
 def test_unfair_run_is_flagged_and_fair_run_is_not(iorig, scratch):
     unfair = iorig("run", "peak", "--quick", "--set", "direct=false", "--set", "prefill=false",
-                   "--set", "duration=2s", "--target", f"{scratch}/unfair/")  # fmt: skip
+                   "--set", "duration=2s", "--set", "warmup=1s",
+                   "--target", f"{scratch}/unfair/")  # fmt: skip
     assert unfair.returncode == 0, unfair.stderr
     codes = _codes(_show(iorig))
     assert {"cache-fit", "no-prefill"} <= codes
@@ -57,7 +58,8 @@ def test_unfair_run_is_flagged_and_fair_run_is_not(iorig, scratch):
     assert "direct I/O" in warnings["cache-fit"]["advice"]
     assert "prefill" in warnings["no-prefill"]["advice"]
     assert "page cache" in unfair.stdout and "advice:" in unfair.stdout
-    fair = iorig("run", "peak", "--quick", "--set", "duration=2s", "--target", f"{scratch}/fair/")
+    fair = iorig("run", "peak", "--quick", "--set", "duration=2s", "--set", "warmup=1s",
+                 "--target", f"{scratch}/fair/")  # fmt: skip
     assert fair.returncode == 0, fair.stderr
     assert not ({"cache-fit", "no-prefill"} & _codes(_show(iorig)))
 

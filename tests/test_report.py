@@ -43,7 +43,8 @@ def two_runs(tmp_path_factory) -> tuple[Path, Path]:
     try:
         for label in ("A", EVIL):
             _cli(db, "run", "peak", "--quick", "--target", str(scratch / "data"),
-                 "--size", "32MiB", "--label", label)  # fmt: skip
+                 "--size", "32MiB", "--set", "duration=2s", "--set", "warmup=1s",
+                 "--label", label)  # fmt: skip
         yield db, base
     finally:
         shutil.rmtree(scratch, ignore_errors=True)

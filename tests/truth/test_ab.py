@@ -27,7 +27,7 @@ CAP = 20_000
 
 def _run(device, db, label: str, repeat: int) -> None:
     done = device.iorig(
-        db, "run", "--rw", "randread", "--bs", "4k", "--iodepth", "16", "--duration", "2s",
+        db, "run", "--rw", "randread", "--bs", "4k", "--iodepth", "16", "--duration", "1s",
         "--size", "64MiB", "--target", str(device.path), "--repeat", str(repeat),
         "--label", label,
     )  # fmt: skip
@@ -40,6 +40,10 @@ def test_a_20_percent_slower_device_loses_by_20_percent_significantly(capped, tr
     _run(b, truth_db, "B", 3)
     data = json.loads(a.iorig(truth_db, "compare", "A", "B", "--format", "json").stdout)
     (row,) = [p for p in data["phases"] if not p["baseline"]]
+    print(
+        f"truth 3: B capped at 80 % of A: change {row['change_median'] * 100:+.1f} %, "
+        f"CI {(row['ci_low'] - 1) * 100:+.1f}…{(row['ci_high'] - 1) * 100:+.1f} %"
+    )
     assert row["method"] == "repeats" and row["verdict"] == "worse"
     assert row["change_median"] * 100 == pytest.approx(-20, abs=3)
     assert (row["ci_low"] - 1) * 100 == pytest.approx(-20, abs=3)
@@ -69,6 +73,7 @@ def test_two_devices_with_the_same_cap_show_no_difference_19_times_in_20(capped,
         assert diff is not None and diff.method == "repeats"
         verdicts.append(phase.winner(cmp.labels, "median"))
     same = sum(v == NO_DIFFERENCE for v in verdicts)
+    print(f"truth 3: equal caps: 'no significant difference' in {same} of {len(verdicts)}")
     assert same >= 19, verdicts
 
 

@@ -55,6 +55,10 @@ def test_load_points_past_the_bandwidth_cap_are_invalid(capped, truth_db, tmp_pa
     assert done.returncode == 0, done.stdout + done.stderr
     search = json.loads(device.iorig(truth_db, "show", "last", "--json").stdout)["search"]
     validity = {p["load"]: p["valid"] for p in search["points"]}
+    print(
+        f"truth 8: reads per job {per_job / 1e6:.0f} MB/s, cap {2.15 * per_job / 1e6:.0f} "
+        f"MB/s, validity {validity}"
+    )
     assert validity == {1: True, 2: True, 3: False, 4: False, 5: False}, search["points"]
     assert search["max_valid_load"] == 2
     with Store(truth_db) as store:
@@ -73,4 +77,8 @@ def test_load_points_past_the_bandwidth_cap_are_invalid(capped, truth_db, tmp_pa
         )
         assert seconds >= 2 and float(series.iops.sum()) == pytest.approx(expected_ios, rel=0.03)
         rate = expected_ios / seconds
+        print(
+            f"truth 8: {phase.name}: series sum {float(series.iops.sum()):.0f}, jobs' "
+            f"completions over its {seconds} s {expected_ios:.0f}; seconds {series.iops.round()}"
+        )
         assert all(abs(v - rate) <= 0.25 * rate for v in series.iops), (phase.name, series.iops)

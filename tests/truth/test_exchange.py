@@ -22,10 +22,10 @@ pytestmark = [pytest.mark.fio, pytest.mark.truth]
 MiB = 1 << 20
 
 
-def _exchange(db: Capped, log: Capped, truth_db, *args: str):
+def _exchange(db: Capped, log: Capped, truth_db, *args: str, duration: str = "4s"):
     return db.iorig(
         truth_db, "run", "exchange", "--quick", "--target-db", str(db.path), "--target-log",
-        str(log.path), "--allow-destroy", "--duration", "4s", "--maintenance-rate", "64KiB",
+        str(log.path), "--allow-destroy", "--duration", duration, "--maintenance-rate", "64KiB",
         *args,
     )  # fmt: skip
 
@@ -48,6 +48,10 @@ def test_a_slow_database_does_not_fail_the_log_and_sizes_are_honoured(capped, tr
     by_name = {v["name"]: v for v in shown["verdicts"]}
     log_avg = by_name["Log writes, average latency"]
     bare = _bare_log_latency_ns(log)
+    print(
+        f"truth 5: log write average {log_avg['value'] / 1e3:.0f} µs, the log device alone "
+        f"{bare / 1e3:.0f} µs (database capped at 150 IOPS)"
+    )
     assert log_avg["passed"] and log_avg["value"] <= 1.5 * bare, (log_avg["value"], bare)
     # the database is what is slow: its reads queue on the cap
     assert not by_name["Database reads, average latency"]["passed"]
@@ -70,7 +74,8 @@ def test_database_read_latency_queues_on_the_cap_thread_by_thread(capped, truth_
     flight and each waits T / 400 s."""
     db = capped(size_bytes=128 * MiB, read_iops=CAP)
     log = capped(size_bytes=32 * MiB)
-    done = _exchange(db, log, truth_db, "--threads", "1,2,4", "--db-size", "32MiB")
+    done = _exchange(db, log, truth_db, "--threads", "1,2,4", "--db-size", "32MiB",
+                     duration="2s")  # fmt: skip
     assert done.returncode in (0, 3), done.stdout + done.stderr
     shown = json.loads(db.iorig(truth_db, "show", "last", "--json").stdout)
     reads = {
@@ -81,17 +86,25 @@ def test_database_read_latency_queues_on_the_cap_thread_by_thread(capped, truth_
     for threads in (1, 2, 4):
         expected = threads / CAP * 1e9
         got = reads[f"performance:threads={threads}"]
+        print(
+            f"truth 5: {threads} thread(s): db read latency {got / 1e6:.2f} ms, "
+            f"model {expected / 1e6:.2f} ms"
+        )
         assert got == pytest.approx(expected, rel=0.25), (threads, got, expected)
-    # the scaling table shows the read and write latency of every thread count
+    # the scaling table shows IOPS per thread and the read and write latency
+    assert "db IOPS per thread" in done.stdout and "scaling" in done.stdout
     assert "db read lat" in done.stdout and "db write lat" in done.stdout
     # --threads auto: with a read limit of 6 ms the model passes 1 and 2 threads
     # (2.5 and 5 ms) and fails 4 (10 ms); the fewest that pass is 1
     auto = _exchange(db, log, truth_db, "--threads", "auto", "--db-size", "32MiB",
-                     "--db-read-avg", "6ms")  # fmt: skip
+                     "--db-read-avg", "6ms", duration="2s")  # fmt: skip
     assert auto.returncode == 0, auto.stdout + auto.stderr
     assert "fewest threads that pass every criterion: 1" in auto.stdout
-    # a limit below what one thread waits (2.5 ms) passes nothing: said so, exit 3
+    # a limit below what one thread waits (2.5 ms), and an IOPS target out of
+    # reach, pass nothing: said so with the shortfall, exit 3
     none = _exchange(db, log, truth_db, "--threads", "auto", "--db-size", "32MiB",
-                     "--db-read-avg", "1500us")  # fmt: skip
+                     "--db-read-avg", "1500us", "--set", "target_iops=100000000",
+                     duration="2s")  # fmt: skip
     assert none.returncode == 3, none.stdout + none.stderr
     assert "no thread count tried passes every criterion" in none.stdout
+    assert "Verdict: FAIL" in none.stdout and "short by" in none.stdout

@@ -42,6 +42,7 @@ def test_a_sweep_comparison_names_each_region_with_the_caps_figures(capped, trut
     data = json.loads(a.iorig(truth_db, "compare", "A", "B", "--format", "json").stdout)
     (sweep,) = data["sweeps"]
     (sentence,) = sweep["sentences"]
+    print(f"truth 4: {sentence}")
     more = re.search(r"(\d+) % more throughput at bs=4KiB", sentence)
     assert more is not None, sentence
     assert int(more[1]) == pytest.approx(_change(4096), abs=3)

@@ -35,6 +35,7 @@ def test_random_read_median_is_the_iops_cap(capped, truth_db):
     (phase,) = run["phases"]
     assert phase["metric"] == "iops"
     median = phase["per_second"]["median"]
+    print(f"truth 1: read IOPS cap {IOPS_CAP}, per-second median {median:.0f}")
     assert median == pytest.approx(IOPS_CAP, rel=0.03), median
 
 
@@ -48,6 +49,7 @@ def test_sequential_read_is_the_bandwidth_cap_and_its_percent_of_the_limit(cappe
         assert phase["per_second"]["median"] == pytest.approx(BPS_CAP, rel=0.03)
     out = device.iorig(truth_db, "compare", "first", "second", "--limit", "100MB/s").stdout
     title, shares = _limit_table(out)
+    print(f"truth 1: bandwidth cap {BPS_CAP / 1e6:g} MB/s, % of --limit: {shares}")
     assert "phase mean" in title and "100.00 MB/s" in title
     assert len(shares) == 2 and all(97.0 <= s <= TOP for s in shares), shares
     # an IOPS limit (a device's rated random figure) divides IOPS the same way
