@@ -66,7 +66,8 @@ def test_four_jobs_pinned_to_one_cpu_name_the_generator(truth_db):
         assert bare.returncode == 0, bare.stderr
         free = read_iops(json.loads(bare.stdout))
     print(f"truth 9: 4 jobs pinned to one CPU {pinned:.0f} IOPS, free on every CPU {free:.0f}")
-    assert free >= 1.5 * pinned, (free, pinned)  # the storage was not the limit
+    # the storage was not the limit: twice the CPUs, well over the pinned rate
+    assert free >= 1.25 * pinned, (free, pinned)
     codes = _codes(shown)
     assert "generator-limit" in codes, codes
     message = codes["generator-limit"]

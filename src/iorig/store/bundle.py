@@ -10,11 +10,16 @@ run reaches the database.
 from __future__ import annotations
 
 import shutil
+import sqlite3
 import tempfile
 from pathlib import Path
 
 from iorig.errors import UserError
+from iorig.model import StoredRun
+from iorig.store.checks import InvalidRun, check_run
 from iorig.store.repository import Store
+
+SQLITE_HEADER = b"SQLite format 3\x00"
 
 
 def export_run(store: Store, run_id: str, path: Path) -> None:
@@ -46,9 +51,39 @@ def import_runs(store: Store, path: Path) -> list[tuple[str, bool]]:
         raise UserError(f"{path} does not exist")
     if path.resolve() == store.path.resolve():
         raise UserError("cannot import a database into itself")
+    not_ours = UserError(
+        f"{path} is not an iorig results file",
+        hint="import files written by `iorig export` (or another iorig results database)",
+    )
+    with path.open("rb") as f:
+        if f.read(len(SQLITE_HEADER)) != SQLITE_HEADER:
+            raise not_ours
     with tempfile.TemporaryDirectory(prefix="iorig-import-") as tmp:
         copy = Path(tmp) / "bundle.sqlite"
         shutil.copyfile(path, copy)  # opening migrates: never touch the user's file
-        with Store(copy) as bundle:
-            runs = [bundle.load_run(run_id, artifacts=True) for run_id in bundle.run_ids()]
+        try:
+            bundle = Store(copy)
+        except UserError as exc:  # e.g. written by a newer iorig: say so, of the user's file
+            raise UserError(exc.message.replace(str(copy), str(path)), hint=exc.hint) from None
+        except sqlite3.DatabaseError:
+            raise not_ours from None
+        try:
+            runs = [_checked(bundle, run_id, path) for run_id in bundle.run_ids()]
+        except sqlite3.DatabaseError as exc:
+            raise UserError(f"{path} is damaged ({exc})", hint=not_ours.hint) from None
+        finally:
+            bundle.close()
     return store.add_runs(sorted(runs, key=lambda r: r.run.started_at))
+
+
+def _checked(bundle: Store, run_id: str, path: Path) -> StoredRun:
+    """The run ``run_id`` of a bundle, refused unless iorig could have written it."""
+    hint = "the file is damaged or was not written by iorig; nothing was imported"
+    try:
+        stored = bundle.load_run(run_id, artifacts=True)
+        check_run(stored)
+    except UserError as exc:
+        raise UserError(f"{path}: {exc.message}", hint=hint) from None
+    except InvalidRun as exc:
+        raise UserError(f"{path}: run {run_id!r:.40}: {exc}", hint=hint) from None
+    return stored

@@ -14,7 +14,6 @@ marked only by an explicit ``reap_stale()``.
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import secrets
 import socket
@@ -47,10 +46,26 @@ from iorig.model import (
     histogram,
 )
 from iorig.store import codecs
+from iorig.store.cells import (
+    ARTIFACT_LIMITS,
+    DAMAGED_HINT,
+    DamagedData,
+    command,
+    command_text,
+    inflate,
+    member,
+    nan_to_none,
+    none_to_nan,
+    pack,
+    scope_text,
+    scope_value,
+    unpack,
+)
 from iorig.store.schema import MIGRATIONS
 
 PCT_COLUMNS = {50.0: "lat_p50_ns", 90.0: "lat_p90_ns", 99.0: "lat_p99_ns", 99.9: "lat_p999_ns",
                99.99: "lat_p9999_ns"}  # fmt: skip
+SAMPLE_FIELDS = ("t_s", "iops", "bytes_per_s", "lat_mean_ns")
 ARTIFACTS = ("job.fio", "command", "fio-output.json", "fio-stderr.txt")
 
 
@@ -63,14 +78,6 @@ def default_db_path() -> Path:
 
 def new_run_id() -> str:
     return secrets.token_hex(6)
-
-
-def _pack(array: np.ndarray) -> bytes:
-    return zlib.compress(histogram.encode(array), 6)
-
-
-def _unpack(blob: bytes, rows: int | None) -> np.ndarray:
-    return histogram.decode(zlib.decompress(blob), rows)
 
 
 def _pid_alive(pid: int) -> bool:
@@ -107,26 +114,8 @@ def run_record(row: dict[str, Any]) -> RunRecord:
                 raise UserError(f"run {row.get('id')}: {exc}") from None
         else:
             values[f.name] = row[f.name]
-    values["status"] = RunStatus(values["status"])
+    values["status"] = member(RunStatus, values["status"], "status")
     return RunRecord(**values)
-
-
-def _scope_text(value: str | None) -> str:
-    return "" if value is None else value  # the columns are NOT NULL: "" means "all"
-
-
-def _scope_value(text: str) -> str | None:
-    return None if text == "" else text
-
-
-def _nan_to_none(value: float | None) -> float | None:
-    if value is None or (isinstance(value, float) and value != value):
-        return None
-    return float(value)
-
-
-def _none_to_nan(value: float | None) -> float:
-    return float("nan") if value is None else float(value)
 
 
 def _insert(c: sqlite3.Connection, table: str, row: dict[str, Any]) -> int:
@@ -304,7 +293,7 @@ class Store:
         texts = dict(
             zip(
                 ARTIFACTS,
-                (phase.job_text, _command_text(phase.command), phase.fio_output,
+                (phase.job_text, command_text(phase.command), phase.fio_output,
                  phase.fio_stderr),
                 strict=True,
             )
@@ -321,8 +310,8 @@ class Store:
             "phase_results",
             {
                 "phase_id": phase_id,
-                "workload": _scope_text(result.scope.workload),
-                "host": _scope_text(result.scope.host),
+                "workload": scope_text(result.scope.workload),
+                "host": scope_text(result.scope.host),
                 "jobs": result.jobs,
                 "usr_cpu_pct": result.usr_cpu_pct,
                 "sys_cpu_pct": result.sys_cpu_pct,
@@ -344,27 +333,27 @@ class Store:
                     "io_bytes": t.io_bytes,
                     "iops": t.iops,
                     "bytes_per_s": t.bytes_per_s,
-                    "lat_mean_ns": _nan_to_none(t.lat_mean_ns),
-                    "lat_min_ns": _nan_to_none(t.lat_min_ns),
-                    "lat_max_ns": _nan_to_none(t.lat_max_ns),
-                    "lat_stddev_ns": _nan_to_none(t.lat_stddev_ns),
-                    **{col: _nan_to_none(pcts[p]) for p, col in PCT_COLUMNS.items()},
-                    "slat_mean_ns": _nan_to_none(t.slat_mean_ns),
-                    "total_lat_mean_ns": _nan_to_none(t.total_lat_mean_ns),
+                    "lat_mean_ns": nan_to_none(t.lat_mean_ns),
+                    "lat_min_ns": nan_to_none(t.lat_min_ns),
+                    "lat_max_ns": nan_to_none(t.lat_max_ns),
+                    "lat_stddev_ns": nan_to_none(t.lat_stddev_ns),
+                    **{col: nan_to_none(pcts[p]) for p, col in PCT_COLUMNS.items()},
+                    "slat_mean_ns": nan_to_none(t.slat_mean_ns),
+                    "total_lat_mean_ns": nan_to_none(t.total_lat_mean_ns),
                 },
             )
             _insert(
                 c,
                 "histograms",
                 {"result_id": result_id, "ddir": ddir, "kind": "total", "rows": 1,
-                 "data": _pack(t.hist)},
+                 "data": pack(t.hist)},
             )  # fmt: skip
         for ddir, s in result.series.items():
             c.executemany(
                 "INSERT INTO samples (result_id, ddir, t_s, iops, bytes_per_s, lat_mean_ns) "
                 "VALUES (?,?,?,?,?,?)",
                 [
-                    (result_id, ddir, int(t), float(i), float(b), _nan_to_none(float(lat)))
+                    (result_id, ddir, int(t), float(i), float(b), nan_to_none(float(lat)))
                     for t, i, b, lat in zip(
                         s.t_s, s.iops, s.bytes_per_s, s.lat_mean_ns, strict=True
                     )
@@ -374,7 +363,7 @@ class Store:
                 c,
                 "histograms",
                 {"result_id": result_id, "ddir": ddir, "kind": "per_second", "rows": len(s),
-                 "data": _pack(s.hist)},
+                 "data": pack(s.hist)},
             )  # fmt: skip
 
     def reap_stale(self) -> list[str]:
@@ -430,12 +419,19 @@ class Store:
             raise UserError(f"no run with id {run_id!r} in {self.path}", hint="see `iorig runs`")
         phases = []
         ids = []
-        for p in self._rows(
-            "SELECT * FROM phases WHERE run_id = ? ORDER BY seq, repeat", (run_id,)
-        ):
-            ids.append(p["id"])
-            phases.append(self._phase(p, artifacts))
-        return StoredRun(run_record(found[0]), tuple(phases), tuple(ids))
+        try:
+            record = run_record(found[0])
+            for p in self._rows(
+                "SELECT * FROM phases WHERE run_id = ? ORDER BY seq, repeat", (run_id,)
+            ):
+                ids.append(p["id"])
+                phases.append(self._phase(p, artifacts))
+        except (ValueError, TypeError) as exc:  # DamagedData, and JSON that is not
+            where = f"phase {len(phases) + 1}: " if ids else ""
+            raise UserError(
+                f"run {run_id} in {self.path} is damaged: {where}{exc}", hint=DAMAGED_HINT
+            ) from None
+        return StoredRun(record, tuple(phases), tuple(ids))
 
     def headline_series(self, run_id: str) -> list[tuple[str, Metric, list[float]]]:
         """Per measured phase: (name, metric, per-second values of the aggregate)."""
@@ -459,13 +455,25 @@ class Store:
             "WHERE p.run_id = ? AND a.name = 'job.fio' ORDER BY p.seq, p.repeat DESC",
             (run_id,),
         ).fetchall()
-        return {name: zlib.decompress(data).decode() for name, data in rows}
+        try:
+            return {name: self._text(data, "job.fio") for name, data in rows}
+        except DamagedData as exc:
+            raise UserError(
+                f"run {run_id} in {self.path} is damaged: {exc}", hint=DAMAGED_HINT
+            ) from None
 
     def artifact(self, phase_id: int, name: str) -> str | None:
         row = self.conn.execute(
             "SELECT data FROM artifacts WHERE phase_id = ? AND name = ?", (phase_id, name)
         ).fetchone()
-        return zlib.decompress(row[0]).decode() if row else None
+        return self._text(row[0], name) if row else None
+
+    def _text(self, blob: object, name: str) -> str:
+        data = inflate(blob, ARTIFACT_LIMITS.get(name, 1 << 20), f"artifact {name}")
+        try:
+            return data.decode()
+        except UnicodeDecodeError:
+            raise DamagedData(f"artifact {name} is not text") from None
 
     def _rows(self, sql: str, params: tuple = ()) -> list[dict[str, Any]]:
         cur = self.conn.execute(sql, params)
@@ -487,12 +495,12 @@ class Store:
             steady=_steady(steady[0]) if steady else None,
             seq=p["seq"],
             name=p["name"],
-            kind=PhaseKind(p["kind"]),
-            status=PhaseStatus(p["status"]),
+            kind=member(PhaseKind, p["kind"], "kind"),
+            status=member(PhaseStatus, p["status"], "status"),
             started_at=p["started_at"],
             ended_at=p["ended_at"],
             planned_s=p["planned_s"],
-            headline=Metric(p["headline"]),
+            headline=member(Metric, p["headline"], "headline"),
             scopes=tuple(scopes),
             fio_version=p["fio_version"],
             engine=p["engine"],
@@ -500,17 +508,31 @@ class Store:
             repeat=p["repeat"],
             point=codecs.POINT.decode(p["point_json"]),
             job_text=texts.get("job.fio", ""),
-            command=_command(texts.get("command", "")),
+            command=command(texts.get("command", "")),
             fio_output=texts.get("fio-output.json", ""),
             fio_stderr=texts.get("fio-stderr.txt", ""),
         )
 
     def _scope(self, r: dict[str, Any]) -> ScopeResult:
         rid = r["id"]
-        hists = {
-            (h["ddir"], h["kind"]): _unpack(h["data"], None if h["kind"] == "total" else h["rows"])
-            for h in self._rows("SELECT * FROM histograms WHERE result_id = ?", (rid,))
-        }
+        samples = self._rows(
+            "SELECT ddir, t_s, iops, bytes_per_s, lat_mean_ns FROM samples WHERE result_id = ? "
+            "ORDER BY ddir, t_s",
+            (rid,),
+        )
+        seconds: dict[str, int] = {}
+        for sample in samples:
+            seconds[sample["ddir"]] = seconds.get(sample["ddir"], 0) + 1
+        hists = {}
+        for h in self._rows("SELECT * FROM histograms WHERE result_id = ?", (rid,)):
+            kind, ddir = h["kind"], h["ddir"]
+            what = f"histogram ({kind!r:.20}, {ddir!r:.20})"
+            # a total is one row; a per-second histogram one row per stored second
+            rows = None if kind == "total" else seconds.get(ddir, 0)
+            expected = 1 if rows is None else rows
+            if kind not in ("total", "per_second") or h["rows"] != expected:
+                raise DamagedData(f"{what} says {h['rows']!r:.20} rows, not {expected}")
+            hists[(ddir, kind)] = unpack(h["data"], rows, what)
         totals = {}
         for t in self._rows("SELECT * FROM totals WHERE result_id = ?", (rid,)):
             totals[t["ddir"]] = Totals(
@@ -519,33 +541,30 @@ class Store:
                 io_bytes=t["io_bytes"],
                 iops=t["iops"],
                 bytes_per_s=t["bytes_per_s"],
-                lat_mean_ns=_none_to_nan(t["lat_mean_ns"]),
-                lat_min_ns=_none_to_nan(t["lat_min_ns"]),
-                lat_max_ns=_none_to_nan(t["lat_max_ns"]),
-                lat_stddev_ns=_none_to_nan(t["lat_stddev_ns"]),
-                slat_mean_ns=_none_to_nan(t["slat_mean_ns"]),
-                total_lat_mean_ns=_none_to_nan(t["total_lat_mean_ns"]),
+                lat_mean_ns=none_to_nan(t["lat_mean_ns"]),
+                lat_min_ns=none_to_nan(t["lat_min_ns"]),
+                lat_max_ns=none_to_nan(t["lat_max_ns"]),
+                lat_stddev_ns=none_to_nan(t["lat_stddev_ns"]),
+                slat_mean_ns=none_to_nan(t["slat_mean_ns"]),
+                total_lat_mean_ns=none_to_nan(t["total_lat_mean_ns"]),
                 hist=hists.get((t["ddir"], "total"), histogram.empty()),
             )
         series = {}
-        samples = self._rows(
-            "SELECT ddir, t_s, iops, bytes_per_s, lat_mean_ns FROM samples WHERE result_id = ? "
-            "ORDER BY ddir, t_s",
-            (rid,),
-        )
         ddirs = [s["ddir"] for s in samples] + [d for d, kind in hists if kind == "per_second"]
         for ddir in dict.fromkeys(ddirs):
             rows = [s for s in samples if s["ddir"] == ddir]
+            if any(not isinstance(s[k], int | float | None) for s in rows for k in SAMPLE_FIELDS):
+                raise DamagedData(f"a per-second sample of {ddir!r:.20} is not a number")
             series[ddir] = Series(
                 ddir=ddir,
                 t_s=np.array([s["t_s"] for s in rows], dtype=np.int64),
                 iops=np.array([s["iops"] for s in rows], dtype=float),
                 bytes_per_s=np.array([s["bytes_per_s"] for s in rows], dtype=float),
-                lat_mean_ns=np.array([_none_to_nan(s["lat_mean_ns"]) for s in rows], dtype=float),
+                lat_mean_ns=np.array([none_to_nan(s["lat_mean_ns"]) for s in rows], dtype=float),
                 hist=hists.get((ddir, "per_second"), np.zeros((0, histogram.NR_BINS), np.uint64)),
             )
         return ScopeResult(
-            scope=Scope(_scope_value(r["workload"]), _scope_value(r["host"])),
+            scope=Scope(scope_value(r["workload"]), scope_value(r["host"])),
             jobs=r["jobs"],
             totals=totals,
             series=series,
@@ -553,17 +572,9 @@ class Store:
             sys_cpu_pct=r["sys_cpu_pct"],
             busiest_job_cpu_pct=r["busiest_job_cpu_pct"],
             errors=r["errors"],
-            status=PhaseStatus(r["status"]),
+            status=member(PhaseStatus, r["status"], "status"),
             error=r["error"],
         )
-
-
-def _command_text(command: tuple[str, ...]) -> str:
-    return json.dumps(list(command)) if command else ""
-
-
-def _command(text: str) -> tuple[str, ...]:
-    return tuple(json.loads(text)) if text else ()
 
 
 def _steady(row: dict[str, Any]) -> SteadyState:
