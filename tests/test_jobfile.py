@@ -53,7 +53,7 @@ def test_sequential_mixed_and_rate_limited():
         ("filename", "/tmp/a\\b", "backslash"),
         ("filename", "../../etc/shadow", "without '..'"),
         ("filename", "data/../../x", "without '..'"),
-        ("directory", "/a:b/../c", "without '..'"),
+        ("directory", ("/a:b/../c",), "without '..'"),
         ("filename_format", "x.$HOME", "only name characters"),
         ("write_iops_log", "../escape", "plain names"),
         ("iodepth", 0, "out of range"),

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from iorig.errors import UserError
 
-OptionValue = str | int | float | bool
+OptionValue = str | int | float | bool | tuple[str, ...]
 
 ENGINES = ("io_uring", "libaio", "psync", "filestat", "null")
 RW_MODES = ("read", "write", "randread", "randwrite", "randrw", "rw", "trim", "randtrim")
@@ -73,23 +73,25 @@ def _choice(*allowed: str) -> Callable[[str, OptionValue], str]:
 
 
 def _path(option: str, value: OptionValue) -> str:
-    text = _check_text(option, str(value))
+    """The one way a path reaches a job file: checked, then its colons escaped
+    (fio splits ``filename=`` and ``directory=`` on ':'; '\\:' is a literal one)."""
+    if not isinstance(value, str):
+        raise JobFileError(f"{option}={value!r}: a path is text")
+    text = _check_text(option, value)
     # relative paths are for fio servers (their working directory), never upwards
     if not text or ".." in text.split("/"):
         raise JobFileError(f"{option}={text!r}: an absolute path, or a relative one without '..'")
-    # fio separates several files with ':'; a literal colon is written '\:'.
     return text.replace(":", "\\:")
 
 
 def _directories(option: str, value: OptionValue) -> str:
-    # fio separates directories with ':' (handed to the jobs in turn), so a
-    # path with a colon cannot be one of them
-    parts = str(value).split(":")
-    for part in parts:
-        if not part or "\\" in part:
-            raise JobFileError(f"{option}={value!r}: a directory path is empty or escaped")
-        _path(option, part)
-    return str(value)
+    # fio hands several directories to the jobs in turn, joined by ':'. They
+    # arrive as a tuple so that a colon inside a name is escaped, not split.
+    if not isinstance(value, tuple) or not value:
+        raise JobFileError(
+            f"{option}={value!r}: give a list of directories, not one ':'-joined string"
+        )
+    return ":".join(_path(option, part) for part in value)
 
 
 _FORMAT_TOKENS = ("$jobnum", "$filenum", "$jobname")
@@ -320,7 +322,7 @@ def workload_options(
         options |= {"filename": filename, "size": size}
     else:
         options |= {
-            "directory": ":".join(fileset.directories),
+            "directory": tuple(fileset.directories),
             "filename_format": f"{fileset.name}.$jobnum.$filenum",
             "nrfiles": fileset.files,
             "filesize": fileset.file_size,
