@@ -19,7 +19,7 @@ import pytest
 
 pytestmark = pytest.mark.fio
 REPO = Path(__file__).resolve().parent.parent
-EVIL = 'B </script><script>window.pwned=1</script> & "q"'
+EVIL = 'B </script><script>window.pwned=1</script> & "q" <a href="https://example.com/x">l</a>'
 
 
 def _cli(db: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess:
@@ -143,6 +143,11 @@ def test_html_report_in_headless_chromium(two_runs):
         assert f"<h3>{title}" in dom
     assert "rw=randread" in dom  # job files in collapsible blocks
     assert "<script>window.pwned=1</script>" not in dom  # the label never became markup
+    # nor plotly markup: legends show it as text, no live link
+    assert not re.search(r'<a [^>]*href="https://example.com/x"', dom), "a label became a link"
+    assert "&lt;a href=" in dom
+    csp = re.search(r'http-equiv="Content-Security-Policy" content="([^"]+)"', html)[1]
+    assert "unsafe-eval" not in csp and "unsafe-inline" not in csp.split("style-src")[0], csp
     # No request left the page: page-initiated requests have an initiator origin
     # ("null" for file://); the browser's own background traffic has none.
     events = json.loads(netlog.read_text())
