@@ -5,9 +5,13 @@ Every fio process (a phase, an engine probe, a client driving servers, a
 server) starts in a new session: a terminal's Ctrl-C reaches iorig only, and
 iorig decides how fio stops. fio also gets SIGTERM if the thread that
 started it dies (``PR_SET_PDEATHSIG``). Stopping signals the whole group,
-not only fio's parent, until no process of the group is left: fio's job
-workers are children in the same group and keep doing I/O if only the
-parent is gone.
+not only fio's parent, until no process of the group is left.
+
+fio's job workers are forked children that call ``setsid()``: each is in a
+session and group of its own, so a group signal misses them, and when fio's
+parent dies (OOM kill, a stray ``kill -9``) they keep doing I/O. iorig
+therefore records the workers while fio runs (``Workers``) and SIGKILLs the
+ones left once their parent has ended.
 """
 
 from __future__ import annotations
@@ -65,6 +69,50 @@ def signal_group(pgid: int, sig: int) -> None:
         os.killpg(pgid, sig)
 
 
+def _start_time(pid: int) -> str | None:
+    """The live process's start time (clock ticks since boot): with the pid,
+    its identity. None when it is gone or a zombie (it does nothing more)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return None if len(fields) < 20 or fields[0] in ("Z", "X") else fields[19]
+
+
+def _children(pid: int) -> list[int]:
+    found = []
+    with contextlib.suppress(OSError):
+        for task in Path(f"/proc/{pid}/task").iterdir():
+            with contextlib.suppress(OSError):
+                found += [int(c) for c in (task / "children").read_text().split()]
+    return found
+
+
+class Workers:
+    """The processes a fio parent forked, by pid and start time (so a reused
+    pid is never signalled)."""
+
+    def __init__(self) -> None:
+        self.known: dict[int, str] = {}
+
+    def record(self, leader: int) -> None:
+        pending = _children(leader)
+        while pending:
+            pid = pending.pop()
+            started = _start_time(pid)
+            if started is not None and pid not in self.known:
+                self.known[pid] = started
+                pending += _children(pid)
+
+    def alive(self) -> list[int]:
+        return [pid for pid, started in self.known.items() if _start_time(pid) == started]
+
+    def kill(self) -> None:
+        for pid in self.alive():
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
+
+
 def stop_group(
     proc: subprocess.Popen,
     steps: Sequence[tuple[int, float]] = (
@@ -72,22 +120,45 @@ def stop_group(
         (signal.SIGTERM, 5.0),
         (signal.SIGKILL, 5.0),
     ),
+    workers: Workers | None = None,
 ) -> None:
     """Signal ``proc``'s whole group, escalating step by step, until the group
     is empty (each step waits up to its seconds). SIGINT lets fio finish its
     I/Os and write what it measured; SIGKILL is the last word."""
     pgid = proc.pid  # the session leader's pid is the group's id
-    for sig, wait_s in steps:
+    workers = workers or Workers()
+    if proc.poll() is None:
+        workers.record(pgid)
+
+    def done() -> bool:
         _reap(proc)
-        if not group_alive(pgid):
+        return not group_alive(pgid) and not workers.alive()
+
+    for sig, wait_s in steps:
+        if done():
             return
+        if proc.returncode is not None:
+            break  # orphans: fio's parent is gone, its workers heed nothing but SIGKILL
         signal_group(pgid, sig)
         deadline = time.monotonic() + wait_s
         while time.monotonic() < deadline:
-            _reap(proc)
-            if not group_alive(pgid):
+            if done():
                 return
+            if proc.returncode is not None:
+                break
             time.sleep(0.02)
+    _kill_orphans(proc, pgid, workers)
+
+
+def _kill_orphans(proc: subprocess.Popen, pgid: int, workers: Workers, wait_s: float = 5.0) -> None:
+    """SIGKILL what is left of the group and of fio's workers: once fio's
+    parent has ended nothing collects their results, and they keep doing I/O."""
+    deadline = time.monotonic() + wait_s
+    while (group_alive(pgid) or workers.alive()) and time.monotonic() < deadline:
+        signal_group(pgid, signal.SIGKILL)
+        workers.kill()
+        time.sleep(0.02)
+        _reap(proc)
     _reap(proc)
 
 

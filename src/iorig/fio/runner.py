@@ -23,7 +23,7 @@ from pathlib import Path
 
 from iorig.errors import UserError
 from iorig.fio.parse import scan_documents
-from iorig.fio.process import spawn, stop_group
+from iorig.fio.process import Workers, spawn, stop_group
 
 MIN_VERSION = (3, 20)
 # After an exception or an interrupt the caller is leaving: fio gets less time.
@@ -160,8 +160,10 @@ class FioProcess:
         with open(self.stderr_path, "wb") as err:
             self._proc = spawn(self.command, self.workdir, stderr=err)
         leaving = True
+        workers = Workers()  # fio's job workers leave its group: know them to stop them
         try:
             while self._proc.poll() is None and self.stopped_by is None:
+                workers.record(self._proc.pid)
                 if cancel.wait(poll_s):
                     self.stopped_by = "cancel"
                 elif timeout_s is not None and time.monotonic() - started > timeout_s:
@@ -169,10 +171,11 @@ class FioProcess:
                 elif self._proc.poll() is None:
                     yield time.monotonic() - started
             leaving = False
-            stop_group(self._proc)  # at once when fio ended; gracefully when asked to stop
+            # at once when fio ended; gracefully when asked to stop
+            stop_group(self._proc, workers=workers)
         finally:
             if leaving:  # an exception or an abandoned loop: fio must not outlive us
-                stop_group(self._proc, _LEAVING)
+                stop_group(self._proc, _LEAVING, workers)
         output = self.output_path.read_text(errors="replace") if self.output_path.exists() else ""
         stderr = self.stderr_path.read_text(errors="replace") if self.stderr_path.exists() else ""
         self.exit = FioExit(

@@ -1,0 +1,77 @@
+"""Nothing left running: fio's workers die with their parent, whoever killed it.
+
+fio runs its jobs in worker processes of its own process group; when only the
+parent dies (an OOM kill, a stray ``kill -9``) the workers kept doing I/O for
+seconds on a deleted file. iorig empties the whole group whenever fio's
+parent ends.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from tests.conftest import REPO
+
+pytestmark = pytest.mark.fio
+
+
+def _fio_processes(marker: str) -> dict[int, int]:
+    """pid -> parent pid of every fio process whose command line mentions ``marker``."""
+    found = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        if "fio" in cmdline.split(" ")[0] and marker in cmdline:
+            state, ppid = stat.rsplit(")", 1)[1].split()[:2]
+            if state != "Z":
+                found[int(entry.name)] = int(ppid)
+    return found
+
+
+def test_killing_fios_parent_ends_its_workers_and_the_run(scratch, tmp_path):
+    workdir = tmp_path / "work"
+    workdir.mkdir()
+    env = dict(os.environ, IORIG_DB=str(tmp_path / "r.sqlite"), TMPDIR=str(workdir))
+    iorig = subprocess.Popen(
+        [sys.executable, "-m", "iorig", "run", "--rw", "randread", "--size", "32MiB",
+         "--jobs", "2", "--duration", "30s", "--target", f"{scratch}/"],
+        cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 30
+        parent = None
+        while time.monotonic() < deadline and parent is None:
+            procs = _fio_processes(str(workdir))
+            # the measured phase: a parent with its two job workers
+            parents = [p for p, pp in procs.items() if pp == iorig.pid]
+            workers = [p for p, pp in procs.items() if pp in parents]
+            if len(parents) == 1 and len(workers) >= 2:
+                parent = parents[0]
+            time.sleep(0.1)
+        assert parent is not None, "fio's workers never appeared"
+        time.sleep(1.0)  # measuring
+        os.kill(parent, signal.SIGKILL)
+        killed = time.monotonic()
+        while _fio_processes(str(workdir)) and time.monotonic() - killed < 10:
+            time.sleep(0.05)
+        left = _fio_processes(str(workdir))
+        gone_after_s = time.monotonic() - killed
+        out, _ = iorig.communicate(timeout=30)
+    finally:
+        if iorig.poll() is None:
+            iorig.kill()
+    assert left == {}, f"fio workers still running {gone_after_s:.1f} s after their parent died"
+    assert gone_after_s < 5, gone_after_s
+    assert iorig.returncode != 0, out
+    assert "Traceback" not in out, out
