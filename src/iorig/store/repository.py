@@ -520,15 +520,15 @@ class Store:
             "ORDER BY ddir, t_s",
             (rid,),
         )
-        seconds: dict[str, int] = {}
+        by_ddir: dict[str, list[dict[str, Any]]] = {}
         for sample in samples:
-            seconds[sample["ddir"]] = seconds.get(sample["ddir"], 0) + 1
+            by_ddir.setdefault(sample["ddir"], []).append(sample)
         hists = {}
         for h in self._rows("SELECT * FROM histograms WHERE result_id = ?", (rid,)):
             kind, ddir = h["kind"], h["ddir"]
             what = f"histogram ({kind!r:.20}, {ddir!r:.20})"
             # a total is one row; a per-second histogram one row per stored second
-            rows = None if kind == "total" else seconds.get(ddir, 0)
+            rows = None if kind == "total" else len(by_ddir.get(ddir, ()))
             expected = 1 if rows is None else rows
             if kind not in ("total", "per_second") or h["rows"] != expected:
                 raise DamagedData(f"{what} says {h['rows']!r:.20} rows, not {expected}")
@@ -550,9 +550,9 @@ class Store:
                 hist=hists.get((t["ddir"], "total"), histogram.empty()),
             )
         series = {}
-        ddirs = [s["ddir"] for s in samples] + [d for d, kind in hists if kind == "per_second"]
+        ddirs = [*by_ddir, *(d for d, kind in hists if kind == "per_second")]
         for ddir in dict.fromkeys(ddirs):
-            rows = [s for s in samples if s["ddir"] == ddir]
+            rows = by_ddir.get(ddir, [])
             if any(not isinstance(s[k], int | float | None) for s in rows for k in SAMPLE_FIELDS):
                 raise DamagedData(f"a per-second sample of {ddir!r:.20} is not a number")
             series[ddir] = Series(
