@@ -100,6 +100,7 @@ class FakeBackend:
         self.ran: list[tuple[str, int]] = []  # (phase, repeat) in order
         self.cleaned: list[bool] = []  # keep_files of each clean_up
         self._stop = threading.Event()
+        self._hurry = threading.Event()  # a second Ctrl-C: kill fio at once
 
     @property
     def hosts(self) -> tuple[str, ...]:
@@ -196,8 +197,10 @@ class FakeBackend:
         doc["jobs"] = [job]
         return FioExit(0, json.dumps(doc), "", None, 1.0)
 
-    def stop(self) -> None:
+    def stop(self, *, at_once: bool = False) -> None:
         self._stop.set()
+        if at_once:
+            self._hurry.set()
 
     def clean_up(self, plan: Plan, *, keep_files: bool) -> None:
         self.cleaned.append(keep_files)

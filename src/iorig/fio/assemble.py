@@ -267,16 +267,21 @@ def build_scope(scope: Scope, sections: Sequence[SectionData]) -> ScopeResult:
 
 
 def build_scopes(
-    sections: Sequence[SectionData], shifts_s: Mapping[str, int] | None = None
+    sections: Sequence[SectionData],
+    shifts_s: Mapping[str, int] | None = None,
+    *,
+    per_host: bool = False,
 ) -> tuple[ScopeResult, ...]:
-    """Aggregate first, then per host (when several), then per workload × host.
+    """Aggregate first, then per host (when several, or ``per_host``: a run
+    on several hosts of which only one brought results back), then per
+    workload × host.
 
     With several hosts, ``shifts_s`` (host -> seconds after the first host
     started) aligns their per-second series on wall-clock seconds."""
     hosts = sorted({s.host for s in sections})
-    if len(hosts) > 1:
-        per_host = [build_scope(Scope(host=h), [s for s in sections if s.host == h]) for h in hosts]
-        scopes = [merge_hosts(per_host, shifts_s or {}), *per_host]
+    if len(hosts) > 1 or per_host:
+        each = [build_scope(Scope(host=h), [s for s in sections if s.host == h]) for h in hosts]
+        scopes = [merge_hosts(each, shifts_s or {}), *each]
     else:
         scopes = [build_scope(AGGREGATE, sections)]
     keys = list(dict.fromkeys((s.workload, s.host) for s in sections))

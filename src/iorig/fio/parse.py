@@ -171,10 +171,21 @@ def parse_document(doc: dict, host: str = "local") -> FioOutput:
 
 
 def parse_final(text: str, host: str = "local") -> FioOutput:
+    """fio's final result: the last document of a local run (status snapshots
+    come before it), or every client's document in client mode (iorig runs
+    one fio client per host and keeps their outputs in turn)."""
     docs = split_documents(text)
     if not docs:
         raise FioOutputError("fio wrote no JSON result (see its error output)")
-    return parse_document(docs[-1], host)
+    clients = [parse_document(d, host) for d in docs if "client_stats" in d]
+    if len(clients) < 2:
+        return parse_document(docs[-1], host)
+    return FioOutput(
+        version=clients[0].version,
+        timestamp_ms=min(c.timestamp_ms for c in clients),
+        jobs=tuple(j for c in clients for j in c.jobs),
+        disk_util=tuple(d for c in clients for d in c.disk_util),
+    )
 
 
 @dataclass(frozen=True)

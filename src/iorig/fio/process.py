@@ -21,6 +21,7 @@ import ctypes
 import os
 import signal
 import subprocess
+import threading
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -121,10 +122,12 @@ def stop_group(
         (signal.SIGKILL, 5.0),
     ),
     workers: Workers | None = None,
+    hurry: threading.Event | None = None,
 ) -> None:
     """Signal ``proc``'s whole group, escalating step by step, until the group
     is empty (each step waits up to its seconds). SIGINT lets fio finish its
-    I/Os and write what it measured; SIGKILL is the last word."""
+    I/Os and write what it measured; SIGKILL is the last word, at once when
+    ``hurry`` is set (a second Ctrl-C)."""
     pgid = proc.pid  # the session leader's pid is the group's id
     workers = workers or Workers()
     if proc.poll() is None:
@@ -144,15 +147,18 @@ def stop_group(
         while time.monotonic() < deadline:
             if done():
                 return
-            if proc.returncode is not None:
+            if proc.returncode is not None or (hurry is not None and hurry.is_set()):
                 break
             time.sleep(0.02)
+        if hurry is not None and hurry.is_set():
+            break
     _kill_orphans(proc, pgid, workers)
 
 
 def _kill_orphans(proc: subprocess.Popen, pgid: int, workers: Workers, wait_s: float = 5.0) -> None:
     """SIGKILL what is left of the group and of fio's workers: once fio's
-    parent has ended nothing collects their results, and they keep doing I/O."""
+    parent has ended nothing collects their results, and they keep doing I/O
+    (also the last step when fio ignored the gentler signals)."""
     deadline = time.monotonic() + wait_s
     while (group_alive(pgid) or workers.alive()) and time.monotonic() < deadline:
         signal_group(pgid, signal.SIGKILL)

@@ -28,6 +28,8 @@ from iorig.fio.process import Workers, spawn, stop_group
 MIN_VERSION = (3, 20)
 # After an exception or an interrupt the caller is leaving: fio gets less time.
 _LEAVING = ((signal.SIGINT, 5.0), (signal.SIGTERM, 3.0), (signal.SIGKILL, 3.0))
+# A phase asked to stop: fio finishes its I/Os and writes what it measured.
+STOP_STEPS = ((signal.SIGINT, 10.0), (signal.SIGTERM, 5.0), (signal.SIGKILL, 5.0))
 
 
 def find_fio(explicit: str | None = None) -> str:
@@ -106,9 +108,13 @@ class FioProcess:
         clients: tuple[tuple[str, Path], ...] = (),
         status: bool = True,
         extra_args: tuple[str, ...] = (),
+        tag: str = "",
+        stop_steps: Sequence[tuple[int, float]] = STOP_STEPS,
     ):
-        self.output_path = workdir / "fio-output.json"
-        self.stderr_path = workdir / "fio-stderr.txt"
+        # ``tag`` tells apart the files of several fio processes sharing a workdir
+        self.output_path = workdir / f"fio-output{tag}.json"
+        self.stderr_path = workdir / f"fio-stderr{tag}.txt"
+        self.stop_steps = tuple(stop_steps)
         if clients:
             # Client mode streams no status snapshots; --eta=always makes fio
             # drop a server that stops answering instead of waiting forever.
@@ -150,12 +156,17 @@ class FioProcess:
         return docs
 
     def ticks(
-        self, cancel: threading.Event, timeout_s: float | None = None, poll_s: float = 0.25
+        self,
+        cancel: threading.Event,
+        timeout_s: float | None = None,
+        poll_s: float = 0.25,
+        hurry: threading.Event | None = None,
     ) -> Iterator[float]:
         """Start fio and yield the seconds since its start about every
         ``poll_s`` while it runs. It is stopped on ``cancel``, after
-        ``timeout_s``, or after the caller's ``request_stop``; ``exit`` then
-        holds how it ended. Leaving the loop early stops fio as well."""
+        ``timeout_s``, or after the caller's ``request_stop`` (at once, with
+        SIGKILL, once ``hurry`` is set); ``exit`` then holds how it ended.
+        Leaving the loop early stops fio as well."""
         started = time.monotonic()
         with open(self.stderr_path, "wb") as err:
             self._proc = spawn(self.command, self.workdir, stderr=err)
@@ -172,10 +183,10 @@ class FioProcess:
                     yield time.monotonic() - started
             leaving = False
             # at once when fio ended; gracefully when asked to stop
-            stop_group(self._proc, workers=workers)
+            stop_group(self._proc, self.stop_steps, workers, hurry)
         finally:
             if leaving:  # an exception or an abandoned loop: fio must not outlive us
-                stop_group(self._proc, _LEAVING, workers)
+                stop_group(self._proc, _LEAVING, workers, hurry)
         output = self.output_path.read_text(errors="replace") if self.output_path.exists() else ""
         stderr = self.stderr_path.read_text(errors="replace") if self.stderr_path.exists() else ""
         self.exit = FioExit(
@@ -186,9 +197,14 @@ class FioProcess:
             elapsed_s=time.monotonic() - started,
         )
 
-    def run(self, cancel: threading.Event | None = None, timeout_s: float | None = None) -> FioExit:
+    def run(
+        self,
+        cancel: threading.Event | None = None,
+        timeout_s: float | None = None,
+        hurry: threading.Event | None = None,
+    ) -> FioExit:
         """Run fio to its end (or ``timeout_s``) without following it."""
-        for _ in self.ticks(cancel or threading.Event(), timeout_s):
+        for _ in self.ticks(cancel or threading.Event(), timeout_s, hurry=hurry):
             pass
         assert self.exit is not None
         return self.exit

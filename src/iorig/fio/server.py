@@ -64,6 +64,35 @@ def process_tree(pid: int, *, include_root: bool = True) -> list[int]:
     return list(tree)
 
 
+def orphaned_jobs(server_pid: int) -> list[int]:
+    """Processes of the server's session whose parent has left it: job
+    processes whose connection (their client) is gone."""
+    if not os.path.isdir("/proc"):
+        return []
+    table = _proc_table()
+    return [
+        pid
+        for pid, (parent, sid) in table.items()
+        if sid == server_pid
+        and pid != server_pid
+        and parent != server_pid
+        and table.get(parent, (0, 0))[1] != server_pid
+    ]
+
+
+def _descendants(pid: int) -> list[int]:
+    table = _proc_table()
+    children: dict[int, list[int]] = {}
+    for child, (parent, _) in table.items():
+        children.setdefault(parent, []).append(child)
+    found, todo = [], [pid]
+    while todo:
+        current = todo.pop()
+        found.append(current)
+        todo += children.get(current, [])
+    return found
+
+
 def _alive(pid: int) -> bool:
     try:
         with open(f"/proc/{pid}/stat", "rb") as f:
@@ -149,6 +178,7 @@ class FioServer:
         self.log_path = log_path
         self._proc: subprocess.Popen | None = None
         self._lock = threading.Lock()
+        self._watching = threading.Event()
 
     @property
     def pid(self) -> int | None:
@@ -206,6 +236,8 @@ class FioServer:
                     hint="see fio's message; is the address one of this machine's?",
                 )
             if self._ready():
+                self._watching.set()
+                threading.Thread(target=self._watch, args=(self._proc.pid,), daemon=True).start()
                 return
             if time.monotonic() > deadline:
                 self.stop()
@@ -226,9 +258,28 @@ class FioServer:
         except OSError:
             return False
 
+    def _watch(self, server_pid: int, every_s: float = 0.5) -> None:
+        """End the jobs of a client that is gone. fio's server runs a
+        client's jobs in a process of its own under the connection's; when
+        the client dies (killed, a lost network) the connection process ends
+        and the jobs go on doing I/O, orphaned, until their runtime ends.
+        Such a job process is seen twice, half a second apart, then killed
+        with its workers."""
+        seen: set[int] = set()
+        while self._watching.is_set():
+            orphans = set(orphaned_jobs(server_pid))
+            for pid in orphans & seen:
+                tree = [pid, *(p for p in _descendants(pid) if p != pid)]
+                for victim in tree:
+                    with contextlib.suppress(ProcessLookupError, PermissionError):
+                        os.kill(victim, signal.SIGKILL)
+            seen = orphans
+            time.sleep(every_s)
+
     def stop(self, timeout_s: float = 5.0) -> None:
         """Stop the server and every process it forked (sessions and jobs):
         SIGTERM, then SIGKILL whatever is left after ``timeout_s``."""
+        self._watching.clear()
         with self._lock:
             proc = self._proc
             if proc is None:

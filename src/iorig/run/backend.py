@@ -13,7 +13,7 @@ results.
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -59,6 +59,8 @@ class RawPhase:
     wallclock_logs: bool  # log times are Unix epoch ms (hosts are aligned on them)
     exit_code_counts: bool  # a non-zero exit means failure (not so for fio's client)
     steady: SteadyState | None = None  # judged live, when the backend could
+    # why a host brought nothing back, where the backend knows (host -> reason)
+    host_problems: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -103,9 +105,10 @@ class PhaseBackend(Protocol):
         wait for it: the engine probe and the null-engine ceiling."""
         ...
 
-    def stop(self) -> None:
+    def stop(self, *, at_once: bool = False) -> None:
         """Ask the running phase to stop (it still brings back what it
-        measured); no phase starts after this."""
+        measured); no phase starts after this. ``at_once`` (a second
+        Ctrl-C): kill fio now, whatever it has not written yet."""
         ...
 
     def clean_up(self, plan: Plan, *, keep_files: bool) -> None:

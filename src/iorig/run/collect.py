@@ -14,11 +14,13 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
+from itertools import pairwise
 from typing import Any
 
 from iorig.fio import parse
 from iorig.fio.assemble import JobLogs, SectionData, build_scopes
 from iorig.model import Scope, ScopeResult
+from iorig.model.combine import window
 from iorig.plan import PlannedPhase
 from iorig.run.backend import HostLogs, RawPhase
 
@@ -89,16 +91,29 @@ def collect(raw: RawPhase, phase: PlannedPhase) -> Collected:
             job_logs = tuple(_job_logs(kinds, start) for _, kinds in sorted(kinds_by_job.items()))
             sections.append(SectionData(w.label, host.label, jobs, job_logs))
     shifts = {h: round((s - first) / 1000) for h, s in starts.items()}
-    scopes = list(build_scopes(sections, shifts)) if sections else []
+    scopes = list(build_scopes(sections, shifts, per_host=several)) if sections else []
     problems = []
+    stalls = find_stalls(raw, phase, by_prefix, output.jobs, starts)
+    if stalls:
+        scopes = [_before_stalls(sc, stalls, shifts) for sc in scopes]
+        problems.append(
+            "; ".join(
+                f"{'fio' if h == 'local' else h} logged nothing in seconds {a}–{b} of the phase "
+                f"({b - a + 1} s: the host, its network or its storage stalled)"
+                for h, (a, b) in stalls.items()
+            )
+            + "; the per-second figures stop before the stall"
+        )
     if missing:
-        why = tail(raw.exit.stderr, 2) or "it stopped answering or was stopped mid-phase"
-        scopes += [ScopeResult.failed(Scope(host=h.label), f"no results from {h.label}: {why}")
-                   for h in missing]  # fmt: skip
+        fallback = tail(raw.exit.stderr, 2) or "it stopped answering or was stopped mid-phase"
+        why = {h.label: raw.host_problems.get(h.label, fallback) for h in missing}
+        scopes += [ScopeResult.failed(Scope(host=h), f"no results from {h}: {w}")
+                   for h, w in why.items()]  # fmt: skip
         kept = "; the other hosts' figures are kept" if len(missing) < len(raw.hosts) else ""
         problems.append(
-            f"{len(missing)} of {len(raw.hosts)} hosts gave no results "
-            f"({', '.join(h.label for h in missing)}): {why}{kept}"
+            f"{len(missing)} of {len(raw.hosts)} hosts gave no results ("
+            + "; ".join(f"{h}: {w}" for h, w in why.items())
+            + f"){kept}"
         )
     failed = [j for j in output.jobs if j.error]
     if failed:
@@ -129,3 +144,58 @@ def _host_starts(
     starts = {host: host_start_ms(t) for host, t in windows.items() if t}
     starts |= {h: min(t) for h, t in completions.items() if t and h not in starts}
     return starts
+
+
+STALL_MS = 2500  # no one-second window for this long: a whole second without a completion
+
+
+def find_stalls(
+    raw: RawPhase,
+    phase: PlannedPhase,
+    by_prefix: Mapping[str, Mapping[int, Mapping[str, list[Any]]]],
+    jobs: Sequence[parse.JobStats],
+    starts: Mapping[str, int],
+) -> dict[str, tuple[int, int]]:
+    """Per host, the first stretch of seconds (1-based, on the host's own
+    axis) in which a free-running job logged no one-second window: a host
+    stopped (SIGSTOP, a hang, a lost network) or its storage stopped
+    completing I/O. fio averages such a stretch into one late window, so its
+    seconds cannot be told apart; a host that started seconds after the
+    others (stopped before its first window) counts as stalled from second 1.
+    Paced jobs, which may rightly log nothing in a second, are not judged."""
+    first = min(starts.values(), default=0)
+    out: dict[str, tuple[int, int]] = {}
+    for host in raw.hosts:
+        if any(j.paced for j in jobs if j.host == host.label):
+            continue
+        late_s = (starts.get(host.label, first) - first) / 1000 if starts else 0.0
+        found: list[tuple[int, int]] = []
+        if late_s * 1000 > STALL_MS:
+            found.append((1, round(late_s)))
+        start = starts.get(host.label, 0)
+        for w in phase.workloads:
+            for kinds in by_prefix.get(w.label + host.log_suffix, {}).values():
+                times = sorted({s.t_ms - start for s in kinds.get("iops", ())})
+                for a, b in pairwise(times):
+                    if b - a > STALL_MS:
+                        found.append((round(a / 1000) + 1, round(b / 1000)))
+                        break
+        if found:
+            out[host.label] = min(found)
+    return out
+
+
+def _before_stalls(
+    scope: ScopeResult, stalls: Mapping[str, tuple[int, int]], shifts: Mapping[str, int]
+) -> ScopeResult:
+    """A scope's per-second series cut before the first stalled second of a
+    host it covers (the aggregate covers all): seconds with a host missing
+    are not the storage's figures. Totals stay fio's."""
+    if scope.scope.host and scope.scope.host not in stalls:
+        return scope
+    if scope.scope.host:
+        cut = stalls[scope.scope.host][0]
+    else:
+        cut = min(a + shifts.get(h, 0) for h, (a, _b) in stalls.items())
+    series = {d: window(s, 1, cut - 1) if len(s) else s for d, s in scope.series.items()}
+    return replace(scope, series=series)

@@ -32,6 +32,7 @@ class LocalBackend:
         self.fio = fio
         self.fio_version = fio_version
         self._stop = threading.Event()
+        self._hurry = threading.Event()  # a second Ctrl-C: kill fio at once
 
     @property
     def hosts(self) -> tuple[str, ...]:
@@ -117,7 +118,7 @@ class LocalBackend:
             job.write_text(text)
             extra = ("--readonly",) if read_only else ()
             proc = FioProcess(self.fio, job, Path(tmp), status=False, extra_args=extra)
-            return proc.run(timeout_s=timeout_s)
+            return proc.run(timeout_s=timeout_s, hurry=self._hurry)
 
     # ------------------------------------------------------------ phases
 
@@ -133,7 +134,7 @@ class LocalBackend:
         watch = SteadyWatch(phase.steady) if phase.steady else None
         previous: status.Snapshot | None = None
         started = time.time()
-        for _ in proc.ticks(self._stop, phase.timeout_s(SLACK_S)):
+        for _ in proc.ticks(self._stop, phase.timeout_s(SLACK_S), hurry=self._hurry):
             for doc in proc.new_snapshots():
                 snap = status.snapshot(doc)
                 live = status.rates(previous, snap)
@@ -160,8 +161,10 @@ class LocalBackend:
             steady=watch.state if watch is not None else None,
         )
 
-    def stop(self) -> None:
+    def stop(self, *, at_once: bool = False) -> None:
         self._stop.set()
+        if at_once:
+            self._hurry.set()
 
     def clean_up(self, plan: Plan, *, keep_files: bool) -> None:
         for target in plan.targets.values():

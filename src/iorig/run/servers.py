@@ -25,10 +25,11 @@ see tests/data/clientserver-3hosts/README.md):
 from __future__ import annotations
 
 import contextlib
+import signal
 import tempfile
 import threading
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import asdict, replace
 from pathlib import Path
 
@@ -50,6 +51,10 @@ from iorig.targets import Target, remote_target
 PROBE_TIMEOUT_S = 5.0
 SLACK_S = 90.0  # fio drops a silent server after ~42 s; then iorig's deadline
 CLEANUP_TIMEOUT_S = 60.0
+STOPPED_CLEANUP_TIMEOUT_S = 1.0  # after Ctrl-C the run ends within seconds, whatever a host does
+# A client asked to stop passes it to its server and gets the results back
+# within a second; one whose server hangs heeds nothing but SIGKILL.
+CLIENT_STOP = ((signal.SIGINT, 1.5), (signal.SIGTERM, 0.5), (signal.SIGKILL, 1.0))
 
 
 class ServerBackend:
@@ -59,7 +64,8 @@ class ServerBackend:
         self.fio = fio
         self.fio_version = fio_version
         self.addresses = tuple(hosts)
-        self._stop = threading.Event()
+        self._stop = threading.Event()  # a phase is asked to stop (Ctrl-C)
+        self._hurry = threading.Event()  # and at once (a second Ctrl-C)
 
     @property
     def hosts(self) -> tuple[str, ...]:
@@ -168,17 +174,30 @@ class ServerBackend:
     ) -> FioExit:
         # --readonly is the client's own option and is not sent to servers: a
         # read-only probe is only read jobs
-        with tempfile.TemporaryDirectory(prefix="iorig-hosts-") as tmp:
-            return self._client(Path(tmp), texts).run(timeout_s=timeout_s)
+        return self._run_jobs(texts, timeout_s, self._hurry)
 
-    def _client(self, workdir: Path, texts: Mapping[str, str]) -> FioProcess:
-        clients = []
+    def _run_jobs(
+        self, texts: Mapping[str, str], timeout_s: float, hurry: threading.Event
+    ) -> FioExit:
+        with tempfile.TemporaryDirectory(prefix="iorig-hosts-") as tmp:
+            clients = self._clients(Path(tmp), texts)
+            for _ in _run_all(clients.values(), threading.Event(), timeout_s, hurry):
+                pass
+            return _combined(clients)
+
+    def _clients(self, workdir: Path, texts: Mapping[str, str]) -> dict[str, FioProcess]:
+        """One fio client per host: a host that hangs holds up only its own
+        client, which iorig can stop without losing the others' results."""
+        clients = {}
         for i, host in enumerate(self.addresses):
             if host.label in texts:
                 job = workdir / f"job-h{i}.fio"
                 job.write_text(texts[host.label])
-                clients.append((f"--client={host.fio_client_arg()}", job))
-        return FioProcess(self.fio, None, workdir, clients=tuple(clients))
+                clients[host.label] = FioProcess(
+                    self.fio, None, workdir, clients=((f"--client={host.fio_client_arg()}", job),),
+                    tag=f"-h{i}", stop_steps=CLIENT_STOP,
+                )  # fmt: skip
+        return clients
 
     # ------------------------------------------------------------ phases
 
@@ -193,26 +212,29 @@ class ServerBackend:
     def run_phase(self, job: PhaseJob) -> Iterator[Progress | RawPhase]:
         phase = job.phase
         texts = self.host_jobs(job.plan, job.run_id, phase)
-        proc = self._client(job.workdir, texts)
+        clients = self._clients(job.workdir, texts)
         duration = phase.duration_s
         started = time.time()
-        for elapsed in proc.ticks(self._stop, phase.timeout_s(SLACK_S)):
+        timeout_s = phase.timeout_s(SLACK_S)
+        for elapsed in _run_all(clients.values(), self._stop, timeout_s, self._hurry):
             yield Progress(elapsed, min(elapsed / duration, 1.0) if duration else None, None)
-        assert proc.exit is not None
         yield RawPhase(
             started_at=started,
             ended_at=time.time(),
             job_text="\n".join(f"; ===== host {h}\n{t}" for h, t in texts.items()),
-            command=proc.command,
-            exit=proc.exit,
+            command=_command(clients),
+            exit=_combined(clients),
             logs=parse.read_logs(job.workdir),
             hosts=tuple(HostLogs(h.label, f".h{i}") for i, h in enumerate(self.addresses)),
             wallclock_logs=True,
             exit_code_counts=False,  # 0 with a refused host: the hosts' results tell
+            host_problems=_host_problems(clients),
         )
 
-    def stop(self) -> None:
+    def stop(self, *, at_once: bool = False) -> None:
         self._stop.set()
+        if at_once:
+            self._hurry.set()
 
     def clean_up(self, plan: Plan, *, keep_files: bool) -> None:
         """Delete the data files iorig placed in the servers' working
@@ -225,9 +247,17 @@ class ServerBackend:
             sections = [_removal(role, t) for role, t in targets.items() if t.remove_after]
             if sections:
                 texts[host] = render({}, sections)
-        if texts:  # best effort: the run's figures are stored already
-            with contextlib.suppress(OSError, UserError):
-                self.run_jobs(texts, CLEANUP_TIMEOUT_S)
+        if not texts:
+            return
+        # best effort: the run's figures are stored already; after Ctrl-C a
+        # host that does not answer at once is not waited for
+        stopped = self._stop.is_set()
+        hurry = threading.Event()
+        if stopped:
+            hurry.set()
+        with contextlib.suppress(OSError, UserError):
+            self._run_jobs(texts, STOPPED_CLEANUP_TIMEOUT_S if stopped else CLEANUP_TIMEOUT_S,
+                           hurry)  # fmt: skip
 
 
 def _layout(role: str, target: Target) -> Section:
@@ -242,3 +272,82 @@ def _removal(role: str, target: Target) -> Section:
     options = {"ioengine": "psync", "rw": "read", "bs": 4096, "size": 4096,
                "filename": str(target.path), "unlink": True}  # fmt: skip
     return Section(f"remove-{role}", options)
+
+
+def _run_all(
+    clients: Iterable[FioProcess],
+    cancel: threading.Event,
+    timeout_s: float,
+    hurry: threading.Event,
+) -> Iterator[float]:
+    """Run the clients side by side (a thread each); yield the seconds since
+    their start about every quarter second until all have ended. Leaving
+    early stops them all."""
+    procs = list(clients)
+    threads = [
+        threading.Thread(target=p.run, args=(cancel, timeout_s, hurry), daemon=True) for p in procs
+    ]
+    started = time.monotonic()
+    for t in threads:
+        t.start()
+    finished = False
+    try:
+        while any(t.is_alive() for t in threads):
+            for t in threads:
+                t.join(0.25 / len(threads))
+            yield time.monotonic() - started
+        finished = True
+    finally:
+        if not finished:  # the caller left early (an exception): no client outlives it
+            for p in procs:
+                p.request_stop()
+        for t in threads:
+            t.join()
+
+
+def _command(clients: Mapping[str, FioProcess]) -> tuple[str, ...]:
+    """The clients' command lines, as one (``;`` between hosts)."""
+    out: list[str] = []
+    for proc in clients.values():
+        out += [*(["; "] if out else []), *proc.command]
+    return tuple(out)
+
+
+def _combined(clients: Mapping[str, FioProcess]) -> FioExit:
+    """The clients' exits as one: every host's JSON document in turn (the
+    parser merges their ``client_stats``), their error output in turn."""
+    exits = [p.exit for p in clients.values() if p.exit is not None]
+    stops = {e.stopped_by for e in exits}
+    return FioExit(
+        returncode=next((e.returncode for e in exits if e.returncode), 0),
+        output="\n".join(e.output for e in exits if e.output),
+        stderr="".join(e.stderr for e in exits),
+        stopped_by=_stopped_by(stops),
+        elapsed_s=max((e.elapsed_s for e in exits), default=0.0),
+    )
+
+
+def _stopped_by(stops: set[str | None]) -> str | None:
+    """How a phase on several hosts was stopped: a timeout only when every
+    host timed out (one host's timeout is that host's problem)."""
+    if "cancel" in stops:
+        return "cancel"
+    if stops == {"timeout"}:
+        return "timeout"
+    return "request" if "request" in stops else None
+
+
+def _host_problems(clients: Mapping[str, FioProcess]) -> dict[str, str]:
+    """Why a host's client ended without its results, where iorig knows."""
+    out = {}
+    for host, proc in clients.items():
+        done = proc.exit
+        if done is None or done.stopped_by == "request":
+            continue
+        if done.stopped_by == "timeout":
+            out[host] = f"it did not finish in time ({done.elapsed_s:.0f} s) and was stopped"
+        elif done.stopped_by == "cancel" and not parse.split_documents(done.output):
+            out[host] = "it did not answer the stop request in time (a hung host or device)"
+        elif done.returncode < 0:
+            out[host] = f"its fio client was killed by signal {-done.returncode}"
+    return out

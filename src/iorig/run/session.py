@@ -219,9 +219,12 @@ class RunSession:
         return out
 
     def interrupt(self) -> None:
-        """Stop the running phase and start no other (what a signal does)."""
+        """Stop the running phase and start no other (what a signal does); a
+        second signal stops it at once (fio killed, what it had not written
+        lost)."""
+        again = self._cancel.is_set()
         self._cancel.set()
-        self.backend.stop()
+        self.backend.stop(at_once=again)
 
     @property
     def stopped(self) -> bool:

@@ -1,0 +1,209 @@
+"""A hung host, a stalled host, a killed client: real fio servers on
+127.0.0.x, one of them stopped with SIGSTOP (the whole server: listener,
+connection and job processes) or its local fio client killed.
+
+What must hold: Ctrl-C ends the run within 5 s whatever a host does (a second
+signal at once) and keeps what the healthy hosts measured; a host that
+stopped reporting mid-phase fails the phase naming it and its seconds never
+reach the per-second figures; a killed client's jobs do not go on running on
+its server.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from tests.conftest import REPO
+from tests.fioservers import fio_server
+
+from iorig.fio.server import FioServer, process_tree
+
+pytestmark = pytest.mark.fio
+
+# an ad-hoc run: a prefill, then one measured phase of random reads
+ADHOC = ("run", "--rw", "randread", "--size", "16MiB", "--iodepth", "4")
+
+
+@contextlib.contextmanager
+def _run(tmp_path: Path, db: Path, servers: list[FioServer], duration: str
+         ) -> Iterator[subprocess.Popen]:  # fmt: skip
+    env = dict(os.environ, IORIG_DB=str(db), COLUMNS="200", TMPDIR=str(tmp_path))
+    hosts = ",".join(s.address.label for s in servers)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "iorig", *ADHOC, "--duration", duration, "--hosts", hosts],
+        cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        yield proc
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+
+
+def _measuring(proc: subprocess.Popen, db: Path, after_s: float) -> None:
+    """Wait until the prefill is stored (the measured phase starts), then ``after_s``."""
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        with contextlib.suppress(sqlite3.Error):
+            if db.exists():
+                with sqlite3.connect(db) as conn:
+                    if conn.execute("SELECT COUNT(*) FROM phases").fetchone()[0] >= 1:
+                        time.sleep(after_s)
+                        return
+        assert proc.poll() is None, proc.communicate()
+        time.sleep(0.1)
+    raise AssertionError("the prefill did not finish in 60 s")
+
+
+def _signal_tree(server: FioServer, sig: int) -> list[int]:
+    assert server.pid is not None
+    tree = process_tree(server.pid)
+    for pid in tree:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, sig)
+    return tree
+
+
+def _stored(db: Path) -> tuple[tuple[str, str], dict[str, tuple[str, int | None, str | None]]]:
+    """The run's (status, error) and the measured phase's host rows:
+    host -> (status, I/Os, error)."""
+    with sqlite3.connect(db) as conn:
+        run = conn.execute("SELECT status, error FROM runs").fetchone()
+        rows = conn.execute(
+            "SELECT r.host, r.status, t.ios, r.error FROM phases p JOIN phase_results r "
+            "ON r.phase_id = p.id LEFT JOIN totals t ON t.result_id = r.id AND t.ddir = 'all' "
+            "WHERE p.kind = 'measure' AND r.workload = ''"
+        ).fetchall()
+    return run, {h: (s, ios, e) for h, s, ios, e in rows}
+
+
+def _local_clients(tmp_path: Path) -> list[int]:
+    """This test's fio clients still running (their output lies under tmp_path)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            with contextlib.suppress(OSError):
+                cmdline = (entry / "cmdline").read_bytes()
+                if b"--client=" in cmdline and str(tmp_path).encode() in cmdline:
+                    found.append(int(entry.name))
+    return found
+
+
+@pytest.mark.parametrize("second", [None, signal.SIGHUP], ids=["one-ctrl-c", "then-sighup"])
+def test_ctrl_c_with_a_stopped_server_ends_in_seconds_and_keeps_the_healthy_host(tmp_path, second):
+    db = tmp_path / "results.sqlite"
+    with contextlib.ExitStack() as stack:
+        servers = [stack.enter_context(fio_server(tmp_path, index=i)) for i in range(2)]
+        proc = stack.enter_context(_run(tmp_path, db, servers, "20s"))
+        _measuring(proc, db, after_s=2.0)
+        hung = servers[1]
+        tree = _signal_tree(hung, signal.SIGSTOP)
+        stack.callback(lambda: [os.kill(p, signal.SIGCONT) for p in tree if _exists(p)])
+        time.sleep(1.0)
+        sent = time.monotonic()
+        proc.send_signal(signal.SIGINT)
+        if second is not None:
+            time.sleep(0.3)
+            proc.send_signal(second)
+        out, err = proc.communicate(timeout=60)
+        took = time.monotonic() - sent
+        clients_left = _local_clients(tmp_path)
+    assert proc.returncode == 130, out + err
+    # one signal: the healthy client gets its results back, the hung one is
+    # killed after 2 s; a second signal kills at once
+    assert took < (2.0 if second else 5.0), f"the run took {took:.1f} s to end after Ctrl-C"
+    assert "Traceback" not in err
+    assert clients_left == []
+    (status, _), hosts = _stored(db)
+    assert status == "aborted"
+    healthy = servers[0].address.label
+    assert hosts[hung.address.label][0] == "failed"
+    assert hung.address.label in (hosts[hung.address.label][2] or "")
+    if second is None:  # the healthy host answered the stop: its figures are kept
+        assert hosts[healthy][0] == "ok" and (hosts[healthy][1] or 0) > 0, hosts
+
+
+def _exists(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def test_a_host_stalled_mid_phase_fails_the_phase_naming_it_and_its_seconds_are_cut(tmp_path):
+    db = tmp_path / "results.sqlite"
+    with contextlib.ExitStack() as stack:
+        servers = [stack.enter_context(fio_server(tmp_path, index=i)) for i in range(2)]
+        proc = stack.enter_context(_run(tmp_path, db, servers, "8s"))
+        _measuring(proc, db, after_s=2.5)
+        stalled = servers[1]
+        _signal_tree(stalled, signal.SIGSTOP)
+        stopped_at = time.monotonic()
+        time.sleep(4.0)
+        _signal_tree(stalled, signal.SIGCONT)
+        out, err = proc.communicate(timeout=90)
+        assert time.monotonic() - stopped_at < 60
+    assert proc.returncode == 1, out + err
+    (status, error), _ = _stored(db)
+    assert status == "failed"
+    label = stalled.address.label
+    assert f"{label} logged nothing in seconds" in error, error
+    # the stretch reported covers the 4 s the server was stopped (to a window)
+    first, last = (int(x) for x in error.split("in seconds ")[1].split(" ")[0].split("–"))
+    assert 3 <= last - first + 1 <= 6, error
+    shown = subprocess.run(
+        [sys.executable, "-m", "iorig", "show", "last", "--json"],
+        cwd=REPO, env=dict(os.environ, IORIG_DB=str(db)), capture_output=True, text=True,
+        check=True,
+    ).stdout  # fmt: skip
+    samples = [s for s in json.loads(shown)["samples"] if s["kind"] == "measure"]
+    assert samples, "the seconds before the stall are kept"
+    assert max(s["t_s"] for s in samples if s["ddir"] == "all") < first, (
+        "no aggregate second at or after the stall"
+    )
+
+
+def test_a_killed_client_leaves_no_jobs_running_on_its_server(tmp_path):
+    db = tmp_path / "results.sqlite"
+    with contextlib.ExitStack() as stack:
+        servers = [stack.enter_context(fio_server(tmp_path, index=i)) for i in range(2)]
+        proc = stack.enter_context(_run(tmp_path, db, servers, "8s"))
+        _measuring(proc, db, after_s=2.0)
+        victim = servers[1]
+        assert victim.pid is not None
+        assert len(process_tree(victim.pid)) > 1, "the server runs the phase's jobs"
+        mine = [
+            pid
+            for pid in _local_clients(tmp_path)
+            if victim.address.label.split(":")[0].encode()
+            in Path(f"/proc/{pid}/cmdline").read_bytes()
+        ]
+        assert len(mine) == 1
+        os.kill(mine[0], signal.SIGKILL)
+        killed_at = time.monotonic()
+        left = process_tree(victim.pid)
+        while len(left) > 1 and time.monotonic() - killed_at < 10:
+            time.sleep(0.1)
+            left = process_tree(victim.pid)
+        gone_after = time.monotonic() - killed_at
+        out, err = proc.communicate(timeout=90)
+    # the server's job process and its workers are gone within seconds, not
+    # after the seconds the phase had left
+    assert left == [victim.pid], left
+    assert gone_after < 3.0, gone_after
+    assert proc.returncode == 1, out + err
+    (status, error), hosts = _stored(db)
+    assert status == "failed" and "killed by signal 9" in error, error
+    assert hosts[servers[0].address.label][0] == "ok"
