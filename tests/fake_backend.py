@@ -202,8 +202,9 @@ class FakeBackend:
         if at_once:
             self._hurry.set()
 
-    def clean_up(self, plan: Plan, *, keep_files: bool) -> None:
+    def clean_up(self, plan: Plan, *, keep_files: bool) -> list[str]:
         self.cleaned.append(keep_files)
+        return []
 
 
 class _Engines(dict):

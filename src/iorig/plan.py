@@ -17,6 +17,11 @@ from iorig.schema import Phase, SteadyRule, Workload
 from iorig.targets import Target
 from iorig.units import format_bytes
 
+# Below this a size-based phase counts as hung (``run --min-rate`` changes it):
+# 1 MiB/s is slower than any disk, SD card or network share that still works.
+MIN_BYTES_PER_S = float(1 << 20)
+STARTUP_S = 10.0  # fio's start-up on top of a size-based phase's bytes
+
 
 @dataclass(frozen=True)
 class PlannedWorkload:
@@ -62,12 +67,15 @@ class PlannedPhase:
             point=self.point,
         )
 
-    def timeout_s(self, slack_s: float) -> float | None:
+    def timeout_s(self, slack_s: float, min_bytes_per_s: float = MIN_BYTES_PER_S) -> float:
         """How long fio may take before it is taken for hung (a dead NFS
-        server, a silent fio server): half again its ramp and runtime plus
-        ``slack_s`` for start-up; None for size-based phases (no bound)."""
+        server, a frozen filesystem, a silent fio server): half again its
+        ramp and runtime plus ``slack_s`` for start-up; a size-based phase
+        (prefill, creation, checksum) its bytes at ``min_bytes_per_s`` (a
+        rate below any working storage), twice (fio may lay the file out
+        first), plus ``STARTUP_S``."""
         if self.duration_s is None:
-            return None
+            return 2 * self.bytes_to_write / min_bytes_per_s + STARTUP_S
         return (self.duration_s + (self.ramp_s or 0.0)) * 1.5 + slack_s
 
 
@@ -85,6 +93,7 @@ class Plan:
     # targets by role; ``targets`` then holds the first host's, for sizes
     hosts: tuple[HostAddress, ...] = ()
     host_targets: dict[str, dict[str, Target]] = field(default_factory=dict)
+    min_bytes_per_s: float = MIN_BYTES_PER_S  # below it a size-based phase is hung
 
     @property
     def host_labels(self) -> list[str]:

@@ -31,6 +31,7 @@ from iorig.cli.common import (
     JobsOpt,
     KeepFilesOpt,
     LabelOpt,
+    MinRateOpt,
     ProfileOpt,
     QuickOpt,
     ReadPctOpt,
@@ -101,6 +102,7 @@ def run(
     ] = None,
     hosts: HostsOpt = None,
     hosts_file: HostsFileOpt = None,
+    min_rate: MinRateOpt = None,
     fio: FioOpt = None,
 ) -> None:
     """Run a scenario (or an ad-hoc fio workload) and store every result.
@@ -122,7 +124,7 @@ def run(
     resolved = resolve_with_sweep(source, profile, overrides, grid)
     plan, backend = plan_for(
         resolved, target, hosts=host_list(hosts, hosts_file), allow_destroy=allow_destroy,
-        fio=fio, repeats=repeat,
+        fio=fio, repeats=repeat, min_rate=min_rate,
     )  # fmt: skip
     if auto:
         settings = ThreadsSettings()

@@ -4,9 +4,11 @@ steps every run command ends with."""
 
 from __future__ import annotations
 
+import math
 import shlex
 import sys
 from collections.abc import Callable
+from dataclasses import replace
 from enum import StrEnum
 from pathlib import Path
 from typing import Annotated
@@ -39,7 +41,7 @@ from iorig.run.events import (
 from iorig.scenario import ResolvedScenario, parse_assignments
 from iorig.store import Store, default_db_path
 from iorig.targets import bind_host_targets, bind_targets
-from iorig.units import format_bytes, format_latency, format_rate, format_si
+from iorig.units import format_bytes, format_latency, format_rate, format_si, parse_rate
 
 EXIT_CODES = {RunStatus.OK: 0, RunStatus.FAILED: 1, RunStatus.ABORTED: 130}
 EXIT_VERDICT_FAILED = 3
@@ -146,9 +148,11 @@ def plan_for(
     allow_destroy: bool,
     fio: str | None,
     repeats: int = 1,
+    min_rate: str | None = None,
 ) -> tuple[Plan, PhaseBackend]:
     """The backend (this machine, or the fio servers of --hosts), and the
     plan it prepared on the bound targets."""
+    floor = _min_rate(min_rate)
     roles = list(resolved.scenario.targets)
     backend = make_backend(hosts, fio)
     if hosts:
@@ -157,7 +161,28 @@ def plan_for(
     else:
         paths = {backend.hosts[0]: bind_targets(roles, targets)}
     plan = backend.prepare(resolved, paths, allow_destroy=allow_destroy, repeats=repeats)
-    return plan, backend
+    return (replace(plan, min_bytes_per_s=floor) if floor else plan), backend
+
+
+MinRateOpt = Annotated[
+    str | None,
+    typer.Option(
+        help="below this rate a prefill, creation or checksum counts as hung and is stopped "
+        "(default 1MiB/s)"
+    ),
+]
+
+
+def _min_rate(text: str | None) -> float | None:
+    if text is None:
+        return None
+    try:
+        rate = parse_rate(text)
+    except ValueError as exc:
+        raise UserError(f"--min-rate: {exc}") from None
+    if not math.isfinite(rate) or rate < 1:
+        raise UserError(f"--min-rate: {text!r} is not a positive rate", hint="e.g. 1MiB/s")
+    return rate
 
 
 def collect_overrides(items: list[str], **options: object) -> dict[str, str]:

@@ -30,6 +30,8 @@ MIN_VERSION = (3, 20)
 _LEAVING = ((signal.SIGINT, 5.0), (signal.SIGTERM, 3.0), (signal.SIGKILL, 3.0))
 # A phase asked to stop: fio finishes its I/Os and writes what it measured.
 STOP_STEPS = ((signal.SIGINT, 10.0), (signal.SIGTERM, 5.0), (signal.SIGKILL, 5.0))
+# A phase past its deadline is hung: a short chance to write its results.
+_HUNG = ((signal.SIGINT, 2.0), (signal.SIGTERM, 1.0), (signal.SIGKILL, 1.0))
 
 
 def find_fio(explicit: str | None = None) -> str:
@@ -183,7 +185,8 @@ class FioProcess:
                     yield time.monotonic() - started
             leaving = False
             # at once when fio ended; gracefully when asked to stop
-            stop_group(self._proc, self.stop_steps, workers, hurry)
+            steps = _HUNG if self.stopped_by == "timeout" else self.stop_steps
+            stop_group(self._proc, steps, workers, hurry)
         finally:
             if leaving:  # an exception or an abandoned loop: fio must not outlive us
                 stop_group(self._proc, _LEAVING, workers, hurry)

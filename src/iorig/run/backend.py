@@ -111,7 +111,8 @@ class PhaseBackend(Protocol):
         Ctrl-C): kill fio now, whatever it has not written yet."""
         ...
 
-    def clean_up(self, plan: Plan, *, keep_files: bool) -> None:
+    def clean_up(self, plan: Plan, *, keep_files: bool) -> list[str]:
         """Release the plan's targets (remove what iorig created unless
-        ``keep_files``). Never raises for a cleanup problem."""
+        ``keep_files``). Never raises or hangs for a cleanup problem: what
+        could not be done comes back as warnings."""
         ...

@@ -23,6 +23,7 @@ from iorig.targets import Target, release, resolve_target
 
 LABEL = "local"
 SLACK_S = 60.0  # start-up time on top of a phase's length before it counts as hung
+CLEANUP_S = 10.0  # for removing a target's data file
 
 
 class LocalBackend:
@@ -134,7 +135,8 @@ class LocalBackend:
         watch = SteadyWatch(phase.steady) if phase.steady else None
         previous: status.Snapshot | None = None
         started = time.time()
-        for _ in proc.ticks(self._stop, phase.timeout_s(SLACK_S), hurry=self._hurry):
+        timeout_s = phase.timeout_s(SLACK_S, job.plan.min_bytes_per_s)
+        for _ in proc.ticks(self._stop, timeout_s, hurry=self._hurry):
             for doc in proc.new_snapshots():
                 snap = status.snapshot(doc)
                 live = status.rates(previous, snap)
@@ -166,6 +168,31 @@ class LocalBackend:
         if at_once:
             self._hurry.set()
 
-    def clean_up(self, plan: Plan, *, keep_files: bool) -> None:
+    def clean_up(self, plan: Plan, *, keep_files: bool) -> list[str]:
+        """Release the targets, each in a thread given ``CLEANUP_S``: a
+        filesystem that froze or turned read-only yields a warning, never a
+        hang or a traceback (the run's figures are stored already)."""
+        problems = []
         for target in plan.targets.values():
-            release(target, keep_files)
+            outcome: list[BaseException | None] = []
+
+            def release_one(t: Target = target, out: list = outcome) -> None:
+                try:
+                    release(t, keep_files)
+                    out.append(None)
+                except Exception as exc:
+                    out.append(exc)
+
+            worker = threading.Thread(target=release_one, daemon=True)
+            worker.start()
+            worker.join(CLEANUP_S)
+            what = "keep" if keep_files or not target.remove_after else "remove"
+            if not outcome:
+                problems.append(
+                    f"could not {what} {target.path}: its filesystem did not answer in "
+                    f"{CLEANUP_S:g} s (frozen or hung); remove it yourself once it answers"
+                )
+            elif (exc := outcome[0]) is not None:
+                why = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
+                problems.append(f"could not {what} {target.path}: {why}")
+        return problems

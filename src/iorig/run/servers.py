@@ -24,7 +24,6 @@ see tests/data/clientserver-3hosts/README.md):
 
 from __future__ import annotations
 
-import contextlib
 import signal
 import tempfile
 import threading
@@ -215,7 +214,7 @@ class ServerBackend:
         clients = self._clients(job.workdir, texts)
         duration = phase.duration_s
         started = time.time()
-        timeout_s = phase.timeout_s(SLACK_S)
+        timeout_s = phase.timeout_s(SLACK_S, job.plan.min_bytes_per_s)
         for elapsed in _run_all(clients.values(), self._stop, timeout_s, self._hurry):
             yield Progress(elapsed, min(elapsed / duration, 1.0) if duration else None, None)
         yield RawPhase(
@@ -236,28 +235,41 @@ class ServerBackend:
         if at_once:
             self._hurry.set()
 
-    def clean_up(self, plan: Plan, *, keep_files: bool) -> None:
+    def clean_up(self, plan: Plan, *, keep_files: bool) -> list[str]:
         """Delete the data files iorig placed in the servers' working
         directories (best effort, bounded: fio's ``unlink`` on a tiny read of
         each)."""
         if keep_files:
-            return
+            return []
         texts = {}
         for host, targets in plan.host_targets.items():
             sections = [_removal(role, t) for role, t in targets.items() if t.remove_after]
             if sections:
                 texts[host] = render({}, sections)
         if not texts:
-            return
+            return []
         # best effort: the run's figures are stored already; after Ctrl-C a
         # host that does not answer at once is not waited for
         stopped = self._stop.is_set()
         hurry = threading.Event()
         if stopped:
             hurry.set()
-        with contextlib.suppress(OSError, UserError):
-            self._run_jobs(texts, STOPPED_CLEANUP_TIMEOUT_S if stopped else CLEANUP_TIMEOUT_S,
-                           hurry)  # fmt: skip
+        try:
+            done = self._run_jobs(
+                texts, STOPPED_CLEANUP_TIMEOUT_S if stopped else CLEANUP_TIMEOUT_S, hurry
+            )
+        except (OSError, UserError) as exc:
+            return [f"could not remove the data files on the servers: {exc}"]
+        try:
+            removed = {j.host for j in parse.parse_final(done.output).jobs if not j.error}
+        except parse.FioOutputError:
+            removed = set()
+        return [
+            f"could not remove iorig's data file(s) on {host}; remove them in the agent's "
+            "working directory yourself"
+            for host in texts
+            if host not in removed
+        ]
 
 
 def _layout(role: str, target: Target) -> Section:

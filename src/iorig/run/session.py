@@ -193,7 +193,11 @@ class RunSession:
                 self.store.add_warnings(self.run_id, findings)
             finally:
                 self.store.finish_run(self.run_id, self.status, self.error)
-                self.backend.clean_up(self.plan, keep_files=self.keep_files)
+                problems = self.backend.clean_up(self.plan, keep_files=self.keep_files)
+                if problems:
+                    self.store.add_warnings(
+                        self.run_id, [Finding("cleanup", p, "", None, "warning") for p in problems]
+                    )
         finally:
             self._stack.close()
 

@@ -1,0 +1,78 @@
+"""Hung storage: a filesystem frozen (``fsfreeze``) under a size-based phase.
+
+A prefill has no runtime, so nothing used to bound it: a frozen filesystem
+kept a run ``running`` with no end. It now has a deadline from its bytes at
+a floor rate (``--min-rate``); past it the phase fails, the run ends
+``failed`` with the reason, and removing the data file from the frozen
+filesystem is a warning, not a hang.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from tests.conftest import REPO
+from tests.truth.device import Unavailable, capped_device, mechanism, mounted
+
+pytestmark = pytest.mark.fio
+
+
+def _status(db: Path) -> tuple[str, str | None] | None:
+    with contextlib.suppress(sqlite3.Error):
+        if db.exists():
+            with sqlite3.connect(db) as conn:
+                return conn.execute("SELECT status, error FROM runs").fetchone()
+    return None
+
+
+def test_a_frozen_filesystem_under_a_prefill_fails_the_run_in_bounded_time(scratch, tmp_path):
+    try:
+        mechanism()
+    except Unavailable as exc:
+        if os.environ.get("IORIG_REQUIRE_TRUTH"):
+            pytest.fail(str(exc))
+        pytest.skip(str(exc))
+    db = tmp_path / "results.sqlite"
+    with contextlib.ExitStack() as stack:
+        device = stack.enter_context(capped_device(scratch, 96 << 20))
+        mnt = stack.enter_context(mounted(device, tmp_path / "mnt"))
+        # 16 MiB at 4 MiB/s: the prefill runs for 4 s, long enough to freeze under it
+        device.cap(write_bps=4 << 20)
+        env = dict(os.environ, IORIG_DB=str(db), COLUMNS="200")
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "iorig", "run", "--rw", "randread", "--size", "16MiB",
+             "--duration", "2s", "--engine", "psync", "--min-rate", "64MiB/s",
+             "--target", f"{mnt}/"],
+            cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        )  # fmt: skip
+        stack.callback(lambda: proc.poll() is None and proc.kill())
+        deadline = time.monotonic() + 60
+        while _status(db) is None:
+            assert time.monotonic() < deadline and proc.poll() is None, proc.communicate()
+            time.sleep(0.1)
+        time.sleep(1.0)
+        subprocess.run(["fsfreeze", "-f", str(mnt)], check=True, timeout=30)
+        frozen_at = time.monotonic()
+        thaw = stack.enter_context(contextlib.ExitStack())
+        thaw.callback(subprocess.run, ["fsfreeze", "-u", str(mnt)], timeout=30)
+        # deadline: 2 × 16 MiB at 64 MiB/s + 10 s start-up; then fio gets 4 s
+        while (found := _status(db)) is not None and found[0] == "running":
+            assert time.monotonic() - frozen_at < 60, "the run is still running 60 s later"
+            time.sleep(0.2)
+        ended_after = time.monotonic() - frozen_at
+        thaw.close()
+        out, err = proc.communicate(timeout=60)
+    assert found is not None
+    status, error = found
+    assert status == "failed", (out, err)
+    assert "'fill'" in (error or "") and "did not finish in time" in (error or ""), error
+    assert ended_after < 30, f"the run ended {ended_after:.0f} s after the freeze"
+    assert proc.returncode == 1, out + err
+    assert "Traceback" not in err
