@@ -469,6 +469,38 @@ def resolve_target(
     return Target(role, given, "file", path.resolve(), size, None, created, False)
 
 
+Identity = tuple[int, ...]
+
+
+def identity(target: Target) -> Identity | None:
+    """What makes a local target the one iorig prepared: the device number
+    of a block device; device and inode of a file set's directory; device,
+    inode and size of a data file. None when nothing is at its path."""
+    try:
+        st = os.stat(target.path)
+    except OSError:
+        return None
+    if target.kind == "block":
+        return (st.st_rdev,)
+    if target.kind == "fileset":
+        return (st.st_dev, st.st_ino)
+    return (st.st_dev, st.st_ino, st.st_size)
+
+
+def identity_change(target: Target, before: Identity, now: Identity | None) -> str | None:
+    """How a target changed since ``before`` (None: it did not)."""
+    if now == before:
+        return None
+    if now is None:
+        return f"target {target.path} was removed during the run"
+    if target.kind == "file" and now[:2] == before[:2]:
+        return (
+            f"target {target.path} changed size during the run "
+            f"({format_bytes(before[2])} -> {format_bytes(now[2])})"
+        )
+    return f"target {target.path} was replaced during the run (another file is at its path now)"
+
+
 def release(target: Target, keep: bool) -> None:
     """Remove a data file iorig placed in a directory target (unless kept);
     make sure a kept file still carries the mark for the next run."""

@@ -61,6 +61,7 @@ class RawPhase:
     steady: SteadyState | None = None  # judged live, when the backend could
     # why a host brought nothing back, where the backend knows (host -> reason)
     host_problems: Mapping[str, str] = field(default_factory=dict)
+    problem: str | None = None  # what else failed the phase (e.g. a target replaced)
 
 
 @dataclass(frozen=True)

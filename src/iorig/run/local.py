@@ -19,7 +19,7 @@ from iorig.run.jobtext import fileset_layout, job_text
 from iorig.run.probe import ProbeSpot, probe_engine, probe_spot
 from iorig.scenario import ResolvedScenario
 from iorig.sysinfo import collect_fio, disclose
-from iorig.targets import Target, release, resolve_target
+from iorig.targets import Identity, Target, identity, identity_change, release, resolve_target
 
 LABEL = "local"
 SLACK_S = 60.0  # start-up time on top of a phase's length before it counts as hung
@@ -33,6 +33,7 @@ class LocalBackend:
         self.fio = fio
         self.fio_version = fio_version
         self._stop = threading.Event()
+        self._identities: dict[str, Identity] = {}  # target role -> as first seen
         self._hurry = threading.Event()  # a second Ctrl-C: kill fio at once
 
     @property
@@ -123,8 +124,25 @@ class LocalBackend:
 
     # ------------------------------------------------------------ phases
 
+    def _target_change(self, plan: Plan) -> str | None:
+        """Whether a target is no longer the one the run started on (removed
+        and recreated by someone else: later phases would measure a file
+        never prefilled). Each target's identity is taken when first seen."""
+        for role, target in plan.targets.items():
+            now = identity(target)
+            if role not in self._identities:
+                if now is not None:
+                    self._identities[role] = now
+                continue
+            if change := identity_change(target, self._identities[role], now):
+                return change
+        return None
+
     def run_phase(self, job: PhaseJob) -> Iterator[Progress | RawPhase]:
         phase = job.phase
+        if (change := self._target_change(job.plan)) is not None:
+            yield self._not_run(job, change)
+            return
         text = job_text(job.plan, job.run_id, phase)
         for w in phase.workloads:  # fio does not make a file set's directories
             for directory in layout.directories if (layout := fileset_layout(w)) else ():
@@ -161,6 +179,22 @@ class LocalBackend:
             wallclock_logs=False,
             exit_code_counts=True,
             steady=watch.state if watch is not None else None,
+            problem=self._target_change(job.plan),
+        )
+
+    def _not_run(self, job: PhaseJob, problem: str) -> RawPhase:
+        now = time.time()
+        return RawPhase(
+            started_at=now,
+            ended_at=now,
+            job_text="",
+            command=(),
+            exit=FioExit(0, "", "", None, 0.0),
+            logs={},
+            hosts=(HostLogs(LABEL),),
+            wallclock_logs=False,
+            exit_code_counts=True,
+            problem=f"{problem}; the phase was not run",
         )
 
     def stop(self, *, at_once: bool = False) -> None:

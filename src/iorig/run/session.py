@@ -297,7 +297,7 @@ def phase_result(phase: PlannedPhase, repeat: int, raw: RawPhase, fio_version: s
     exited = None
     if raw.exit_code_counts and raw.exit.returncode != 0 and raw.exit.stopped_by != "request":
         exited = f"fio exited with code {raw.exit.returncode}: {tail(raw.exit.stderr) or '-'}"
-    state, error = phase_state(raw.exit, exited or collected.problem)
+    state, error = phase_state(raw.exit, raw.problem or exited or collected.problem)
     result = phase.result(
         repeat,
         status=state,
