@@ -163,6 +163,9 @@ class Store:
         started = time.monotonic()
         delay = 0.05
         while True:
+            # SQLite's own busy wait (its backoff) within what is left of ours
+            left = max(wait - (time.monotonic() - started), 0.0)
+            self.conn.execute(f"PRAGMA busy_timeout={int(min(left, 30.0) * 1000):d}")
             try:
                 with self.transaction() as c:
                     return work(c)
