@@ -28,7 +28,7 @@ from iorig.model import (
     Totals,
     histogram,
 )
-from iorig.store import Store
+from iorig.store import Store, rows
 from iorig.store.schema import MIGRATIONS
 
 
@@ -157,7 +157,7 @@ def test_phase_write_is_atomic(db_path, monkeypatch):
         def explode(*args: object) -> None:
             raise RuntimeError("disk full")
 
-        monkeypatch.setattr(Store, "_save_scope", explode)  # after the phase row
+        monkeypatch.setattr(rows, "_save_scope", explode)  # after the phase row
         with pytest.raises(RuntimeError):
             store.save_phase(run_id, _phase())
         counts = [

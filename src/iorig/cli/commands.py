@@ -63,7 +63,7 @@ from iorig.report.tabular import FORMAT_VERSION, run_dict, series_dict
 from iorig.run.events import RunOutcome
 from iorig.run.searches import ThreadsSettings, run_threads_auto, stretch_builder
 from iorig.run.session import RunSession, execute
-from iorig.store import Store, export_run, import_runs
+from iorig.store import Store, export_run, import_runs, preflight
 from iorig.sweep import parse_grid, resolve_with_sweep, search_settings
 from iorig.units import parse_limit, parse_size
 
@@ -122,6 +122,7 @@ def run(
     auto = threads_option(threads, overrides, grid)
     profile = "quick" if quick else profile
     resolved = resolve_with_sweep(source, profile, overrides, grid)
+    preflight(ctx.obj)  # a database the run could not write to: refused before any target
     plan, backend = plan_for(
         resolved, target, hosts=host_list(hosts, hosts_file), allow_destroy=allow_destroy,
         fio=fio, repeats=repeat, min_rate=min_rate,

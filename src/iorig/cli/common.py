@@ -314,7 +314,11 @@ def run_with_progress(
     with Store(db) as store:
         with ProgressView(console) as view:
             outcome = work(store, view.handle)
-        analysis = analyse(store.load_run(outcome.run_id))
+        if outcome.recovery is None:
+            analysis = analyse(store.load_run(outcome.run_id))
+    if outcome.recovery is not None:  # the database would not take the run: it is in this file
+        with Store(outcome.recovery) as kept:
+            analysis = analyse(kept.load_run(outcome.run_id))
     console.print()
     return outcome, analysis
 
@@ -336,7 +340,15 @@ def finish(db: Path, outcome: RunOutcome, analysis: RunAnalysis) -> None:
     measured phases all failed its requirements (a FAIL verdict) exits 3, so
     scripts can tell."""
     emit("text", analysis)
-    console.print(f"\nstored in {escape(str(db))}; see `iorig show {outcome.run_id}`")
+    if outcome.recovery is not None:
+        kept = escape(str(outcome.recovery))
+        console.print(
+            f"\n[bold red]the results database {escape(str(db))} could not be written[/]: this "
+            f"run's results are kept in {kept}\nonce the database is free, add them with: "
+            f"iorig --db {escape(str(db))} import {kept}"
+        )
+    else:
+        console.print(f"\nstored in {escape(str(db))}; see `iorig show {outcome.run_id}`")
     code = EXIT_CODES[outcome.status]
     if code == 0 and not analysis.passed:
         code = EXIT_VERDICT_FAILED

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 from iorig.fio.status import LiveRates
 from iorig.model import PhaseResult, RunStatus
@@ -47,3 +48,4 @@ class RunOutcome:
     status: RunStatus
     error: str | None
     phases: tuple[PhaseResult, ...]
+    recovery: Path | None = None  # the database stayed unwritable: the run is in this file

@@ -48,7 +48,8 @@ from iorig.run.events import (
     RunStarted,
 )
 from iorig.run.generator import heavy_phases, measure_ceiling
-from iorig.store import Store, new_run_id
+from iorig.run.safekeeping import Keeper
+from iorig.store import Store, Unwritable, new_run_id
 
 CEILING_S = 0.5  # the null engine is at full speed at once: half a second is plenty
 
@@ -156,9 +157,9 @@ class RunSession:
         self._count = 0
 
     def __enter__(self) -> RunSession:
-        self.run_id = self.store.create_run(
-            run_record(self.plan, new_run_id(), self.command, self.label, self.search)
-        )
+        record = run_record(self.plan, new_run_id(), self.command, self.label, self.search)
+        self._keeper = Keeper(self.store, record)  # the database, or a recovery file
+        self.run_id = self._keeper.create()
         try:
             self._stack.enter_context(signals_call(self.interrupt))
             self._tmp = Path(
@@ -181,6 +182,7 @@ class RunSession:
 
     def _finish(self) -> None:
         try:
+            findings: list[Finding] = []
             try:
                 usable = self.plan.disclosure.usable_cpus
                 findings = audit.after_run(
@@ -190,14 +192,16 @@ class RunSession:
                     usable,
                     self._ceilings(usable),
                 )
-                self.store.add_warnings(self.run_id, findings)
             finally:
-                self.store.finish_run(self.run_id, self.status, self.error)
-                problems = self.backend.clean_up(self.plan, keep_files=self.keep_files)
-                if problems:
-                    self.store.add_warnings(
-                        self.run_id, [Finding("cleanup", p, "", None, "warning") for p in problems]
-                    )
+                try:
+                    self._keeper.finish(self.status, self.error, findings, self.results)
+                finally:
+                    problems = self.backend.clean_up(self.plan, keep_files=self.keep_files)
+                    if problems and self._keeper.recovery is None:
+                        with contextlib.suppress(Unwritable):  # warnings only: never fatal
+                            self.store.add_warnings(self.run_id, [
+                                Finding("cleanup", p, "", None, "warning") for p in problems
+                            ])  # fmt: skip
         finally:
             self._stack.close()
 
@@ -248,11 +252,13 @@ class RunSession:
             workdir = self._tmp / f"{phase.seq:03d}-{repeat:02d}"
             workdir.mkdir()
             result = self._fio_phase(PhaseJob(self.plan, self.run_id, phase, repeat, workdir))
-        self.store.save_phase(self.run_id, result)
         self.results.append(result)
+        unstored = self._keeper.save_phase(result, self.results)  # or kept in a recovery file
         self.on_event(PhaseFinished(phase, result))
         if result.status is PhaseStatus.FAILED and self.status is RunStatus.OK:
             self.status, self.error = RunStatus.FAILED, f"phase {phase.name!r}: {result.error}"
+        if unstored:
+            self.status, self.error = RunStatus.FAILED, unstored
         return result
 
     def fail(self, error: str) -> None:
@@ -262,7 +268,8 @@ class RunSession:
 
     @property
     def outcome(self) -> RunOutcome:
-        return RunOutcome(self.run_id, self.status, self.error, tuple(self.results))
+        recovery = self._keeper.recovery if self.run_id else None
+        return RunOutcome(self.run_id, self.status, self.error, tuple(self.results), recovery)
 
     def _idle(self, phase: PlannedPhase, repeat: int) -> PhaseResult:
         started = time.time()

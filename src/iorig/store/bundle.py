@@ -1,5 +1,6 @@
 """Portable runs: ``export`` writes one run to a new results file, ``import``
-reads every run of such a file into another database.
+reads every run of such a file into another database. A recovery file (a
+run's results kept when its database stayed unwritable) is such a file too.
 
 Both go through the typed model (decode every payload, rebuild every
 result, write it with the repository's own column lists), never by copying
@@ -9,6 +10,7 @@ run reaches the database.
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 import sqlite3
 import tempfile
@@ -17,7 +19,7 @@ from pathlib import Path
 from iorig.errors import UserError
 from iorig.model import StoredRun
 from iorig.store.checks import InvalidRun, check_run
-from iorig.store.repository import Store
+from iorig.store.repository import Store, recovery_path
 
 SQLITE_HEADER = b"SQLite format 3\x00"
 
@@ -41,11 +43,41 @@ def export_run(store: Store, run_id: str, path: Path) -> None:
             Path(str(tmp) + suffix).unlink(missing_ok=True)
 
 
+def write_recovery(db: Path, stored: StoredRun) -> Path:
+    """Keep a run whose database ``db`` could not be written: the whole run
+    (as ``stored``) in a results file next to ``db`` (replaced as the run
+    goes on), or in the temporary directory when that one is not writable
+    either. ``iorig import`` of it adds the run, or completes it in ``db``.
+    """
+    first = recovery_path(db, stored.run.id)
+    second = Path(tempfile.gettempdir()) / first.name
+    problems = []
+    for path in (first, second):
+        tmp = path.with_name(path.name + ".partial")
+        try:
+            tmp.unlink(missing_ok=True)
+            with Store(tmp, lock_wait_s=0) as bundle:
+                bundle.add_runs([stored])
+            tmp.replace(path)
+            return path
+        except (OSError, sqlite3.Error, UserError) as exc:
+            problems.append(f"{path}: {exc}")
+        finally:
+            for leftover in (tmp, Path(f"{tmp}-wal"), Path(f"{tmp}-shm")):
+                with contextlib.suppress(OSError):
+                    leftover.unlink()
+    raise UserError(
+        f"run {stored.run.id}: its results could not be written anywhere: {'; '.join(problems)}",
+        hint="free disk space or make the database's directory writable",
+    )
+
+
 def import_runs(store: Store, path: Path) -> list[tuple[str, bool]]:
     """Copy every run of the results file at ``path`` into ``store``.
 
     Returns (run id, imported) pairs; runs already present are skipped, so
-    importing twice duplicates nothing. All or nothing.
+    importing twice duplicates nothing — except that a recovery file
+    completes its unfinished run (``Store.add_runs``). All or nothing.
     """
     if not path.is_file():
         raise UserError(f"{path} does not exist")

@@ -8,23 +8,19 @@ per-second samples, histograms and artifacts (job file, raw fio output), so
 an interrupted run keeps everything it measured.
 
 Reading never writes: runs left ``running`` by a process that died are
-marked only by an explicit ``reap_stale()``.
+marked only by an explicit ``reap_stale()``. Opening, locking and the write
+retry are in connection.py; a run's owner identity in owner.py.
 """
 
 from __future__ import annotations
 
 import contextlib
-import os
-import secrets
 import socket
 import sqlite3
 import time
-import zlib
 from collections.abc import Callable, Iterator
-from dataclasses import fields
-from enum import StrEnum
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -45,111 +41,65 @@ from iorig.model import (
     Totals,
     histogram,
 )
-from iorig.store import codecs
+from iorig.store import codecs, connection, owner
 from iorig.store.cells import (
     ARTIFACT_LIMITS,
     DAMAGED_HINT,
     DamagedData,
     command,
-    command_text,
     inflate,
     member,
-    nan_to_none,
     none_to_nan,
-    pack,
-    scope_text,
     scope_value,
     unpack,
 )
+from iorig.store.connection import Unwritable
+from iorig.store.rows import (
+    ARTIFACTS,
+    complete,
+    default_db_path,
+    insert,
+    insert_phase,
+    new_run_id,
+    run_record,
+    run_row,
+)
 from iorig.store.schema import MIGRATIONS
 
-PCT_COLUMNS = {50.0: "lat_p50_ns", 90.0: "lat_p90_ns", 99.0: "lat_p99_ns", 99.9: "lat_p999_ns",
-               99.99: "lat_p9999_ns"}  # fmt: skip
+__all__ = ["Store", "Unwritable", "default_db_path", "new_run_id"]
+T = TypeVar("T")
+REAP_WAIT_S = 1.0  # reading commands reap stale runs only if that takes no waiting
+
 SAMPLE_FIELDS = ("t_s", "iops", "bytes_per_s", "lat_mean_ns")
-ARTIFACTS = ("job.fio", "command", "fio-output.json", "fio-stderr.txt")
-
-
-def default_db_path() -> Path:
-    if os.environ.get("IORIG_DB"):
-        return Path(os.environ["IORIG_DB"]).expanduser()
-    base = os.environ.get("XDG_DATA_HOME") or os.path.join(Path.home(), ".local", "share")
-    return Path(base) / "iorig" / "results.sqlite"
-
-
-def new_run_id() -> str:
-    return secrets.token_hex(6)
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
-    except OSError:
-        return False
-    # A reused pid that now belongs to something else counts as dead.
-    return b"iorig" in cmdline or b"python" in cmdline
-
-
-# ---------------------------------------------------------------- rows
-
-
-def run_row(record: RunRecord) -> dict[str, Any]:
-    """A RunRecord as a ``runs`` row: payload fields in ``<field>_json``."""
-    row: dict[str, Any] = {}
-    for f in fields(RunRecord):
-        value = getattr(record, f.name)
-        if f.name in codecs.RUN_PAYLOADS:
-            row[f"{f.name}_json"] = codecs.RUN_PAYLOADS[f.name].encode(value)
-        else:
-            row[f.name] = str(value) if isinstance(value, StrEnum) else value
-    return row
-
-
-def run_record(row: dict[str, Any]) -> RunRecord:
-    values: dict[str, Any] = {}
-    for f in fields(RunRecord):
-        if f.name in codecs.RUN_PAYLOADS:
-            try:
-                values[f.name] = codecs.RUN_PAYLOADS[f.name].decode(row[f"{f.name}_json"])
-            except codecs.PayloadError as exc:
-                raise UserError(f"run {row.get('id')}: {exc}") from None
-        else:
-            values[f.name] = row[f.name]
-    values["status"] = member(RunStatus, values["status"], "status")
-    return RunRecord(**values)
-
-
-def _insert(c: sqlite3.Connection, table: str, row: dict[str, Any]) -> int:
-    # Table and column names come from this package only, never from input.
-    sql = f"INSERT INTO {table} ({', '.join(row)}) VALUES ({', '.join('?' * len(row))})"
-    return int(c.execute(sql, tuple(row.values())).lastrowid or 0)
 
 
 class Store:
     """The results database. Use as a context manager or call ``close``."""
 
     def __init__(
-        self, path: Path | str, migrations: list[Callable[[sqlite3.Connection], None]] | None = None
+        self,
+        path: Path | str,
+        migrations: list[Callable[[sqlite3.Connection], None]] | None = None,
+        *,
+        lock_wait_s: float | None = None,
     ) -> None:
         self.path = Path(path)
         self._migrations = MIGRATIONS if migrations is None else migrations
+        self.lock_wait_s = connection.lock_wait_s() if lock_wait_s is None else lock_wait_s
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            self.conn = sqlite3.connect(self.path, isolation_level=None, timeout=30)
+            self.conn = connection.connect(self.path, self.lock_wait_s)
         except (OSError, sqlite3.Error) as exc:
             raise UserError(
-                f"cannot open the results database {self.path}: {exc}",
-                hint="choose another file with --db or IORIG_DB",
+                f"cannot open the results database {self.path}: {exc}", hint=connection.OTHER_DB
             ) from None
         try:
             self.conn.execute("PRAGMA journal_mode=WAL")
             self.conn.execute("PRAGMA foreign_keys=ON")
-            self.conn.execute("PRAGMA busy_timeout=30000")
             self.schema_version  # noqa: B018 - fails here when the file is not SQLite
         except sqlite3.DatabaseError as exc:
             self.conn.close()
             raise UserError(
-                f"{self.path} is not an iorig results database ({exc})",
-                hint="choose another file with --db or IORIG_DB",
+                f"{self.path} is not an iorig results database ({exc})", hint=connection.OTHER_DB
             ) from None
         try:
             self._migrate()
@@ -198,37 +148,84 @@ class Store:
         self.conn.execute("BEGIN IMMEDIATE")
         try:
             yield self.conn
+            self.conn.execute("COMMIT")
         except BaseException:
-            self.conn.execute("ROLLBACK")
+            if self.conn.in_transaction:  # also when COMMIT itself failed
+                self.conn.execute("ROLLBACK")
             raise
-        self.conn.execute("COMMIT")
+
+    def write(self, work: Callable[[sqlite3.Connection], T], wait_s: float | None = None) -> T:
+        """Run ``work`` in one write transaction. While another writer holds
+        the lock, try again with exponential backoff for ``wait_s`` seconds
+        (the store's ``lock_wait_s``); then, or at once for a read-only, full
+        or failing database, raise ``Unwritable`` (nothing was written)."""
+        wait = self.lock_wait_s if wait_s is None else wait_s
+        started = time.monotonic()
+        delay = 0.05
+        while True:
+            # SQLite's own busy wait (its backoff) within what is left of ours
+            left = max(wait - (time.monotonic() - started), 0.0)
+            self.conn.execute(f"PRAGMA busy_timeout={int(min(left, 30.0) * 1000):d}")
+            try:
+                with self.transaction() as c:
+                    return work(c)
+            except sqlite3.OperationalError as exc:
+                waited = time.monotonic() - started
+                if not connection.is_busy(exc) or waited >= wait:
+                    raise self._unwritable(exc, waited) from None
+                time.sleep(min(delay, wait - waited))
+                delay = min(delay * 2, 10.0)
+            except sqlite3.DatabaseError as exc:
+                raise self._unwritable(exc, time.monotonic() - started) from None
+
+    def _unwritable(self, exc: sqlite3.Error, waited: float) -> Unwritable:
+        if connection.is_busy(exc):
+            return Unwritable(
+                f"the results database {self.path} stayed locked by another writer for "
+                f"{waited:.0f} s ({exc})",
+                hint=f"find the program holding it (e.g. fuser {self.path}); "
+                f"{connection.LOCK_WAIT_ENV} sets how many seconds to wait (now "
+                f"{self.lock_wait_s:g})",
+            )
+        return Unwritable(
+            f"cannot write to the results database {self.path} ({exc})",
+            hint="check that it and its directory are writable and the disk has space",
+        )
 
     # ------------------------------------------------------------ writing
 
     def create_run(self, record: RunRecord) -> str:
-        """Store a new run (normally ``running``); returns its id."""
-        with self.transaction() as c:
-            _insert(c, "runs", run_row(record))
+        """Store a new run (normally ``running``) with its owner's identity
+        (pid, process start time, boot id); returns its id."""
+        started, boot = owner.identity(record.pid)
+        row = run_row(record) | {"owner_started": started, "owner_boot": boot}
+        self.write(lambda c: insert(c, "runs", row))
         return record.id
 
     def add_runs(self, runs: list[StoredRun]) -> list[tuple[str, bool]]:
         """Store whole runs (phases included) in one transaction: all or
-        nothing. Runs already present are left as they are and skipped.
-        Returns (run id, added) pairs."""
-        out = []
-        with self.transaction() as c:
+        nothing. Runs already present are left as they are and skipped —
+        except a run this database holds unfinished (``running`` with its
+        owner gone, or marked as having its last results in a recovery
+        file), which the same run from elsewhere completes (see
+        ``rows.complete``). Returns (run id, added) pairs."""
+
+        def work(c: sqlite3.Connection) -> list[tuple[str, bool]]:
+            out = []
             for stored in runs:
                 if c.execute("SELECT 1 FROM runs WHERE id = ?", (stored.run.id,)).fetchone():
-                    out.append((stored.run.id, False))
+                    out.append((stored.run.id, complete(c, stored)))
                     continue
-                _insert(c, "runs", run_row(stored.run))
+                insert(c, "runs", run_row(stored.run))
                 for phase in stored.phases:
-                    self._insert_phase(c, stored.run.id, phase)
+                    insert_phase(c, stored.run.id, phase)
                 out.append((stored.run.id, True))
-        return out
+            return out
+
+        return self.write(work)
 
     def add_warnings(self, run_id: str, findings: list[Finding]) -> None:
-        with self.transaction() as c:
+        def work(c: sqlite3.Connection) -> None:
             row = c.execute("SELECT warnings_json FROM runs WHERE id = ?", (run_id,)).fetchone()
             merged = codecs.WARNINGS.decode(row[0]) + tuple(findings)
             c.execute(
@@ -236,152 +233,63 @@ class Store:
                 (codecs.WARNINGS.encode(merged), run_id),
             )
 
-    def finish_run(self, run_id: str, status: RunStatus, error: str | None = None) -> None:
+        self.write(work)
+
+    def finish_run(
+        self,
+        run_id: str,
+        status: RunStatus,
+        error: str | None = None,
+        *,
+        recovery_file: Path | None = None,
+        wait_s: float | None = None,
+    ) -> None:
+        """Set a run's final status; ``recovery_file`` names the file holding
+        its last results (which ``iorig import`` of that file then adds)."""
         if status is RunStatus.RUNNING:
             raise ValueError(f"bad final status {status!r}")
-        with self.transaction() as c:
-            c.execute(
-                "UPDATE runs SET status = ?, error = ?, ended_at = ? WHERE id = ?",
-                (str(RunStatus(status)), error, time.time(), run_id),
-            )
+        values = (str(RunStatus(status)), error, time.time(),
+                  None if recovery_file is None else str(recovery_file), run_id)  # fmt: skip
+        self.write(
+            lambda c: c.execute(
+                "UPDATE runs SET status = ?, error = ?, ended_at = ?, recovery_file = ? "
+                "WHERE id = ?",
+                values,
+            ),
+            wait_s,
+        )
 
     def save_phase(self, run_id: str, phase: PhaseResult) -> int:
         """Store one phase with all its results in a single transaction."""
-        with self.transaction() as c:
-            return self._insert_phase(c, run_id, phase)
-
-    def _insert_phase(self, c: sqlite3.Connection, run_id: str, phase: PhaseResult) -> int:
-        phase_id = _insert(
-            c,
-            "phases",
-            {
-                "run_id": run_id,
-                "seq": phase.seq,
-                "repeat": phase.repeat,
-                "name": phase.name,
-                "kind": str(phase.kind),
-                "status": str(phase.status),
-                "headline": str(phase.headline),
-                "planned_s": phase.planned_s,
-                "started_at": phase.started_at,
-                "ended_at": phase.ended_at,
-                "engine": phase.engine,
-                "fio_version": phase.fio_version,
-                "error": phase.error,
-                "point_json": codecs.POINT.encode(phase.point),
-            },
-        )
-        for scope in phase.scopes:
-            self._save_scope(c, phase_id, scope)
-        if phase.steady is not None:
-            st = phase.steady
-            _insert(
-                c,
-                "steady_states",
-                {
-                    "phase_id": phase_id,
-                    "metric": st.metric,
-                    "round_s": st.round_s,
-                    "window": st.window,
-                    "max_range": st.max_range,
-                    "max_slope": st.max_slope,
-                    "converged": int(st.converged),
-                    "window_start": st.window_start,
-                    "rounds_json": codecs.ROUNDS.encode(st.rounds),
-                },
-            )
-        texts = dict(
-            zip(
-                ARTIFACTS,
-                (phase.job_text, command_text(phase.command), phase.fio_output,
-                 phase.fio_stderr),
-                strict=True,
-            )
-        )  # fmt: skip
-        c.executemany(
-            "INSERT INTO artifacts (phase_id, name, data) VALUES (?,?,?)",
-            [(phase_id, n, zlib.compress(t.encode(), 6)) for n, t in texts.items() if t],
-        )
-        return phase_id
-
-    def _save_scope(self, c: sqlite3.Connection, phase_id: int, result: ScopeResult) -> None:
-        result_id = _insert(
-            c,
-            "phase_results",
-            {
-                "phase_id": phase_id,
-                "workload": scope_text(result.scope.workload),
-                "host": scope_text(result.scope.host),
-                "jobs": result.jobs,
-                "usr_cpu_pct": result.usr_cpu_pct,
-                "sys_cpu_pct": result.sys_cpu_pct,
-                "busiest_job_cpu_pct": result.busiest_job_cpu_pct,
-                "errors": result.errors,
-                "status": str(result.status),
-                "error": result.error,
-            },
-        )
-        for ddir, t in result.totals.items():
-            pcts = t.percentiles_ns(tuple(PCT_COLUMNS))
-            _insert(
-                c,
-                "totals",
-                {
-                    "result_id": result_id,
-                    "ddir": ddir,
-                    "ios": t.ios,
-                    "io_bytes": t.io_bytes,
-                    "iops": t.iops,
-                    "bytes_per_s": t.bytes_per_s,
-                    "lat_mean_ns": nan_to_none(t.lat_mean_ns),
-                    "lat_min_ns": nan_to_none(t.lat_min_ns),
-                    "lat_max_ns": nan_to_none(t.lat_max_ns),
-                    "lat_stddev_ns": nan_to_none(t.lat_stddev_ns),
-                    **{col: nan_to_none(pcts[p]) for p, col in PCT_COLUMNS.items()},
-                    "slat_mean_ns": nan_to_none(t.slat_mean_ns),
-                    "total_lat_mean_ns": nan_to_none(t.total_lat_mean_ns),
-                },
-            )
-            _insert(
-                c,
-                "histograms",
-                {"result_id": result_id, "ddir": ddir, "kind": "total", "rows": 1,
-                 "data": pack(t.hist)},
-            )  # fmt: skip
-        for ddir, s in result.series.items():
-            c.executemany(
-                "INSERT INTO samples (result_id, ddir, t_s, iops, bytes_per_s, lat_mean_ns) "
-                "VALUES (?,?,?,?,?,?)",
-                [
-                    (result_id, ddir, int(t), float(i), float(b), nan_to_none(float(lat)))
-                    for t, i, b, lat in zip(
-                        s.t_s, s.iops, s.bytes_per_s, s.lat_mean_ns, strict=True
-                    )
-                ],
-            )
-            _insert(
-                c,
-                "histograms",
-                {"result_id": result_id, "ddir": ddir, "kind": "per_second", "rows": len(s),
-                 "data": pack(s.hist)},
-            )  # fmt: skip
+        return self.write(lambda c: insert_phase(c, run_id, phase))
 
     def reap_stale(self) -> list[str]:
-        """Mark runs left ``running`` by an iorig process on this machine that
-        no longer exists as aborted; returns their ids."""
+        """Mark as aborted the runs left ``running`` on this machine by a
+        process that no longer exists (pid, start time and boot id compared);
+        returns their ids. Skipped, reaping nothing, when the database is
+        read-only or another writer holds it (reading must not wait)."""
         rows = self.conn.execute(
-            "SELECT id, pid FROM runs WHERE status = 'running' AND hostname = ?",
+            "SELECT id, pid, owner_started, owner_boot FROM runs WHERE status = 'running' "
+            "AND hostname = ?",
             (socket.gethostname(),),
         ).fetchall()
         reaped = []
-        for run_id, pid in rows:
-            if pid != os.getpid() and not _pid_alive(pid):
-                self.finish_run(
-                    run_id,
-                    RunStatus.ABORTED,
-                    f"the iorig process (pid {pid}) ended without finishing",
-                )
-                reaped.append(run_id)
+        for run_id, pid, started, boot in rows:
+            if owner.alive(pid, started, boot):
+                continue
+            error = f"the iorig process (pid {pid}) ended without finishing"
+            recovery = recovery_path(self.path, run_id)
+            if not recovery.is_file():
+                recovery = None
+            else:
+                error += (f"; its last results are in {recovery}: add them with "
+                          f"`iorig --db {self.path} import {recovery}`")  # fmt: skip
+            try:
+                self.finish_run(run_id, RunStatus.ABORTED, error, recovery_file=recovery,
+                                wait_s=REAP_WAIT_S)  # fmt: skip
+            except Unwritable:
+                break
+            reaped.append(run_id)
         return reaped
 
     # ------------------------------------------------------------ reading
@@ -588,3 +496,8 @@ def _steady(row: dict[str, Any]) -> SteadyState:
         converged=bool(row["converged"]),
         window_start=row["window_start"],
     )
+
+
+def recovery_path(db: Path, run_id: str) -> Path:
+    """Where a run's results go when its database stays unwritable: next to it."""
+    return db.with_name(f"{db.name}.recovery-{run_id}.sqlite")

@@ -168,9 +168,24 @@ def _migrate_to_v3(conn: sqlite3.Connection) -> None:
             conn.execute(f"UPDATE {table} SET {assignments} WHERE {key} = ?", (*wrapped, row[0]))
 
 
+# Version 4: a run's owner is its pid plus the process's start time and the
+# boot id (NULL in older rows), and a run whose last results went to a
+# recovery file names it (import may then complete the run from that file).
+_SCHEMA_V4 = """
+ALTER TABLE runs ADD COLUMN owner_started TEXT;
+ALTER TABLE runs ADD COLUMN owner_boot TEXT;
+ALTER TABLE runs ADD COLUMN recovery_file TEXT
+"""
+
+
+def _migrate_to_v4(conn: sqlite3.Connection) -> None:
+    _execute_script(conn, _SCHEMA_V4)
+
+
 MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [
     _migrate_to_v1,
     _migrate_to_v2,
     _migrate_to_v3,
+    _migrate_to_v4,
 ]
 LATEST = len(MIGRATIONS)

@@ -1,0 +1,483 @@
+"""The results database under faults: locked by another writer, read-only,
+empty (0 bytes), and runs whose owner process is gone or was replaced.
+
+A finished phase is never lost: a write waits out another writer's lock
+(``IORIG_DB_LOCK_WAIT`` seconds, short here) and then the run goes to a
+recovery file that ``iorig import`` puts back. A database a run could not
+write to is refused before the target or fio is touched.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import socket
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+from tests import builders
+from tests.conftest import REPO
+
+from iorig.errors import UserError
+from iorig.model import RunStatus
+from iorig.store import Store, Unwritable, import_runs, owner, recovery_path, write_recovery
+
+RUN = ["run", "--rw", "randread", "--size", "16MiB", "--duration", "2s"]
+
+
+def _env(db: Path, **extra: str) -> dict[str, str]:
+    return dict(os.environ, IORIG_DB=str(db), COLUMNS="160", NO_COLOR="1", **extra)
+
+
+def _iorig(db: Path, *args: str, **extra: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "iorig", *args], capture_output=True, text=True, timeout=120,
+        env=_env(db, **extra), cwd=REPO,
+    )  # fmt: skip
+
+
+def _count(db: Path, sql: str) -> int:
+    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    try:
+        return int(conn.execute(sql).fetchone()[0])
+    except sqlite3.Error:
+        return 0
+    finally:
+        conn.close()
+
+
+class LockHolder:
+    """A second connection holding the write lock (``BEGIN EXCLUSIVE``) once
+    ``ready()`` says so, until ``release`` or ``hold_s`` seconds."""
+
+    def __init__(self, db: Path, ready, hold_s: float) -> None:
+        self.db, self.ready, self.hold_s = db, ready, hold_s
+        self.locked_at: float | None = None
+        self.released_at: float | None = None  # wall clock, as phases record time
+        self._release = threading.Event()
+        self._thread = threading.Thread(target=self._hold, daemon=True)
+        self._thread.start()
+
+    def _hold(self) -> None:
+        deadline = time.monotonic() + 60
+        while not self.ready() and time.monotonic() < deadline and not self._release.is_set():
+            time.sleep(0.05)
+        if self._release.is_set():
+            return
+        conn = sqlite3.connect(self.db, isolation_level=None, timeout=10)
+        conn.execute("BEGIN EXCLUSIVE")
+        self.locked_at = time.time()
+        self._release.wait(self.hold_s)
+        conn.execute("ROLLBACK")
+        conn.close()
+        self.released_at = time.time()
+
+    def release(self) -> None:
+        self._release.set()
+        self._thread.join(15)
+
+
+def _run_under_lock(db: Path, target: Path, hold_s: float, wait_s: str):
+    """``iorig run`` whose measured phase ends while another writer holds the
+    lock (taken once the prefill phase is stored)."""
+    holder = LockHolder(db, lambda: _count(db, "SELECT COUNT(*) FROM phases") >= 1, hold_s)
+    try:
+        done = _iorig(db, *RUN, "--target", f"{target}/", IORIG_DB_LOCK_WAIT=wait_s)
+    finally:
+        holder.release()
+    assert holder.locked_at is not None, done.stdout + done.stderr
+    return done, holder
+
+
+def _run_id(db: Path) -> str:
+    conn = sqlite3.connect(db)
+    try:
+        (run_id,) = conn.execute("SELECT id FROM runs").fetchone()
+        return str(run_id)
+    finally:
+        conn.close()
+
+
+def _phase_names(db: Path, run_id: str) -> list[str]:
+    with Store(db) as store:
+        return [p.name for p in store.load_run(run_id).phases]
+
+
+def _show(db: Path, run_id: str) -> dict:
+    done = _iorig(db, "show", run_id, "--json")
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+@pytest.mark.fio
+def test_a_lock_held_past_the_wait_keeps_the_phase_in_a_recovery_file(scratch, tmp_path):
+    db = tmp_path / "results.sqlite"
+    Store(db).close()
+    done, _ = _run_under_lock(db, scratch, hold_s=40, wait_s="1")
+    out = done.stdout + done.stderr
+    assert "Traceback" not in out, out
+    assert done.returncode == 1, out
+    run_id = _run_id(db)
+    kept = recovery_path(db, run_id)
+    assert kept.is_file(), out
+    assert f"import {kept}" in " ".join(out.split()), out
+    with Store(kept) as store:
+        recovered = store.load_run(run_id)
+    assert [p.name for p in recovered.phases] == ["fill", "randread"]
+    assert recovered.run.status is RunStatus.FAILED
+    assert "stayed locked" in (recovered.run.error or "")
+    measured = recovered.phases[1].aggregate
+    assert measured is not None and measured.totals["all"].ios > 0
+    # the lock is gone; `runs` marks the run aborted and names the recovery file
+    runs = _iorig(db, "runs")
+    assert runs.returncode == 0, runs.stderr
+    assert _show(db, run_id)["run"]["status"] == "aborted"
+    assert _phase_names(db, run_id) == ["fill"]  # only the prefill reached the database
+    imported = _iorig(db, "import", str(kept))
+    assert imported.returncode == 0 and f"{run_id}: imported" in imported.stdout, imported
+    assert _show(db, run_id)["run"]["status"] == "failed"
+    assert _phase_names(db, run_id) == ["fill", "randread"]
+    with Store(db) as store:
+        back = store.load_run(run_id).phases[1].aggregate
+    assert back is not None
+    assert back.totals["all"].ios == measured.totals["all"].ios
+    assert back.totals["all"].iops == measured.totals["all"].iops
+    assert np.array_equal(back.series["all"].iops, measured.series["all"].iops)
+    again = _iorig(db, "import", str(kept))  # a second import changes nothing
+    assert f"{run_id}: already present, skipped" in again.stdout, again
+    assert _phase_names(db, run_id) == ["fill", "randread"]
+
+
+@pytest.mark.fio
+def test_a_lock_shorter_than_the_wait_delays_the_phase_and_loses_nothing(scratch, tmp_path):
+    db = tmp_path / "results.sqlite"
+    Store(db).close()
+    done, holder = _run_under_lock(db, scratch, hold_s=4, wait_s="30")
+    assert done.returncode == 0, done.stdout + done.stderr
+    with Store(db) as store:
+        measured = store.load_run(_run_id(db)).phases[1]
+    assert measured.ended_at < holder.released_at  # so storing it waited for the lock
+    run_id = _run_id(db)
+    assert not recovery_path(db, run_id).exists()
+    assert _show(db, run_id)["run"]["status"] == "ok"
+    assert _phase_names(db, run_id) == ["fill", "randread"]
+
+
+def test_store_writes_wait_for_a_lock_with_backoff_then_give_up(tmp_path):
+    db = tmp_path / "r.sqlite"
+    with Store(db, lock_wait_s=5) as store:
+        other = sqlite3.connect(db, isolation_level=None, check_same_thread=False)
+        other.execute("BEGIN EXCLUSIVE")
+        threading.Timer(0.5, lambda: other.execute("ROLLBACK")).start()
+        started = time.monotonic()
+        store.create_run(builders.record("0123456789ab", status=RunStatus.RUNNING))
+        assert time.monotonic() - started >= 0.4
+        other.execute("BEGIN EXCLUSIVE")
+        store.lock_wait_s = 0.5
+        with pytest.raises(Unwritable, match="stayed locked by another writer") as caught:
+            store.finish_run("0123456789ab", RunStatus.OK)
+        assert "IORIG_DB_LOCK_WAIT" in str(caught.value)
+        other.execute("ROLLBACK")
+        assert store.conn.in_transaction is False
+        store.finish_run("0123456789ab", RunStatus.OK)
+
+
+def test_reading_commands_do_not_wait_for_a_lock_to_reap(tmp_path):
+    db = tmp_path / "r.sqlite"
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    with Store(db) as store:
+        store.create_run(
+            builders.record(
+                "0123456789ab", status=RunStatus.RUNNING, pid=dead.pid,
+                hostname=socket.gethostname(),
+            )
+        )  # fmt: skip
+    other = sqlite3.connect(db, isolation_level=None)
+    other.execute("BEGIN EXCLUSIVE")
+    try:
+        started = time.monotonic()
+        done = _iorig(db, "runs", "--json", IORIG_DB_LOCK_WAIT="60")
+        assert done.returncode == 0, done.stderr
+        assert time.monotonic() - started < 20
+        assert json.loads(done.stdout)["runs"][0]["status"] == "running"  # reaped later
+    finally:
+        other.execute("ROLLBACK")
+    done = _iorig(db, "runs", "--json")
+    assert json.loads(done.stdout)["runs"][0]["status"] == "aborted"
+
+
+def test_a_bad_lock_wait_is_refused():
+    done = _iorig(Path("/nonexistent/r.sqlite"), "runs", IORIG_DB_LOCK_WAIT="soon")
+    assert done.returncode == 2 and "IORIG_DB_LOCK_WAIT='soon'" in done.stderr, done
+
+
+# ------------------------------------------------------- refused before writing
+
+
+@pytest.fixture
+def fio_spy(tmp_path: Path) -> Iterator[tuple[Path, Path]]:
+    """A fio that notes each start in a file, then runs the real one."""
+    log = tmp_path / "fio-started"
+    spy = tmp_path / "fio-spy"
+    spy.write_text(f'#!/bin/sh\necho "$@" >> {log}\nexec {shutil.which("fio") or "fio"} "$@"\n')
+    spy.chmod(0o755)
+    yield spy, log
+
+
+def _refused_before_writing(db: Path, target: Path, fio_spy, *wanted: str) -> None:
+    spy, log = fio_spy
+    target.mkdir(exist_ok=True)
+    before = _digest(db)
+    done = _iorig(db, *RUN, "--fio", str(spy), "--target", f"{target}/")
+    out = " ".join((done.stdout + done.stderr).split())
+    assert done.returncode == 2, out
+    assert "Traceback" not in out, out
+    for text in wanted:
+        assert text in out, out
+    assert list(target.iterdir()) == []  # no target file created
+    assert not log.exists(), log.read_text()  # fio never started
+    assert _digest(db) == before  # the database unchanged
+
+
+def _digest(path: Path) -> str | None:
+    return hashlib.sha256(path.read_bytes()).hexdigest() if path.is_file() else None
+
+
+def _need_root(tool: str) -> None:
+    if os.geteuid() != 0 or not shutil.which(tool):
+        pytest.skip(f"needs root and {tool} (as root, chmod alone does not stop writes)")
+
+
+def test_an_empty_file_is_not_a_database_and_is_never_given_a_schema(tmp_path, fio_spy):
+    db = tmp_path / "results.sqlite"
+    db.touch()
+    _refused_before_writing(db, tmp_path / "target", fio_spy, "is empty (0 bytes)", "--db")
+    for args in (["runs"], ["show"], ["import", str(tmp_path / "x.sqlite")]):
+        done = _iorig(db, *args)
+        assert done.returncode == 2 and "is empty (0 bytes)" in done.stderr, (args, done)
+    assert db.stat().st_size == 0
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["fio-spy", "results.sqlite", "target"]
+
+
+def test_an_immutable_database_file_is_refused_before_the_target(tmp_path, fio_spy):
+    _need_root("chattr")
+    db = tmp_path / "results.sqlite"
+    with Store(db) as store:
+        store.add_runs([builders.stored("0123456789ab", None, [])])
+    if subprocess.run(["chattr", "+i", str(db)], capture_output=True).returncode != 0:
+        pytest.skip("this filesystem has no immutable attribute")
+    try:
+        _refused_before_writing(db, tmp_path / "target", fio_spy, "is read-only", "--db")
+        runs = _iorig(db, "runs", "--json")  # reading still works
+        assert runs.returncode == 0, runs.stderr
+        assert [r["id"] for r in json.loads(runs.stdout)["runs"]] == ["0123456789ab"]
+    finally:
+        subprocess.run(["chattr", "-i", str(db)], check=True)
+
+
+@pytest.fixture
+def read_only_dir(tmp_path: Path) -> Iterator[Path]:
+    """A small tmpfs holding a results database, remounted read-only."""
+    _need_root("mount")
+    mnt = tmp_path / "ro"
+    mnt.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(mnt)],
+                      capture_output=True).returncode != 0:  # fmt: skip
+        pytest.skip("this machine does not allow mounting a tmpfs")
+    try:
+        with Store(mnt / "results.sqlite") as store:
+            store.add_runs([builders.stored("0123456789ab", None, [])])
+        subprocess.run(["mount", "-o", "remount,ro", str(mnt)], check=True)
+        yield mnt
+    finally:
+        subprocess.run(["umount", str(mnt)], check=True)
+
+
+def test_a_database_in_a_read_only_directory_is_refused_before_the_target(
+    read_only_dir, tmp_path, fio_spy
+):
+    target = tmp_path / "target"
+    _refused_before_writing(read_only_dir / "results.sqlite", target, fio_spy,
+                            "is read-only", "remount")  # fmt: skip
+    # a new database there too
+    wanted = f"directory {read_only_dir} of the results database is read-only"
+    _refused_before_writing(read_only_dir / "new" / "results.sqlite", target, fio_spy, wanted)
+
+
+@pytest.mark.parametrize("kind", ["directory", "not sqlite"])
+def test_other_files_are_refused_by_what_they_are(tmp_path, fio_spy, kind):
+    db = tmp_path / "results.sqlite"
+    if kind == "directory":
+        db.mkdir()
+        wanted = "is a directory"
+    else:
+        db.write_text("hello\n")
+        wanted = "not an iorig results database"
+    done = _iorig(db, *RUN, "--target", f"{tmp_path / 't'}/")
+    assert done.returncode == 2 and wanted in done.stderr, done
+    assert "Traceback" not in done.stderr
+
+
+# ----------------------------------------------------------- stale-run owner
+
+
+@pytest.fixture
+def sleeper() -> Iterator[subprocess.Popen]:
+    """A live python process unrelated to any run."""
+    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
+    yield proc
+    proc.kill()
+    proc.wait()
+
+
+def _running(store: Store, run_id: str, pid: int) -> None:
+    store.create_run(
+        builders.record(run_id, status=RunStatus.RUNNING, pid=pid, hostname=socket.gethostname())
+    )
+
+
+def _status(store: Store, run_id: str) -> str:
+    return str(store.load_run(run_id).run.status)
+
+
+def test_a_live_process_that_is_not_the_owner_does_not_keep_a_run_running(tmp_path, sleeper):
+    with Store(tmp_path / "r.sqlite") as store:
+        # the run's owner ended, and its pid now belongs to another python process
+        gone = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+        _running(store, "0123456789ab", gone.pid)
+        gone.kill()
+        gone.wait()
+        store.conn.execute("UPDATE runs SET pid = ?", (sleeper.pid,))
+        assert store.reap_stale() == ["0123456789ab"]
+        assert _status(store, "0123456789ab") == "aborted"
+        assert f"pid {sleeper.pid}" in (store.load_run("0123456789ab").run.error or "")
+
+
+def test_the_owner_is_compared_by_pid_start_time_and_boot(tmp_path, sleeper):
+    with Store(tmp_path / "r.sqlite") as store:
+        _running(store, "0123456789ab", sleeper.pid)  # the owner itself, alive
+        _running(store, "0123456789ac", sleeper.pid)
+        _running(store, "0123456789ad", sleeper.pid)
+        started = owner.start_time(sleeper.pid)
+        assert started is not None
+        wrong = str(int(started) + 1)
+        store.conn.execute("UPDATE runs SET owner_started = ? WHERE id LIKE '%ac'", (wrong,))
+        store.conn.execute("UPDATE runs SET owner_boot = 'another-boot' WHERE id LIKE '%ad'")
+        assert sorted(store.reap_stale()) == ["0123456789ac", "0123456789ad"]
+        assert _status(store, "0123456789ab") == "running"
+        sleeper.kill()
+        sleeper.wait()
+        assert store.reap_stale() == ["0123456789ab"]
+
+
+def test_old_rows_without_a_start_time_keep_the_earlier_rule(tmp_path, sleeper):
+    # before schema 4 only the pid was recorded: a live iorig/python process
+    # there still counts as the owner (never reap a run that may be going)
+    other = subprocess.Popen(["sleep", "120"])
+    try:
+        with Store(tmp_path / "r.sqlite") as store:
+            _running(store, "0123456789ab", sleeper.pid)
+            _running(store, "0123456789ac", other.pid)
+            store.conn.execute("UPDATE runs SET owner_started = NULL, owner_boot = NULL")
+            assert store.reap_stale() == ["0123456789ac"]
+            assert _status(store, "0123456789ab") == "running"
+    finally:
+        other.kill()
+        other.wait()
+
+
+def test_the_v3_database_gets_owner_columns_empty(tmp_path):
+    copy = tmp_path / "results.sqlite"
+    shutil.copy(REPO / "tests" / "data" / "schema-v3" / "results.sqlite", copy)
+    with Store(copy) as store:
+        rows = store.conn.execute(
+            "SELECT owner_started, owner_boot, recovery_file FROM runs"
+        ).fetchall()
+    assert rows and set(rows) == {(None, None, None)}
+
+
+# ------------------------------------------- import completes an unfinished run
+
+
+def _phases(n: int) -> list:
+    return [builders.phase(f"p{i}", np.full(3, 100.0 + i), seq=i) for i in range(n)]
+
+
+def _unfinished(db: Path, pid: int, stored_phases: int) -> Path:
+    """A database whose run is ``running`` with the first phases stored, and
+    its recovery file holding the whole run, finished."""
+    run = builders.stored("0123456789ab", None, _phases(3), status=RunStatus.FAILED,
+                          error="stopped", pid=pid, hostname=socket.gethostname())  # fmt: skip
+    with Store(db) as store:
+        _running(store, "0123456789ab", pid)
+        store.conn.execute("UPDATE runs SET ended_at = NULL, status = 'running'")
+        for phase in run.phases[:stored_phases]:
+            store.save_phase("0123456789ab", phase)
+    bundle = recovery_path(db, "0123456789ab")
+    with Store(bundle) as kept:
+        kept.add_runs([run])
+    return bundle
+
+
+def test_a_recovery_file_completes_its_run_only_when_the_owner_is_gone(tmp_path):
+    db = tmp_path / "r.sqlite"
+    bundle = _unfinished(db, os.getpid(), 1)
+    with Store(db) as store:
+        assert import_runs(store, bundle) == [("0123456789ab", False)]  # owner alive: no
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    with Store(db) as store:
+        store.conn.execute("UPDATE runs SET pid = ?", (gone.pid,))
+    with Store(bundle) as kept:
+        kept.conn.execute("UPDATE runs SET pid = ?", (gone.pid,))
+    with Store(db) as store:
+        assert import_runs(store, bundle) == [("0123456789ab", True)]
+        run = store.load_run("0123456789ab")
+        assert [p.name for p in run.phases] == ["p0", "p1", "p2"]
+        assert (run.run.status, run.run.error) == (RunStatus.FAILED, "stopped")
+
+
+@pytest.mark.parametrize(
+    ("change", "stored_phases"),
+    [
+        ("UPDATE runs SET started_at = started_at + 1", 1),  # another run, same id
+        ("UPDATE runs SET command = 'iorig run evil'", 1),
+        ("DELETE FROM phases WHERE seq = 0", 1),  # lacks a phase the database has
+        ("UPDATE runs SET status = 'running'", 1),  # not finished either
+    ],
+)
+def test_a_recovery_file_that_does_not_match_its_run_changes_nothing(
+    tmp_path, change, stored_phases
+):
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    db = tmp_path / "r.sqlite"
+    bundle = _unfinished(db, gone.pid, stored_phases)
+    conn = sqlite3.connect(bundle)
+    conn.execute(change)
+    conn.commit()
+    conn.close()
+    with Store(db) as store:
+        assert import_runs(store, bundle) == [("0123456789ab", False)]
+        run = store.load_run("0123456789ab")
+        assert [p.name for p in run.phases] == ["p0"] and run.run.status is RunStatus.RUNNING
+
+
+def test_a_recovery_file_that_cannot_be_written_anywhere_is_said(tmp_path, monkeypatch):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    monkeypatch.setattr(tempfile, "gettempdir", lambda: str(blocker))
+    run = builders.stored("0123456789ab", None, _phases(1))
+    with pytest.raises(UserError, match="could not be written anywhere"):
+        write_recovery(blocker / "r.sqlite", run)
