@@ -38,6 +38,7 @@ from iorig.run.events import (
     RunOutcome,
     RunStarted,
 )
+from iorig.run.session import check_workdir_space
 from iorig.scenario import ResolvedScenario, parse_assignments
 from iorig.store import Store, default_db_path
 from iorig.targets import bind_host_targets, bind_targets
@@ -154,6 +155,7 @@ def plan_for(
     plan it prepared on the bound targets."""
     floor = _min_rate(min_rate)
     roles = list(resolved.scenario.targets)
+    check_workdir_space()  # before any target file exists
     backend = make_backend(hosts, fio)
     if hosts:
         bound = bind_host_targets(roles, targets, hosts)

@@ -50,6 +50,7 @@ from iorig.run.events import (
 from iorig.run.generator import heavy_phases, measure_ceiling
 from iorig.run.safekeeping import Keeper
 from iorig.store import Store, Unwritable, new_run_id
+from iorig.units import format_bytes
 
 CEILING_S = 0.5  # the null engine is at full speed at once: half a second is plenty
 
@@ -295,7 +296,49 @@ class RunSession:
                     PhaseProgress(job.phase, job.repeat, item.elapsed_s, item.fraction, item.rates)
                 )
         assert raw is not None, "a backend ends a phase with its raw result"
+        if raw.problem is None and (full := workdir_full(job.workdir)) is not None:
+            raw = replace(raw, problem=full)
         return phase_result(job.phase, job.repeat, raw, self.plan.fio_version)
+
+
+# fio's output and logs go to the working directory (in TMPDIR): with less
+# than this left after a phase they may have been cut short
+WORKDIR_LOW_BYTES = 1 << 20
+WORKDIR_NEEDED_BYTES = 16 << 20  # refused before a run with less free
+
+
+def _free_bytes(path: Path) -> int | None:
+    try:
+        st = os.statvfs(path)
+    except OSError:
+        return None
+    return st.f_bavail * st.f_frsize
+
+
+def workdir_full(workdir: Path) -> str | None:
+    """Why a phase's results cannot be trusted when its working directory's
+    filesystem filled up (fio's JSON or logs cut short), else None."""
+    free = _free_bytes(workdir)
+    if free is None or free >= WORKDIR_LOW_BYTES:
+        return None
+    return (
+        f"no space left in iorig's working directory {workdir.parent} (TMPDIR): fio's results "
+        f"and logs may be cut short ({free} bytes free after the phase); free space there or "
+        "set TMPDIR to a directory with room"
+    )
+
+
+def check_workdir_space() -> None:
+    """Refuse to start when TMPDIR cannot hold fio's results and logs."""
+    where = Path(tempfile.gettempdir())
+    free = _free_bytes(where)
+    if free is not None and free < WORKDIR_NEEDED_BYTES:
+        raise UserError(
+            f"TMPDIR {where} has only {format_bytes(free)} free: iorig keeps fio's results and "
+            "logs there while a phase runs and needs at least "
+            f"{format_bytes(WORKDIR_NEEDED_BYTES)}",
+            hint="free space there, or set TMPDIR to a directory with room",
+        )
 
 
 def phase_result(phase: PlannedPhase, repeat: int, raw: RawPhase, fio_version: str) -> PhaseResult:
