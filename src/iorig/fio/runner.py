@@ -27,7 +27,7 @@ from iorig.fio.process import Workers, spawn, stop_group
 
 MIN_VERSION = (3, 20)
 # After an exception or an interrupt the caller is leaving: fio gets less time.
-_LEAVING = ((signal.SIGINT, 5.0), (signal.SIGTERM, 3.0), (signal.SIGKILL, 3.0))
+_LEAVING = ((signal.SIGINT, 1.0), (signal.SIGTERM, 0.5), (signal.SIGKILL, 2.0))
 # A phase asked to stop: fio finishes its I/Os and writes what it measured.
 STOP_STEPS = ((signal.SIGINT, 10.0), (signal.SIGTERM, 5.0), (signal.SIGKILL, 5.0))
 # A phase past its deadline is hung: a short chance to write its results.

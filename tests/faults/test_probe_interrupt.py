@@ -1,0 +1,76 @@
+"""Ctrl-C during the engine probe. The probe is a fio like any other: in a
+process group of its own that iorig empties on the way out. Here the probe
+is made to hang and to ignore SIGINT and SIGTERM (a fio wrapper that, for the
+probe's job file, waits on a child that ignores them too), so only iorig
+emptying the group ends it."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import stat
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from tests.conftest import REPO
+
+pytestmark = pytest.mark.fio
+
+
+def _with_marker(marker: str) -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if marker.encode() in (entry / "cmdline").read_bytes():
+                    found.append(int(entry.name))
+            except OSError:
+                continue
+    return found
+
+
+def test_ctrl_c_during_a_hung_probe_leaves_no_process(tmp_path, scratch):
+    fio = shutil.which("fio")
+    assert fio
+    marker = f"0.000{os.getpid()}"  # sleep adds it up: a unique command line
+    wrapper = tmp_path / "fio"
+    wrapper.write_text(
+        "#!/bin/sh\n"
+        'for a in "$@"; do case "$a" in *.fio) if grep -q "^\\[probe\\]" "$a"; then\n'
+        f"  trap '' INT TERM; sleep 300 {marker} & wait; fi;; esac; done\n"
+        f'exec {fio} "$@"\n'
+    )
+    wrapper.chmod(wrapper.stat().st_mode | stat.S_IEXEC)
+    target = scratch / "target"
+    target.mkdir()
+    for attempt in range(3):
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "iorig", "run", "--rw", "randread", "--size", "16MiB",
+             "--duration", "2s", "--fio", str(wrapper), "--target", f"{target}/"],
+            cwd=REPO, env=dict(os.environ, IORIG_DB=str(tmp_path / "r.sqlite")),
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        )  # fmt: skip
+        try:
+            deadline = time.monotonic() + 30
+            while not _with_marker(marker):
+                assert time.monotonic() < deadline and proc.poll() is None, proc.communicate()
+                time.sleep(0.02)
+            time.sleep(0.1 * attempt)
+            sent = time.monotonic()
+            proc.send_signal(signal.SIGINT)
+            out, err = proc.communicate(timeout=30)
+            took = time.monotonic() - sent
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+            left = _with_marker(marker)
+            for pid in left:
+                os.kill(pid, signal.SIGKILL)
+        assert proc.returncode != 0, out + err
+        assert left == [], f"attempt {attempt}: the probe outlived iorig"
+        assert took < 6.0, f"attempt {attempt}: Ctrl-C took {took:.1f} s"
+        assert list(target.iterdir()) == [], "an interrupted probe leaves no file behind"
