@@ -118,6 +118,8 @@ class ServerBackend:
             }
             for host in self.hosts
         }
+        if not allow_destroy:
+            self._refuse_existing(host_targets)
         self._lay_out(host_targets)
         engines: dict[tuple[str, bool], str] = {}
         for phase in scenario.phases:
@@ -136,6 +138,35 @@ class ServerBackend:
         )
         return replace(plan, hosts=self.addresses, host_targets=host_targets,
                        disclosure=disclosure)  # fmt: skip
+
+    def _refuse_existing(self, host_targets: Mapping[str, Mapping[str, Target]]) -> None:
+        """Refuse a relative target that already exists on its host: iorig
+        did not create it (a file it made is removed after the run), and it
+        cannot look inside it. Probed with a 4 KiB read that may not create
+        the file (``allow_file_create=0``): a file that exists is read."""
+        texts = {
+            host: render({}, [_exists_probe(role, t) for role, t in targets.items()])
+            for host, targets in host_targets.items()
+        }
+        done = self.run_jobs(texts, PROBE_TIMEOUT_S * 4)
+        try:
+            jobs = parse.parse_final(done.output).jobs
+        except parse.FioOutputError:
+            jobs = ()
+        found = [
+            f"{host_targets[j.host][j.name.removeprefix('exists-')].path} on {j.host}"
+            for j in jobs
+            if j.host in host_targets
+            and j.name.removeprefix("exists-") in host_targets[j.host]
+            and any(d.ios for d in j.dirs.values())
+        ]
+        if found:
+            raise UserError(
+                f"refusing to overwrite {', '.join(found)}: the file exists already and iorig "
+                "cannot tell what it holds (a file iorig made is removed after its run)",
+                hint="remove it on the server, choose another --target, or pass --allow-destroy "
+                "if it may be overwritten (also for a file kept with --keep-files)",
+            )
 
     def _lay_out(self, host_targets: Mapping[str, Mapping[str, Target]]) -> None:
         """Give every remote data file its full size before the first phase.
@@ -277,6 +308,13 @@ def _layout(role: str, target: Target) -> Section:
     options = {"ioengine": "psync", "rw": "write", "bs": 4096, "filename": str(target.path),
                "size": target.size_bytes, "create_only": True}  # fmt: skip
     return Section(f"layout-{role}", options)
+
+
+def _exists_probe(role: str, target: Target) -> Section:
+    """A 4 KiB read that fails instead of creating the file when it is absent."""
+    options = {"ioengine": "psync", "rw": "read", "bs": 4096, "size": 4096,
+               "filename": str(target.path), "allow_file_create": False}  # fmt: skip
+    return Section(f"exists-{role}", options)
 
 
 def _removal(role: str, target: Target) -> Section:
