@@ -81,7 +81,8 @@ def _convert(node: yaml.Node, path: Path_, lines: dict[Path_, int], source: str)
         return yaml.SafeLoader("").construct_object(node, deep=True)
     except (ValueError, OverflowError, yaml.YAMLError) as exc:
         raise UserError(
-            f"{source}:{node.start_mark.line + 1}: cannot read the value {node.value[:40]!r}: {exc}",
+            f"{source}:{node.start_mark.line + 1}: cannot read the value "
+            f"{node.value[:40]!r}: {exc}",
             hint="write the value as plain text in quotes, or as a smaller number",
         ) from None
 
@@ -121,39 +122,54 @@ def check_limits(text: str, source: str) -> None:
             top.nodes += nodes
             top.height = max(top.height, height + 1)
             if len(stack) + height > MAX_DEPTH:
-                raise _refuse(source, mark, f"nesting deeper than {MAX_DEPTH} levels",
-                              "flatten the structure")  # fmt: skip
+                raise _refuse(
+                    source, mark, f"nesting deeper than {MAX_DEPTH} levels", "flatten the structure"
+                )
         if sum(f.nodes for f in stack) > MAX_NODES:
             raise _refuse(
-                source, mark, f"the document expands to more than {MAX_NODES:,} values "
-                "(aliases included)", "write the values out instead of repeating aliases",
-            )  # fmt: skip
+                source,
+                mark,
+                f"the document expands to more than {MAX_NODES:,} values (aliases included)",
+                "write the values out instead of repeating aliases",
+            )
 
     for event in yaml.parse(text, Loader=yaml.SafeLoader):
         mark = event.start_mark
         if isinstance(event, yaml.AliasEvent):
             aliases += 1
             if aliases > MAX_ALIASES:
-                raise _refuse(source, mark, f"more than {MAX_ALIASES} YAML aliases",
-                              "write the values out instead of using *aliases")  # fmt: skip
+                raise _refuse(
+                    source,
+                    mark,
+                    f"more than {MAX_ALIASES} YAML aliases",
+                    "write the values out instead of using *aliases",
+                )
             if event.anchor not in anchors:
-                raise _refuse(source, mark, f"alias *{event.anchor} refers to no finished anchor",
-                              "define &name before using *name (and not inside itself)")  # fmt: skip
+                raise _refuse(
+                    source,
+                    mark,
+                    f"alias *{event.anchor} refers to no finished anchor",
+                    "define &name before using *name (and not inside itself)",
+                )
             add(*anchors[event.anchor], mark)
         elif isinstance(event, yaml.ScalarEvent):
             value = event.value
             if event.style is None and len(value) > MAX_DIGITS and _NUMERIC.match(value):
-                raise _refuse(source, mark, f"a number with {len(value)} characters "
-                              f"(at most {MAX_DIGITS})", "use a value fio can take; quote it "
-                              "if it is meant as text")  # fmt: skip
+                raise _refuse(
+                    source,
+                    mark,
+                    f"a number with {len(value)} characters (at most {MAX_DIGITS})",
+                    "use a value fio can take; quote it if it is meant as text",
+                )
             if event.anchor:
                 anchors[event.anchor] = (1, 0)
             add(1, 0, mark)
         elif isinstance(event, yaml.CollectionStartEvent):
             stack.append(_Open(event.anchor))
             if len(stack) > MAX_DEPTH:
-                raise _refuse(source, mark, f"nesting deeper than {MAX_DEPTH} levels",
-                              "flatten the structure")  # fmt: skip
+                raise _refuse(
+                    source, mark, f"nesting deeper than {MAX_DEPTH} levels", "flatten the structure"
+                )
         elif isinstance(event, yaml.CollectionEndEvent):
             done = stack.pop()
             if done.anchor:
