@@ -469,6 +469,37 @@ def resolve_target(
     return Target(role, given, "file", path.resolve(), size, None, created, False)
 
 
+def new_paths(given: str, *, role: str, fileset: bool = False) -> list[Path]:
+    """What ``resolve_target`` may create for ``given`` that does not exist
+    now (the data file or file-set directory and missing parent
+    directories), deepest first: what ``remove_new`` takes back when the
+    run does not start."""
+    if not given:
+        return []
+    path = Path(given).expanduser().absolute()
+    if fileset:
+        path = path / FILESET_DIR_NAME.format(role=role)
+    elif given.endswith("/") or path.is_dir():
+        path = path / DATA_FILE_NAME.format(role=role)
+    return [p for p in (path, *path.parents) if not p.exists() and not p.is_symlink()]
+
+
+def remove_new(paths: list[Path]) -> None:
+    """Remove what ``new_paths`` listed and now exists: files, a file-set
+    directory with what is in it, and parent directories left empty.
+    Never raises."""
+    for path in sorted(paths, key=lambda p: len(p.parts), reverse=True):
+        try:
+            if path.is_symlink() or path.is_file():
+                path.unlink()
+            elif path.is_dir() and _is_marked(path):  # a file-set directory iorig made
+                shutil.rmtree(path, ignore_errors=True)
+            elif path.is_dir():
+                path.rmdir()  # only when empty
+        except OSError:
+            pass
+
+
 def release(target: Target, keep: bool) -> None:
     """Remove a data file iorig placed in a directory target (unless kept);
     make sure a kept file still carries the mark for the next run."""
