@@ -19,6 +19,8 @@ import yaml
 from iorig.errors import UserError
 
 Path_ = tuple[str | int, ...]
+# libyaml's parser where PyYAML has it (a large scalar takes seconds in pure Python)
+_LOADER: type = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 MAX_CHARS = 1_000_000  # a scenario is a page of YAML, not a data set
 MAX_DEPTH = 32  # nested mappings and lists, aliases expanded
@@ -133,7 +135,7 @@ def check_limits(text: str, source: str) -> None:
                 "write the values out instead of repeating aliases",
             )
 
-    for event in yaml.parse(text, Loader=yaml.SafeLoader):
+    for event in yaml.parse(text, Loader=_LOADER):
         mark = event.start_mark
         if isinstance(event, yaml.AliasEvent):
             aliases += 1
@@ -154,7 +156,7 @@ def check_limits(text: str, source: str) -> None:
             add(*anchors[event.anchor], mark)
         elif isinstance(event, yaml.ScalarEvent):
             value = event.value
-            if event.style is None and len(value) > MAX_DIGITS and _NUMERIC.match(value):
+            if not event.style and len(value) > MAX_DIGITS and _NUMERIC.match(value):
                 raise _refuse(
                     source,
                     mark,
@@ -181,7 +183,7 @@ def check_limits(text: str, source: str) -> None:
 def load_yaml(text: str, source: str) -> YamlDoc:
     try:
         check_limits(text, source)
-        root = yaml.compose(text, Loader=yaml.SafeLoader)
+        root = yaml.compose(text, Loader=_LOADER)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"{source}:{mark.line + 1}" if mark else source
