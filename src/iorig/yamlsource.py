@@ -95,8 +95,34 @@ class _Open:
     expanded, and how deep it goes below itself."""
 
     anchor: str | None
+    mapping: bool
     nodes: int = 1
     height: int = 1
+    key: str | None = None  # a mapping's latest key
+    at_key: bool = True  # a mapping's next node is a key
+    index: int = 0  # a list's items so far
+
+
+def _field(stack: list[_Open]) -> str:
+    """Where the node being scanned sits, as messages name fields
+    (``phases[2].workloads[0].bs: ``)."""
+    parts = [f"[{f.index}]" if not f.mapping else str(f.key) for f in stack
+             if not f.mapping or (f.key is not None and not f.at_key)]  # fmt: skip
+    return ".".join(parts).replace(".[", "[") + ": " if parts else ""
+
+
+def _done(stack: list[_Open], key: str | None = None) -> None:
+    """A node ended inside the innermost collection: a mapping's key, then
+    its value; a list's next item."""
+    if not stack:
+        return
+    top = stack[-1]
+    if not top.mapping:
+        top.index += 1
+        return
+    if top.at_key:
+        top.key = key
+    top.at_key = not top.at_key
 
 
 def _refuse(source: str, mark: yaml.Mark | None, what: str, hint: str) -> UserError:
@@ -154,20 +180,22 @@ def check_limits(text: str, source: str) -> None:
                     "define &name before using *name (and not inside itself)",
                 )
             add(*anchors[event.anchor], mark)
+            _done(stack)
         elif isinstance(event, yaml.ScalarEvent):
             value = event.value
             if not event.style and len(value) > MAX_DIGITS and _NUMERIC.match(value):
                 raise _refuse(
                     source,
                     mark,
-                    f"a number with {len(value)} characters (at most {MAX_DIGITS})",
+                    f"{_field(stack)}a number with {len(value)} characters (at most {MAX_DIGITS})",
                     "use a value fio can take; quote it if it is meant as text",
                 )
             if event.anchor:
                 anchors[event.anchor] = (1, 0)
             add(1, 0, mark)
+            _done(stack, value[:60])
         elif isinstance(event, yaml.CollectionStartEvent):
-            stack.append(_Open(event.anchor))
+            stack.append(_Open(event.anchor, isinstance(event, yaml.MappingStartEvent)))
             if len(stack) > MAX_DEPTH:
                 raise _refuse(
                     source, mark, f"nesting deeper than {MAX_DEPTH} levels", "flatten the structure"
@@ -178,6 +206,7 @@ def check_limits(text: str, source: str) -> None:
                 anchors[done.anchor] = (done.nodes, done.height)
             if stack:
                 add(done.nodes, done.height, mark)
+                _done(stack)
 
 
 def load_yaml(text: str, source: str) -> YamlDoc:

@@ -69,8 +69,8 @@ def test_an_alias_bomb_is_refused_at_once_naming_the_line():
     [
         ("a: " + "[" * 3000 + "]" * 3000, r"^deep\.yaml:1: nesting deeper than 32 levels"),
         ("a:\n  b: " + "{c: " * 40 + "1" + "}" * 40, r"^deep\.yaml:2: nesting deeper than"),
-        ("x: 1\niorig: " + "9" * 5000, r"^deep\.yaml:2: a number with 5000 characters"),
-        ("iorig: -" + "1" * 500 + ".5", r"^deep\.yaml:1: a number with 503 characters"),
+        ("x: 1\niorig: " + "9" * 5000, r"^deep\.yaml:2: iorig: a number with 5000 characters"),
+        ("iorig: -" + "1" * 500 + ".5", r"^deep\.yaml:1: iorig: a number with 503 characters"),
         ("a: &x [1]\n" + "".join(f"b{i}: *x\n" for i in range(101)), r"more than 100 YAML"),
     ],
 )
