@@ -4,6 +4,7 @@ own; loading and templating are ``iorig.scenario``'s."""
 
 from __future__ import annotations
 
+import math
 import re
 from typing import Annotated, Any, Literal
 
@@ -28,6 +29,10 @@ from iorig.units import (
 )
 
 FORMAT_VERSION = 1
+# What fio takes (its option table): block sizes as iorig renders them, IOPS
+# rates in 32 bits; iorig's verify headers are checked per 512-byte sector.
+MAX_BS = 2**30
+MAX_RATE_IOPS = 2**32 - 1
 _NAME_RE = r"^[a-z0-9][a-z0-9_-]{0,62}$"
 
 Size = Annotated[int, BeforeValidator(parse_size)]
@@ -55,7 +60,8 @@ WRITES = frozenset({"write", "randwrite", "randrw", "rw"})
 
 
 class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # .inf and .nan are refused in every number field, naming the field
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
 _DISTRIBUTION_RE = re.compile(
@@ -78,7 +84,7 @@ class Workload(_Model):
     offset: Size = 0
     # with jobs > 1: job k works on [offset + k × offset_increment, … + size)
     offset_increment: Size | None = None
-    rate_iops: int | None = Field(default=None, ge=1)
+    rate_iops: int | None = Field(default=None, ge=1, le=MAX_RATE_IOPS)
     direct: Bool = True
     # "null": fio's null engine, which touches no storage (the generator's own
     # ceiling); every report marks such a phase
@@ -114,6 +120,10 @@ class Workload(_Model):
     def _aligned(cls, bs: int) -> int:
         if bs <= 0:
             raise ValueError("block size must be positive")
+        if bs > MAX_BS:
+            raise ValueError(
+                f"block size {format_bytes(bs)} is larger than fio takes ({format_bytes(MAX_BS)})"
+            )
         if bs % 512:
             raise ValueError(
                 f"block size {bs} bytes is not a multiple of 512; note that KB/MB are SI "
@@ -173,6 +183,20 @@ class Workload(_Model):
             raise ValueError("a file-set workload needs file_size")
         if self.op == "io" and self.bs > self.file_size:
             raise ValueError("the block size is larger than the files")
+        return self
+
+    @model_validator(mode="after")
+    def _verify_interval(self) -> Workload:
+        interval = self.verify_interval
+        if interval is None:
+            return self
+        sizes = [self.bs] + [int(i.split("/")[0]) for i in (self.bssplit or "").split(":") if i]
+        if interval < 512 or interval % 512 or any(size % interval for size in sizes):
+            raise ValueError(
+                f"verify_interval {interval} must be a multiple of 512 bytes that divides the "
+                f"block size{'s' if len(sizes) > 1 else ''} ({', '.join(map(str, sizes))}); "
+                "fio would silently change it"
+            )
         return self
 
     @model_validator(mode="after")
@@ -355,7 +379,7 @@ class LoadPointSpec(_Model):
 
     parameter: str
     name: str = "load"  # how reports call the metric, e.g. AI_Jobs
-    max: int = Field(ge=1)
+    max: int = Field(ge=1, le=10**9)
     points: int = Field(default=10, ge=2, le=1000)
     tolerance: Percent = 5.0
     latency_cap: str | None = None  # e.g. "20ms"; empty or None for no cap
@@ -408,9 +432,9 @@ class Parameter(_Model):
 
 
 class Scenario(_Model):
-    iorig: int = FORMAT_VERSION
+    iorig: int = Field(default=FORMAT_VERSION, ge=1)
     name: str = Field(pattern=_NAME_RE)
-    version: int = 1
+    version: int = Field(default=1, ge=0, le=2**31 - 1)
     title: str
     description: str = ""
     parameters: dict[str, Parameter] = Field(default_factory=dict)
@@ -525,12 +549,17 @@ def coerce_parameter(spec: Parameter, value: Any) -> Any:
             number = int(str(value).strip())
         except ValueError:
             raise ValueError(f"expected a whole number, got {value!r}") from None
+        if abs(number) > 2**63 - 1:
+            raise ValueError(f"{value!r} is too large a number")
         return number
     if kind == "float":
         try:
-            return float(str(value).strip())
+            number = float(str(value).strip())
         except ValueError:
             raise ValueError(f"expected a number, got {value!r}") from None
+        if not math.isfinite(number):
+            raise ValueError(f"expected a finite number, got {value!r}")
+        return number
     if kind == "choice":
         if str(value) not in (spec.choices or []):
             raise ValueError(f"expected one of {', '.join(spec.choices or [])}, got {value!r}")

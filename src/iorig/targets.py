@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import re
 import shutil
 import stat
 import subprocess
@@ -417,6 +418,53 @@ def _prepare_fileset(directory: Path, role: str, size: int, allow_destroy: bool)
     return Target(role, str(directory), "fileset", home, size, None, created, created)
 
 
+# Filesystems whose files are the kernel's windows, not storage.
+PSEUDO_FILESYSTEMS = frozenset({
+    "proc", "sysfs", "devpts", "debugfs", "tracefs", "securityfs", "cgroup", "cgroup2",
+    "configfs", "bpf", "pstore", "efivarfs", "fusectl", "mqueue", "binfmt_misc", "autofs",
+    "rpc_pipefs", "nsfs",
+})  # fmt: skip
+
+
+def _filesystem_type(path: Path) -> str | None:
+    """The type of the filesystem ``path`` is on (longest mount point)."""
+    best, kind = -1, None
+    with contextlib.suppress(OSError), open("/proc/self/mountinfo") as f:
+        for line in f:
+            fields, _, rest = line.partition(" - ")
+            parts = fields.split()
+            if len(parts) < 5 or not rest:
+                continue
+            mount = Path(re.sub(r"\\([0-7]{3})", lambda m: chr(int(m[1], 8)), parts[4]))
+            if (path == mount or mount in path.parents) and len(mount.parts) > best:
+                best, kind = len(mount.parts), rest.split()[0]
+    return kind
+
+
+def check_kind(given: str) -> None:
+    """Refuse a path that exists but is no storage iorig can test: not a
+    regular file, directory or block device (a character device, pipe or
+    socket), or on a kernel pseudo-filesystem (/proc, /sys)."""
+    path = Path(given).expanduser()
+    try:
+        mode = path.stat().st_mode
+    except OSError:
+        return  # does not exist (yet): created, or refused, by its own checks
+    if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode) or stat.S_ISBLK(mode)):
+        kind = ("a character device" if stat.S_ISCHR(mode) else "a pipe" if stat.S_ISFIFO(mode)
+                else "a socket" if stat.S_ISSOCK(mode) else "a special file")  # fmt: skip
+        raise UserError(
+            f"{given} is {kind}, not a regular file, directory or block device",
+            hint="give a file, a directory or a block device to test",
+        )
+    fstype = _filesystem_type(path.resolve())
+    if fstype in PSEUDO_FILESYSTEMS:
+        raise UserError(
+            f"{given} is on the kernel's {fstype} filesystem, not on storage",
+            hint="give a file, a directory or a block device to test",
+        )
+
+
 def resolve_target(
     given: str,
     *,
@@ -434,6 +482,7 @@ def resolve_target(
         raise UserError(
             "no target given", hint="pass --target PATH (a file, directory or block device)"
         )
+    check_kind(given)
     path = Path(given).expanduser()
     if fileset:
         if path.exists() and stat.S_ISBLK(path.stat().st_mode):
@@ -499,6 +548,37 @@ def identity_change(target: Target, before: Identity, now: Identity | None) -> s
             f"({format_bytes(before[2])} -> {format_bytes(now[2])})"
         )
     return f"target {target.path} was replaced during the run (another file is at its path now)"
+
+
+def new_paths(given: str, *, role: str, fileset: bool = False) -> list[Path]:
+    """What ``resolve_target`` may create for ``given`` that does not exist
+    now (the data file or file-set directory and missing parent
+    directories), deepest first: what ``remove_new`` takes back when the
+    run does not start."""
+    if not given:
+        return []
+    path = Path(given).expanduser().absolute()
+    if fileset:
+        path = path / FILESET_DIR_NAME.format(role=role)
+    elif given.endswith("/") or path.is_dir():
+        path = path / DATA_FILE_NAME.format(role=role)
+    return [p for p in (path, *path.parents) if not p.exists() and not p.is_symlink()]
+
+
+def remove_new(paths: list[Path]) -> None:
+    """Remove what ``new_paths`` listed and now exists: files, a file-set
+    directory with what is in it, and parent directories left empty.
+    Never raises."""
+    for path in sorted(paths, key=lambda p: len(p.parts), reverse=True):
+        try:
+            if path.is_symlink() or path.is_file():
+                path.unlink()
+            elif path.is_dir() and _is_marked(path):  # a file-set directory iorig made
+                shutil.rmtree(path, ignore_errors=True)
+            elif path.is_dir():
+                path.rmdir()  # only when empty
+        except OSError:
+            pass
 
 
 def release(target: Target, keep: bool) -> None:

@@ -12,6 +12,11 @@ from __future__ import annotations
 import math
 import re
 
+# What fio can take (its sizes are 64-bit, its times microseconds in 64
+# bits, rendered by iorig in whole milliseconds); a phase longer than a year
+# is a typo, not a benchmark.
+MAX_SIZE = 2**63 - 1
+MAX_DURATION_S = 366 * 86400.0
 _SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*$")
 _IEC = {"": 1, "b": 1}
 for _i, _p in enumerate("kmgtp", start=1):
@@ -41,11 +46,11 @@ def parse_size(value: str | int | float) -> int:
     if isinstance(value, int):
         if value < 0:
             raise ValueError(f"size must not be negative, got {value}")
-        return value
+        return _size_in_range(value, value)
     if isinstance(value, float):
         if value < 0 or not value.is_integer():
             raise ValueError(f"size must be a whole number of bytes, got {value}")
-        return int(value)
+        return _size_in_range(int(value), value)
     match = _SIZE_RE.match(str(value))
     if not match:
         raise ValueError(f"not a size: {value!r} (use e.g. 4KiB, 64MiB, 1GiB or 4k)")
@@ -58,9 +63,15 @@ def parse_size(value: str | int | float) -> int:
     else:
         raise ValueError(f"unknown size unit {unit!r} in {value!r} (use B, KiB, MiB, GiB, TiB)")
     size = float(number) * factor
-    if not size.is_integer():
+    if not math.isfinite(size) or not size.is_integer():
         raise ValueError(f"size {value!r} is not a whole number of bytes")
-    return int(size)
+    return _size_in_range(int(size), value)
+
+
+def _size_in_range(size: int, given: object) -> int:
+    if size > MAX_SIZE:
+        raise ValueError(f"size {given!r} is larger than fio can take (8 EiB)")
+    return size
 
 
 def parse_duration(value: str | int | float) -> float:
@@ -68,14 +79,32 @@ def parse_duration(value: str | int | float) -> float:
     if isinstance(value, bool):
         raise ValueError(f"expected a duration such as 30s, got {value!r}")
     if isinstance(value, int | float):
-        if value < 0 or math.isnan(value):
+        if not math.isfinite(value):
+            raise ValueError(f"duration must be a finite number of seconds, got {value}")
+        if value < 0:
             raise ValueError(f"duration must not be negative, got {value}")
-        return float(value)
+        return _duration_in_range(float(value), value)
     match = _DURATION_RE.match(str(value))
     if not match:
         raise ValueError(f"not a duration: {value!r} (use e.g. 500ms, 30s, 5m, 1h)")
     number, unit = match.groups()
-    return float(number) * _DURATION_FACTORS[unit.lower() if unit else None]
+    return _duration_in_range(float(number) * _DURATION_FACTORS[unit.lower() if unit else None],
+                              value)  # fmt: skip
+
+
+def _duration_in_range(seconds: float, given: object) -> float:
+    """fio times phases in whole milliseconds; at most ``MAX_DURATION_S``."""
+    if not math.isfinite(seconds) or seconds > MAX_DURATION_S:
+        raise ValueError(
+            f"duration {given!r} is longer than a phase may last "
+            f"({MAX_DURATION_S / 86400:.0f} days)"
+        )
+    millis = seconds * 1000
+    if abs(millis - round(millis)) > 1e-6 * max(1.0, millis):
+        raise ValueError(
+            f"duration {given!r} is not a whole number of milliseconds (fio's granularity)"
+        )
+    return seconds
 
 
 def parse_percent(value: str | int | float) -> float:
@@ -85,7 +114,7 @@ def parse_percent(value: str | int | float) -> float:
         text = text[:-1]
     try:
         number = float(text)
-    except ValueError:
+    except (ValueError, OverflowError):
         raise ValueError(f"not a percentage: {value!r} (use e.g. 70 or 70%)") from None
     if not 0.0 <= number <= 100.0:
         raise ValueError(f"percentage must be between 0 and 100, got {value!r}")
@@ -158,9 +187,10 @@ def parse_rate(value: str) -> float:
         raise ValueError(f"not a rate: {value!r} (use e.g. 3.5GB/s, 600MB/s, 25Gb/s)")
     number, unit = match.groups()
     if len(unit) == 2 and unit[1] == "b" and unit[0].upper() in "KMGT":
-        return float(number) * 1000 ** ("KMGT".index(unit[0].upper()) + 1) / 8  # bits
+        bits = float(number) * 1000 ** ("KMGT".index(unit[0].upper()) + 1)
+        return _finite(bits / 8, value)
     if unit.lower() in ("gbit", "mbit", "kbit"):
-        return float(number) * 1000 ** ("kmg".index(unit[0].lower()) + 1) / 8
+        return _finite(float(number) * 1000 ** ("kmg".index(unit[0].lower()) + 1) / 8, value)
     try:
         return float(parse_size(f"{number}{unit or 'B'}"))
     except ValueError:
@@ -177,7 +207,10 @@ def parse_limit(value: str) -> tuple[float, str]:
     if match:
         number, prefix = match.groups()
         factor = 1000 ** ("KMG".index(prefix.upper()) + 1) if prefix else 1
-        return float(number) * factor, "iops"
+        try:
+            return _finite(float(number) * factor, value), "iops"
+        except ValueError:
+            raise ValueError(f"not a limit: {value!r} (too large)") from None
     try:
         return parse_rate(value), "bytes_per_s"
     except ValueError:
@@ -197,7 +230,13 @@ def parse_latency(value: str) -> float:
     if not match:
         raise ValueError(f"not a latency: {value!r} (use e.g. 500us, 1ms, 20ms)")
     number, unit = match.groups()
-    return float(number) * _LATENCY_NS[unit]
+    return _finite(float(number) * _LATENCY_NS[unit], value)
+
+
+def _finite(number: float, given: object) -> float:
+    if not math.isfinite(number) or number > 1e30:
+        raise ValueError(f"{given!r} is too large a number")
+    return number
 
 
 def parse_latency_limit(text: str) -> tuple[str, float]:

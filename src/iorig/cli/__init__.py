@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import sys
 
-from rich.markup import escape
+from rich.text import Text
 
 from iorig.cli import agent as _agent  # noqa: F401
 from iorig.cli import commands as _commands  # noqa: F401 - registers the commands
@@ -18,7 +18,8 @@ def main() -> None:
     try:
         app()
     except UserError as exc:
-        err_console.print(f"[bold red]error:[/] {escape(exc.message)}", highlight=False)
+        # messages quote user input: Text, never markup or highlighting
+        err_console.print(Text.assemble(("error:", "bold red"), " ", exc.message))
         if exc.hint:
-            err_console.print(f"  [cyan]hint:[/] {escape(exc.hint)}", highlight=False)
+            err_console.print(Text.assemble("  ", ("hint:", "cyan"), " ", exc.hint))
         sys.exit(2)

@@ -13,7 +13,7 @@ from rich.markup import escape
 from iorig.cli.common import FioOpt, app, console
 from iorig.errors import UserError
 from iorig.fio import runner
-from iorig.fio.hosts import DEFAULT_PORT, parse_host
+from iorig.fio.hosts import DEFAULT_PORT, is_any_address, parse_host
 from iorig.fio.server import FioServer
 
 
@@ -38,9 +38,14 @@ def agent(
     """Serve fio jobs for `iorig run --hosts` on this machine until stopped."""
     fio_path = runner.find_fio(fio)
     version = runner.fio_version(fio_path)
+    # every spelling of "all interfaces" (0, ::ffff:0.0.0.0, [::] …) is that,
+    # named plainly and warned about like 0.0.0.0
+    everywhere = is_any_address(bind)
+    if everywhere:
+        bind = "::" if ":" in bind else "0.0.0.0"
     text = f"[{bind}]:{port}" if ":" in bind else f"{bind}:{port}"
     address = parse_host(text)
-    server = FioServer(fio_path, address, directory.resolve(), allow_any=bind in ("0.0.0.0", "::"))
+    server = FioServer(fio_path, address, directory.resolve(), allow_any=everywhere)
     stop = threading.Event()
     previous = {s: signal.signal(s, lambda *_: stop.set()) for s in (signal.SIGINT, signal.SIGTERM)}
     try:
@@ -49,7 +54,7 @@ def agent(
             f"iorig agent: {escape(version)} serving on {escape(address.label)}, working "
             f"directory {escape(str(directory.resolve()))}"
         )
-        if bind in ("0.0.0.0", "::"):
+        if everywhere:
             console.print(
                 "[yellow]listening on every address: anyone who reaches this port can run fio "
                 "jobs here (fio's server has no authentication)[/]"

@@ -65,6 +65,7 @@ from iorig.run.searches import ThreadsSettings, run_threads_auto, stretch_builde
 from iorig.run.session import RunSession, execute
 from iorig.store import Store, export_run, import_runs, preflight
 from iorig.sweep import parse_grid, resolve_with_sweep, search_settings
+from iorig.targets import check_kind
 from iorig.units import parse_limit, parse_size
 
 
@@ -475,6 +476,13 @@ def doctor(
             hint="e.g. iorig doctor /mnt/nvme/",
         )
     if target is not None:
+        check_kind(target)
+        if not Path(target).expanduser().exists():
+            raise UserError(
+                f"{target} does not exist: doctor looks at an existing file, directory or "
+                "block device (and writes nothing to it)",
+                hint="create the directory first, or give the one that will hold the target",
+            )
         report_ = examine(target, fio)
         console.print(terminal.doctor_view(report_))
     if data:

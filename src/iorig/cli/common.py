@@ -17,6 +17,7 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, Progress, TaskID, TextColumn
+from rich.text import Text
 
 from iorig import __version__
 from iorig.analyze.analysis import Comparison, RunAnalysis, analyse
@@ -28,6 +29,7 @@ from iorig.plan import Plan
 from iorig.report.exporters import render
 from iorig.report.metrics import metric
 from iorig.report.options import RenderOptions
+from iorig.report.terminal import TITLE_CHARS, clip
 from iorig.run import make_backend
 from iorig.run.backend import PhaseBackend
 from iorig.run.events import (
@@ -47,8 +49,8 @@ from iorig.units import format_bytes, format_latency, format_rate, format_si, pa
 EXIT_CODES = {RunStatus.OK: 0, RunStatus.FAILED: 1, RunStatus.ABORTED: 130}
 EXIT_VERDICT_FAILED = 3
 
-console = Console()
-err_console = Console(stderr=True)
+console = Console(highlight=False)  # user text is never re-styled
+err_console = Console(stderr=True, highlight=False)
 
 app = typer.Typer(
     add_completion=False,
@@ -251,9 +253,13 @@ class ProgressView:
             targets = ", ".join(
                 f"{t.path} ({format_bytes(t.size_bytes)})" for t in plan.targets.values()
             )
-            self.console.print(
-                f"run [bold]{event.run_id}[/]: {escape(plan.resolved.scenario.title)} on "
-                f"{escape(targets)}; {plan.fio_version}, engine {', '.join(plan.engines) or '-'}"
+            self.console.print(  # user text as Text: no markup, no highlighting
+                Text.assemble(
+                    "run ",
+                    (event.run_id, "bold"),
+                    f": {clip(plan.resolved.scenario.title, TITLE_CHARS)} on {clip(targets)}; "
+                    f"{plan.fio_version}, engine {', '.join(plan.engines) or '-'}",
+                )
             )
             if plan.resolved.profile:
                 self.console.print(

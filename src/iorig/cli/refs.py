@@ -9,7 +9,7 @@ import re
 from iorig.errors import UserError
 from iorig.store import Store
 
-_LAST = re.compile(r"^last(?:~(\d+))?$")
+_LAST = re.compile(r"^last(?:~([0-9]{1,9}))?$")
 _ID = re.compile(r"^[0-9a-f]+$")
 
 
@@ -19,7 +19,7 @@ def resolve_run_id(store: Store, ref: str) -> str:
         match = _LAST.match(text)
         if not match:
             raise UserError(
-                f"{ref!r} is not a run reference",
+                f"{ref!r} is not a run reference: after last~ comes a count of runs back",
                 hint="use last, last~1 (the run before the last), last~2 …, or a run id",
             )
         back = int(match[1] or 0)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ipaddress
 import re
+import socket
 from dataclasses import dataclass
 
 from iorig.errors import UserError
@@ -14,6 +15,28 @@ LOCAL_HOST = "local"  # reserved: this machine, never a server address
 
 _HOSTNAME_LABEL = re.compile(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$")
 ANY_ADDRESSES = ("", "0.0.0.0", "::")  # how fio spells "listen on every address"
+
+
+def is_any_address(host: str) -> bool:
+    """True for every spelling of "all interfaces": empty, 0.0.0.0, 0, 0x0,
+    ::, [::], 0:0:0:0:0:0:0:0, ::ffff:0.0.0.0 (IPv4 through an IPv6 socket)…"""
+    text = host.strip()
+    if text.startswith("[") and text.endswith("]"):
+        text = text[1:-1].strip()
+    if not text:
+        return True
+    try:
+        address: ipaddress.IPv4Address | ipaddress.IPv6Address = ipaddress.ip_address(text)
+    except ValueError:
+        try:  # what the C library takes as IPv4 too: 0, 0x0, 0.0, 00.0.0.0
+            address = ipaddress.IPv4Address(socket.inet_aton(text))
+        except OSError:
+            return False
+    if isinstance(address, ipaddress.IPv6Address):
+        mapped = address.ipv4_mapped
+        if mapped is not None:
+            return mapped.is_unspecified
+    return address.is_unspecified
 
 
 @dataclass(frozen=True)

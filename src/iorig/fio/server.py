@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 
 from iorig.errors import UserError
-from iorig.fio.hosts import ANY_ADDRESSES, HostAddress
+from iorig.fio.hosts import HostAddress, is_any_address
 from iorig.fio.process import spawn
 
 
@@ -164,7 +164,7 @@ class FioServer:
         allow_any: bool = False,
         log_path: Path | None = None,
     ) -> None:
-        if address.host in ANY_ADDRESSES and not allow_any:
+        if is_any_address(address.host) and not allow_any:
             shown = address.host or "all addresses"
             raise UserError(
                 f"refusing to start a fio server listening on {shown}: fio's server has no "
@@ -250,7 +250,7 @@ class FioServer:
         if listens is not None:
             return listens
         host = self.address.host  # no /proc: connect (fio shrugs off an empty connection)
-        if host in ANY_ADDRESSES:
+        if is_any_address(host):
             host = "::1" if self.address.is_ipv6 else "127.0.0.1"
         try:
             socket.create_connection((host, self.address.port), timeout=0.2).close()

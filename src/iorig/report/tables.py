@@ -202,14 +202,15 @@ def run_tables(analysis: RunAnalysis) -> list[TableModel]:
 def to_rich(model: TableModel) -> Table:
     # as wide as its title, so that a narrow table does not fold it
     table = Table(
-        title=Text(model.title), title_justify="left", header_style="bold",
-        min_width=len(model.title),
+        title=Text(model.title[:300]), title_justify="left", header_style="bold",
+        min_width=min(len(model.title), 300),
     )  # fmt: skip
     justify = {"l": "left", "c": "center", "r": "right"}
     for header, align in zip(model.headers, model.align, strict=True):
         table.add_column(Text(header), justify=justify[align], overflow="fold")  # type: ignore[arg-type]
     for row in model.rows:
-        table.add_row(*(Text(cell) for cell in row))  # labels are user text, not markup
+        # labels are user text: not markup, and clipped (rich wraps long text slowly)
+        table.add_row(*(Text(cell if len(cell) <= 300 else cell[:299] + "…") for cell in row))
     return table
 
 

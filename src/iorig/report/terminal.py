@@ -23,13 +23,26 @@ from iorig.report.metrics import metric
 from iorig.scenario import ResolvedScenario, ScenarioSource
 from iorig.units import format_bytes, format_duration, format_rate, format_si
 
+# User text (titles, labels, paths, descriptions) is shown as rich Text, never
+# parsed for markup or highlighted, and clipped where a table or a heading shows
+# it: rich's wrapping of a megabyte title takes seconds.
+CELL_CHARS = 300
+TITLE_CHARS = 200
+DESCRIPTION_CHARS = 2000
+
+
+def clip(text: str, limit: int = CELL_CHARS) -> str:
+    """``text`` cut to ``limit`` characters, an ellipsis marking the cut."""
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
 STATUS_STYLE = {"ok": "green", "running": "cyan", "failed": "red", "aborted": "yellow"}
 
 
 def add_row(table: Table, *cells: object) -> None:
     """Add a row whose strings are shown as they are (paths, labels and sysfs
     values may contain [brackets] that rich would take for markup)."""
-    table.add_row(*(Text(c) if isinstance(c, str) else c for c in cells))  # type: ignore[arg-type]
+    table.add_row(*(Text(clip(c)) if isinstance(c, str) else c for c in cells))  # type: ignore[arg-type]
 
 
 def when(timestamp: float | None) -> str:
@@ -46,7 +59,7 @@ def run_header(run: RunRecord, engines: list[str]) -> Table:
     grid = Table.grid(padding=(0, 2))
     grid.add_column(style="bold")
     grid.add_column()
-    add_row(grid, "run", f"{run.id}  {run.title}")
+    add_row(grid, "run", f"{run.id}  {clip(run.title, TITLE_CHARS)}")
     add_row(grid, "scenario", f"{run.scenario} v{run.scenario_version} ({run.scenario_origin})")
     add_row(grid, "status", status_text(run.status))
     if run.error:
@@ -171,14 +184,17 @@ def scenarios_table(sources: list[ScenarioSource]) -> Table:
         data = src.doc.data
         phases = data.get("phases", [])
         measured = [p.get("name", "?") for p in phases if p.get("kind") == PhaseKind.MEASURE]
-        add_row(table, src.name, str(data.get("title", "")), ", ".join(measured))
+        title = clip(str(data.get("title", "")), TITLE_CHARS)
+        add_row(table, src.name, title, ", ".join(measured))
     return table
 
 
 def scenario_detail(resolved: ResolvedScenario) -> Group:
     s = resolved.scenario
     head = Text.assemble(
-        (f"{s.name} v{s.version}", "bold"), f" — {s.title}\n", s.description.strip()
+        (f"{s.name} v{s.version}", "bold"),
+        f" — {clip(s.title, TITLE_CHARS)}\n",
+        clip(s.description.strip(), DESCRIPTION_CHARS),
     )
     params = Table(title="Parameters", title_justify="left", header_style="bold")
     for col in ("name", "type", "default", *s.profiles.keys(), "help"):

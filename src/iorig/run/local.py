@@ -13,13 +13,23 @@ from iorig.analyze.steady import SteadyWatch
 from iorig.errors import UserError
 from iorig.fio import parse, runner, status
 from iorig.fio.runner import FioExit, FioProcess
-from iorig.plan import Plan, build_plan, phase_workloads
+from iorig.plan import Plan, PlannedPhase, build_plan, phase_workloads
 from iorig.run.backend import HostLogs, PhaseJob, Progress, RawPhase
 from iorig.run.jobtext import fileset_layout, job_text
+from iorig.run.preflight import preflight
 from iorig.run.probe import ProbeSpot, probe_engine, probe_spot
 from iorig.scenario import ResolvedScenario
 from iorig.sysinfo import collect_fio, disclose
-from iorig.targets import Identity, Target, identity, identity_change, release, resolve_target
+from iorig.targets import (
+    Identity,
+    Target,
+    identity,
+    identity_change,
+    new_paths,
+    release,
+    remove_new,
+    resolve_target,
+)
 
 LABEL = "local"
 SLACK_S = 60.0  # start-up time on top of a phase's length before it counts as hung
@@ -60,8 +70,10 @@ class LocalBackend:
                 "e.g. --target ./iorig-scratch/",
             )
         targets: dict[str, Target] = {}
+        made = []  # what preparing may create, taken back if the run does not start
         try:
             for role, spec in scenario.targets.items():
+                made += new_paths(paths[role], role=role, fileset=spec.fileset)
                 targets[role] = resolve_target(
                     paths[role],
                     role=role,
@@ -80,6 +92,7 @@ class LocalBackend:
                 )
             engines = self._probe_engines(resolved, targets)
             plan = build_plan(resolved, targets, engines, self.fio, self.fio_version, repeats)
+            preflight(self.fio, plan, self.host_jobs)
             disclosure = disclose(
                 [(t.path, t.kind) for t in targets.values()],
                 collect_fio(self.fio, self.fio_version, plan.engines),
@@ -88,6 +101,7 @@ class LocalBackend:
         except BaseException:
             for target in targets.values():  # nothing ran: leave no files behind
                 release(target, keep=False)
+            remove_new(made)
             raise
 
     def _probe_engines(
@@ -138,12 +152,17 @@ class LocalBackend:
                 return change
         return None
 
+    def host_jobs(self, plan: Plan, run_id: str, phase: PlannedPhase) -> dict[str, str]:
+        """The phase's job text (one host: this machine); the pre-flight
+        parses the same."""
+        return {LABEL: job_text(plan, run_id, phase)}
+
     def run_phase(self, job: PhaseJob) -> Iterator[Progress | RawPhase]:
         phase = job.phase
         if (change := self._target_change(job.plan)) is not None:
             yield self._not_run(job, change)
             return
-        text = job_text(job.plan, job.run_id, phase)
+        (text,) = self.host_jobs(job.plan, job.run_id, phase).values()
         for w in phase.workloads:  # fio does not make a file set's directories
             for directory in layout.directories if (layout := fileset_layout(w)) else ():
                 Path(directory).mkdir(parents=True, exist_ok=True)

@@ -42,6 +42,7 @@ from iorig.model import Disclosure
 from iorig.plan import Plan, PlannedPhase, build_plan, phase_workloads
 from iorig.run.backend import HostLogs, PhaseJob, Progress, RawPhase
 from iorig.run.jobtext import job_text
+from iorig.run.preflight import preflight
 from iorig.run.probe import probe_engine, probe_spot
 from iorig.scenario import ResolvedScenario
 from iorig.sysinfo import collect_fio, disclose
@@ -136,8 +137,10 @@ class ServerBackend:
         disclosure = Disclosure(
             {"fio": fio_facts, "servers": servers, "client": dict(disclose([], fio_facts).sections)}
         )
-        return replace(plan, hosts=self.addresses, host_targets=host_targets,
+        plan = replace(plan, hosts=self.addresses, host_targets=host_targets,
                        disclosure=disclosure)  # fmt: skip
+        preflight(self.fio, plan, self.host_jobs)
+        return plan
 
     def _refuse_existing(self, host_targets: Mapping[str, Mapping[str, Target]]) -> None:
         """Refuse a relative target that already exists on its host: iorig
