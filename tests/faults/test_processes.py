@@ -75,3 +75,26 @@ def test_killing_fios_parent_ends_its_workers_and_the_run(scratch, tmp_path):
     assert gone_after_s < 5, gone_after_s
     assert iorig.returncode != 0, out
     assert "Traceback" not in out, out
+
+
+def test_a_second_signal_kills_at_once_what_ignores_the_first(tmp_path):
+    """``stop_group`` escalates SIGINT → SIGTERM → SIGKILL over seconds (here
+    10 s of SIGINT first); with ``hurry`` set (a second Ctrl-C:
+    ``RunSession.interrupt`` twice) it kills at once, also a group that
+    ignores SIGINT and SIGTERM."""
+    import threading
+
+    from iorig.fio.process import group_alive, spawn, stop_group
+
+    group = spawn(["sh", "-c", "trap '' INT TERM; sleep 300 & sleep 300 & wait"], tmp_path)
+    time.sleep(0.3)
+    steps = ((signal.SIGINT, 10.0), (signal.SIGTERM, 5.0), (signal.SIGKILL, 5.0))
+    hurry = threading.Event()
+    threading.Timer(0.5, hurry.set).start()
+    started = time.monotonic()
+    stop_group(group, steps, hurry=hurry)
+    took = time.monotonic() - started
+    assert not group_alive(group.pid)
+    # the zombies of the group's children wait for init to reap them (up to
+    # about a second in some containers); without hurry this is 10 s or more
+    assert 0.4 < took < 3.0, f"a hurried stop took {took:.1f} s"

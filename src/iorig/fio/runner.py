@@ -177,7 +177,7 @@ class FioProcess:
         try:
             while self._proc.poll() is None and self.stopped_by is None:
                 workers.record(self._proc.pid)
-                if cancel.wait(poll_s):
+                if self._wait(cancel, poll_s):
                     self.stopped_by = "cancel"
                 elif timeout_s is not None and time.monotonic() - started > timeout_s:
                     self.stopped_by = "timeout"
@@ -199,6 +199,22 @@ class FioProcess:
             stopped_by=self.stopped_by,
             elapsed_s=time.monotonic() - started,
         )
+
+    def _wait(self, cancel: threading.Event, poll_s: float) -> bool:
+        """Up to ``poll_s`` for fio to end, returning as soon as it does (a
+        probe or a parse takes milliseconds); True once ``cancel`` is set."""
+        assert self._proc is not None
+        deadline = time.monotonic() + poll_s
+        while not cancel.is_set():
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return False
+            try:
+                self._proc.wait(timeout=min(0.02, left))
+                return cancel.is_set()
+            except subprocess.TimeoutExpired:
+                continue
+        return True
 
     def run(
         self,
