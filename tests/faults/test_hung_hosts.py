@@ -100,8 +100,7 @@ def _local_clients(tmp_path: Path) -> list[int]:
     return found
 
 
-@pytest.mark.parametrize("second", [None, signal.SIGHUP], ids=["one-ctrl-c", "then-sighup"])
-def test_ctrl_c_with_a_stopped_server_ends_in_seconds_and_keeps_the_healthy_host(tmp_path, second):
+def test_ctrl_c_with_a_stopped_server_ends_in_seconds_and_keeps_the_healthy_host(tmp_path):
     db = tmp_path / "results.sqlite"
     with contextlib.ExitStack() as stack:
         servers = [stack.enter_context(fio_server(tmp_path, index=i)) for i in range(2)]
