@@ -152,10 +152,7 @@ class ServerBackend:
             for host, targets in host_targets.items()
         }
         done = self.run_jobs(texts, PROBE_TIMEOUT_S * 4)
-        try:
-            jobs = parse.parse_final(done.output).jobs
-        except parse.FioOutputError:
-            jobs = ()
+        jobs = _jobs_of(done)
         found = [
             f"{host_targets[j.host][j.name.removeprefix('exists-')].path} on {j.host}"
             for j in jobs
@@ -187,10 +184,7 @@ class ServerBackend:
         if not texts:
             return
         done = self.run_jobs(texts, CLEANUP_TIMEOUT_S)
-        try:
-            jobs = parse.parse_final(done.output).jobs
-        except parse.FioOutputError:
-            jobs = ()
+        jobs = _jobs_of(done)
         laid_out = {j.host for j in jobs if not j.error}
         failed = [
             h for h in texts if h not in laid_out or any(j.error for j in jobs if j.host == h)
@@ -294,10 +288,7 @@ class ServerBackend:
             )
         except (OSError, UserError) as exc:
             return [f"could not remove the data files on the servers: {exc}"]
-        try:
-            removed = {j.host for j in parse.parse_final(done.output).jobs if not j.error}
-        except parse.FioOutputError:
-            removed = set()
+        removed = {j.host for j in _jobs_of(done) if not j.error}
         return [
             f"could not remove iorig's data file(s) on {host}; remove them in the agent's "
             "working directory yourself"
@@ -356,6 +347,15 @@ def _run_all(
                 p.request_stop()
         for t in threads:
             t.join()
+
+
+def _jobs_of(done: FioExit) -> tuple[parse.JobStats, ...]:
+    """The jobs of a short helper run (layout, probe, removal); none when fio
+    wrote no result (the callers name the hosts that are missing)."""
+    try:
+        return parse.parse_final(done.output).jobs
+    except parse.FioOutputError:
+        return ()
 
 
 def _command(clients: Mapping[str, FioProcess]) -> tuple[str, ...]:
