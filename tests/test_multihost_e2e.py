@@ -19,6 +19,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from tests.fake_fio_server import FakeFioServer
+from tests.faults.watch import processes_with
 from tests.fioservers import fio_server, fio_servers, server_dir
 
 from iorig.fio import parse
@@ -109,14 +110,7 @@ def test_a_fio_version_mismatch_is_refused_before_any_io(iorig, tmp_path, db_pat
 
 
 def _local_fio(token: str) -> list[int]:
-    pids = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            with contextlib.suppress(OSError):
-                cmdline = (entry / "cmdline").read_bytes()
-                if b"fio" in cmdline and b"--client" in cmdline and token.encode() in cmdline:
-                    pids.append(int(entry.name))
-    return pids
+    return processes_with(b"fio", b"--client", token.encode())
 
 
 @pytest.mark.fio

@@ -14,6 +14,7 @@ import zlib
 from pathlib import Path
 
 import pytest
+from tests.faults.watch import processes_with
 
 pytestmark = pytest.mark.fio
 REPO = Path(__file__).resolve().parent.parent
@@ -78,17 +79,7 @@ def test_adhoc_run_prefills_reads_and_cleans_its_directory_file(iorig, scratch, 
 
 
 def _fio_processes(token: str) -> list[int]:
-    pids = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            cmdline = (entry / "cmdline").read_bytes()
-        except OSError:
-            continue
-        if b"fio" in cmdline and token.encode() in cmdline:
-            pids.append(int(entry.name))
-    return pids
+    return processes_with(b"fio", token.encode())
 
 
 def test_sigint_in_second_measured_phase_aborts_cleanly(scratch, db_path, tmp_path):

@@ -6,17 +6,15 @@ status and figures stay."""
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import shutil
-import sqlite3
 import subprocess
 import sys
-import time
 
 import pytest
 from tests.conftest import REPO
+from tests.faults.watch import wait_stored
 
 pytestmark = pytest.mark.fio
 
@@ -34,15 +32,7 @@ def test_a_target_that_cannot_be_cleaned_up_is_a_warning_not_a_failure(scratch, 
         cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
     try:
-        deadline = time.monotonic() + 60
-        while True:  # the data file exists and the measured phase runs
-            with contextlib.suppress(sqlite3.Error):
-                if db.exists():
-                    with sqlite3.connect(db) as conn:
-                        if conn.execute("SELECT COUNT(*) FROM phases").fetchone()[0] >= 1:
-                            break
-            assert time.monotonic() < deadline and proc.poll() is None, proc.communicate()
-            time.sleep(0.05)
+        wait_stored(proc, db, "phases")  # the data file exists and the measured phase runs
         made = subprocess.run(["chattr", "+i", str(target)], capture_output=True, text=True)
         if made.returncode != 0:
             pytest.skip(f"chattr +i is not supported here: {made.stderr.strip()}")

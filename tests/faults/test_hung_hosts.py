@@ -24,6 +24,7 @@ from pathlib import Path
 
 import pytest
 from tests.conftest import REPO
+from tests.faults.watch import processes_with, wait_stored
 from tests.fioservers import fio_server
 
 from iorig.fio.server import FioServer, process_tree
@@ -53,17 +54,8 @@ def _run(tmp_path: Path, db: Path, servers: list[FioServer], duration: str
 
 def _measuring(proc: subprocess.Popen, db: Path, after_s: float) -> None:
     """Wait until the prefill is stored (the measured phase starts), then ``after_s``."""
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        with contextlib.suppress(sqlite3.Error):
-            if db.exists():
-                with sqlite3.connect(db) as conn:
-                    if conn.execute("SELECT COUNT(*) FROM phases").fetchone()[0] >= 1:
-                        time.sleep(after_s)
-                        return
-        assert proc.poll() is None, proc.communicate()
-        time.sleep(0.1)
-    raise AssertionError("the prefill did not finish in 60 s")
+    wait_stored(proc, db, "phases")
+    time.sleep(after_s)
 
 
 def _signal_tree(server: FioServer, sig: int) -> list[int]:
@@ -90,14 +82,7 @@ def _stored(db: Path) -> tuple[tuple[str, str], dict[str, tuple[str, int | None,
 
 def _local_clients(tmp_path: Path) -> list[int]:
     """This test's fio clients still running (their output lies under tmp_path)."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            with contextlib.suppress(OSError):
-                cmdline = (entry / "cmdline").read_bytes()
-                if b"--client=" in cmdline and str(tmp_path).encode() in cmdline:
-                    found.append(int(entry.name))
-    return found
+    return processes_with(b"--client=", str(tmp_path).encode())
 
 
 def test_ctrl_c_with_a_stopped_server_ends_in_seconds_and_keeps_the_healthy_host(tmp_path):

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 from tests.conftest import REPO
+from tests.faults.watch import wait_stored
 from tests.truth.device import Unavailable, capped_device, mechanism, mounted
 
 pytestmark = pytest.mark.fio
@@ -53,10 +54,7 @@ def test_a_frozen_filesystem_under_a_prefill_fails_the_run_in_bounded_time(scrat
             cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         )  # fmt: skip
         stack.callback(lambda: proc.poll() is None and proc.kill())
-        deadline = time.monotonic() + 60
-        while _status(db) is None:
-            assert time.monotonic() < deadline and proc.poll() is None, proc.communicate()
-            time.sleep(0.1)
+        wait_stored(proc, db, "runs")
         time.sleep(1.0)
         subprocess.run(["fsfreeze", "-f", str(mnt)], check=True, timeout=30)
         frozen_at = time.monotonic()

@@ -11,12 +11,12 @@ import os
 import sqlite3
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from tests.conftest import REPO
+from tests.faults.watch import stored, wait_stored
 
 pytestmark = pytest.mark.fio
 
@@ -43,13 +43,6 @@ def _iorig(db: Path, tmpdir: Path, target: Path, duration: str) -> subprocess.Po
     )  # fmt: skip
 
 
-def _runs(db: Path) -> int:
-    if not db.exists():
-        return 0
-    with sqlite3.connect(db) as conn:
-        return conn.execute("SELECT COUNT(*) FROM runs").fetchone()[0]
-
-
 def test_a_tmpdir_without_room_is_refused_before_anything_is_written(scratch, tmp_path):
     target = scratch / "target"
     target.mkdir()
@@ -61,7 +54,7 @@ def test_a_tmpdir_without_room_is_refused_before_anything_is_written(scratch, tm
     assert "TMPDIR" in err and "free" in err, out + err
     assert "Traceback" not in err
     assert list(target.iterdir()) == []
-    assert _runs(db) == 0
+    assert stored(db, "runs") == 0
 
 
 def test_a_tmpdir_filled_during_a_phase_fails_it_naming_tmpdir(scratch, tmp_path):
@@ -71,10 +64,7 @@ def test_a_tmpdir_filled_during_a_phase_fails_it_naming_tmpdir(scratch, tmp_path
     with _tmpfs(tmp_path / "small", "24m") as small:
         proc = _iorig(db, small, target, "4s")
         try:
-            deadline = time.monotonic() + 60
-            while not _runs(db):  # the run has started: fill its TMPDIR
-                assert time.monotonic() < deadline and proc.poll() is None, proc.communicate()
-                time.sleep(0.05)
+            wait_stored(proc, db, "runs")  # the run has started: fill its TMPDIR
             with open(small / "filler", "wb", buffering=0) as f, contextlib.suppress(OSError):
                 while True:
                     f.write(bytes(1 << 16))

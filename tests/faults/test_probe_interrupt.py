@@ -13,24 +13,16 @@ import stat
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pytest
 from tests.conftest import REPO
+from tests.faults.watch import processes_with
 
 pytestmark = pytest.mark.fio
 
 
 def _with_marker(marker: str) -> list[int]:
-    found = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                if marker.encode() in (entry / "cmdline").read_bytes():
-                    found.append(int(entry.name))
-            except OSError:
-                continue
-    return found
+    return processes_with(marker.encode())
 
 
 def test_ctrl_c_during_a_hung_probe_leaves_no_process(tmp_path, scratch):

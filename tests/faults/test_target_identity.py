@@ -5,7 +5,6 @@ naming the target instead."""
 
 from __future__ import annotations
 
-import contextlib
 import os
 import shutil
 import sqlite3
@@ -15,6 +14,7 @@ import time
 
 import pytest
 from tests.conftest import REPO
+from tests.faults.watch import wait_stored
 
 pytestmark = pytest.mark.fio
 
@@ -30,15 +30,8 @@ def test_a_directory_target_recreated_mid_run_fails_the_run(scratch, tmp_path):
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
     try:
-        deadline = time.monotonic() + 60
-        while True:  # the prefill is stored: the measured phase reads the prefilled file
-            with contextlib.suppress(sqlite3.Error):
-                if db.exists():
-                    with sqlite3.connect(db) as conn:
-                        if conn.execute("SELECT COUNT(*) FROM phases").fetchone()[0] >= 1:
-                            break
-            assert time.monotonic() < deadline and proc.poll() is None, proc.communicate()
-            time.sleep(0.1)
+        # the prefill is stored: the measured phase reads the prefilled file
+        wait_stored(proc, db, "phases")
         time.sleep(1.0)
         shutil.rmtree(target)
         target.mkdir()

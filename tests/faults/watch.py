@@ -1,0 +1,51 @@
+"""What the fault tests watch while a real ``iorig`` runs in a subprocess:
+how far it has stored its run, and which processes are left."""
+
+from __future__ import annotations
+
+import contextlib
+import sqlite3
+import subprocess
+import time
+from pathlib import Path
+
+# fixed queries, one per table the tests count (no SQL built from names)
+_COUNT = {
+    "runs": "SELECT COUNT(*) FROM runs",
+    "phases": "SELECT COUNT(*) FROM phases",
+}
+
+
+def stored(db: Path, table: str) -> int:
+    """Rows in ``table`` ("runs" or "phases"); 0 while the database does not
+    exist yet or is being written."""
+    with contextlib.suppress(sqlite3.Error):
+        if db.exists():
+            with sqlite3.connect(db) as conn:
+                return int(conn.execute(_COUNT[table]).fetchone()[0])
+    return 0
+
+
+def wait_stored(
+    proc: subprocess.Popen, db: Path, table: str = "phases", at_least: int = 1,
+    timeout_s: float = 60.0,
+) -> None:  # fmt: skip
+    """Wait until ``proc`` has stored ``at_least`` rows in ``table`` (the
+    prefill stored: the measured phase is starting); fail if it ends first."""
+    deadline = time.monotonic() + timeout_s
+    while stored(db, table) < at_least:
+        assert proc.poll() is None, proc.communicate()
+        assert time.monotonic() < deadline, f"fewer than {at_least} {table} after {timeout_s} s"
+        time.sleep(0.05)
+
+
+def processes_with(*needles: bytes) -> list[int]:
+    """Live processes whose command line contains every one of ``needles``."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            with contextlib.suppress(OSError):
+                cmdline = (entry / "cmdline").read_bytes()
+                if all(n in cmdline for n in needles):
+                    found.append(int(entry.name))
+    return found
