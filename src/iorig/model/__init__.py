@@ -4,6 +4,7 @@ The bottom layer: it imports nothing else of iorig, and everything else may
 import it. Parsing, storing, analysing and rendering all speak these types.
 """
 
+from iorig.model.events import EventAction, EventRecord, EventStatus
 from iorig.model.kinds import ALL, DDIRS, Metric, PhaseKind, PhaseStatus, RunStatus
 from iorig.model.records import Disclosure, Finding, InterfaceLimit, RunRecord, StoredRun
 from iorig.model.results import (
@@ -23,6 +24,9 @@ __all__ = [
     "ALL",
     "DDIRS",
     "Disclosure",
+    "EventAction",
+    "EventRecord",
+    "EventStatus",
     "Finding",
     "InterfaceLimit",
     "Metric",

@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from iorig.model import histogram
+from iorig.model.events import EventRecord
 from iorig.model.kinds import Metric, PhaseKind, PhaseStatus
 from iorig.model.steady import SteadyState
 
@@ -144,6 +145,7 @@ class PhaseResult:
     # point, {"iodepth": 16, ...} for a knee step, {"fraction": 0.5, ...} for a
     # load point. Empty for an ordinary scenario phase.
     point: dict[str, Any] = field(default_factory=dict)
+    events: tuple[EventRecord, ...] = ()  # what was done to the system during the phase
 
     @property
     def aggregate(self) -> ScopeResult | None:
