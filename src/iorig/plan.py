@@ -154,6 +154,68 @@ def phase_workloads(phase: Phase, roles: Iterable[str]) -> list[Workload]:
     ]  # fmt: skip
 
 
+_REPLAYS = {"randwrite": "randread", "write": "read"}
+
+
+def check_replays(phases: Iterable[PlannedPhase]) -> None:
+    """A verify phase's ``verify_state`` workload checks the writes of the
+    latest earlier ``verify_state`` writer of its name, which fio replays from
+    the job's definition and its saved state. fio numbers its jobs in job-file
+    order and seeds each job and names its saved state by that number, so the
+    two must be the same job in the same place: one shape, first in their
+    phases."""
+    writers: dict[str, tuple[PlannedPhase, PlannedWorkload, int]] = {}
+    for phase in phases:
+        stateful = [w for w in phase.workloads if w.spec.verify_state]
+        if [w.label for w in phase.workloads[: len(stateful)]] != [w.label for w in stateful]:
+            raise UserError(
+                f"phase {phase.name!r}: put the verify_state workloads first (fio numbers its "
+                "jobs in job-file order, and seeds each and names its saved state by that number)"
+            )
+        index = 0
+        for w in stateful:
+            where = f"phase {phase.name!r}, workload {w.label!r}"
+            if phase.kind is not PhaseKind.VERIFY:
+                if w.spec.rw not in _REPLAYS:
+                    raise UserError(f"{where}: verify_state on a reader belongs in a verify phase")
+                if w.spec.jobs > 1 and (w.spec.offset_increment or 0) < w.size_bytes:
+                    raise UserError(
+                        f"{where}: with verify_state each job needs its own slice "
+                        "(offset_increment at least the working set)"
+                    )
+                writers[w.label] = (phase, w, index)
+            elif (found := writers.get(w.label)) is None:
+                raise UserError(
+                    f"{where}: no earlier phase has a verify_state writer named {w.label!r} "
+                    "whose writes it could check",
+                    hint="the writer's phase may be disabled by a parameter",
+                )
+            else:
+                wphase, writer, windex = found
+                mine = (
+                    w.spec.rw,
+                    w.spec.bs,
+                    w.size_bytes,
+                    w.offset_bytes,
+                    w.spec.jobs,
+                    w.spec.offset_increment,
+                    w.spec.verify_interval,
+                    w.target.path,
+                    index,
+                )
+                theirs = (_REPLAYS[writer.spec.rw], writer.spec.bs, writer.size_bytes,
+                          writer.offset_bytes, writer.spec.jobs, writer.spec.offset_increment,
+                          writer.spec.verify_interval, writer.target.path, windex)  # fmt: skip
+                if mine != theirs:
+                    raise UserError(
+                        f"{where} does not replay the writer {w.label!r} of phase "
+                        f"{wphase.name!r}: give it rw {theirs[0]} and the writer's bs, size, "
+                        "offset, jobs, offset_increment, verify_interval and target, in the same "
+                        "place among the phase's verify_state workloads"
+                    )
+            index += w.spec.jobs
+
+
 def build_plan(
     resolved: ResolvedScenario,
     targets: dict[str, Target],
@@ -221,6 +283,7 @@ def build_plan(
                 ramp_s=phase.ramp,
             )
         )
+    check_replays(phases)
     if not any(p.kind is PhaseKind.MEASURE for p in phases):
         notes.append("the scenario has no measure phase: nothing will be scored")
     if repeats < 1:

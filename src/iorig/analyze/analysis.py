@@ -24,6 +24,7 @@ from iorig.analyze.criteria import (
     latency_columns,
     overall,
 )
+from iorig.analyze.integrity import DataCheck, data_check, data_verdict
 from iorig.analyze.search import SearchResult, search_result
 from iorig.analyze.summary import PhaseSummary, summarize_phase
 from iorig.analyze.sweepcmp import SweepComparison, sweep_comparisons
@@ -42,6 +43,12 @@ class RunAnalysis:
     # multi-host runs: measured phase (with its repeat) -> host -> the criteria's
     # mean latencies on that host ("db read lat" …), as Jetstress reports per instance
     host_latencies: Mapping[str, Mapping[str, Mapping[str, float]]] = field(default_factory=dict)
+    data: DataCheck | None = None  # what the verify phases found, when there were any
+
+    @property
+    def data_lost(self) -> bool:
+        """A verify phase found blocks that did not read back as written."""
+        return self.data is not None and self.data.lost
 
     @property
     def run(self) -> RunRecord:
@@ -61,15 +68,18 @@ class RunAnalysis:
 def analyse(stored: StoredRun, job_texts: Mapping[str, str] | None = None) -> RunAnalysis:
     pooled = pool_phases(stored.phases, job_texts)
     verdicts = tuple(evaluate(criteria_of(stored.run.resolved), stored.phases))
+    data = data_check(stored.phases, stored.run.resolved)
+    row = data_verdict(data) if data is not None else None
     return RunAnalysis(
         stored=stored,
         summaries=tuple(summarize_phase(p) for p in stored.phases),
         pooled=pooled,
-        verdicts=verdicts,
-        verdict=_verdict(stored, verdicts),
+        verdicts=verdicts + ((row,) if row is not None else ()),
+        verdict=_verdict(stored, verdicts, data),
         search=search_result(stored, pooled, verdicts),
         job_texts=dict(job_texts or {}),
         host_latencies=_host_latencies(stored),
+        data=data,
     )
 
 
@@ -89,12 +99,21 @@ def _host_latencies(stored: StoredRun) -> dict[str, dict[str, dict[str, float]]]
     return out
 
 
-def _verdict(stored: StoredRun, verdicts: tuple[Verdict, ...]) -> str | None:
-    """The criteria's verdict, unless the run itself did not complete: a
-    failed phase (a checksum that found bad blocks, a host that dropped out)
-    fails the run whatever its figures say, and an interrupted run proves
-    nothing either way."""
+def _verdict(
+    stored: StoredRun, verdicts: tuple[Verdict, ...], data: DataCheck | None = None
+) -> str | None:
+    """Lost data first: blocks a verify phase found changed fail the run
+    ("FAIL: data lost …") whatever else it shows. Then the criteria's
+    verdict, unless the run itself did not complete: a failed phase (a host
+    that dropped out, a check that could not run) fails the run whatever its
+    figures say, and an interrupted run proves nothing either way. Without
+    criteria, a run whose verify phases all read back clean passes on that
+    ("PASS: all N blocks … read back as last written")."""
+    if data is not None and data.lost:
+        return data.verdict
     verdict = overall(verdicts)
+    if verdict is None and data is not None:
+        verdict = data.verdict or "FAIL: the data could not be checked"
     if verdict is None:
         return None
     failed = [p.name for p in stored.phases if p.status is PhaseStatus.FAILED]

@@ -346,7 +346,8 @@ def emit(fmt: str, subject: RunAnalysis | Comparison, options: RenderOptions | N
 def finish(db: Path, outcome: RunOutcome, analysis: RunAnalysis) -> None:
     """What the run found, where it is, and the exit code: a run whose
     measured phases all failed its requirements (a FAIL verdict) exits 3, so
-    scripts can tell."""
+    scripts can tell; so does one whose verify phase found data lost (the run
+    also failed, but lost data is the verdict, not a breakdown)."""
     emit("text", analysis)
     if outcome.recovery is not None:
         kept = escape(str(outcome.recovery))
@@ -358,6 +359,8 @@ def finish(db: Path, outcome: RunOutcome, analysis: RunAnalysis) -> None:
     else:
         console.print(f"\nstored in {escape(str(db))}; see `iorig show {outcome.run_id}`")
     code = EXIT_CODES[outcome.status]
-    if code == 0 and not analysis.passed:
+    if (code == 0 and not analysis.passed) or (
+        outcome.status is RunStatus.FAILED and analysis.data_lost
+    ):
         code = EXIT_VERDICT_FAILED
     raise typer.Exit(code)

@@ -203,6 +203,10 @@ WHITELIST: dict[str, Callable[[str, OptionValue], str | None]] = {
     "unlink": _bool,
     "create_only": _bool,
     "verify_state_save": _bool,
+    "verify_state_load": _bool,
+    "verify_only": _bool,
+    # only verify errors: a read or write error still ends the job
+    "continue_on_error": _choice("verify"),
     "per_job_logs": _bool,
     "loops": _int(1, 1000),
     "verify": _choice("crc32c", "md5", "sha256", "xxhash"),
@@ -308,6 +312,7 @@ def workload_options(
     verify: str = "none",
     verify_interval: int | None = None,
     check: bool = False,
+    state: str | None = None,
     fileset: FileSetLayout | None = None,
     log_every_io: bool = False,
 ) -> dict[str, OptionValue]:
@@ -315,8 +320,16 @@ def workload_options(
 
     ``verify`` makes writes carry checksums (checked later, not by this job);
     ``check`` makes a read job verify every block against them;
+    ``state="save"`` makes a writing job record what it had acknowledged when
+    it ends (fio's verify state, in fio's ``--aux-path``); ``state="load"``
+    makes a checking job (``rw`` read or randread) replay that writer (the
+    same job with ``rw`` write or randwrite and ``verify_only``) and check
+    exactly the writes it had acknowledged, each against its only generation;
     ``log_every_io`` logs each completion instead of one-second averages.
     """
+    if state == "load":
+        # fio replays the writer's own job definition, its writes turned into reads
+        rw = {"read": "write", "randread": "randwrite"}[rw]
     options: dict[str, OptionValue] = {"ioengine": engine, "rw": rw, "bs": bs}
     if fileset is None:
         options |= {"filename": filename, "size": size}
@@ -345,7 +358,11 @@ def workload_options(
     options |= {"iodepth": iodepth, "numjobs": jobs, "direct": direct}
     if rw in ("randrw", "rw"):
         options["rwmixread"] = round(read_pct if read_pct is not None else 50)
-    if rw.startswith("rand"):
+    if rw.startswith("rand") and state is not None:
+        # A replayable writer: fio's fixed sequence (the replay regenerates the
+        # offsets from it) and its random map (no block written twice in a pass).
+        options["randrepeat"] = True
+    elif rw.startswith("rand"):
         # No random map: every offset may repeat, like real applications; a fresh
         # sequence each run so repeats do not replay a warmed cache.
         options |= {"norandommap": True, "randrepeat": False}
@@ -371,8 +388,18 @@ def workload_options(
             options["verify_interval"] = verify_interval
         if not check:
             options["do_verify"] = False  # a verify phase checks, later
-        # no <job>-verify.state files left in fio's (or a server's) directory
-        options["verify_state_save"] = False
+        else:
+            # every bad block, not only the first: fio ends a job at its first
+            # verify error otherwise
+            options["continue_on_error"] = "verify"
+        if state == "load":
+            # the saved state says where the writer's acknowledged writes end;
+            # saving again would overwrite it with the replay's own count
+            options |= {"verify_only": True, "verify_state_load": True, "verify_state_save": False}
+        else:
+            # no <job>-verify.state files left in fio's (or a server's) directory,
+            # unless the scenario asks for them (then in iorig's state directory)
+            options["verify_state_save"] = state == "save"
     if flow:
         # Without flow_sleep a job that is ahead spins: 8 database jobs used
         # 190 % CPU and ran at a twentieth of their rate on a 2-core machine.

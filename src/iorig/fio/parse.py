@@ -10,7 +10,7 @@ from __future__ import annotations
 import io
 import json
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -268,39 +268,97 @@ def find_logs(directory: Path) -> list[LogFile]:
 
 @dataclass(frozen=True)
 class VerifyFailure:
-    """A block whose checksum or header did not match when read back."""
+    """A block whose checksum or header did not match when read back, with
+    what fio expected and what it found where it says (a checksum, the
+    offset or generation the block's header names, its magic number)."""
 
     path: str
     offset: int
     length: int
-    what: str  # e.g. "crc32c mismatch", "bad header"
+    what: str  # e.g. "crc32c mismatch", "another generation", "misplaced write"
+    expected: str | None = None
+    found: str | None = None
+    value: str = ""  # what expected and found are: "crc32c", "generation (numberio)" …
+
+    @property
+    def detail(self) -> str:
+        """``what``, with the expected and found values when fio gave them."""
+        if self.expected is None or self.found is None:
+            return self.what
+        return f"{self.what}: {self.value} expected {self.expected}, found {self.found}"
 
 
 _VERIFY_LINE = re.compile(
-    r"^(?P<what>[\w ]+?):\s+(?P<detail>.*?)\s*at file (?P<path>.+?) offset (?P<offset>\d+), "
+    r"^(?P<what>[\w-]+):\s+(?P<detail>.*?)\s*at file (?P<path>.+?) offset (?P<offset>\d+), "
     r"length (?P<length>\d+)"
 )
+# What fio 3.x prints before "at file …" when a block's verify header is wrong
+# (verify.c, verify_header): the field, the value read, the value wanted.
+_HEADER = re.compile(r"^bad (?:header )?(?P<field>[\w ]+?) (?P<found>\w+), (?:wanted|calculated) "
+                     r"(?P<expected>\w+)$")  # fmt: skip
+_HEADER_KINDS = {  # field -> (what it means, what the values are)
+    "magic header": ("no verify header (never written, or the write was lost)", "magic"),
+    "offset": ("misplaced write (the header names another offset)", "header offset"),
+    "numberio": ("another generation", "generation (numberio)"),
+    "length": ("header of another block size", "block length"),
+    "rand_seed": ("header of another write", "data seed"),
+    "crc": ("damaged header", "header crc"),
+}
+_CHECKSUM = re.compile(r"^\s*(?P<which>Expected|Received) CRC:\s*(?P<value>[0-9a-fA-F]+)\s*$")
 
 
 def verify_failures(stderr: str) -> list[VerifyFailure]:
     """Blocks fio reported as failing verification (``verify=crc32c``), in order.
 
     fio prints e.g. ``crc32c: verify failed at file F offset 5341184, length
-    32768 (…)`` or ``verify: bad header length …, wanted 32768 at file F
-    offset 20971520, length 32768``.
+    32768 (…)`` followed by ``Expected CRC: …`` and ``Received CRC: …``
+    lines, or, for a header that names another block, ``verify: bad header
+    offset 40960, wanted 81920 at file F offset 81920, length 4096 (…)``
+    (likewise ``bad magic header``, ``bad header numberio`` — the block's
+    generation —, ``length``, ``rand_seed``, ``crc``); recorded fio 3.33
+    output is in tests/data/verify-integrity.
     """
-    out = []
+    out: list[VerifyFailure] = []
+    checksums: dict[str, str] = {}
     for line in stderr.splitlines():
+        if (crc := _CHECKSUM.match(line)) and out and out[-1].what.endswith(" mismatch"):
+            checksums[crc["which"]] = crc["value"]
+            if len(checksums) == 2:
+                last = out[-1]
+                out[-1] = replace(
+                    last,
+                    expected=checksums["Expected"],
+                    found=checksums["Received"],
+                    value=last.what.split()[0],
+                )
+                checksums = {}
+            continue
         match = _VERIFY_LINE.match(line.strip())
         if not match:
             continue
+        checksums = {}
         what, detail = match["what"].strip(), match["detail"]
+        expected = found = None
+        value = ""
         if what == "verify":
-            kind = "bad header" if "header" in detail else detail
+            header = _HEADER.match(detail)
+            if header:
+                name = header["field"]
+                kind, value = _HEADER_KINDS.get(name, (f"bad header {name}", name))
+                expected, found = header["expected"], header["found"]
+            else:
+                kind = "bad header" if "header" in detail else detail
         else:
             kind = f"{what} mismatch"
-        out.append(VerifyFailure(match["path"], int(match["offset"]), int(match["length"]), kind))
+        out.append(VerifyFailure(match["path"], int(match["offset"]), int(match["length"]), kind,
+                                 expected, found, value))  # fmt: skip
     return out
+
+
+def missing_verify_state(stderr: str) -> bool:
+    """fio could not open the write state a replaying verify job loads
+    (``verify_state_load``): the writing job never saved it (fio killed)."""
+    return "fio: open state file" in stderr or "failed reading verify state" in stderr
 
 
 def read_logs(directory: Path) -> dict[tuple[str, str | None], dict[int, dict[str, list]]]:

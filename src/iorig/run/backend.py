@@ -73,6 +73,11 @@ class PhaseJob:
     phase: PlannedPhase
     repeat: int
     workdir: Path  # fresh and empty, for job files, fio's output and logs
+    # The run's one directory for what outlives a phase: fio's saved write
+    # states (``verify_state``), from the phase that writes to the verify phase
+    # that checks, and the trigger file that makes fio save them at once.
+    # Removed with the run's working directory; None: no states kept.
+    state_dir: Path | None = None
 
 
 class PhaseBackend(Protocol):

@@ -19,7 +19,7 @@ from typing import Any
 
 from iorig.fio import parse
 from iorig.fio.assemble import JobLogs, SectionData, build_scopes
-from iorig.model import Scope, ScopeResult
+from iorig.model import PhaseKind, Scope, ScopeResult
 from iorig.model.combine import window
 from iorig.plan import PlannedPhase
 from iorig.run.backend import HostLogs, RawPhase
@@ -76,6 +76,8 @@ def collect(raw: RawPhase, phase: PlannedPhase) -> Collected:
     by_prefix: dict[str, Mapping[int, Mapping[str, list[Any]]]] = {}
     for (prefix, _suffix), jobs in raw.logs.items():
         by_prefix[prefix] = jobs
+    if phase.kind is PhaseKind.VERIFY:
+        output = replace(output, jobs=tuple(_reads_only(j) for j in output.jobs))
     present = {j.host for j in output.jobs}
     missing = [h for h in raw.hosts if h.label not in present]
     starts = _host_starts(raw.hosts, phase, by_prefix) if raw.wallclock_logs else {}
@@ -89,6 +91,8 @@ def collect(raw: RawPhase, phase: PlannedPhase) -> Collected:
             jobs = tuple(j for j in output.jobs if j.name == w.label and j.host == host.label)
             kinds_by_job = by_prefix.get(w.label + host.log_suffix, {})
             job_logs = tuple(_job_logs(kinds, start) for _, kinds in sorted(kinds_by_job.items()))
+            if phase.kind is PhaseKind.VERIFY:
+                job_logs = tuple(_read_logs(logs) for logs in job_logs)
             sections.append(SectionData(w.label, host.label, jobs, job_logs))
     shifts = {h: round((s - first) / 1000) for h, s in starts.items()}
     scopes = list(build_scopes(sections, shifts, per_host=several)) if sections else []
@@ -124,6 +128,20 @@ def collect(raw: RawPhase, phase: PlannedPhase) -> Collected:
             f"{tail(raw.exit.stderr) or '(fio printed no error message)'}"
         )
     return Collected(tuple(scopes), output.version, "; ".join(problems) or None)
+
+
+def _reads_only(job: parse.JobStats) -> parse.JobStats:
+    """A verify phase's job as far as it read: a job that replays a writer
+    (``verify_only``) counts the writes it regenerated without doing them."""
+    return replace(job, dirs={d: s for d, s in job.dirs.items() if d == "read"})
+
+
+def _read_logs(logs: JobLogs) -> JobLogs:
+    def reads(rows: tuple[Any, ...]) -> tuple[Any, ...]:
+        return tuple(r for r in rows if r.ddir == "read")
+
+    return replace(logs, iops=reads(logs.iops), bw=reads(logs.bw), clat=reads(logs.clat),
+                   hist=reads(logs.hist), completions=reads(logs.completions))  # fmt: skip
 
 
 def _host_starts(

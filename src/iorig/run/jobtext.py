@@ -4,7 +4,14 @@ whitelisted renderer, for this machine or for one fio server."""
 from __future__ import annotations
 
 from iorig import __version__
-from iorig.fio.jobfile import FileSetLayout, OptionValue, Section, render, workload_options
+from iorig.fio.jobfile import (
+    FileSetLayout,
+    JobFileError,
+    OptionValue,
+    Section,
+    render,
+    workload_options,
+)
 from iorig.model import PhaseKind
 from iorig.plan import Plan, PlannedPhase, PlannedWorkload
 from iorig.targets import Target
@@ -38,6 +45,14 @@ def job_text(
 def _options(
     phase: PlannedPhase, w: PlannedWorkload, target: Target | None, log_suffix: str
 ) -> dict[str, OptionValue]:
+    if w.spec.verify_state and target is not None and target.host:
+        # fio 3.33 saves a job's state where the job ran (the server's own
+        # directory) but loads it from the client: it could never be checked
+        raise JobFileError(
+            f"phase {phase.name!r}, workload {w.label!r}: verify_state (checking exactly what "
+            "was acknowledged) works on this machine only, not on fio servers",
+            hint="run the scenario without --hosts",
+        )
     options = workload_options(
         engine=w.engine,
         rw=w.spec.rw,
@@ -63,6 +78,7 @@ def _options(
         verify=w.spec.verify,
         verify_interval=w.spec.verify_interval,
         check=phase.kind is PhaseKind.VERIFY,
+        state=state_role(phase, w),
         fileset=fileset_layout(w),
         log_every_io=slow_paced(w),
     )
@@ -71,6 +87,14 @@ def _options(
     if target is not None and target.host:
         options["log_unix_epoch"] = True
     return options
+
+
+def state_role(phase: PlannedPhase, w: PlannedWorkload) -> str | None:
+    """ "save" for a ``verify_state`` writer, "load" for its replay in a verify
+    phase, None for every other workload."""
+    if not w.spec.verify_state:
+        return None
+    return "load" if phase.kind is PhaseKind.VERIFY else "save"
 
 
 # Below this many I/Os a second per job, a paced job's one-second averages

@@ -15,7 +15,7 @@ from iorig.fio import parse, runner, status
 from iorig.fio.runner import FioExit, FioProcess
 from iorig.plan import Plan, PlannedPhase, build_plan, phase_workloads
 from iorig.run.backend import HostLogs, PhaseJob, Progress, RawPhase
-from iorig.run.jobtext import fileset_layout, job_text
+from iorig.run.jobtext import fileset_layout, job_text, state_role
 from iorig.run.preflight import preflight
 from iorig.run.probe import ProbeSpot, probe_engine, probe_spot
 from iorig.scenario import ResolvedScenario
@@ -34,6 +34,26 @@ from iorig.targets import (
 LABEL = "local"
 SLACK_S = 60.0  # start-up time on top of a phase's length before it counts as hung
 CLEANUP_S = 10.0  # for removing a target's data file
+
+
+TRIGGER = "trigger"  # in a run's state directory: fio saves its write states at once
+
+
+def state_args(job: PhaseJob) -> tuple[str, ...]:
+    """fio's arguments for a phase that saves or loads write states: they go
+    to the run's state directory (``--aux-path``; fio's own default is its
+    working directory, which is per phase), and a file there named
+    ``trigger`` makes fio save them at once and stop (``--trigger-file``;
+    fio removes it): what a fault that may lose the writes in flight (a
+    power cut, a killed fio) does first, so that those writes are not
+    counted as acknowledged. No trigger command is ever given."""
+    roles = {state_role(job.phase, w) for w in job.phase.workloads} - {None}
+    if job.state_dir is None or not roles:
+        return ()
+    args = (f"--aux-path={job.state_dir}",)
+    if "save" in roles:  # never while a replay runs: fio would save the replay's state
+        args += (f"--trigger-file={job.state_dir / TRIGGER}",)
+    return args
 
 
 class LocalBackend:
@@ -168,7 +188,7 @@ class LocalBackend:
                 Path(directory).mkdir(parents=True, exist_ok=True)
         jobfile = job.workdir / "job.fio"
         jobfile.write_text(text)
-        proc = FioProcess(self.fio, jobfile, job.workdir)
+        proc = FioProcess(self.fio, jobfile, job.workdir, extra_args=state_args(job))
         watch = SteadyWatch(phase.steady) if phase.steady else None
         previous: status.Snapshot | None = None
         started = time.time()

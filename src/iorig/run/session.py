@@ -252,7 +252,11 @@ class RunSession:
         else:
             workdir = self._tmp / f"{phase.seq:03d}-{repeat:02d}"
             workdir.mkdir()
-            result = self._fio_phase(PhaseJob(self.plan, self.run_id, phase, repeat, workdir))
+            state = self._tmp / "state"
+            state.mkdir(exist_ok=True)
+            result = self._fio_phase(
+                PhaseJob(self.plan, self.run_id, phase, repeat, workdir, state)
+            )
         self.results.append(result)
         unstored = self._keeper.save_phase(result, self.results)  # or kept in a recovery file
         self.on_event(PhaseFinished(phase, result))
@@ -380,15 +384,26 @@ def phase_state(done: FioExit, problem: str | None) -> tuple[PhaseStatus, str | 
         return PhaseStatus.ABORTED, "interrupted; the figures cover the time before the interrupt"
     if mismatches := parse.verify_failures(done.stderr):
         return PhaseStatus.FAILED, verify_message(mismatches)
+    if parse.missing_verify_state(done.stderr):
+        return PhaseStatus.FAILED, MISSING_STATE
     if problem:
         return PhaseStatus.FAILED, problem
     return PhaseStatus.OK, None
 
 
+MISSING_STATE = (
+    "the writes to check were not recorded: fio saves what a writing job had acknowledged "
+    "when the job ends (or on its trigger file), and the job that wrote them ended without "
+    "(killed, or its host stopped); its writes cannot be told apart from the blocks it "
+    "never wrote"
+)
+
+
 def verify_message(failures: list[parse.VerifyFailure], shown: int = 10) -> str:
-    """Which blocks failed verification, by file and offset."""
+    """Which blocks failed verification, by file and offset, with what fio
+    expected and found there."""
     listed = "; ".join(
-        f"{f.path} offset {f.offset} ({f.offset / 2**20:.2f} MiB), {f.length} bytes: {f.what}"
+        f"{f.path} offset {f.offset} ({f.offset / 2**20:.2f} MiB), {f.length} bytes: {f.detail}"
         for f in failures[:shown]
     )
     more = f"; … and {len(failures) - shown} more" if len(failures) > shown else ""

@@ -1,0 +1,170 @@
+"""Whether the data read back as written: the verdict of a run's verify
+phases, beside (and above) any performance criteria. Pure: from the stored
+phases (fio's error output, the bytes each workload read) and the resolved
+scenario (each workload's verify granularity).
+
+A block that a verify phase found different from what was written is lost
+data, and that is the run's verdict ("FAIL: data lost …") whatever its
+figures say; with every verify phase complete and clean the verdict names
+what was checked ("all 12,800 blocks (50.0 MiB) read back as last written").
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from iorig.analyze.criteria import Verdict
+from iorig.fio import parse
+from iorig.model import PhaseKind, PhaseResult, PhaseStatus
+from iorig.units import format_bytes
+
+SHOWN = 10  # bad blocks named in a verdict's detail; the rest are counted
+
+
+@dataclass(frozen=True)
+class DataCheck:
+    """What the verify phases of a run found."""
+
+    phases: tuple[str, ...]  # the verify phases that ran, in order
+    blocks: int  # blocks read back and checked (verify granularity: verify_interval or bs)
+    io_bytes: int
+    failures: tuple[parse.VerifyFailure, ...]  # blocks that did not read back as written
+    complete: bool  # every verify phase ran to its end (no other failure, no interrupt)
+    # verify_state writers that wrote more blocks than their working set has:
+    # (workload, times over). Their blocks then had several generations, and
+    # the check cannot tell the last from an earlier one.
+    rewritten: tuple[tuple[str, float], ...] = ()
+
+    @property
+    def lost(self) -> bool:
+        return bool(self.failures)
+
+    @property
+    def verdict(self) -> str | None:
+        """ "FAIL: data lost …", "PASS: all N blocks … read back as last
+        written", or None when the checks did not all complete (the phases'
+        own failure then speaks)."""
+        if self.lost:
+            n = len(self.failures)
+            return f"FAIL: data lost: {n} block{'s' * (n != 1)} did not read back as last written"
+        if self.complete:
+            return (
+                f"PASS: all {self.blocks:,} blocks ({format_bytes(self.io_bytes)}) read back "
+                f"as last written{self.caveat}"
+            )
+        return None
+
+    @property
+    def caveat(self) -> str:
+        """What a pass could not see: writers that went over their blocks again."""
+        if not self.rewritten:
+            return ""
+        over = ", ".join(f"{name} {times:.1f} times" for name, times in self.rewritten)
+        return (
+            f" (but the writes went over their blocks again: {over}; an overwrite lost with "
+            "an earlier write of the block left in place cannot be seen: raise size or "
+            "lower write_iops)"
+        )
+
+    def listing(self, shown: int = SHOWN) -> str:
+        """The bad blocks by file and offset with what fio expected and found,
+        the first ``shown`` of them, then how many more."""
+        listed = "; ".join(f"{f.path} offset {f.offset}: {f.detail}" for f in self.failures[:shown])
+        more = len(self.failures) - shown
+        return listed + (f"; and {more} more" if more > 0 else "")
+
+
+def _granularity(resolved: dict[str, Any]) -> dict[tuple[str, str], int]:
+    """(phase, workload label) -> the size of the blocks its checksums cover."""
+    out = {}
+    for phase in resolved.get("phases", []):
+        for w in phase.get("workloads", []):
+            label = w.get("name") or w.get("rw")
+            size = w.get("verify_interval") or w.get("bs")
+            if label and isinstance(size, int) and size > 0:
+                out[(phase.get("name", ""), label)] = size
+    return out
+
+
+def _blocks(phase: PhaseResult, sizes: dict[tuple[str, str], int]) -> tuple[int, int]:
+    """Blocks and bytes a verify phase read back, over its workloads."""
+    blocks = total = 0
+    for scope in phase.workload_scopes():
+        read = scope.totals.get("read")
+        if read is None:
+            continue
+        size = sizes.get((phase.name, scope.scope.workload or ""))
+        blocks += read.io_bytes // size if size else read.ios
+        total += read.io_bytes
+    return blocks, total
+
+
+def _rewritten(phases: Sequence[PhaseResult], resolved: dict[str, Any]) -> list[tuple[str, float]]:
+    """verify_state writers that wrote more blocks than they have, with how
+    many times over (the most of any run of the phase)."""
+    blocks: dict[tuple[str, str], int] = {}
+    for phase in resolved.get("phases", []):
+        if phase.get("kind") == PhaseKind.VERIFY.value:
+            continue
+        for w in phase.get("workloads", []):
+            size, bs = w.get("size"), w.get("bs")
+            if w.get("verify_state") and isinstance(size, int) and isinstance(bs, int) and bs > 0:
+                label = w.get("name") or w.get("rw")
+                blocks[(phase.get("name", ""), label)] = size // bs * int(w.get("jobs", 1))
+    over: dict[str, float] = {}
+    for phase in phases:
+        for scope in phase.workload_scopes():
+            key = (phase.name, scope.scope.workload or "")
+            written = scope.totals.get("write")
+            if key in blocks and written is not None and blocks[key] > 0:
+                times = written.ios / blocks[key]
+                if times > 1:
+                    over[key[1]] = max(times, over.get(key[1], 0.0))
+    return sorted(over.items())
+
+
+def data_check(phases: Sequence[PhaseResult], resolved: dict[str, Any]) -> DataCheck | None:
+    """The verify phases' findings; None when no verify phase ran."""
+    checks = [p for p in phases if p.kind is PhaseKind.VERIFY]
+    if not checks:
+        return None
+    sizes = _granularity(resolved)
+    blocks = total = 0
+    failures: list[parse.VerifyFailure] = []
+    for phase in checks:
+        b, t = _blocks(phase, sizes)
+        blocks, total = blocks + b, total + t
+        failures += parse.verify_failures(phase.fio_stderr)
+    complete = all(p.status is PhaseStatus.OK for p in checks)
+    return DataCheck(
+        tuple(p.name for p in checks), blocks, total, tuple(failures), complete,
+        tuple(_rewritten(phases, resolved)),
+    )  # fmt: skip
+
+
+def data_verdict(check: DataCheck) -> Verdict | None:
+    """The data check as one row of the verdicts (its figures are in the
+    requirement's name: a block count is neither a rate nor a latency)."""
+    if check.lost:
+        n = len(check.failures)
+        name = f"Every block reads back as last written: {n:,} did not ({check.listing(shown=3)})"
+    elif check.complete:
+        name = (
+            f"Every block reads back as last written: {check.blocks:,} blocks "
+            f"({format_bytes(check.io_bytes)}) did{check.caveat}"
+        )
+    else:
+        return None
+    return Verdict(
+        name=name,
+        phase=", ".join(dict.fromkeys(check.phases)),
+        metric="data",
+        bound="max",
+        limit=math.nan,
+        value=math.nan,
+        passed=not check.lost,
+        margin=math.nan,
+    )
