@@ -46,7 +46,10 @@ def test_quick_exchange_run_gives_a_verdict_with_headroom(iorig, scratch, db_pat
     assert shown["verdict"] == "PASS"
     iops = next(v for v in shown["verdicts"] if v["metric"] == "iops")
     assert iops["limit"] == pytest.approx(500 * 0.067) and iops["margin"] > 0
-    assert {v["metric"] for v in shown["verdicts"]} == {"iops", "lat_mean", "lat_mean_max"}
+    assert {v["metric"] for v in shown["verdicts"]} == {"iops", "lat_mean", "lat_mean_max", "data"}
+    # the checksum's own row: every 32 KiB page of both databases read back
+    data = next(v for v in shown["verdicts"] if v["metric"] == "data")
+    assert data["passed"] and data["phase"] == "checksum" and "3,072 blocks" in data["name"]
     assert "Verdict: PASS" in result.stdout and "exceeded by" in result.stdout
     # the log streams follow the database's achieved rate (10:1); the log probe is
     # a small paced stream beside them that carries the log's latency verdict
@@ -90,7 +93,8 @@ def test_a_corrupted_database_block_fails_the_checksum_with_its_offset(iorig, sc
         "100",
         *_targets(scratch),
     )
-    assert again.returncode == 1, again.stdout + again.stderr
+    # lost data is the verdict (exit 3), not a breakdown of the run (1)
+    assert again.returncode == 3, again.stdout + again.stderr
     shown = _show(iorig)
     assert shown["run"]["status"] == "failed"
     error = shown["run"]["error"]
@@ -103,8 +107,9 @@ def test_a_corrupted_database_block_fails_the_checksum_with_its_offset(iorig, sc
     checksum = next(p for p in shown["timed_phases"] if p["phase"] == "checksum")
     assert checksum["status"] == "failed"
     # however good the figures, a failed checksum never reads as a pass
-    assert shown["verdict"] == "FAIL: phase checksum failed", shown["verdict"]
-    assert "Verdict: FAIL: phase checksum failed" in again.stdout
+    lost = "FAIL: data lost: 16 blocks did not read back as last written"
+    assert shown["verdict"] == lost, shown["verdict"]
+    assert f"Verdict: {lost}" in again.stdout
 
 
 def test_exchange_on_two_fio_servers_creates_duplicates_and_checksums(iorig, tmp_path):

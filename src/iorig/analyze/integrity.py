@@ -1,7 +1,8 @@
 """Whether the data read back as written: the verdict of a run's verify
 phases, beside (and above) any performance criteria. Pure: from the stored
-phases (fio's error output, the bytes each workload read) and the resolved
-scenario (each workload's verify granularity).
+phases (the error a verify phase stored, naming the bad blocks; the bytes
+each workload read) and the resolved scenario (each workload's verify
+granularity).
 
 A block that a verify phase found different from what was written is lost
 data, and that is the run's verdict ("FAIL: data lost …") whatever its
@@ -12,6 +13,7 @@ what was checked ("all 12,800 blocks (50.0 MiB) read back as last written").
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -21,7 +23,30 @@ from iorig.fio import parse
 from iorig.model import PhaseKind, PhaseResult, PhaseStatus
 from iorig.units import format_bytes
 
-SHOWN = 10  # bad blocks named in a verdict's detail; the rest are counted
+SHOWN = 10  # bad blocks named in a phase's error; the rest are counted
+_FAILED = "data verification failed: "
+_LOST = re.compile(
+    re.escape(_FAILED) + r"(?P<n>\d+) block\(s\) did not read back as written: (?P<listed>.*)$",
+    re.S,
+)
+
+
+def verify_message(failures: Sequence[parse.VerifyFailure], shown: int = SHOWN) -> str:
+    """A verify phase's error: which blocks failed, by file and offset, with
+    what fio expected and found there (the first ``shown``), and how many."""
+    listed = "; ".join(
+        f"{f.path} offset {f.offset} ({f.offset / 2**20:.2f} MiB), {f.length} bytes: {f.detail}"
+        for f in failures[:shown]
+    )
+    more = f"; … and {len(failures) - shown} more" if len(failures) > shown else ""
+    return f"{_FAILED}{len(failures)} block(s) did not read back as written: {listed}{more}"
+
+
+def lost_blocks(error: str | None) -> tuple[int, str] | None:
+    """How many blocks a verify phase's error (``verify_message``) names as
+    bad, and its listing of them; None for any other error."""
+    match = _LOST.match(error or "")
+    return (int(match["n"]), match["listed"]) if match else None
 
 
 @dataclass(frozen=True)
@@ -31,7 +56,8 @@ class DataCheck:
     phases: tuple[str, ...]  # the verify phases that ran, in order
     blocks: int  # blocks read back and checked (verify granularity: verify_interval or bs)
     io_bytes: int
-    failures: tuple[parse.VerifyFailure, ...]  # blocks that did not read back as written
+    bad: int  # blocks that did not read back as written
+    listing: str  # the first of them by file and offset, what fio expected and found
     complete: bool  # every verify phase ran to its end (no other failure, no interrupt)
     # verify_state writers that wrote more blocks than their working set has:
     # (workload, times over). Their blocks then had several generations, and
@@ -40,7 +66,7 @@ class DataCheck:
 
     @property
     def lost(self) -> bool:
-        return bool(self.failures)
+        return self.bad > 0
 
     @property
     def verdict(self) -> str | None:
@@ -48,8 +74,8 @@ class DataCheck:
         written", or None when the checks did not all complete (the phases'
         own failure then speaks)."""
         if self.lost:
-            n = len(self.failures)
-            return f"FAIL: data lost: {n} block{'s' * (n != 1)} did not read back as last written"
+            n = self.bad
+            return f"FAIL: data lost: {n:,} block{'s' * (n != 1)} did not read back as last written"
         if self.complete:
             return (
                 f"PASS: all {self.blocks:,} blocks ({format_bytes(self.io_bytes)}) read back "
@@ -68,13 +94,6 @@ class DataCheck:
             "an earlier write of the block left in place cannot be seen: raise size or "
             "lower write_iops)"
         )
-
-    def listing(self, shown: int = SHOWN) -> str:
-        """The bad blocks by file and offset with what fio expected and found,
-        the first ``shown`` of them, then how many more."""
-        listed = "; ".join(f"{f.path} offset {f.offset}: {f.detail}" for f in self.failures[:shown])
-        more = len(self.failures) - shown
-        return listed + (f"; and {more} more" if more > 0 else "")
 
 
 def _granularity(resolved: dict[str, Any]) -> dict[tuple[str, str], int]:
@@ -132,25 +151,26 @@ def data_check(phases: Sequence[PhaseResult], resolved: dict[str, Any]) -> DataC
     if not checks:
         return None
     sizes = _granularity(resolved)
-    blocks = total = 0
-    failures: list[parse.VerifyFailure] = []
+    blocks = total = bad = 0
+    listings = []
     for phase in checks:
         b, t = _blocks(phase, sizes)
         blocks, total = blocks + b, total + t
-        failures += parse.verify_failures(phase.fio_stderr)
+        if (found := lost_blocks(phase.error)) is not None:
+            bad += found[0]
+            listings.append(found[1])
     complete = all(p.status is PhaseStatus.OK for p in checks)
-    return DataCheck(
-        tuple(p.name for p in checks), blocks, total, tuple(failures), complete,
-        tuple(_rewritten(phases, resolved)),
-    )  # fmt: skip
+    rewritten = tuple(_rewritten(phases, resolved))
+    names = tuple(p.name for p in checks)
+    return DataCheck(names, blocks, total, bad, "; ".join(listings), complete, rewritten)
 
 
 def data_verdict(check: DataCheck) -> Verdict | None:
     """The data check as one row of the verdicts (its figures are in the
     requirement's name: a block count is neither a rate nor a latency)."""
     if check.lost:
-        n = len(check.failures)
-        name = f"Every block reads back as last written: {n:,} did not ({check.listing(shown=3)})"
+        first = check.listing.split("; ")[0]
+        name = f"Every block reads back as last written: {check.bad:,} did not (first: {first})"
     elif check.complete:
         name = (
             f"Every block reads back as last written: {check.blocks:,} blocks "

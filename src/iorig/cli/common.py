@@ -157,6 +157,14 @@ def plan_for(
     plan it prepared on the bound targets."""
     floor = _min_rate(min_rate)
     roles = list(resolved.scenario.targets)
+    if hosts and (keeps := _keeps_state(resolved)):
+        # fio 3.33 saves a job's write state on the server but loads it from
+        # the client: the check could never run (refused before any file exists)
+        raise UserError(
+            f"workload {keeps!r} checks exactly what was acknowledged (verify_state), which "
+            "works on this machine only, not on fio servers",
+            hint="run the scenario without --hosts",
+        )
     check_workdir_space()  # before any target file exists
     backend = make_backend(hosts, fio)
     if hosts:
@@ -166,6 +174,15 @@ def plan_for(
         paths = {backend.hosts[0]: bind_targets(roles, targets)}
     plan = backend.prepare(resolved, paths, allow_destroy=allow_destroy, repeats=repeats)
     return (replace(plan, min_bytes_per_s=floor) if floor else plan), backend
+
+
+def _keeps_state(resolved: ResolvedScenario) -> str | None:
+    """The first enabled workload that saves or loads fio's write state."""
+    for phase in resolved.scenario.phases:
+        for w in phase.workloads:
+            if phase.enabled and w.enabled and w.verify_state:
+                return w.label
+    return None
 
 
 MinRateOpt = Annotated[

@@ -23,6 +23,7 @@ from pathlib import Path
 from iorig import __version__
 from iorig.analyze import audit
 from iorig.analyze.generator import Ceiling, GeneratorShape
+from iorig.analyze.integrity import verify_message
 from iorig.analyze.steady import steady_of_series
 from iorig.errors import UserError
 from iorig.fio import parse
@@ -397,20 +398,6 @@ MISSING_STATE = (
     "(killed, or its host stopped); its writes cannot be told apart from the blocks it "
     "never wrote"
 )
-
-
-def verify_message(failures: list[parse.VerifyFailure], shown: int = 10) -> str:
-    """Which blocks failed verification, by file and offset, with what fio
-    expected and found there."""
-    listed = "; ".join(
-        f"{f.path} offset {f.offset} ({f.offset / 2**20:.2f} MiB), {f.length} bytes: {f.detail}"
-        for f in failures[:shown]
-    )
-    more = f"; … and {len(failures) - shown} more" if len(failures) > shown else ""
-    return (
-        f"data verification failed: {len(failures)} block(s) did not read back as written: "
-        f"{listed}{more}"
-    )
 
 
 def execute(
