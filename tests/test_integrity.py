@@ -24,8 +24,10 @@ from iorig.analyze.integrity import (
 from iorig.errors import UserError
 from iorig.fio import parse
 from iorig.fio.jobfile import Section, render, workload_options
-from iorig.model import PhaseKind, PhaseStatus
+from iorig.fio.runner import FioExit
+from iorig.model import PhaseKind, PhaseResult, PhaseStatus, Scope
 from iorig.plan import build_plan
+from iorig.run.session import MISSING_STATE, phase_state
 from iorig.schema import Workload
 from iorig.targets import Target
 
@@ -63,6 +65,13 @@ def test_a_missing_state_file_is_recognised():
     )
     assert parse.missing_verify_state(stderr)
     assert not parse.missing_verify_state("crc32c: verify failed at file f offset 0, length 1")
+
+
+def test_a_check_without_the_writers_state_fails_saying_why():
+    done = FioExit(1, "", "fio: open state file: No such file or directory\n", None, 0.1)
+    status, error = phase_state(done, "fio job writes ended with error 2")
+    assert status is PhaseStatus.FAILED and error == MISSING_STATE
+    assert "were not recorded" in error and "killed" in error
 
 
 def _opts(**over: object) -> dict:
@@ -192,3 +201,25 @@ def test_data_verdicts():
     )
     assert missing is not None and not missing.lost and missing.verdict is None
     assert data_check([], {}) is None
+
+
+def test_a_writer_that_went_over_its_blocks_again_is_said_so():
+    """1,024 blocks; two repeats of the mixed phase wrote 700 each (the same
+    sequence twice) and the check passed: blocks had two generations."""
+
+    def mixed(repeat: int) -> PhaseResult:
+        where = Scope(workload="writes", host="local")
+        written = replace(builders.totals(700, 1), ddir="write")
+        scope = replace(builders.scope(np.array([700.0]), where=where), totals={"write": written})
+        return builders.phase("mixed", np.array([700.0]), scopes=(scope,), repeat=repeat)
+
+    resolved = {"phases": [
+        {"name": "mixed", "kind": "measure",
+         "workloads": [{"name": "writes", "rw": "randwrite", "bs": 4096, "size": 4 << 20,
+                        "jobs": 1, "verify_state": True}]},
+        {"name": "verify", "kind": "verify", "workloads": []},
+    ]}  # fmt: skip
+    check = data_check([mixed(0), mixed(1), _verify_phase()], resolved)
+    assert check is not None and check.rewritten == (("writes", 700 * 2 / 1024),)
+    assert check.verdict is not None and "writes 1.4 times" in check.verdict
+    assert data_check([mixed(0), _verify_phase()], resolved).rewritten == ()

@@ -123,7 +123,9 @@ def _blocks(phase: PhaseResult, sizes: dict[tuple[str, str], int]) -> tuple[int,
 
 def _rewritten(phases: Sequence[PhaseResult], resolved: dict[str, Any]) -> list[tuple[str, float]]:
     """verify_state writers that wrote more blocks than they have, with how
-    many times over (the most of any run of the phase)."""
+    many times over. Repeats of the phase add up: each replays the same
+    sequence over the same blocks (fio's fixed seed), so a block one repeat
+    wrote is written again by the next."""
     blocks: dict[tuple[str, str], int] = {}
     for phase in resolved.get("phases", []):
         if phase.get("kind") == PhaseKind.VERIFY.value:
@@ -133,16 +135,14 @@ def _rewritten(phases: Sequence[PhaseResult], resolved: dict[str, Any]) -> list[
             if w.get("verify_state") and isinstance(size, int) and isinstance(bs, int) and bs > 0:
                 label = w.get("name") or w.get("rw")
                 blocks[(phase.get("name", ""), label)] = size // bs * int(w.get("jobs", 1))
-    over: dict[str, float] = {}
+    times: dict[str, float] = {}
     for phase in phases:
         for scope in phase.workload_scopes():
             key = (phase.name, scope.scope.workload or "")
             written = scope.totals.get("write")
             if key in blocks and written is not None and blocks[key] > 0:
-                times = written.ios / blocks[key]
-                if times > 1:
-                    over[key[1]] = max(times, over.get(key[1], 0.0))
-    return sorted(over.items())
+                times[key[1]] = times.get(key[1], 0.0) + written.ios / blocks[key]
+    return sorted((label, n) for label, n in times.items() if n > 1)
 
 
 def data_check(phases: Sequence[PhaseResult], resolved: dict[str, Any]) -> DataCheck | None:
