@@ -14,20 +14,14 @@ import pytest
 from tests import builders
 
 from iorig import scenario
-from iorig.analyze.integrity import (
-    DataCheck,
-    data_check,
-    data_verdict,
-    lost_blocks,
-    verify_message,
-)
+from iorig.analyze.integrity import DataCheck, data_check, data_verdict, lost_blocks
 from iorig.errors import UserError
 from iorig.fio import parse
 from iorig.fio.jobfile import Section, render, workload_options
 from iorig.fio.runner import FioExit
 from iorig.model import PhaseKind, PhaseResult, PhaseStatus, Scope
-from iorig.plan import build_plan
-from iorig.run.session import MISSING_STATE, phase_state
+from iorig.plan import build_plan, verify_state_problem
+from iorig.run.session import MISSING_STATE, phase_state, verify_message
 from iorig.schema import Workload
 from iorig.targets import Target
 
@@ -119,8 +113,8 @@ def test_other_workloads_keep_no_state_and_checks_list_every_bad_block():
     ],
 )
 def test_workloads_that_cannot_keep_a_state(fields, message):
-    with pytest.raises(ValueError, match=message):
-        Workload(bs=4096, verify_state=True, **fields)
+    problem = verify_state_problem(Workload(bs=4096, verify_state=True, **fields))
+    assert problem is not None and message in problem
 
 
 def test_zero_is_no_rate_limit():

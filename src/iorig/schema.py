@@ -99,12 +99,8 @@ class Workload(_Model):
     flow: int | None = Field(default=None, ge=1, le=1000)
     verify: Literal["none", "crc32c"] = "none"  # writes carry checksums a verify phase checks
     verify_interval: Size | None = None  # checksum granularity (default: bs)
-    # Check exactly what a writer had acknowledged: on a writer (write or
-    # randwrite, verify: crc32c) fio saves its write state when it ends (or on
-    # its trigger); a verify phase's workload of the same name (read or
-    # randread, same shape) replays that writer and checks each write it had
-    # acknowledged, and nothing it never wrote. The writer keeps fio's random
-    # map (no block written twice in a pass) and a fixed random sequence.
+    # a writer saves what it had acknowledged; a verify phase's workload of the
+    # same name and shape checks exactly that (see iorig.plan.check_replays)
     verify_state: Bool = False
     enabled: Bool = True
     # File sets (a fileset target): each job works on ``files`` files of
@@ -209,30 +205,6 @@ class Workload(_Model):
                 f"verify_interval {interval} must be a multiple of 512 bytes that divides the "
                 f"block size{'s' if len(sizes) > 1 else ''} ({', '.join(map(str, sizes))}); "
                 "fio would silently change it"
-            )
-        return self
-
-    @model_validator(mode="after")
-    def _verify_state(self) -> Workload:
-        if not self.verify_state:
-            return self
-        if self.rw in ("randrw", "rw"):
-            raise ValueError(
-                "verify_state is for a writer (rw: write or randwrite) or its check in a verify "
-                "phase (read or randread): fio cannot replay a job that mixes reads and writes, "
-                "so give the reads a workload of their own"
-            )
-        if self.rw in WRITES and self.verify != "crc32c":
-            raise ValueError("a verify_state writer needs verify: crc32c")
-        if self.bssplit or self.distribution != "random" or self.fileset is not None:
-            raise ValueError(
-                "verify_state needs one block size, distribution: random and one file "
-                "(fio replays one sequence of writes over one working set)"
-            )
-        if self.jobs > 1 and not self.offset_increment:
-            raise ValueError(
-                "verify_state with jobs > 1 needs offset_increment (each job its own slice: "
-                "jobs writing each other's blocks cannot be checked against one generation)"
             )
         return self
 

@@ -19,7 +19,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from iorig.analyze.criteria import Verdict
-from iorig.fio import parse
 from iorig.model import PhaseKind, PhaseResult, PhaseStatus
 from iorig.units import format_bytes
 
@@ -31,19 +30,15 @@ _LOST = re.compile(
 )
 
 
-def verify_message(failures: Sequence[parse.VerifyFailure], shown: int = SHOWN) -> str:
-    """A verify phase's error: which blocks failed, by file and offset, with
-    what fio expected and found there (the first ``shown``), and how many."""
-    listed = "; ".join(
-        f"{f.path} offset {f.offset} ({f.offset / 2**20:.2f} MiB), {f.length} bytes: {f.detail}"
-        for f in failures[:shown]
-    )
-    more = f"; … and {len(failures) - shown} more" if len(failures) > shown else ""
-    return f"{_FAILED}{len(failures)} block(s) did not read back as written: {listed}{more}"
+def lost_message(total: int, listed: Sequence[str]) -> str:
+    """A verify phase's error naming its bad blocks: ``listed`` (each by file
+    and offset, with what fio expected and found there) of ``total``."""
+    more = f"; … and {total - len(listed)} more" if total > len(listed) else ""
+    return f"{_FAILED}{total} block(s) did not read back as written: {'; '.join(listed)}{more}"
 
 
 def lost_blocks(error: str | None) -> tuple[int, str] | None:
-    """How many blocks a verify phase's error (``verify_message``) names as
+    """How many blocks a verify phase's error (``lost_message``) names as
     bad, and its listing of them; None for any other error."""
     match = _LOST.match(error or "")
     return (int(match["n"]), match["listed"]) if match else None

@@ -23,7 +23,7 @@ from pathlib import Path
 from iorig import __version__
 from iorig.analyze import audit
 from iorig.analyze.generator import Ceiling, GeneratorShape
-from iorig.analyze.integrity import verify_message
+from iorig.analyze.integrity import SHOWN, lost_message
 from iorig.analyze.steady import steady_of_series
 from iorig.errors import UserError
 from iorig.fio import parse
@@ -390,6 +390,16 @@ def phase_state(done: FioExit, problem: str | None) -> tuple[PhaseStatus, str | 
     if problem:
         return PhaseStatus.FAILED, problem
     return PhaseStatus.OK, None
+
+
+def verify_message(failures: list[parse.VerifyFailure], shown: int = SHOWN) -> str:
+    """Which blocks failed verification, by file and offset, with what fio
+    expected and found there (the first ``shown``), and how many."""
+    listed = [
+        f"{f.path} offset {f.offset} ({f.offset / 2**20:.2f} MiB), {f.length} bytes: {f.detail}"
+        for f in failures[:shown]
+    ]
+    return lost_message(len(failures), listed)
 
 
 MISSING_STATE = (
