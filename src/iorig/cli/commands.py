@@ -20,10 +20,14 @@ from iorig.analyze.analysis import analyse, compare
 from iorig.analyze.compare import shared_limit
 from iorig.analyze.generator import GeneratorShape
 from iorig.cli.common import (
+    AllowCommandsOpt,
     AllowDestroyOpt,
     BsOpt,
     DurationOpt,
     EngineOpt,
+    EventCommandOpt,
+    EventOpt,
+    EventOptions,
     FioOpt,
     HostsFileOpt,
     HostsOpt,
@@ -104,6 +108,9 @@ def run(
     hosts: HostsOpt = None,
     hosts_file: HostsFileOpt = None,
     min_rate: MinRateOpt = None,
+    event: EventOpt = None,
+    event_command: EventCommandOpt = None,
+    allow_commands: AllowCommandsOpt = None,
     fio: FioOpt = None,
 ) -> None:
     """Run a scenario (or an ad-hoc fio workload) and store every result.
@@ -127,6 +134,8 @@ def run(
     plan, backend = plan_for(
         resolved, target, hosts=host_list(hosts, hosts_file), allow_destroy=allow_destroy,
         fio=fio, repeats=repeat, min_rate=min_rate,
+        events=EventOptions(tuple(event or ()), tuple(event_command or ()),
+                            tuple(allow_commands or ())),
     )  # fmt: skip
     if auto:
         settings = ThreadsSettings()
