@@ -30,6 +30,7 @@ class Collected:
     scopes: tuple[ScopeResult, ...]
     fio_version: str
     problem: str | None  # why the phase failed, when it did
+    origin_s: float | None = None  # unix seconds at the series' second 0 (wall-clock logs)
 
 
 def tail(text: str, lines: int = 3) -> str:
@@ -157,7 +158,8 @@ def collect(
             f"fio job {j.name}{where} ended with error {j.error}: "
             f"{tail(raw.exit.stderr) or '(fio printed no error message)'}"
         )
-    return Collected(tuple(scopes), output.version, "; ".join(problems) or None)
+    origin = first / 1000 if starts else None
+    return Collected(tuple(scopes), output.version, "; ".join(problems) or None, origin)
 
 
 def _host_starts(

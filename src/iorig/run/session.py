@@ -373,6 +373,7 @@ def phase_result(
         fio_stderr=raw.exit.stderr,
         error=error,
         steady=raw.steady,
+        series_origin=collected.origin_s,
     )
     if phase.steady is not None and raw.steady is None and result.aggregate is not None:
         # no live status (fio servers): judged on the per-second series after the fact

@@ -183,9 +183,11 @@ def _migrate_to_v4(conn: sqlite3.Connection) -> None:
 
 
 # Version 5: what was done to the system during a phase (events: a host
-# stopped, a device throttled, a command run), a versioned payload.
+# stopped, a device throttled, a command run), a versioned payload, and the
+# wall-clock time of the phase's second 0 where fio's logs tell it.
 _SCHEMA_V5 = """
-ALTER TABLE phases ADD COLUMN events_json TEXT NOT NULL DEFAULT '{"version": 1, "data": []}'
+ALTER TABLE phases ADD COLUMN events_json TEXT NOT NULL DEFAULT '{"version": 1, "data": []}';
+ALTER TABLE phases ADD COLUMN series_origin REAL
 """
 
 
