@@ -202,6 +202,7 @@ def test_a_granted_command_runs_at_its_time_and_is_stored(iorig, tmp_path, scrat
     assert done.returncode == 0, done.stderr
     assert marker.exists()
     ((run_id, status),) = _runs(db_path)
+    assert status == "ok"
     row = (
         sqlite3.connect(db_path)
         .execute("SELECT started_at, events_json FROM phases WHERE run_id = ?", (run_id,))
