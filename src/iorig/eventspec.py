@@ -11,7 +11,7 @@ from typing import Annotated
 from pydantic import BaseModel, BeforeValidator, ConfigDict, field_validator
 
 from iorig.model import EventAction
-from iorig.units import format_bytes, parse_duration, parse_rate
+from iorig.units import format_bytes, parse_duration, parse_percent, parse_rate
 
 Duration = Annotated[float, BeforeValidator(parse_duration)]
 _NAME = r"[A-Za-z0-9][A-Za-z0-9_.-]{0,62}"
@@ -90,6 +90,25 @@ class EventSpec(BaseModel):
     @property
     def action(self) -> Action:
         return parse_action(self.do)
+
+
+class ImpactRule(BaseModel):
+    """How an event's impact is measured (a scenario's ``impact:``): the
+    baseline is the median of ``baseline`` seconds before the event; the
+    series has recovered once it stays within ±``tolerance`` of it for
+    ``settle`` seconds."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+    baseline: Duration = 10.0
+    tolerance: Annotated[float, BeforeValidator(parse_percent)] = 10.0
+    settle: Duration = 10.0
+
+    @field_validator("baseline", "settle", "tolerance")
+    @classmethod
+    def _positive(cls, value: float) -> float:
+        if not value > 0:
+            raise ValueError("must be greater than zero")
+        return value
 
 
 def check_phase_events(events: list[EventSpec], duration_s: float | None) -> None:

@@ -18,7 +18,7 @@ from pydantic import (
     model_validator,
 )
 
-from iorig.eventspec import EventSpec, check_phase_events
+from iorig.eventspec import EventSpec, ImpactRule, check_phase_events
 from iorig.model import Metric, PhaseKind
 from iorig.units import (
     format_bytes,
@@ -453,6 +453,7 @@ class Scenario(_Model):
     sweep: dict[str, list[str | int | float | bool]] = Field(default_factory=dict)
     criteria: list[Criterion] = Field(default_factory=list)
     loadpoints: LoadPointSpec | None = None
+    impact: ImpactRule = Field(default_factory=ImpactRule)  # how events' impact is measured
 
     @field_validator("iorig")
     @classmethod

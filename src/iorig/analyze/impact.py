@@ -11,6 +11,7 @@ second the event falls in counts after). Pure functions: no I/O, no printing.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, fields
 from typing import Any
 
@@ -179,10 +180,11 @@ def phase_impacts(
     ``all`` series; None for an event that ends a disturbance (start-host,
     unthrottle), one that never happened, or a phase without that series.
 
-    The event is placed at ``event.started_at - phase.started_at``: the phase
-    starts when iorig launches fio but the series counts from when fio's jobs
-    start, so this places the event to within fio's start-up (typically under
-    0.5 s; the event may really be that much earlier on the series' axis).
+    The event is placed at ``event.started_at - phase.origin``: exact where
+    fio's logs carry wall-clock times (fio servers); on this machine the
+    origin is when iorig launched fio and the series counts from when fio's
+    jobs started, so the event is placed to within fio's start-up (typically
+    under 0.5 s; it may really be that much earlier on the series' axis).
     """
     agg = phase.aggregate
     series = agg.series.get(ALL) if agg is not None else None
@@ -192,6 +194,35 @@ def phase_impacts(
         if agg is None or series is None or not event.action.disturbs or not happened:
             out.append((event, None))
             continue
-        at_s = event.started_at - phase.started_at
+        at_s = event.started_at - phase.origin
         out.append((event, impact_of(series, phase.headline, at_s, settings, agg.errors)))
     return out
+
+
+@dataclass(frozen=True)
+class EventImpact:
+    """An event of a run with the phase it happened in and its impact."""
+
+    phase: str
+    repeat: int
+    event: EventRecord
+    impact: Impact | None
+
+
+def settings_of(resolved: dict[str, Any]) -> ImpactSettings:
+    """The scenario's ``impact:`` rule (runs stored before it: the defaults)."""
+    rule = resolved.get("impact")
+    if not isinstance(rule, dict):
+        return ImpactSettings()
+    try:
+        return ImpactSettings(float(rule["baseline"]), float(rule["tolerance"]),
+                              float(rule["settle"]))  # fmt: skip
+    except (KeyError, TypeError, ValueError):
+        return ImpactSettings()
+
+
+def run_impacts(phases: Sequence[PhaseResult], resolved: dict[str, Any]) -> list[EventImpact]:
+    """Every event of a run, in phase order, with its impact."""
+    settings = settings_of(resolved)
+    return [EventImpact(p.name, p.repeat, event, impact)
+            for p in phases for event, impact in phase_impacts(p, settings)]  # fmt: skip
