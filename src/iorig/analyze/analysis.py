@@ -24,6 +24,7 @@ from iorig.analyze.criteria import (
     latency_columns,
     overall,
 )
+from iorig.analyze.impact import EventImpact, run_impacts
 from iorig.analyze.search import SearchResult, search_result
 from iorig.analyze.summary import PhaseSummary, summarize_phase
 from iorig.analyze.sweepcmp import SweepComparison, sweep_comparisons
@@ -42,6 +43,7 @@ class RunAnalysis:
     # multi-host runs: measured phase (with its repeat) -> host -> the criteria's
     # mean latencies on that host ("db read lat" …), as Jetstress reports per instance
     host_latencies: Mapping[str, Mapping[str, Mapping[str, float]]] = field(default_factory=dict)
+    events: tuple[EventImpact, ...] = ()  # what was done during the run, with its impact
 
     @property
     def run(self) -> RunRecord:
@@ -70,6 +72,7 @@ def analyse(stored: StoredRun, job_texts: Mapping[str, str] | None = None) -> Ru
         search=search_result(stored, pooled, verdicts),
         job_texts=dict(job_texts or {}),
         host_latencies=_host_latencies(stored),
+        events=tuple(run_impacts(stored.phases, stored.run.resolved)),
     )
 
 
