@@ -134,7 +134,10 @@ def test_html_report_in_headless_chromium(two_runs):
     dom = done.stdout
     console = [line for line in done.stderr.splitlines() if ":CONSOLE" in line]
     assert console == [], console  # no errors, no CSP violations, nothing logged at all
-    assert 'data-charts-drawn="12"' in dom  # 4 phases × (throughput, latency, percentiles)
+    # a timeline per run + 4 phases × (throughput, latency, percentiles)
+    assert 'data-charts-drawn="14"' in dom
+    for timeline in ("timeline-0", "timeline-1"):  # at the top of each run's section
+        assert re.search(rf'class="chart timeline js-plotly-plot" id="{timeline}"', dom)
     drawn = re.findall(r'id="(chart-\d+-\w+)"[^>]*class="[^"]*js-plotly-plot', dom)
     drawn += re.findall(r'class="[^"]*js-plotly-plot[^"]*"[^>]*id="(chart-\d+-\w+)"', dom)
     assert len(set(drawn)) == 12, drawn

@@ -13,6 +13,7 @@ from typing import Annotated
 
 import typer
 from rich.markup import escape
+from rich.text import Text
 
 from iorig import scenario as scenario_mod
 from iorig.adhoc import adhoc_source
@@ -59,11 +60,13 @@ from iorig.cli.common import (
 from iorig.cli.refs import resolve_run_id
 from iorig.doctor import examine, measure_data_pattern, measure_generator
 from iorig.errors import UserError
-from iorig.model import Metric, series_stats
+from iorig.model import Metric, StoredRun, series_stats
 from iorig.report import terminal
 from iorig.report.exporters import render
 from iorig.report.options import Limit
+from iorig.report.sparkline import timeline_lines
 from iorig.report.tabular import FORMAT_VERSION, run_dict, series_dict
+from iorig.report.timeline import build_timeline
 from iorig.run.events import RunOutcome
 from iorig.run.searches import ThreadsSettings, run_threads_auto, stretch_builder
 from iorig.run.session import RunSession, execute
@@ -280,12 +283,28 @@ def show(
     disclosure: Annotated[
         bool, typer.Option("--disclosure", help="print the system disclosure")
     ] = False,
+    timeline: Annotated[
+        bool,
+        typer.Option(
+            "--timeline",
+            help="every phase in order, one line each: start, duration, median, p99 range "
+            "and a sparkline of each second's throughput; events under their phase",
+        ),
+    ] = False,
 ) -> None:
     """Show one run: per measured phase, median/max/min per second and latency percentiles."""
     chosen = _format(fmt, as_json, default=Format.text)
+    if timeline and (chosen is not Format.text or disclosure):
+        raise UserError(
+            "--timeline is printed as text, on its own (not with --format, --json or --disclosure)",
+            hint="the HTML report (iorig report RUN -o FILE) draws the same timeline",
+        )
     with Store(ctx.obj) as store:
         store.reap_stale()
         (analysis,) = _analyses(store, [run_ref], jobs=jobs)
+    if timeline:
+        _print_timeline(analysis.stored)
+        return
     if disclosure:
         if chosen is Format.json:
             limit = analysis.run.disclosure.interface_limit
@@ -298,6 +317,17 @@ def show(
             console.print(terminal.disclosure_view(analysis.run))
         return
     emit(chosen.value, analysis, render_options(jobs=jobs))
+
+
+def _print_timeline(stored: StoredRun) -> None:
+    """`show --timeline`: block characters where the output can encode them,
+    colour only on a terminal (rich leaves it out otherwise)."""
+    unicode = (console.encoding or "").lower().replace("-", "") == "utf8"
+    console.print(
+        Text(f"run {stored.run.id}  {terminal.clip(stored.run.title, terminal.TITLE_CHARS)}")
+    )
+    for line in timeline_lines(build_timeline(stored), console.width, unicode=unicode):
+        console.print(line, overflow="ellipsis")  # wrapped only where the heading needs it
 
 
 def _format(fmt: Format | None, as_json: bool, default: Format) -> Format:
