@@ -3,9 +3,10 @@ idle, verify; repeats too) on one wall-clock axis, as data for the HTML
 chart and the terminal sparklines. Pure: no drawing, no printing.
 
 The axis is seconds since the run's first phase started. A phase's
-per-second point ``i`` sits at ``phase.started_at + t_s[i]`` on that axis
-(the end of its one-second window; fio's jobs start within its start-up of
-the phase's start). Throughput is in one metric for the whole run so that
+per-second point ``i`` sits at ``phase.origin + t_s[i]`` on that axis
+(the end of its one-second window; ``origin`` is exact where fio's logs
+carry wall-clock times, fio servers; else the phase's start, which fio's
+jobs follow within their start-up). Throughput is in one metric for the whole run so that
 phases compare: the headline of its measured phases when they share one,
 else bytes/s (IOPS of 8 KiB and of 1 MiB I/O are not comparable; bytes/s
 of any phase are). Latency is the p99 of each second, from that second's
@@ -161,7 +162,7 @@ def _samples(scope: ScopeResult, start_s: float, metric: Metric) -> Samples | No
 def _marks(phase: PhaseResult, origin: float) -> tuple[Mark, ...]:
     """The events that happened: skipped ones (never started) are left out."""
     return tuple(
-        Mark(e.started_at - origin, e.started_at - phase.started_at, e.label, e.status, phase.name)
+        Mark(e.started_at - origin, e.started_at - phase.origin, e.label, e.status, phase.name)
         for e in sorted(phase.events, key=lambda e: e.started_at)
         if _happened(e)
     )
@@ -190,7 +191,7 @@ def build_timeline(stored: StoredRun) -> Timeline:
             scopes += [(s.scope.host, s) for s in p.host_scopes]
         samples = {}
         for host, scope in scopes:
-            found = _samples(scope, start, metric)
+            found = _samples(scope, p.origin - origin, metric)
             if found is not None:
                 samples[host] = found
                 if host is not None:
