@@ -16,6 +16,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
+from tests.conftest import chromium_or_skip
 
 pytestmark = pytest.mark.fio
 REPO = Path(__file__).resolve().parent.parent
@@ -99,21 +100,9 @@ def test_as_percent_of_and_limit(two_runs):
     assert "above the limit" in out  # the sequential phases beat 1 GB/s on this machine's cache
 
 
-def _chromium() -> str | None:
-    for name in ("chromium", "chromium-browser", "google-chrome"):
-        found = shutil.which(name)
-        if found:
-            return found
-    return None
-
-
 def test_html_report_in_headless_chromium(two_runs):
     db, base = two_runs
-    browser = _chromium()
-    if browser is None:
-        if os.environ.get("IORIG_REQUIRE_BROWSER"):
-            pytest.fail("chromium is required (IORIG_REQUIRE_BROWSER) but not installed")
-        pytest.skip("chromium is not installed (make test installs it)")
+    browser = chromium_or_skip()
     report = base / "report.html"
     _cli(db, "report", "last~1", "last", "-o", str(report))
     html = report.read_text()

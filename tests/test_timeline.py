@@ -5,9 +5,7 @@ HTML report's whole-run chart in a real headless Chromium."""
 
 from __future__ import annotations
 
-import os
 import re
-import shutil
 import subprocess
 from dataclasses import replace
 from pathlib import Path
@@ -16,6 +14,7 @@ import numpy as np
 import pytest
 from rich.console import Console
 from tests.builders import phase, record, scope
+from tests.conftest import chromium_or_skip
 
 from iorig.analyze.analysis import analyse
 from iorig.model import (
@@ -284,20 +283,8 @@ def test_show_timeline_of_a_real_run(iorig, scratch):
 # ---------------------------------------------------------------- HTML in Chromium
 
 
-def _chromium() -> str | None:
-    for name in ("chromium", "chromium-browser", "google-chrome"):
-        found = shutil.which(name)
-        if found:
-            return found
-    return None
-
-
 def test_html_timeline_in_headless_chromium(tmp_path: Path):
-    browser = _chromium()
-    if browser is None:
-        if os.environ.get("IORIG_REQUIRE_BROWSER"):
-            pytest.fail("chromium is required (IORIG_REQUIRE_BROWSER) but not installed")
-        pytest.skip("chromium is not installed (make test installs it)")
+    browser = chromium_or_skip()
     stored = _two_phases_and_a_gap()
     first, pause, second = stored.phases
     evil = EventRecord(2.5, EventAction.MARK, 'cut <b>power</b> & "see"', EventStatus.DONE,

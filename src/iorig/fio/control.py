@@ -145,8 +145,7 @@ class HostControl:
 
     @property
     def where(self) -> str:
-        host = f"[{self.address.host}]" if self.address.is_ipv6 else self.address.host
-        return f"{host}:{control_port(self.address.port)}"
+        return HostAddress(self.address.host, control_port(self.address.port)).label
 
     def _connect(self) -> socket.socket:
         try:
