@@ -87,3 +87,15 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if "fio" in item.keywords:
             item.add_marker(skip)
+
+
+def chromium_or_skip() -> str:
+    """The headless browser for HTML report tests: skipped without one, a
+    failure when ``IORIG_REQUIRE_BROWSER`` is set (CI installs it)."""
+    for name in ("chromium", "chromium-browser", "google-chrome"):
+        found = shutil.which(name)
+        if found:
+            return found
+    if os.environ.get("IORIG_REQUIRE_BROWSER"):
+        pytest.fail("chromium is required (IORIG_REQUIRE_BROWSER) but not installed")
+    pytest.skip("chromium is not installed (make test installs it)")

@@ -30,17 +30,18 @@ PARTS: dict[str, set[str]] = {
     "fio": BASE,
     "scenario": BASE,
     "targets": BASE,
+    "throttle": BASE,  # the kernel's block throttle (throttle events)
     "sysinfo": {"model"},
     "plan": BASE | {"scenario", "targets", "fio"},
     "store": {"model", "errors"},
     "analyze": BASE | {"scenario"},
-    "run": BASE | {"plan", "fio", "store", "analyze", "scenario", "targets", "sysinfo"},
+    "run": BASE | {"plan", "fio", "store", "analyze", "scenario", "targets", "sysinfo", "throttle"},
     "doctor": BASE | {"run", "analyze", "fio", "sysinfo"},
     "report": BASE | {"analyze", "scenario"},
 }
 PARTS["cli"] = set(PARTS)  # the top: anything below it
 TOP_LEVEL = {
-    **dict.fromkeys(("schema", "expr", "yamlsource", "adhoc", "sweep"), "scenario"),
+    **dict.fromkeys(("schema", "expr", "yamlsource", "adhoc", "sweep", "eventspec"), "scenario"),
     "__main__": "cli",
 }
 

@@ -16,6 +16,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
+from tests.conftest import chromium_or_skip
 
 pytestmark = pytest.mark.fio
 REPO = Path(__file__).resolve().parent.parent
@@ -99,21 +100,9 @@ def test_as_percent_of_and_limit(two_runs):
     assert "above the limit" in out  # the sequential phases beat 1 GB/s on this machine's cache
 
 
-def _chromium() -> str | None:
-    for name in ("chromium", "chromium-browser", "google-chrome"):
-        found = shutil.which(name)
-        if found:
-            return found
-    return None
-
-
 def test_html_report_in_headless_chromium(two_runs):
     db, base = two_runs
-    browser = _chromium()
-    if browser is None:
-        if os.environ.get("IORIG_REQUIRE_BROWSER"):
-            pytest.fail("chromium is required (IORIG_REQUIRE_BROWSER) but not installed")
-        pytest.skip("chromium is not installed (make test installs it)")
+    browser = chromium_or_skip()
     report = base / "report.html"
     _cli(db, "report", "last~1", "last", "-o", str(report))
     html = report.read_text()
@@ -134,7 +123,10 @@ def test_html_report_in_headless_chromium(two_runs):
     dom = done.stdout
     console = [line for line in done.stderr.splitlines() if ":CONSOLE" in line]
     assert console == [], console  # no errors, no CSP violations, nothing logged at all
-    assert 'data-charts-drawn="12"' in dom  # 4 phases × (throughput, latency, percentiles)
+    # a timeline per run + 4 phases × (throughput, latency, percentiles)
+    assert 'data-charts-drawn="14"' in dom
+    for timeline in ("timeline-0", "timeline-1"):  # at the top of each run's section
+        assert re.search(rf'class="chart timeline js-plotly-plot" id="{timeline}"', dom)
     drawn = re.findall(r'id="(chart-\d+-\w+)"[^>]*class="[^"]*js-plotly-plot', dom)
     drawn += re.findall(r'class="[^"]*js-plotly-plot[^"]*"[^>]*id="(chart-\d+-\w+)"', dom)
     assert len(set(drawn)) == 12, drawn

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from iorig.errors import UserError
+from iorig.eventspec import EventSpec
 from iorig.fio.hosts import HostAddress
 from iorig.model import Disclosure, InterfaceLimit, Metric, PhaseKind, PhaseResult
 from iorig.scenario import ResolvedScenario
@@ -46,6 +47,7 @@ class PlannedPhase:
     steady: SteadyRule | None = None
     point: dict[str, Any] = field(default_factory=dict)  # sweep / search coordinates
     ramp_s: float | None = None  # fio ramp_time before each measurement
+    events: tuple[EventSpec, ...] = ()  # done to the system at set times of the phase
 
     @property
     def bytes_to_write(self) -> int:
@@ -94,6 +96,8 @@ class Plan:
     hosts: tuple[HostAddress, ...] = ()
     host_targets: dict[str, dict[str, Target]] = field(default_factory=dict)
     min_bytes_per_s: float = MIN_BYTES_PER_S  # below it a size-based phase is hung
+    # user commands events may run, by name, as the command line granted them
+    event_grants: dict[str, str] = field(default_factory=dict)
 
     @property
     def host_labels(self) -> list[str]:
@@ -313,6 +317,7 @@ def build_plan(
                 steady=phase.steady_rule,
                 point=resolved.phase_points.get(phase.name, {}),
                 ramp_s=phase.ramp,
+                events=tuple(phase.events),
             )
         )
     check_replays(phases)

@@ -18,6 +18,7 @@ from pydantic import (
     model_validator,
 )
 
+from iorig.eventspec import EventSpec, ImpactRule, check_phase_events
 from iorig.model import Metric, PhaseKind
 from iorig.units import (
     format_bytes,
@@ -257,9 +258,15 @@ class Phase(_Model):
     steady: SteadyRule | None = None
     description: str = ""
     workloads: list[Workload] = Field(default_factory=list)
+    # done to the system at set times of the phase (a host stopped, a throttle)
+    events: list[EventSpec] = Field(default_factory=list, max_length=100)
 
     @model_validator(mode="after")
     def _shape(self) -> Phase:
+        if self.events:
+            if self.kind not in (PhaseKind.WARMUP, PhaseKind.MEASURE):
+                raise ValueError("events apply to warmup and measure phases (they run for a time)")
+            check_phase_events(self.events, self.duration)
         if self.ramp is not None and self.kind not in (PhaseKind.MEASURE, PhaseKind.WARMUP):
             raise ValueError("ramp applies to measure and warmup phases")
         if self.until == "steady" and self.kind is not PhaseKind.WARMUP:
@@ -455,6 +462,7 @@ class Scenario(_Model):
     sweep: dict[str, list[str | int | float | bool]] = Field(default_factory=dict)
     criteria: list[Criterion] = Field(default_factory=list)
     loadpoints: LoadPointSpec | None = None
+    impact: ImpactRule = Field(default_factory=ImpactRule)  # how events' impact is measured
 
     @field_validator("iorig")
     @classmethod

@@ -224,6 +224,7 @@ def test_agent_treats_every_spelling_of_all_interfaces_as_0000(monkeypatch, caps
             pass
 
         running = False
+        control_problem = None
 
         def stop(self):
             pass

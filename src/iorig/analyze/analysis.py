@@ -24,6 +24,7 @@ from iorig.analyze.criteria import (
     latency_columns,
     overall,
 )
+from iorig.analyze.impact import EventImpact, run_impacts
 from iorig.analyze.integrity import DataCheck, data_check, data_verdict
 from iorig.analyze.search import SearchResult, search_result
 from iorig.analyze.summary import PhaseSummary, summarize_phase
@@ -44,6 +45,7 @@ class RunAnalysis:
     # mean latencies on that host ("db read lat" …), as Jetstress reports per instance
     host_latencies: Mapping[str, Mapping[str, Mapping[str, float]]] = field(default_factory=dict)
     data: DataCheck | None = None  # what the verify phases found, when there were any
+    events: tuple[EventImpact, ...] = ()  # what was done during the run, with its impact
 
     @property
     def data_lost(self) -> bool:
@@ -80,6 +82,7 @@ def analyse(stored: StoredRun, job_texts: Mapping[str, str] | None = None) -> Ru
         job_texts=dict(job_texts or {}),
         host_latencies=_host_latencies(stored),
         data=data,
+        events=tuple(run_impacts(stored.phases, stored.run.resolved)),
     )
 
 

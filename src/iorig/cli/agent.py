@@ -54,6 +54,8 @@ def agent(
             f"iorig agent: {escape(version)} serving on {escape(address.label)}, working "
             f"directory {escape(str(directory.resolve()))}"
         )
+        if server.control_problem:
+            console.print(f"[yellow]{escape(server.control_problem)}[/]")
         if everywhere:
             console.print(
                 "[yellow]listening on every address: anyone who reaches this port can run fio "

@@ -13,6 +13,7 @@ from typing import Annotated
 
 import typer
 from rich.markup import escape
+from rich.text import Text
 
 from iorig import scenario as scenario_mod
 from iorig.adhoc import adhoc_source
@@ -20,10 +21,14 @@ from iorig.analyze.analysis import analyse, compare
 from iorig.analyze.compare import shared_limit
 from iorig.analyze.generator import GeneratorShape
 from iorig.cli.common import (
+    AllowCommandsOpt,
     AllowDestroyOpt,
     BsOpt,
     DurationOpt,
     EngineOpt,
+    EventCommandOpt,
+    EventOpt,
+    EventOptions,
     FioOpt,
     HostsFileOpt,
     HostsOpt,
@@ -55,11 +60,13 @@ from iorig.cli.common import (
 from iorig.cli.refs import resolve_run_id
 from iorig.doctor import examine, measure_data_pattern, measure_generator
 from iorig.errors import UserError
-from iorig.model import Metric, series_stats
+from iorig.model import Metric, StoredRun, series_stats
 from iorig.report import terminal
 from iorig.report.exporters import render
 from iorig.report.options import Limit
+from iorig.report.sparkline import timeline_lines
 from iorig.report.tabular import FORMAT_VERSION, run_dict, series_dict
+from iorig.report.timeline import build_timeline
 from iorig.run.events import RunOutcome
 from iorig.run.searches import ThreadsSettings, run_threads_auto, stretch_builder
 from iorig.run.session import RunSession, execute
@@ -104,6 +111,9 @@ def run(
     hosts: HostsOpt = None,
     hosts_file: HostsFileOpt = None,
     min_rate: MinRateOpt = None,
+    event: EventOpt = None,
+    event_command: EventCommandOpt = None,
+    allow_commands: AllowCommandsOpt = None,
     fio: FioOpt = None,
 ) -> None:
     """Run a scenario (or an ad-hoc fio workload) and store every result.
@@ -127,6 +137,8 @@ def run(
     plan, backend = plan_for(
         resolved, target, hosts=host_list(hosts, hosts_file), allow_destroy=allow_destroy,
         fio=fio, repeats=repeat, min_rate=min_rate,
+        events=EventOptions(tuple(event or ()), tuple(event_command or ()),
+                            tuple(allow_commands or ())),
     )  # fmt: skip
     if auto:
         settings = ThreadsSettings()
@@ -271,12 +283,28 @@ def show(
     disclosure: Annotated[
         bool, typer.Option("--disclosure", help="print the system disclosure")
     ] = False,
+    timeline: Annotated[
+        bool,
+        typer.Option(
+            "--timeline",
+            help="every phase in order, one line each: start, duration, median, p99 range "
+            "and a sparkline of each second's throughput; events under their phase",
+        ),
+    ] = False,
 ) -> None:
     """Show one run: per measured phase, median/max/min per second and latency percentiles."""
     chosen = _format(fmt, as_json, default=Format.text)
+    if timeline and (chosen is not Format.text or disclosure):
+        raise UserError(
+            "--timeline is printed as text, on its own (not with --format, --json or --disclosure)",
+            hint="the HTML report (iorig report RUN -o FILE) draws the same timeline",
+        )
     with Store(ctx.obj) as store:
         store.reap_stale()
         (analysis,) = _analyses(store, [run_ref], jobs=jobs)
+    if timeline:
+        _print_timeline(analysis.stored)
+        return
     if disclosure:
         if chosen is Format.json:
             limit = analysis.run.disclosure.interface_limit
@@ -289,6 +317,17 @@ def show(
             console.print(terminal.disclosure_view(analysis.run))
         return
     emit(chosen.value, analysis, render_options(jobs=jobs))
+
+
+def _print_timeline(stored: StoredRun) -> None:
+    """`show --timeline`: block characters where the output can encode them,
+    colour only on a terminal (rich leaves it out otherwise)."""
+    unicode = (console.encoding or "").lower().replace("-", "") == "utf8"
+    console.print(
+        Text(f"run {stored.run.id}  {terminal.clip(stored.run.title, terminal.TITLE_CHARS)}")
+    )
+    for line in timeline_lines(build_timeline(stored), console.width, unicode=unicode):
+        console.print(line, overflow="ellipsis")  # wrapped only where the heading needs it
 
 
 def _format(fmt: Format | None, as_json: bool, default: Format) -> Format:

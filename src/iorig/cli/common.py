@@ -7,13 +7,14 @@ from __future__ import annotations
 import math
 import shlex
 import sys
-from collections.abc import Callable
-from dataclasses import replace
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
 from enum import StrEnum
 from pathlib import Path
 from typing import Annotated
 
 import typer
+from pydantic import ValidationError
 from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, Progress, TaskID, TextColumn
@@ -23,6 +24,7 @@ from iorig import __version__
 from iorig.analyze.analysis import Comparison, RunAnalysis, analyse
 from iorig.analyze.summary import summarize_phase
 from iorig.errors import UserError
+from iorig.eventspec import EventSpec, parse_cli_event
 from iorig.fio.hosts import HostAddress, parse_host, parse_hosts
 from iorig.model import ALL, PhaseKind, RunStatus
 from iorig.plan import Plan
@@ -31,6 +33,7 @@ from iorig.report.metrics import metric
 from iorig.report.options import RenderOptions
 from iorig.report.terminal import TITLE_CHARS, clip
 from iorig.run import make_backend
+from iorig.run.actions import check_events, parse_grants
 from iorig.run.backend import PhaseBackend
 from iorig.run.events import (
     Event,
@@ -42,6 +45,7 @@ from iorig.run.events import (
 )
 from iorig.run.session import check_workdir_space
 from iorig.scenario import ResolvedScenario, parse_assignments
+from iorig.schema import Phase
 from iorig.store import Store, default_db_path
 from iorig.targets import bind_host_targets, bind_targets
 from iorig.units import format_bytes, format_latency, format_rate, format_si, parse_rate
@@ -143,6 +147,63 @@ def host_list(hosts: str | None, hosts_file: Path | None) -> list[HostAddress]:
     return found
 
 
+@dataclass(frozen=True)
+class EventOptions:
+    """``run --event``, ``--event-command`` and ``--allow-commands``."""
+
+    events: tuple[str, ...] = ()
+    commands: tuple[str, ...] = ()
+    command_files: tuple[Path, ...] = ()
+
+
+EventOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--event",
+        help="add an event to a phase: PHASE@TIME=ACTION, e.g. measure@20s='stop-host 2' "
+        "(repeatable; see README 'Availability and integrity')",
+    ),
+]
+EventCommandOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--event-command",
+        help="allow the event command NAME to run COMMAND: NAME='COMMAND' (repeatable)",
+    ),
+]
+AllowCommandsOpt = Annotated[
+    list[Path] | None,
+    typer.Option("--allow-commands", help="a YAML file of event commands, NAME: COMMAND"),
+]
+
+
+def with_events(resolved: ResolvedScenario, items: Sequence[str]) -> ResolvedScenario:
+    """The scenario with ``--event`` items added to their phases."""
+    if not items:
+        return resolved
+    scenario = resolved.scenario
+    added: dict[str, list[EventSpec]] = {}
+    for item in items:
+        try:
+            phase, spec = parse_cli_event(item)
+        except ValueError as exc:
+            raise UserError(str(exc).splitlines()[0]) from None
+        if phase not in {p.name for p in scenario.phases}:
+            names = ", ".join(p.name for p in scenario.phases)
+            raise UserError(f"--event {item!r:.80}: no phase {phase!r} (phases: {names})")
+        added.setdefault(phase, []).append(spec)
+    phases = []
+    for p in scenario.phases:
+        try:
+            phases.append(Phase.model_validate(
+                p.model_dump() | {"events": [*p.events, *added.get(p.name, [])]}
+            ))  # fmt: skip
+        except ValidationError as exc:
+            problems = "; ".join(e["msg"].removeprefix("Value error, ") for e in exc.errors())
+            raise UserError(f"--event for phase {p.name!r}: {problems}") from None
+    return replace(resolved, scenario=scenario.model_copy(update={"phases": phases}))
+
+
 def plan_for(
     resolved: ResolvedScenario,
     targets: list[str],
@@ -152,10 +213,14 @@ def plan_for(
     fio: str | None,
     repeats: int = 1,
     min_rate: str | None = None,
+    events: EventOptions | None = None,
 ) -> tuple[Plan, PhaseBackend]:
     """The backend (this machine, or the fio servers of --hosts), and the
-    plan it prepared on the bound targets."""
+    plan it prepared on the bound targets; events checked before that."""
+    events = events or EventOptions()
     floor = _min_rate(min_rate)
+    resolved = with_events(resolved, events.events)
+    grants = parse_grants(events.commands, events.command_files)
     roles = list(resolved.scenario.targets)
     if hosts and (keeps := _keeps_state(resolved)):
         # fio 3.33 saves a job's write state on the server but loads it from
@@ -165,14 +230,17 @@ def plan_for(
             "works on this machine only, not on fio servers",
             hint="run the scenario without --hosts",
         )
+    local = {} if hosts else bind_targets(roles, targets)
+    check_events(resolved, grants, hosts, local)  # a command not granted: nothing runs
     check_workdir_space()  # before any target file exists
     backend = make_backend(hosts, fio)
     if hosts:
         bound = bind_host_targets(roles, targets, hosts)
         paths = {host.label: paths for host, paths in bound.items()}
     else:
-        paths = {backend.hosts[0]: bind_targets(roles, targets)}
+        paths = {backend.hosts[0]: local}
     plan = backend.prepare(resolved, paths, allow_destroy=allow_destroy, repeats=repeats)
+    plan = replace(plan, event_grants=grants)
     return (replace(plan, min_bytes_per_s=floor) if floor else plan), backend
 
 

@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 
 from iorig.errors import UserError
+from iorig.fio.control import ControlServer, control_port
 from iorig.fio.hosts import HostAddress, is_any_address
 from iorig.fio.process import spawn
 
@@ -163,6 +164,7 @@ class FioServer:
         *,
         allow_any: bool = False,
         log_path: Path | None = None,
+        control: bool = True,
     ) -> None:
         if is_any_address(address.host) and not allow_any:
             shown = address.host or "all addresses"
@@ -179,6 +181,13 @@ class FioServer:
         self._proc: subprocess.Popen | None = None
         self._lock = threading.Lock()
         self._watching = threading.Event()
+        # the control port (stop-host / start-host events), see fio.control
+        self._control = ControlServer(address, self._tree) if control else None
+        self.control_problem: str | None = None
+
+    def _tree(self) -> list[int]:
+        pid = self.pid
+        return process_tree(pid) if pid is not None and self.running else []
 
     @property
     def pid(self) -> int | None:
@@ -236,6 +245,7 @@ class FioServer:
                     hint="see fio's message; is the address one of this machine's?",
                 )
             if self._ready():
+                self._start_control()
                 self._watching.set()
                 threading.Thread(target=self._watch, args=(self._proc.pid,), daemon=True).start()
                 return
@@ -243,6 +253,18 @@ class FioServer:
                 self.stop()
                 raise UserError(f"fio --server on {where} did not listen within {timeout_s:g} s")
             time.sleep(0.02)
+
+    def _start_control(self) -> None:
+        if self._control is None:
+            return
+        try:
+            self._control.start()
+        except OSError as exc:
+            self._control = None
+            self.control_problem = (
+                f"no control port {control_port(self.address.port)} ({exc.strerror or exc}): "
+                "runs cannot stop and resume this host (stop-host/start-host events)"
+            )
 
     def _ready(self) -> bool:
         assert self._proc is not None
@@ -280,6 +302,8 @@ class FioServer:
         """Stop the server and every process it forked (sessions and jobs):
         SIGTERM, then SIGKILL whatever is left after ``timeout_s``."""
         self._watching.clear()
+        if self._control is not None:
+            self._control.close()
         with self._lock:
             proc = self._proc
             if proc is None:
@@ -294,6 +318,7 @@ class FioServer:
                 for pid in others:
                     with contextlib.suppress(ProcessLookupError, PermissionError):
                         os.kill(pid, sig)
+                        os.kill(pid, signal.SIGCONT)  # a host stopped by a run ends too
                 deadline = time.monotonic() + timeout_s
                 while time.monotonic() < deadline:
                     with contextlib.suppress(subprocess.TimeoutExpired):

@@ -146,6 +146,14 @@ class PhaseResult:
     # load point. Empty for an ordinary scenario phase.
     point: dict[str, Any] = field(default_factory=dict)
     events: tuple[EventRecord, ...] = ()  # what was done to the system during the phase
+    # unix seconds at t_s = 0 of the series, where fio's logs tell (fio servers' wall-clock
+    # logs); else None and started_at stands in for it (fio's start-up later)
+    series_origin: float | None = None
+
+    @property
+    def origin(self) -> float:
+        """Unix seconds at the series' second 0: where events and phases meet on one axis."""
+        return self.series_origin if self.series_origin is not None else self.started_at
 
     @property
     def aggregate(self) -> ScopeResult | None:

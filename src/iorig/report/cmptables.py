@@ -15,6 +15,7 @@ from iorig.analyze.compare import (
     verdict_text,
 )
 from iorig.model import ALL, Metric, PhaseKind, spread
+from iorig.report.eventtables import event_comparison_table
 from iorig.report.metrics import metric
 from iorig.report.options import Limit, RenderOptions
 from iorig.report.searchtables import comparison_search_tables
@@ -197,6 +198,8 @@ def comparison_tables(cmp: Comparison, options: RenderOptions) -> list[TableMode
     tables += comparison_search_tables(cmp)
     if (spread_table := host_spread_table(cmp)) is not None:
         tables.append(spread_table)
+    if (events := event_comparison_table(cmp)) is not None:
+        tables.append(events)
     return tables
 
 

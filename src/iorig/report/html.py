@@ -28,6 +28,8 @@ from iorig.report.options import RenderOptions
 from iorig.report.searchtables import search_tables
 from iorig.report.tables import TableModel, run_tables, summary_tables
 from iorig.report.terminal import limit_text
+from iorig.report.timeline import build_timeline
+from iorig.report.timelinechart import timeline_chart
 from iorig.units import format_bytes, format_duration
 
 _PERCENTILE_TICKS = (0, 1, 2, 3, 4, 5)
@@ -286,6 +288,14 @@ def render_report(
     search = search_charts(runs)
     charts = [c for i, name in enumerate(names) for c in phase_charts(i, name, runs)]
     charts += [{k: v for k, v in c.items() if k != "title"} for c in steady + search]
+    # one timeline per run, at the top of its section
+    headers = [_run_header(r) | {"timeline": f"timeline-{i}" if r.stored.phases else None}
+               for i, r in enumerate(runs)]  # fmt: skip
+    charts = [
+        timeline_chart(build_timeline(r.stored), h["timeline"], f"{r.label}: the whole run")
+        for r, h in zip(runs, headers, strict=True)
+        if h["timeline"]
+    ] + charts
     phases = [
         {
             "name": name,
@@ -302,7 +312,7 @@ def render_report(
         title=title,
         version=__version__,
         generated=dt.datetime.now().strftime("%Y-%m-%d %H:%M:%S"),
-        runs=[_run_header(r) for r in runs],
+        runs=headers,
         differences=list(comparison.definition_differences) if comparison else [],
         tables=tables,
         notes=notes,

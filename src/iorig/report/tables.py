@@ -8,7 +8,6 @@ those of comparisons and searches."""
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
 from rich.table import Table
 from rich.text import Text
@@ -17,17 +16,10 @@ from iorig.analyze.analysis import RunAnalysis
 from iorig.analyze.criteria import Verdict, criteria_of, latency_columns
 from iorig.analyze.summary import PhaseSummary
 from iorig.model import ALL, PhaseKind, spread
+from iorig.report.eventtables import event_table
 from iorig.report.metrics import metric
+from iorig.report.tablemodel import TableModel
 from iorig.units import format_bytes, format_duration, format_latency, format_rate
-
-
-@dataclass(frozen=True)
-class TableModel:
-    title: str
-    headers: tuple[str, ...]
-    rows: tuple[tuple[str, ...], ...]
-    align: tuple[str, ...]  # "l", "c" or "r" per column
-    notes: tuple[str, ...] = ()
 
 
 def phase_label(s: PhaseSummary) -> str:
@@ -193,6 +185,8 @@ def run_tables(analysis: RunAnalysis) -> list[TableModel]:
         tables.append(timed)
     if analysis.verdicts:
         tables.append(verdict_table(analysis.verdicts, analysis.verdict))
+    if (events := event_table(analysis)) is not None:
+        tables.append(events)
     return tables + host_tables(analysis)
 
 

@@ -14,6 +14,7 @@ from dataclasses import asdict
 from typing import Any
 
 from iorig.analyze.analysis import Comparison, RunAnalysis
+from iorig.analyze.impact import EventImpact
 from iorig.analyze.knee import Point
 from iorig.analyze.search import CurveResult, KneeResult, LoadPointResult, SearchResult, SweepResult
 from iorig.analyze.summary import PhaseSummary
@@ -132,8 +133,15 @@ def run_document(analysis: RunAnalysis) -> dict[str, Any]:
             for s in analysis.summaries
             if s.kind.size_based
         ],
+        "events": [event_dict(e) for e in analysis.events],
         "samples": series_records(stored),
     }  # fmt: skip
+
+
+def event_dict(e: EventImpact) -> dict[str, Any]:
+    """An event as it happened, with its impact (None where not measured)."""
+    return {"phase": e.phase, "repeat": e.repeat, **e.event.as_dict(),
+            "impact": e.impact.as_dict() if e.impact is not None else None}  # fmt: skip
 
 
 def _knee_point(p: Point) -> dict[str, Any]:

@@ -30,6 +30,7 @@ class Collected:
     scopes: tuple[ScopeResult, ...]
     fio_version: str
     problem: str | None  # why the phase failed, when it did
+    origin_s: float | None = None  # unix seconds at the series' second 0 (wall-clock logs)
 
 
 def tail(text: str, lines: int = 3) -> str:
@@ -52,18 +53,48 @@ def host_start_ms(sample_times_ms: Sequence[int], interval_ms: int = 1000) -> in
     return min(t - (round((t - first) / interval_ms) + 1) * interval_ms for t in sample_times_ms)
 
 
-def _job_logs(kinds: Mapping[str, list[Any]], start_ms: int) -> JobLogs:
-    """A job's logs, times made relative to its host's start."""
+def _job_logs(
+    kinds: Mapping[str, list[Any]], start_ms: int, paused: Sequence[tuple[int, int]] = ()
+) -> JobLogs:
+    """A job's logs, times made relative to its host's start; the seconds its
+    host was stopped on purpose (``paused``, on that axis) logged as zero."""
     if start_ms:
         kinds = {k: [replace(s, t_ms=s.t_ms - start_ms) for s in v] for k, v in kinds.items()}
+    if paused:
+        kinds = {k: _zero_filled(v, paused) if k in ("iops", "bw") else v
+                 for k, v in kinds.items()}  # fmt: skip
     return JobLogs.of(kinds)
 
 
-def collect(raw: RawPhase, phase: PlannedPhase) -> Collected:
+def _overlaps(a_ms: int, b_ms: int, paused: Sequence[tuple[int, int]]) -> bool:
+    return any(a_ms < p1 + 1000 and b_ms > p0 - 1000 for p0, p1 in paused)
+
+
+def _zero_filled(samples: list[Any], paused: Sequence[tuple[int, int]]) -> list[Any]:
+    """A stopped host's fio logs no window while frozen and one late window
+    after: the whole seconds between, inside a pause, did no I/O — zero, so
+    that the series goes on through the stop instead of ending at it."""
+    out = list(samples)
+    for ddir in {s.ddir for s in samples}:
+        times = sorted(s.t_ms for s in samples if s.ddir == ddir)
+        bs = next(s.bs for s in samples if s.ddir == ddir)
+        for a, b in pairwise(times):
+            if b - a > 1500 and _overlaps(a, b, paused):
+                out += [parse.LogSample(k * 1000, 0.0, ddir, bs)
+                        for k in range(round(a / 1000) + 1, round(b / 1000))]  # fmt: skip
+    return sorted(out, key=lambda s: s.t_ms)
+
+
+def collect(
+    raw: RawPhase,
+    phase: PlannedPhase,
+    pauses: Mapping[str, Sequence[tuple[float, float]]] | None = None,
+) -> Collected:
     """Scopes (aggregate first, then hosts, then workloads), fio's version,
     and the problem if any: no output, a host without results (the others
     are kept, the phase fails naming it), or a fio job that ended with an
-    error."""
+    error. ``pauses``: when hosts were stopped on purpose (stop-host
+    events, unix seconds); those seconds are the host's zeros, not a stall."""
     several = len(raw.hosts) > 1
     default_name = raw.hosts[0].label if len(raw.hosts) == 1 else "local"
     try:
@@ -82,22 +113,26 @@ def collect(raw: RawPhase, phase: PlannedPhase) -> Collected:
     missing = [h for h in raw.hosts if h.label not in present]
     starts = _host_starts(raw.hosts, phase, by_prefix) if raw.wallclock_logs else {}
     first = min(starts.values(), default=0)
+    paused = {h: [(round(a * 1000) - starts[h], round(b * 1000) - starts[h]) for a, b in spans]
+              for h, spans in (pauses or {}).items() if h in starts}  # fmt: skip
     sections = []
     for host in raw.hosts:
         if host in missing:
             continue
         start = starts.get(host.label, 0)
+        mine = paused.get(host.label, [])
         for w in phase.workloads:
             jobs = tuple(j for j in output.jobs if j.name == w.label and j.host == host.label)
             kinds_by_job = by_prefix.get(w.label + host.log_suffix, {})
-            job_logs = tuple(_job_logs(kinds, start) for _, kinds in sorted(kinds_by_job.items()))
+            job_logs = tuple(_job_logs(kinds, start, mine)
+                             for _, kinds in sorted(kinds_by_job.items()))  # fmt: skip
             if phase.kind is PhaseKind.VERIFY:
                 job_logs = tuple(_read_logs(logs) for logs in job_logs)
             sections.append(SectionData(w.label, host.label, jobs, job_logs))
     shifts = {h: round((s - first) / 1000) for h, s in starts.items()}
     scopes = list(build_scopes(sections, shifts, per_host=several)) if sections else []
     problems = []
-    stalls = find_stalls(raw, phase, by_prefix, output.jobs, starts)
+    stalls = find_stalls(raw, phase, by_prefix, output.jobs, starts, paused)
     if stalls:
         scopes = [_before_stalls(sc, stalls, shifts) for sc in scopes]
         problems.append(
@@ -127,7 +162,8 @@ def collect(raw: RawPhase, phase: PlannedPhase) -> Collected:
             f"fio job {j.name}{where} ended with error {j.error}: "
             f"{tail(raw.exit.stderr) or '(fio printed no error message)'}"
         )
-    return Collected(tuple(scopes), output.version, "; ".join(problems) or None)
+    origin = first / 1000 if starts else None
+    return Collected(tuple(scopes), output.version, "; ".join(problems) or None, origin)
 
 
 def _reads_only(job: parse.JobStats) -> parse.JobStats:
@@ -173,6 +209,7 @@ def find_stalls(
     by_prefix: Mapping[str, Mapping[int, Mapping[str, list[Any]]]],
     jobs: Sequence[parse.JobStats],
     starts: Mapping[str, int],
+    paused: Mapping[str, Sequence[tuple[int, int]]] | None = None,
 ) -> dict[str, tuple[int, int]]:
     """Per host, the first stretch of seconds (1-based, on the host's own
     axis) in which a free-running job logged no one-second window: a host
@@ -180,7 +217,9 @@ def find_stalls(
     completing I/O. fio averages such a stretch into one late window, so its
     seconds cannot be told apart; a host that started seconds after the
     others (stopped before its first window) counts as stalled from second 1.
-    Paced jobs, which may rightly log nothing in a second, are not judged."""
+    Paced jobs, which may rightly log nothing in a second, are not judged,
+    nor the stretches a host was stopped on purpose (``paused``, ms on each
+    host's axis)."""
     first = min(starts.values(), default=0)
     out: dict[str, tuple[int, int]] = {}
     for host in raw.hosts:
@@ -195,7 +234,7 @@ def find_stalls(
             for kinds in by_prefix.get(w.label + host.log_suffix, {}).values():
                 times = sorted({s.t_ms - start for s in kinds.get("iops", ())})
                 for a, b in pairwise(times):
-                    if b - a > STALL_MS:
+                    if b - a > STALL_MS and not _overlaps(a, b, (paused or {}).get(host.label, ())):
                         found.append((round(a / 1000) + 1, round(b / 1000)))
                         break
         if found:

@@ -16,7 +16,7 @@ import socket
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import asdict, replace
 from pathlib import Path
 
@@ -38,6 +38,7 @@ from iorig.model import (
     RunStatus,
 )
 from iorig.plan import Plan, PlannedPhase, requested
+from iorig.run.actions import PhaseEvents
 from iorig.run.backend import PhaseBackend, PhaseJob, RawPhase
 from iorig.run.collect import collect, tail
 from iorig.run.events import (
@@ -157,6 +158,7 @@ class RunSession:
         self._cancel = threading.Event()
         self._tmp = Path()
         self._count = 0
+        self._event_findings: list[Finding] = []  # events that failed
 
     def __enter__(self) -> RunSession:
         record = run_record(self.plan, new_run_id(), self.command, self.label, self.search)
@@ -195,6 +197,7 @@ class RunSession:
                     self._ceilings(usable),
                 )
             finally:
+                findings = self._event_findings + findings
                 try:
                     self._keeper.finish(self.status, self.error, findings, self.results)
                 finally:
@@ -293,17 +296,19 @@ class RunSession:
 
     def _fio_phase(self, job: PhaseJob) -> PhaseResult:
         raw: RawPhase | None = None
-        for item in self.backend.run_phase(job):
-            if isinstance(item, RawPhase):
-                raw = item
-            else:
-                self.on_event(
-                    PhaseProgress(job.phase, job.repeat, item.elapsed_s, item.fraction, item.rates)
-                )
+        with PhaseEvents(self.plan, job.phase, self.plan.event_grants) as events:
+            for item in self.backend.run_phase(job):
+                if isinstance(item, RawPhase):
+                    raw = item
+                else:
+                    self.on_event(PhaseProgress(job.phase, job.repeat, item.elapsed_s,
+                                                item.fraction, item.rates))  # fmt: skip
         assert raw is not None, "a backend ends a phase with its raw result"
         if raw.problem is None and (full := workdir_full(job.workdir)) is not None:
             raw = replace(raw, problem=full)
-        return phase_result(job.phase, job.repeat, raw, self.plan.fio_version)
+        self._event_findings += events.findings
+        result = phase_result(job.phase, job.repeat, raw, self.plan.fio_version, events.pauses)
+        return replace(result, events=tuple(events.records))
 
 
 # fio's output and logs go to the working directory (in TMPDIR): with less
@@ -346,9 +351,16 @@ def check_workdir_space() -> None:
         )
 
 
-def phase_result(phase: PlannedPhase, repeat: int, raw: RawPhase, fio_version: str) -> PhaseResult:
-    """A phase's result from what the backend brought back."""
-    collected = collect(raw, phase)
+def phase_result(
+    phase: PlannedPhase,
+    repeat: int,
+    raw: RawPhase,
+    fio_version: str,
+    pauses: Mapping[str, list[tuple[float, float]]] | None = None,
+) -> PhaseResult:
+    """A phase's result from what the backend brought back; ``pauses``: when
+    hosts were stopped on purpose (stop-host events), unix seconds."""
+    collected = collect(raw, phase, pauses or {})
     exited = None
     if raw.exit_code_counts and raw.exit.returncode != 0 and raw.exit.stopped_by != "request":
         exited = f"fio exited with code {raw.exit.returncode}: {tail(raw.exit.stderr) or '-'}"
@@ -366,6 +378,7 @@ def phase_result(phase: PlannedPhase, repeat: int, raw: RawPhase, fio_version: s
         fio_stderr=raw.exit.stderr,
         error=error,
         steady=raw.steady,
+        series_origin=collected.origin_s,
     )
     if phase.steady is not None and raw.steady is None and result.aggregate is not None:
         # no live status (fio servers): judged on the per-second series after the fact

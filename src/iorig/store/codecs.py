@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
-from iorig.model import Disclosure, Finding, InterfaceLimit
+from iorig.model import Disclosure, EventAction, EventRecord, EventStatus, Finding, InterfaceLimit
 
 T = TypeVar("T")
 
@@ -136,6 +136,54 @@ def _numbers(value: Any) -> tuple[float, ...]:
     return tuple(float(v) for v in value)
 
 
+# ------------------------------------------------------------ events
+
+_EVENT_TEXT_LIMIT = 1 << 20  # a command's output is kept to 64 KiB; anything longer is not ours
+
+
+def _event_from_data(item: Any) -> EventRecord:
+    """One stored event, every field checked (bundles are untrusted input)."""
+    if not isinstance(item, dict):
+        raise TypeError("an event is not an object")
+    names = {"at_s", "action", "argument", "status", "started_at", "ended_at", "detail",
+             "exit_code", "command"}  # fmt: skip
+    if set(item) != names:
+        raise ValueError(f"event fields {sorted(item)} are not {sorted(names)}")
+    times = [item[k] for k in ("at_s", "started_at", "ended_at")]
+    for value in times:
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise TypeError(f"event time {value!r} is not a number")
+        if not 0 <= value < 1e11:  # seconds: finite, not negative, before year 5138
+            raise ValueError(f"event time {value!r} is out of range")
+    for key in ("argument", "detail", "command"):
+        if not isinstance(item[key], str) or len(item[key]) > _EVENT_TEXT_LIMIT:
+            raise TypeError(f"event {key} is not a string of at most {_EVENT_TEXT_LIMIT} chars")
+    code = item["exit_code"]
+    if code is not None and (isinstance(code, bool) or not isinstance(code, int)):
+        raise TypeError(f"event exit_code {code!r} is not an integer")
+    return EventRecord(
+        at_s=float(item["at_s"]),
+        action=EventAction(item["action"]),
+        argument=item["argument"],
+        status=EventStatus(item["status"]),
+        started_at=float(item["started_at"]),
+        ended_at=float(item["ended_at"]),
+        detail=item["detail"],
+        exit_code=code,
+        command=item["command"],
+    )
+
+
+def _events_from_data(data: Any) -> tuple[EventRecord, ...]:
+    if not isinstance(data, list):
+        raise TypeError("events are not a list")
+    return tuple(_event_from_data(item) for item in data)
+
+
+def _events_to_data(events: tuple[EventRecord, ...]) -> list[dict[str, Any]]:
+    return [e.as_dict() for e in events]
+
+
 RESOLVED = Codec[dict]("resolved scenario", 1, from_data=_typed(dict))
 PARAMS = Codec[dict]("parameters", 1, from_data=_typed(dict))
 TARGETS = Codec[list]("targets", 1, from_data=_typed(list))
@@ -147,6 +195,7 @@ DISCLOSURE = Codec[Disclosure](
 SEARCH = Codec[dict]("search settings", 1, from_data=_typed(dict))
 POINT = Codec[dict]("point", 1, from_data=_typed(dict))
 ROUNDS = Codec[tuple]("steady-state rounds", 1, list, _numbers)
+EVENTS = Codec[tuple]("events", 1, _events_to_data, _events_from_data)
 
 # RunRecord fields kept as JSON payloads, each in the column "<field>_json".
 RUN_PAYLOADS: dict[str, Codec[Any]] = {

@@ -415,6 +415,8 @@ class Store:
             error=p["error"],
             repeat=p["repeat"],
             point=codecs.POINT.decode(p["point_json"]),
+            events=codecs.EVENTS.decode(p["events_json"]),
+            series_origin=p["series_origin"],
             job_text=texts.get("job.fio", ""),
             command=command(texts.get("command", "")),
             fio_output=texts.get("fio-output.json", ""),

@@ -85,6 +85,8 @@ def insert_phase(c: sqlite3.Connection, run_id: str, phase: PhaseResult) -> int:
             "fio_version": phase.fio_version,
             "error": phase.error,
             "point_json": codecs.POINT.encode(phase.point),
+            "events_json": codecs.EVENTS.encode(phase.events),
+            "series_origin": phase.series_origin,
         },
     )
     for scope in phase.scopes:

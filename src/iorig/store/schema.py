@@ -182,10 +182,24 @@ def _migrate_to_v4(conn: sqlite3.Connection) -> None:
     _execute_script(conn, _SCHEMA_V4)
 
 
+# Version 5: what was done to the system during a phase (events: a host
+# stopped, a device throttled, a command run), a versioned payload, and the
+# wall-clock time of the phase's second 0 where fio's logs tell it.
+_SCHEMA_V5 = """
+ALTER TABLE phases ADD COLUMN events_json TEXT NOT NULL DEFAULT '{"version": 1, "data": []}';
+ALTER TABLE phases ADD COLUMN series_origin REAL
+"""
+
+
+def _migrate_to_v5(conn: sqlite3.Connection) -> None:
+    _execute_script(conn, _SCHEMA_V5)
+
+
 MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [
     _migrate_to_v1,
     _migrate_to_v2,
     _migrate_to_v3,
     _migrate_to_v4,
+    _migrate_to_v5,
 ]
 LATEST = len(MIGRATIONS)

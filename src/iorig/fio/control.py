@@ -1,0 +1,195 @@
+"""The agent's control port: how iorig stops and resumes a host's fio server
+(the ``stop-host`` / ``start-host`` events), the way a node fails and returns.
+
+``iorig agent`` listens on its fio port + 1, on the same address as fio.
+One line per request, one line per answer::
+
+    IORIG-AGENT 1 PING          -> OK iorig-agent
+    IORIG-AGENT 1 STOP <max_s>  -> OK stopped N processes
+    IORIG-AGENT 1 CONT          -> OK resumed after 12.3 s
+
+STOP freezes the fio server and every process it forked (SIGSTOP): its jobs
+stop doing I/O and it stops answering its client, as a failed node would.
+It lasts until CONT on the same connection, the connection closes (iorig
+ended, whatever the reason) or ``max_s`` passes: a host is never left
+frozen. The port has no authentication, like fio's own, which already runs
+any job sent to it; it is bound where fio is.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import threading
+import time
+from collections.abc import Callable
+
+from iorig.fio.hosts import HostAddress
+
+MAGIC = "IORIG-AGENT 1"
+MAX_LINE = 128
+MAX_STOP_S = 24 * 3600.0
+CONNECT_S = 3.0
+
+
+def control_port(fio_port: int) -> int:
+    return fio_port + 1 if fio_port < 65535 else fio_port - 1
+
+
+def _signal_all(pids: list[int], sig: signal.Signals) -> int:
+    done = 0
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, sig)
+            done += 1
+    return done
+
+
+class ControlServer:
+    """Serves the control port of one fio server; ``processes()`` gives the
+    server's process tree at the moment of a STOP."""
+
+    def __init__(self, address: HostAddress, processes: Callable[[], list[int]]) -> None:
+        self.address = address
+        self.processes = processes
+        self._sock: socket.socket | None = None
+        self._stopped = threading.Lock()  # held while the fio server is frozen
+        self._running = threading.Event()
+
+    def start(self) -> None:
+        """Listen; OSError when the port cannot be bound."""
+        family = socket.AF_INET6 if self.address.is_ipv6 else socket.AF_INET
+        sock = socket.socket(family, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((self.address.host, control_port(self.address.port)))
+            sock.listen(4)
+        except OSError:
+            sock.close()
+            raise
+        sock.settimeout(0.5)
+        self._sock = sock
+        self._running.set()
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def close(self) -> None:
+        self._running.clear()
+        if self._sock is not None:
+            self._sock.close()
+
+    def _serve(self) -> None:
+        assert self._sock is not None
+        while self._running.is_set():
+            try:
+                conn, _ = self._sock.accept()
+            except (TimeoutError, OSError):
+                continue
+            threading.Thread(target=self._handle, args=(conn,), daemon=True).start()
+
+    def _handle(self, conn: socket.socket) -> None:
+        with conn:
+            conn.settimeout(5.0)
+            reader = conn.makefile("rb")
+            line = _read_line(reader)
+            words = line.removeprefix(MAGIC).split() if line.startswith(MAGIC) else []
+            if words == ["PING"]:
+                conn.sendall(b"OK iorig-agent\n")
+            elif len(words) == 2 and words[0] == "STOP":
+                self._stop(conn, reader, words[1])
+            else:
+                conn.sendall(b"ERR unknown request\n")
+
+    def _stop(self, conn: socket.socket, reader: object, max_text: str) -> None:
+        try:
+            max_s = min(float(max_text), MAX_STOP_S)
+        except ValueError:
+            conn.sendall(b"ERR STOP needs a number of seconds\n")
+            return
+        if not max_s > 0 or not self._stopped.acquire(blocking=False):
+            conn.sendall(b"ERR already stopped or bad duration\n")
+            return
+        began = time.monotonic()
+        frozen: list[int] = []
+        try:
+            frozen = self.processes()
+            count = _signal_all(frozen, signal.SIGSTOP)
+            conn.sendall(f"OK stopped {count} processes\n".encode())
+            conn.settimeout(max_s)
+            with contextlib.suppress(OSError, TimeoutError):
+                _read_line(reader)  # CONT, or the connection closed, or max_s passed
+        finally:
+            # what was frozen and anything forked since (nothing runs while stopped)
+            _signal_all(list(dict.fromkeys([*frozen, *self.processes()])), signal.SIGCONT)
+            self._stopped.release()
+        with contextlib.suppress(OSError):
+            conn.sendall(f"OK resumed after {time.monotonic() - began:.1f} s\n".encode())
+
+
+def _read_line(reader: object) -> str:
+    data = reader.readline(MAX_LINE)  # type: ignore[attr-defined]
+    return data.decode("ascii", "replace").strip()
+
+
+class ControlError(Exception):
+    """The agent could not be reached or refused (the message says which)."""
+
+
+class HostControl:
+    """iorig's side: stop a host, later resume it (one STOP at a time)."""
+
+    def __init__(self, address: HostAddress) -> None:
+        self.address = address
+        self._conn: socket.socket | None = None
+
+    @property
+    def where(self) -> str:
+        return HostAddress(self.address.host, control_port(self.address.port)).label
+
+    def _connect(self) -> socket.socket:
+        try:
+            return socket.create_connection(
+                (self.address.host, control_port(self.address.port)), timeout=CONNECT_S
+            )
+        except OSError as exc:
+            raise ControlError(
+                f"no iorig agent control port at {self.where} ({exc.strerror or exc}): "
+                "stop-host and start-host need the host's fio server started by `iorig agent`"
+            ) from None
+
+    def _ask(self, conn: socket.socket, request: str) -> str:
+        try:
+            conn.sendall(f"{MAGIC} {request}\n".encode())
+            answer = _read_line(conn.makefile("rb"))
+        except OSError as exc:
+            raise ControlError(f"the agent at {self.where} did not answer: {exc}") from None
+        if not answer.startswith("OK"):
+            raise ControlError(f"the agent at {self.where} refused: {answer or 'no answer'}")
+        return answer.removeprefix("OK").strip()
+
+    def ping(self) -> None:
+        with self._connect() as conn:
+            self._ask(conn, "PING")
+
+    def stop(self, max_s: float) -> str:
+        conn = self._connect()
+        try:
+            answer = self._ask(conn, f"STOP {max_s:.1f}")
+        except ControlError:
+            conn.close()
+            raise
+        conn.settimeout(CONNECT_S)
+        self._conn = conn
+        return answer
+
+    def resume(self) -> str:
+        conn, self._conn = self._conn, None
+        if conn is None:
+            return "not stopped"
+        with conn:
+            return self._ask(conn, "CONT")
+
+    @property
+    def stopped(self) -> bool:
+        return self._conn is not None

@@ -1,0 +1,14 @@
+"""A table as every output format receives it: title, headers, text rows."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class TableModel:
+    title: str
+    headers: tuple[str, ...]
+    rows: tuple[tuple[str, ...], ...]
+    align: tuple[str, ...]  # "l", "c" or "r" per column
+    notes: tuple[str, ...] = ()

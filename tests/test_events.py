@@ -1,0 +1,220 @@
+"""Events (issue 14): the syntax, the grant rule, the agent's control port,
+what a stopped host's logs become, and events stored with their phase."""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import time
+from pathlib import Path
+
+import pytest
+from tests.conftest import HAS_FIO
+from tests.fioservers import fio_server
+
+from iorig.errors import UserError
+from iorig.eventspec import EventSpec, check_phase_events, parse_action, parse_cli_event
+from iorig.fio.control import ControlError, HostControl
+from iorig.fio.parse import LogSample
+from iorig.fio.server import process_tree
+from iorig.model import EventAction
+from iorig.run.actions import parse_grants
+from iorig.run.collect import _zero_filled
+from iorig.store import codecs
+
+needs_fio = pytest.mark.skipif(not HAS_FIO, reason="fio is not installed")
+
+
+@pytest.mark.parametrize(
+    ("text", "action", "argument"),
+    [
+        ("stop-host 2", EventAction.STOP_HOST, "2"),
+        ("start-host  127.0.0.3:8765", EventAction.START_HOST, "127.0.0.3:8765"),
+        ("throttle data to 20MiB/s", EventAction.THROTTLE, "data to 20MiB/s"),
+        ("throttle db to 500iops", EventAction.THROTTLE, "db to 500 IOPS"),
+        ("unthrottle data", EventAction.UNTHROTTLE, "data"),
+        ("mark controller failover", EventAction.MARK, "controller failover"),
+        ("run fail-node", EventAction.COMMAND, "fail-node"),
+    ],
+)
+def test_event_actions_parse(text, action, argument):
+    parsed = parse_action(text)
+    assert (parsed.action, parsed.argument) == (action, argument)
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["reboot node3", "run ssh node3 poweroff", "throttle data to 1B/s", "throttle data to 0iops",
+     "stop-host", "run $(rm -rf /)", "throttle data to fast"],
+)  # fmt: skip
+def test_bad_event_actions_are_refused_naming_what_is_accepted(text):
+    with pytest.raises(ValueError) as info:
+        parse_action(text)
+    assert "throttle" in str(info.value) or "rate" in str(info.value) or "IOPS" in str(info.value)
+
+
+def test_phase_events_are_checked_in_order_and_inside_the_phase():
+    def spec(at: str, do: str) -> EventSpec:
+        return EventSpec(at=at, do=do)  # type: ignore[arg-type]
+
+    check_phase_events([spec("5s", "start-host 1"), spec("2s", "stop-host 1")], 10.0)
+    with pytest.raises(ValueError, match="no earlier 'stop-host 1'"):
+        check_phase_events([spec("1s", "start-host 1")], 10.0)
+    with pytest.raises(ValueError, match="not inside the phase"):
+        check_phase_events([spec("10s", "mark late")], 10.0)
+    with pytest.raises(ValueError, match="unfinished"):
+        check_phase_events([spec("1s", "throttle data to 1MiB/s"),
+                            spec("2s", "throttle data to 2MiB/s")], 10.0)  # fmt: skip
+    with pytest.raises(ValueError, match="runs for a duration"):
+        check_phase_events([spec("1s", "mark x")], None)
+
+
+def test_cli_events_name_phase_time_and_action():
+    phase, spec = parse_cli_event("measure@20s=stop-host 2")
+    assert (phase, spec.at, spec.do) == ("measure", 20.0, "stop-host 2")
+    with pytest.raises(ValueError, match="PHASE@TIME=ACTION"):
+        parse_cli_event("stop-host 2 at 20s")
+
+
+def test_grants_come_from_the_command_line_and_files(tmp_path):
+    commands = tmp_path / "commands.yaml"
+    commands.write_text("fail-node: ssh node3 systemctl stop storage\nfailover: ./failover.sh\n")
+    grants = parse_grants(["probe=echo hi; date"], [commands])
+    assert grants == {"fail-node": "ssh node3 systemctl stop storage",
+                      "failover": "./failover.sh", "probe": "echo hi; date"}  # fmt: skip
+    commands.write_text("- just a list\n")
+    with pytest.raises(UserError, match="mapping of names to commands"):
+        parse_grants([], [commands])
+    with pytest.raises(UserError, match="NAME=COMMAND"):
+        parse_grants(["no-equals-sign"], [])
+
+
+def test_a_stopped_hosts_missing_seconds_are_zeros_only_inside_the_pause():
+    times = [1000, 2000, 3000, 9700, 10700, 11700, 20000]  # a stop, and a later stall
+    samples = [LogSample(t, 500.0, "read", 4096) for t in times]
+    filled = _zero_filled(samples, [(3200, 9500)])
+    seconds = {round(s.t_ms / 1000): s.value for s in filled}  # as the series reads them
+    assert [seconds[k] for k in range(4, 10)] == [0.0] * 6  # 4 … 9 s: stopped, zero
+    assert seconds[10] == 500.0  # fio's late window after the resume is kept
+    assert not any(k in seconds for k in range(13, 20))  # the later stall stays a gap
+
+
+def test_stored_events_are_checked_like_any_imported_field():
+    good = {"at_s": 3.0, "action": "stop-host", "argument": "2", "status": "done",
+            "started_at": 1.7e9, "ended_at": 1.7e9 + 1, "detail": "", "exit_code": None,
+            "command": ""}  # fmt: skip
+    text = json.dumps({"version": 1, "data": [good]})
+    (event,) = codecs.EVENTS.decode(text)
+    assert event.action is EventAction.STOP_HOST
+    assert codecs.EVENTS.decode(codecs.EVENTS.encode((event,))) == (event,)
+    for bad in ({"started_at": -1}, {"action": "rm -rf"}, {"detail": 5}, {"exit_code": "0"},
+                {"extra": 1}, {"at_s": float("inf")}):  # fmt: skip
+        with pytest.raises(codecs.PayloadError):
+            codecs.EVENTS.decode(json.dumps({"version": 1, "data": [good | bad]}))
+
+
+def _states(pids: list[int]) -> set[str]:
+    out = set()
+    for pid in pids:
+        try:
+            stat = Path(f"/proc/{pid}/stat").read_text()
+        except OSError:
+            continue
+        out.add(stat[stat.rindex(")") + 2])
+    return out
+
+
+@needs_fio
+def test_the_agent_control_port_stops_and_always_resumes_its_server(tmp_path):
+    with fio_server(tmp_path, index=4) as server:
+        assert server.control_problem is None
+        control = HostControl(server.address)
+        control.ping()
+        tree = process_tree(server.pid or 0)
+        assert "stopped" in control.stop(60)
+        assert _states(tree) == {"T"}
+        with pytest.raises(ControlError, match="refused"):
+            HostControl(server.address).stop(60)  # one stop at a time
+        assert "resumed" in control.resume()
+        assert "T" not in _states(tree)
+        # iorig gone while the host is stopped: the agent resumes it by itself
+        control.stop(60)
+        control._conn.close()  # type: ignore[union-attr]
+        time.sleep(0.5)
+        assert "T" not in _states(tree)
+        # and a stop never outlasts its bound
+        control.stop(1.0)
+        time.sleep(1.6)
+        assert "T" not in _states(tree)
+        control.resume()
+
+
+def test_no_agent_is_a_clear_error():
+    from iorig.fio.hosts import HostAddress
+
+    with pytest.raises(ControlError, match="iorig agent"):
+        HostControl(HostAddress("127.0.0.9", 18999)).ping()
+
+
+SCENARIO = """\
+iorig: 1
+name: events
+title: events test
+targets:
+  data: {size: 16MiB}
+phases:
+  - name: run
+    kind: measure
+    duration: 4s
+    workloads: [{rw: randread, bs: 4k, rate_iops: 500}]
+    events:
+      - {at: 1s, do: "mark before the command"}
+      - {at: 2s, do: "run probe"}
+"""
+
+
+def _runs(db: Path) -> list[tuple]:
+    if not db.exists():
+        return []
+    return sqlite3.connect(db).execute("SELECT id, status FROM runs").fetchall()
+
+
+@needs_fio
+def test_a_command_not_granted_is_refused_before_any_io(iorig, tmp_path, scratch, db_path):
+    scenario = tmp_path / "events.yaml"
+    scenario.write_text(SCENARIO)
+    target = scratch / "t"
+    done = iorig("run", str(scenario), "--target", str(target))
+    assert done.returncode != 0
+    assert "'probe' was not granted" in done.stderr and "--event-command probe=" in done.stderr
+    assert _runs(db_path) == [] and not target.exists()
+
+
+@needs_fio
+def test_a_granted_command_runs_at_its_time_and_is_stored(iorig, tmp_path, scratch, db_path):
+    scenario = tmp_path / "events.yaml"
+    scenario.write_text(SCENARIO)
+    marker = tmp_path / "ran"
+    done = iorig("run", str(scenario), "--target", str(scratch), "--event-command",
+                 f"probe=echo probing; touch {marker}; exit 5",
+                 "--event", "run@3s=mark after the command")  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert marker.exists()
+    ((run_id, status),) = _runs(db_path)
+    assert status == "ok"
+    row = (
+        sqlite3.connect(db_path)
+        .execute("SELECT started_at, events_json FROM phases WHERE run_id = ?", (run_id,))
+        .fetchone()
+    )
+    started, events = row[0], json.loads(row[1])["data"]
+    assert [e["action"] for e in events] == ["mark", "command", "mark"]
+    command = events[1]
+    assert command["exit_code"] == 5 and command["status"] == "failed"
+    assert command["detail"].strip() == "probing" and "exit 5" in command["command"]
+    for event in events:
+        assert abs(event["started_at"] - started - event["at_s"]) < 0.5
+    warnings = sqlite3.connect(db_path).execute("SELECT warnings_json FROM runs").fetchone()[0]
+    assert "event 'command probe' at 2s failed" in warnings
+    assert os.path.exists(marker)
