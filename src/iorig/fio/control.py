@@ -25,6 +25,7 @@ import socket
 import threading
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 from iorig.fio.hosts import HostAddress
 
@@ -45,6 +46,24 @@ def _signal_all(pids: list[int], sig: signal.Signals) -> int:
             os.kill(pid, sig)
             done += 1
     return done
+
+
+def _state(pid: int) -> str | None:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None  # gone (or not Linux): nothing left to wait for
+    return stat[stat.rindex(")") + 2 :][:1]
+
+
+def _wait_stopped(pids: list[int], limit_s: float = 2.0) -> None:
+    """SIGSTOP takes effect when each process is next scheduled, later on a
+    busy host: wait (bounded) until every one is in state T."""
+    deadline = time.monotonic() + limit_s
+    while time.monotonic() < deadline:
+        if all(_state(pid) in (None, "T", "t", "Z", "X") for pid in pids):
+            return
+        time.sleep(0.005)
 
 
 class ControlServer:
@@ -115,6 +134,7 @@ class ControlServer:
         try:
             frozen = self.processes()
             count = _signal_all(frozen, signal.SIGSTOP)
+            _wait_stopped(frozen)  # "stopped" means no I/O is issued from here on
             conn.sendall(f"OK stopped {count} processes\n".encode())
             conn.settimeout(max_s)
             with contextlib.suppress(OSError, TimeoutError):
