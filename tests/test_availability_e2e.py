@@ -6,12 +6,13 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 
 import pytest
 from tests.conftest import HAS_FIO, REPO
-from tests.fioservers import fio_servers
+from tests.fioservers import fio_servers, server_dir
 
 from iorig.model import ALL
 from iorig.store import Store
@@ -87,3 +88,58 @@ def test_a_stopped_host_is_an_event_with_its_impact_and_the_other_host_is_kept(t
 
     text = _iorig(db, "show", "last").stdout
     assert "Events" in text and "stop-host 2" in text and "start-host 2" in text
+
+
+# the built-in scenario's quick profile (src/iorig/scenarios/availability.yaml)
+QUICK_IOPS, QUICK_SIZE, QUICK_BS = 500, 32 * 2**20, 8192
+
+
+def test_the_availability_scenario_measures_a_host_failure_and_checks_every_hosts_data(tmp_path):
+    db = tmp_path / "results.sqlite"
+    with fio_servers(2, tmp_path) as hosts:
+        done = _iorig(db, "run", "availability", "--quick", "--set", "fail_host=2",
+                      "--hosts", ",".join(h.label for h in hosts))  # fmt: skip
+        assert done.returncode == 0, done.stdout + done.stderr
+        doc = json.loads(_iorig(db, "show", "last", "--json").stdout)
+    stop, start = doc["events"]
+    assert stop["action"] == "stop-host" and stop["status"] == "done"
+    assert start["action"] == "start-host" and start["status"] == "done"
+    impact = stop["impact"]
+    print(f"availability --quick, stop-host 2 of 2: {impact}")
+    # two hosts at QUICK_IOPS each; one stopped leaves half: 50 % is the expected dip
+    assert impact["baseline"] == pytest.approx(2 * QUICK_IOPS, rel=0.15)
+    assert 35 <= impact["dip_pct"] <= 60
+    assert impact["recovery_s"] is not None and impact["recovery_s"] >= 3  # stopped for 3 s
+    with Store(db) as store:
+        stored = store.load_run(doc["run"]["id"])
+    steady = next(p for p in stored.phases if p.name == "steady")
+    per_host = {sc.scope.host: sc.series[ALL] for sc in steady.host_scopes}
+    assert set(per_host) == {h.label for h in hosts}
+    # the host that kept running kept its rate through the other's stop
+    running = per_host[hosts[0].label].iops
+    assert min(running[1:-1]) >= 0.7 * QUICK_IOPS, running
+    # every block of both hosts' working sets was read back and checked
+    blocks = 2 * QUICK_SIZE // QUICK_BS
+    assert doc["verdict"].startswith(f"PASS: all {blocks:,} blocks"), doc["verdict"]
+
+
+def test_a_block_damaged_on_one_host_fails_the_run_as_lost_data_naming_the_host(tmp_path):
+    db = tmp_path / "results.sqlite"
+    damaged = 40 * QUICK_BS  # four blocks of garbage there, late in the steady phase
+    with fio_servers(2, tmp_path) as hosts:
+        victim = server_dir(tmp_path, hosts[1]) / "iorig-data.dat"
+        corrupt = (f"dd if=/dev/urandom of={victim} bs={QUICK_BS} seek=40 count=4 "
+                   "conv=notrunc,fsync status=none")  # fmt: skip
+        # reads only (no write may repair a damaged block before the check)
+        done = _iorig(db, "run", "availability", "--quick", "--set", "read_pct=100", "--hosts",
+                      ",".join(h.label for h in hosts), "--event", "steady@13s=run corrupt",
+                      "--event-command", f"corrupt={corrupt}")  # fmt: skip
+        doc = json.loads(_iorig(db, "show", "last", "--json").stdout)
+    assert done.returncode == 3, done.stdout + done.stderr
+    assert doc["verdict"] == "FAIL: data lost: 4 blocks did not read back as last written"
+    error = doc["run"]["error"]
+    # each bad block named with its host, file and offset
+    assert error.count(f"{hosts[1].label}: iorig-data.dat offset ") == 4, error
+    assert hosts[0].label not in error, error
+    offsets = [int(o) for o in re.findall(r"iorig-data\.dat offset (\d+)", error)]
+    assert offsets == [damaged + i * QUICK_BS for i in range(4)], error

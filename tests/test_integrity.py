@@ -197,6 +197,25 @@ def test_data_verdicts():
     assert data_check([], {}) is None
 
 
+def test_a_check_reading_several_blocks_at_once_counts_at_least_its_bad_reads():
+    error = verify_message(
+        parse.verify_failures((DATA / "verify-integrity" / "stderr.txt").read_text())
+    )
+    failed = [_verify_phase(error, PhaseStatus.FAILED)]
+    # fio stops checking a read at its first bad block: 1 MiB reads of 32 KiB
+    # pages count bad reads, a lower bound of bad pages
+    coarse = {"phases": [{"name": "verify", "kind": "verify", "workloads": [
+        {"name": "db", "rw": "read", "bs": 1 << 20, "verify_interval": 32768}]}]}  # fmt: skip
+    check = data_check(failed, coarse)
+    assert check is not None and check.coarse
+    assert check.verdict == "FAIL: data lost: at least 6 blocks did not read back as last written"
+    row = data_verdict(check)
+    assert row is not None and "at least 6 did not" in row.name
+    exact = {"phases": [{"name": "verify", "kind": "verify", "workloads": [
+        {"name": "db", "rw": "read", "bs": 32768, "verify_interval": 32768}]}]}  # fmt: skip
+    assert not data_check(failed, exact).coarse
+
+
 def test_a_writer_that_went_over_its_blocks_again_is_said_so():
     """1,024 blocks; two repeats of the mixed phase wrote 700 each (the same
     sequence twice) and the check passed: blocks had two generations."""
@@ -217,3 +236,20 @@ def test_a_writer_that_went_over_its_blocks_again_is_said_so():
     assert check is not None and check.rewritten == (("writes", 700 * 2 / 1024),)
     assert check.verdict is not None and "writes 1.4 times" in check.verdict
     assert data_check([mixed(0), _verify_phase()], resolved).rewritten == ()
+
+
+def test_bad_blocks_a_fio_server_found_are_read_from_its_clients_output():
+    # recorded: a fio client's --output when its server found two bad blocks
+    output = (DATA / "server-verify" / "output.json").read_text()
+    text = parse.server_text(output, "127.0.0.3:8765")
+    bad = parse.verify_failures(text)
+    assert [(f.host, f.offset, f.what) for f in bad] == [
+        ("127.0.0.3:8765", 20480, "crc32c mismatch"),
+        ("127.0.0.3:8765", 36864, "no verify header (never written, or the write was lost)"),
+    ]
+    assert bad[0].expected == "5b526c53" and bad[0].found == "d63ff75e"
+    assert "127.0.0.3:8765: /var/tmp/iorig-server-verify/data offset 20480" in verify_message(bad)
+    # nothing of the JSON is taken for text; a cut document is skipped, a "{" in text kept
+    assert "jobs" not in text and parse.parse_final(output).jobs
+    cut = parse.server_text('<vm> a {b} c\n{\n  "jobs": [\n', "h")
+    assert cut == "<h> a {b} c\n"

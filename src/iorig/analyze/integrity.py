@@ -58,6 +58,9 @@ class DataCheck:
     # (workload, times over). Their blocks then had several generations, and
     # the check cannot tell the last from an earlier one.
     rewritten: tuple[tuple[str, float], ...] = ()
+    # some checks read several blocks at a time, and fio stops checking a
+    # read at its first bad block: ``bad`` is then a lower bound
+    coarse: bool = False
 
     @property
     def lost(self) -> bool:
@@ -70,13 +73,18 @@ class DataCheck:
         own failure then speaks)."""
         if self.lost:
             n = self.bad
-            return f"FAIL: data lost: {n:,} block{'s' * (n != 1)} did not read back as last written"
+            return (f"FAIL: data lost: {self.at_least}{n:,} block{'s' * (n != 1)} did not read "
+                    "back as last written")  # fmt: skip
         if self.complete:
             return (
                 f"PASS: all {self.blocks:,} blocks ({format_bytes(self.io_bytes)}) read back "
                 f"as last written{self.caveat}"
             )
         return None
+
+    @property
+    def at_least(self) -> str:
+        return "at least " if self.coarse else ""
 
     @property
     def caveat(self) -> str:
@@ -101,6 +109,16 @@ def _granularity(resolved: dict[str, Any]) -> dict[tuple[str, str], int]:
             if label and isinstance(size, int) and size > 0:
                 out[(phase.get("name", ""), label)] = size
     return out
+
+
+def _coarse(resolved: dict[str, Any]) -> bool:
+    """A verify phase reads more than one checksummed block at a time."""
+    return any(
+        isinstance(w.get("bs"), int) and isinstance(w.get("verify_interval"), int)
+        and w["bs"] > w["verify_interval"]
+        for phase in resolved.get("phases", []) if phase.get("kind") == PhaseKind.VERIFY.value
+        for w in phase.get("workloads", [])
+    )  # fmt: skip
 
 
 def _blocks(phase: PhaseResult, sizes: dict[tuple[str, str], int]) -> tuple[int, int]:
@@ -157,7 +175,8 @@ def data_check(phases: Sequence[PhaseResult], resolved: dict[str, Any]) -> DataC
     complete = all(p.status is PhaseStatus.OK for p in checks)
     rewritten = tuple(_rewritten(phases, resolved))
     names = tuple(p.name for p in checks)
-    return DataCheck(names, blocks, total, bad, "; ".join(listings), complete, rewritten)
+    return DataCheck(names, blocks, total, bad, "; ".join(listings), complete, rewritten,
+                     _coarse(resolved))  # fmt: skip
 
 
 def data_verdict(check: DataCheck) -> Verdict | None:
@@ -165,7 +184,8 @@ def data_verdict(check: DataCheck) -> Verdict | None:
     requirement's name: a block count is neither a rate nor a latency)."""
     if check.lost:
         first = check.listing.split("; ")[0]
-        name = f"Every block reads back as last written: {check.bad:,} did not (first: {first})"
+        name = (f"Every block reads back as last written: {check.at_least}{check.bad:,} did not "
+                f"(first: {first})")  # fmt: skip
     elif check.complete:
         name = (
             f"Every block reads back as last written: {check.blocks:,} blocks "

@@ -279,6 +279,7 @@ class VerifyFailure:
     expected: str | None = None
     found: str | None = None
     value: str = ""  # what expected and found are: "crc32c", "generation (numberio)" …
+    host: str | None = None  # the fio server it is on (None: this machine)
 
     @property
     def detail(self) -> str:
@@ -307,6 +308,34 @@ _HEADER_KINDS = {  # field -> (what it means, what the values are)
 _CHECKSUM = re.compile(r"^\s*(?P<which>Expected|Received) CRC:\s*(?P<value>[0-9a-fA-F]+)\s*$")
 
 
+_SERVER_TAG = re.compile(r"^<(?P<host>[^<>\n]{1,255})> ")
+
+
+def server_text(output: str, host: str) -> str:
+    """What fio servers printed, as their client wrote it into its output
+    beside the JSON (``<server-name> text``; a message's further lines
+    untagged), each line tagged ``<host> `` with iorig's label of the host:
+    a verify failure on a server names its host (``verify_failures``)."""
+    decoder = json.JSONDecoder()
+    text: list[str] = []
+    pos = 0
+    while (start := output.find("{", pos)) >= 0:
+        text.append(output[pos:start])
+        try:
+            _, pos = decoder.raw_decode(output, start)
+        except json.JSONDecodeError:
+            if start == 0 or output[start - 1] == "\n":  # a document cut short: skip it
+                after = output.find("\n{", start + 1)
+                pos = len(output) if after < 0 else after + 1
+            else:  # a "{" inside a line of text
+                eol = output.find("\n", start)
+                pos = len(output) if eol < 0 else eol
+                text.append(output[start:pos])
+    text.append(output[pos:])
+    lines = "".join(text).splitlines()
+    return "".join(f"<{host}> {_SERVER_TAG.sub('', line)}\n" for line in lines if line.strip())
+
+
 def verify_failures(stderr: str) -> list[VerifyFailure]:
     """Blocks fio reported as failing verification (``verify=crc32c``), in order.
 
@@ -320,7 +349,9 @@ def verify_failures(stderr: str) -> list[VerifyFailure]:
     """
     out: list[VerifyFailure] = []
     checksums: dict[str, str] = {}
-    for line in stderr.splitlines():
+    for tagged in stderr.splitlines():
+        host = tag["host"] if (tag := _SERVER_TAG.match(tagged)) else None
+        line = tagged[tag.end() :] if tag else tagged
         if (crc := _CHECKSUM.match(line)) and out and out[-1].what.endswith(" mismatch"):
             checksums[crc["which"]] = crc["value"]
             if len(checksums) == 2:
@@ -351,7 +382,7 @@ def verify_failures(stderr: str) -> list[VerifyFailure]:
         else:
             kind = f"{what} mismatch"
         out.append(VerifyFailure(match["path"], int(match["offset"]), int(match["length"]), kind,
-                                 expected, found, value))  # fmt: skip
+                                 expected, found, value, host))  # fmt: skip
     return out
 
 

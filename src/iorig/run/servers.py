@@ -374,10 +374,16 @@ def _combined(clients: Mapping[str, FioProcess]) -> FioExit:
     return FioExit(
         returncode=next((e.returncode for e in exits if e.returncode), 0),
         output="\n".join(e.output for e in exits if e.output),
-        stderr="".join(e.stderr for e in exits),
+        stderr="".join(_error_text(host, p.exit) for host, p in clients.items() if p.exit),
         stopped_by=_stopped_by(stops),
         elapsed_s=max((e.elapsed_s for e in exits), default=0.0),
     )
+
+
+def _error_text(host: str, done: FioExit) -> str:
+    """A client's error output and what its server printed (a verify failure
+    on the server is in the client's output, beside the JSON)."""
+    return done.stderr + parse.server_text(done.output, host)
 
 
 def _stopped_by(stops: set[str | None]) -> str | None:

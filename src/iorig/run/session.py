@@ -409,7 +409,8 @@ def verify_message(failures: list[parse.VerifyFailure], shown: int = SHOWN) -> s
     """Which blocks failed verification, by file and offset, with what fio
     expected and found there (the first ``shown``), and how many."""
     listed = [
-        f"{f.path} offset {f.offset} ({f.offset / 2**20:.2f} MiB), {f.length} bytes: {f.detail}"
+        f"{f.host + ': ' if f.host else ''}{f.path} offset {f.offset} "
+        f"({f.offset / 2**20:.2f} MiB), {f.length} bytes: {f.detail}"
         for f in failures[:shown]
     ]
     return lost_message(len(failures), listed)
