@@ -13,7 +13,6 @@ import re
 import sqlite3
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -186,18 +185,18 @@ def test_acknowledged_writes_lost_after_the_mixed_phase_are_named(scratch, db_pa
 def test_a_fault_mid_write_is_checked_up_to_what_fio_had_acknowledged(
     scratch, db_path, tmp_path, iorig
 ):
-    """fio's trigger file (what a fault that may lose the writes in flight
-    touches first) makes fio save which writes it had issued and which had
+    """fio's trigger file ($IORIG_TRIGGER: what a fault that may lose the
+    writes in flight touches first) makes fio save which writes it had issued and which had
     completed, and stop: the check covers exactly those. Without the saved
     state, the same check reads the churn blocks never written as lost."""
     work = tmp_path / "work"
     work.mkdir()
-    proc = _start(scratch, db_path, work, "--set", "duration=60s", "--keep-files")
+    # the fault is an event command: it touches $IORIG_TRIGGER first, as a
+    # power cut's script would
+    cut = 'cut=touch "$IORIG_TRIGGER" && echo "$IORIG_TRIGGER"'
+    proc = _start(scratch, db_path, work, "--set", "duration=60s", "--keep-files",
+                  "--event", "mixed@1.5s=run cut", "--event-command", cut)  # fmt: skip
     try:
-        wait_stored(proc, db_path, at_least=1)  # written: the mixed phase starts
-        (run_dir,) = [d for d in work.glob("iorig-*") if (d / "state").is_dir()]
-        time.sleep(1.5)
-        (run_dir / "state" / "trigger").touch()
         out, err = proc.communicate(timeout=120)
     finally:
         if proc.poll() is None:
@@ -205,6 +204,8 @@ def test_a_fault_mid_write_is_checked_up_to_what_fio_had_acknowledged(
             proc.wait()
     assert proc.returncode == 0, out + err
     shown = _show(iorig)
+    (cut,) = shown["events"]
+    assert cut["status"] == "done" and cut["detail"].strip().endswith("/state/trigger"), cut
     mixed = next(p for p in shown["phases"] if p["name"] == "mixed")
     assert mixed["elapsed_s"] < 20, mixed  # stopped at the trigger, not after 60 s
     # fio checked the writes it had seen complete when it saved its state;

@@ -109,6 +109,50 @@ def test_a_failing_phase_fails_the_run_with_fios_message(db_path):
     assert backend.cleaned == [False]
 
 
+CHECKED = """
+name: c
+title: A check after the fault
+targets:
+  data: {size: 16MiB}
+phases:
+  - {name: fill, kind: prefill, workloads: [{rw: write, bs: 1MiB, verify: crc32c}]}
+  - {name: mixed, kind: measure, duration: 3s, workloads: [{name: rr, rw: randread, bs: 4k}]}
+  - {name: more, kind: measure, duration: 3s, workloads: [{name: rr, rw: randread, bs: 4k}]}
+  - {name: settle, kind: idle, duration: 0.1s}
+  - {name: verify, kind: verify, workloads: [{rw: read, bs: 4k}]}
+  - {name: after, kind: idle, duration: 0.1s}
+"""
+
+
+@pytest.mark.parametrize(
+    ("failing", "interrupt", "ran"),
+    [
+        # the fault broke the measured phase: what was written is still checked
+        ("mixed", False, ["fill", "mixed", "verify"]),
+        # the data was never all written: a check would call unwritten blocks lost
+        ("fill", False, ["fill"]),
+        # Ctrl-C: nothing more starts, a check neither
+        ("mixed", True, ["fill", "mixed"]),
+    ],
+)
+def test_after_a_failed_phase_only_the_data_checks_still_run(db_path, failing, interrupt, ran):
+    def step(phase: PlannedPhase, repeat: int) -> Step:
+        if phase.name != failing:
+            return Step()
+        return Step(interrupt=True) if interrupt else Step(fail="fio: pid=1, err=5: I/O error")
+
+    backend = FakeBackend(steps=step)
+    with Store(db_path) as store:
+        outcome = execute(_plan(backend, CHECKED), store, backend, command="test")
+        stored = store.load_run(outcome.run_id)
+    assert [name for name, _ in backend.ran] == ran
+    assert outcome.status is (RunStatus.ABORTED if interrupt else RunStatus.FAILED)
+    assert f"phase {failing!r}" in (stored.run.error or "") or interrupt  # the first failure
+    names = [p.name for p in stored.phases]
+    assert "more" not in names and "after" not in names
+    assert ("settle" in names) == ("verify" in ran)  # the pause before the check too
+
+
 def test_a_host_dropping_out_fails_the_phase_by_name_and_keeps_the_others(db_path):
     hosts = ("127.0.0.2:8765", "127.0.0.3:8765", "127.0.0.4:8765")
     backend = FakeBackend(

@@ -147,6 +147,9 @@ class PhaseEvents:
     plan: Plan
     phase: PlannedPhase
     grants: Mapping[str, str] = field(default_factory=dict)
+    # a command's $IORIG_TRIGGER: the file that makes fio save what its writers
+    # had acknowledged, and stop (a fault that may lose writes in flight touches it first)
+    trigger: Path | None = None
     records: list[EventRecord] = field(default_factory=list)
     pauses: dict[str, list[tuple[float, float]]] = field(default_factory=dict)
     origin: float = 0.0
@@ -242,13 +245,20 @@ class PhaseEvents:
         output = tempfile.TemporaryFile()  # noqa: SIM115 - closed when the command is recorded
         proc = subprocess.Popen(
             ["/bin/sh", "-c", line], stdin=subprocess.DEVNULL, stdout=output,
-            stderr=subprocess.STDOUT, start_new_session=True,
+            stderr=subprocess.STDOUT, start_new_session=True, env=self._environment(),
         )  # fmt: skip
         command = _Command(spec, action.subject, line, proc, output, began)
         command.thread = threading.Thread(target=self._await, args=(command,), daemon=True)
         self._commands.append(command)
         command.thread.start()
         return None
+
+    def _environment(self) -> dict[str, str]:
+        env = dict(os.environ)
+        env.pop("IORIG_TRIGGER", None)
+        if self.trigger is not None:
+            env["IORIG_TRIGGER"] = str(self.trigger)
+        return env
 
     def _await(self, command: _Command) -> None:
         """Record a command once it has exited (by itself or killed)."""

@@ -21,6 +21,7 @@ from iorig.fio.runner import FioExit
 from iorig.fio.status import LiveRates
 from iorig.model import SteadyState
 from iorig.plan import Plan, PlannedPhase
+from iorig.run.jobtext import state_role
 from iorig.scenario import ResolvedScenario
 
 
@@ -64,6 +65,9 @@ class RawPhase:
     problem: str | None = None  # what else failed the phase (e.g. a target replaced)
 
 
+TRIGGER = "trigger"  # in a run's state directory: fio saves its write states at once
+
+
 @dataclass(frozen=True)
 class PhaseJob:
     """One phase to run, with the run's context."""
@@ -78,6 +82,13 @@ class PhaseJob:
     # that checks, and the trigger file that makes fio save them at once.
     # Removed with the run's working directory; None: no states kept.
     state_dir: Path | None = None
+
+    @property
+    def trigger(self) -> Path | None:
+        """The file that makes this phase's fio save its write states at once
+        and stop (fio's ``--trigger-file``); None when it saves none."""
+        saves = any(state_role(self.phase, w) == "save" for w in self.phase.workloads)
+        return self.state_dir / TRIGGER if saves and self.state_dir is not None else None
 
 
 class PhaseBackend(Protocol):

@@ -36,9 +36,6 @@ SLACK_S = 60.0  # start-up time on top of a phase's length before it counts as h
 CLEANUP_S = 10.0  # for removing a target's data file
 
 
-TRIGGER = "trigger"  # in a run's state directory: fio saves its write states at once
-
-
 def state_args(job: PhaseJob) -> tuple[str, ...]:
     """fio's arguments for a phase that saves or loads write states: they go
     to the run's state directory (``--aux-path``; fio's own default is its
@@ -51,8 +48,8 @@ def state_args(job: PhaseJob) -> tuple[str, ...]:
     if job.state_dir is None or not roles:
         return ()
     args = (f"--aux-path={job.state_dir}",)
-    if "save" in roles:  # never while a replay runs: fio would save the replay's state
-        args += (f"--trigger-file={job.state_dir / TRIGGER}",)
+    if job.trigger is not None:  # never while a replay runs: fio would save the replay's state
+        args += (f"--trigger-file={job.trigger}",)
     return args
 
 

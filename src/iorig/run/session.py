@@ -240,6 +240,11 @@ class RunSession:
         self.backend.stop(at_once=again)
 
     @property
+    def interrupted(self) -> bool:
+        """A signal arrived: run nothing more at all."""
+        return self._cancel.is_set()
+
+    @property
     def stopped(self) -> bool:
         """True once a signal arrived or a phase failed: run nothing more."""
         return self._cancel.is_set() or self.status is not RunStatus.OK
@@ -296,7 +301,7 @@ class RunSession:
 
     def _fio_phase(self, job: PhaseJob) -> PhaseResult:
         raw: RawPhase | None = None
-        with PhaseEvents(self.plan, job.phase, self.plan.event_grants) as events:
+        with PhaseEvents(self.plan, job.phase, self.plan.event_grants, job.trigger) as events:
             for item in self.backend.run_phase(job):
                 if isinstance(item, RawPhase):
                     raw = item
@@ -442,8 +447,24 @@ def execute(
     )  # fmt: skip
     with session:
         schedule = plan.schedule()
-        for phase, repeat in schedule:
-            if session.stopped:
-                break
+        for at, (phase, repeat) in enumerate(schedule):
+            if session.stopped and not _checks_anyway(session, phase, schedule[at:]):
+                continue
             session.run_phase(phase, repeat, len(schedule))
     return session.outcome
+
+
+def _checks_anyway(
+    session: RunSession, phase: PlannedPhase, rest: list[tuple[PlannedPhase, int]]
+) -> bool:
+    """After a failed phase, the data checks still run (and a pause before
+    one): a fault that broke the measured phase is what the check is for.
+    Not after an interrupt, nor when writing the data failed (unwritten
+    blocks would read as lost)."""
+    if session.interrupted or any(
+        r.kind is PhaseKind.PREFILL and r.status is not PhaseStatus.OK for r in session.results
+    ):
+        return False
+    if phase.kind is PhaseKind.VERIFY:
+        return True
+    return phase.kind is PhaseKind.IDLE and any(p.kind is PhaseKind.VERIFY for p, _ in rest)
