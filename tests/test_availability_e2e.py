@@ -125,14 +125,14 @@ def test_the_availability_scenario_measures_a_host_failure_and_checks_every_host
 
 def test_a_block_damaged_on_one_host_fails_the_run_as_lost_data_naming_the_host(tmp_path):
     db = tmp_path / "results.sqlite"
-    damaged = 40 * QUICK_BS  # four blocks of garbage there, late in the steady phase
+    damaged = 40 * QUICK_BS  # four blocks of garbage there, after the host came back
     with fio_servers(2, tmp_path) as hosts:
         victim = server_dir(tmp_path, hosts[1]) / "iorig-data.dat"
         corrupt = (f"dd if=/dev/urandom of={victim} bs={QUICK_BS} seek=40 count=4 "
                    "conv=notrunc,fsync status=none")  # fmt: skip
         # reads only (no write may repair a damaged block before the check)
         done = _iorig(db, "run", "availability", "--quick", "--set", "read_pct=100", "--hosts",
-                      ",".join(h.label for h in hosts), "--event", "steady@13s=run corrupt",
+                      ",".join(h.label for h in hosts), "--event", "steady@10s=run corrupt",
                       "--event-command", f"corrupt={corrupt}")  # fmt: skip
         doc = json.loads(_iorig(db, "show", "last", "--json").stdout)
     assert done.returncode == 3, done.stdout + done.stderr
