@@ -116,7 +116,16 @@ targets:
   data: {size: 16MiB}
 phases:
   - {name: fill, kind: prefill, workloads: [{rw: write, bs: 1MiB, verify: crc32c}]}
-  - {name: mixed, kind: measure, duration: 3s, workloads: [{name: rr, rw: randread, bs: 4k}]}
+  - name: mixed
+    kind: measure
+    duration: 3s
+    workloads:
+      - {name: writes, rw: randwrite, bs: 4k, verify: crc32c, verify_state: true}
+      - {name: rr, rw: randread, bs: 4k}
+  - name: untracked
+    kind: measure
+    duration: 3s
+    workloads: [{name: ww, rw: randrw, read_pct: 70, bs: 4k, verify: crc32c}]
   - {name: more, kind: measure, duration: 3s, workloads: [{name: rr, rw: randread, bs: 4k}]}
   - {name: settle, kind: idle, duration: 0.1s}
   - {name: verify, kind: verify, workloads: [{rw: read, bs: 4k}]}
@@ -127,8 +136,12 @@ phases:
 @pytest.mark.parametrize(
     ("failing", "interrupt", "ran"),
     [
-        # the fault broke the measured phase: what was written is still checked
+        # the fault broke the measured phase, whose writer knows what completed:
+        # what was written is still checked
         ("mixed", False, ["fill", "mixed", "verify"]),
+        # its writes in flight may be torn, and no state says they were never
+        # acknowledged: a check would call them lost
+        ("untracked", False, ["fill", "mixed", "untracked"]),
         # the data was never all written: a check would call unwritten blocks lost
         ("fill", False, ["fill"]),
         # Ctrl-C: nothing more starts, a check neither

@@ -459,12 +459,25 @@ def _checks_anyway(
 ) -> bool:
     """After a failed phase, the data checks still run (and a pause before
     one): a fault that broke the measured phase is what the check is for.
-    Not after an interrupt, nor when writing the data failed (unwritten
-    blocks would read as lost)."""
-    if session.interrupted or any(
-        r.kind is PhaseKind.PREFILL and r.status is not PhaseStatus.OK for r in session.results
-    ):
+    Not after an interrupt, nor when a failed phase wrote without keeping
+    fio's write state: its writes in flight at the failure were never
+    acknowledged and may read back torn, which a check without the state
+    would call lost data (so also not when writing the data set failed)."""
+    failed = [session.ran[r.name] for r in session.results if r.status is not PhaseStatus.OK]
+    if session.interrupted or any(_writes_untracked(p) for p in failed):
         return False
     if phase.kind is PhaseKind.VERIFY:
         return True
     return phase.kind is PhaseKind.IDLE and any(p.kind is PhaseKind.VERIFY for p, _ in rest)
+
+
+def _writes_untracked(phase: PlannedPhase) -> bool:
+    """The phase writes, and some writer keeps no record of what completed."""
+    return any(
+        (
+            w.spec.rw in ("write", "randwrite")
+            or (w.spec.rw in ("randrw", "rw") and w.spec.read_pct != 100)
+        )
+        and not w.spec.verify_state
+        for w in phase.workloads
+    )
