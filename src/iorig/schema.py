@@ -55,6 +55,8 @@ def _strict_bool(value: Any) -> bool:
 Bool = Annotated[bool, BeforeValidator(_strict_bool)]
 
 RW = Literal["read", "write", "randread", "randwrite", "randrw", "rw"]
+# fio's continue_on_error classes: io is read and write, all adds verify
+ContinueOnError = Literal["none", "read", "write", "io", "verify", "all"]
 SEQUENTIAL = frozenset({"read", "write", "rw"})
 READS = frozenset({"read", "randread", "randrw", "rw"})
 WRITES = frozenset({"write", "randwrite", "randrw", "rw"})
@@ -103,6 +105,9 @@ class Workload(_Model):
     # a writer saves what it had acknowledged; a verify phase's workload of the
     # same name and shape checks exactly that (see iorig.plan.check_replays)
     verify_state: Bool = False
+    # Keep going past I/O errors of these classes (fio continue_on_error; unset:
+    # the first error ends the job); iorig then counts every error by type.
+    continue_on_error: ContinueOnError | None = None
     enabled: Bool = True
     # File sets (a fileset target): each job works on ``files`` files of
     # ``file_size`` in the set ``fileset``, spread over ``dirs`` directories;

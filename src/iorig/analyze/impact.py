@@ -12,12 +12,21 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 import numpy as np
 
-from iorig.model import ALL, EventRecord, EventStatus, Metric, PhaseResult, Series, histogram
+from iorig.model import (
+    ALL,
+    EventRecord,
+    EventStatus,
+    Metric,
+    PhaseResult,
+    Series,
+    errors_by_type,
+    histogram,
+)
 
 MIN_BASELINE_S = 3  # fewer seconds make a median that one odd second decides
 _EPS = 1e-6  # float slack when comparing times made of wall-clock differences
@@ -52,13 +61,16 @@ class Impact:
     observed_s: float  # seconds of series after the event
     lost_ios: float | None  # I/Os short of the IOPS baseline, event to recovery
     lost_bytes: float | None  # bytes short of the bytes/s baseline, likewise
-    errors: int  # fio jobs of the phase that ended with an error
+    errors: int  # I/O errors fio reported in the event's phase (the whole phase)
     metric: Metric
     note: str = ""
+    # those errors per type, "read: Input/output error" -> count, most first
+    errors_by_type: dict[str, int] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready: floats rounded to what they can tell, None kept."""
         out: dict[str, Any] = {f.name: getattr(self, f.name) for f in fields(self)}
+        out["errors_by_type"] = dict(self.errors_by_type)
         for name, digits in _DIGITS.items():
             if out[name] is not None:
                 out[name] = round(float(out[name]), digits or None)  # 0 digits: an int
@@ -105,12 +117,14 @@ def impact_of(
     event_t_s: float,
     settings: ImpactSettings = ImpactSettings(),
     errors: int = 0,
+    by_type: dict[str, int] | None = None,
 ) -> Impact:
     """The impact of an event at ``event_t_s`` (seconds on the series' own
     axis, since fio's jobs started) on ``series``, judged on ``metric``."""
     t = np.asarray(series.t_s, dtype=float)
     level = np.asarray(series.values(metric), dtype=float)
     notes: list[str] = []
+    by_type = dict(by_type or {})
 
     # Baseline: the last whole seconds before the event, at most baseline_s of them.
     ended = t <= event_t_s + _EPS
@@ -131,7 +145,7 @@ def impact_of(
     if after.size == 0:
         notes.append("no seconds after the event")
         return Impact(baseline, base_p99, None, None, None, None, False, 0.0,
-                      None, None, errors, metric, "; ".join(notes))  # fmt: skip
+                      None, None, errors, metric, "; ".join(notes), by_type)  # fmt: skip
     ta, va = t[after], level[after]
     observed_s = float(ta[-1] - max(event_t_s, ta[0] - 1))
     low = int(np.argmin(va))
@@ -170,6 +184,7 @@ def impact_of(
         errors=errors,
         metric=metric,
         note="; ".join(notes),
+        errors_by_type=by_type,
     )
 
 
@@ -185,6 +200,10 @@ def phase_impacts(
     origin is when iorig launched fio and the series counts from when fio's
     jobs started, so the event is placed to within fio's start-up (typically
     under 0.5 s; it may really be that much earlier on the series' axis).
+
+    Errors are the phase's (fio reports them per phase, not per second):
+    every I/O error fio reported, or for runs stored before iorig counted
+    them, the fio jobs that ended with an error.
     """
     agg = phase.aggregate
     series = agg.series.get(ALL) if agg is not None else None
@@ -195,7 +214,9 @@ def phase_impacts(
             out.append((event, None))
             continue
         at_s = event.started_at - phase.origin
-        out.append((event, impact_of(series, phase.headline, at_s, settings, agg.errors)))
+        errors = phase.io_error_total if phase.io_errors else agg.errors
+        by_type = errors_by_type(phase.io_errors)
+        out.append((event, impact_of(series, phase.headline, at_s, settings, errors, by_type)))
     return out
 
 

@@ -19,6 +19,7 @@ OptionValue = str | int | float | bool | tuple[str, ...]
 
 ENGINES = ("io_uring", "libaio", "psync", "filestat", "null")
 RW_MODES = ("read", "write", "randread", "randwrite", "randrw", "rw", "trim", "randtrim")
+CONTINUE_ON_ERROR = ("none", "read", "write", "io", "verify", "all")  # fio's classes
 _FORBIDDEN_CHARS = {
     "$": "fio expands $VAR",
     ";": "fio starts a comment",
@@ -205,8 +206,8 @@ WHITELIST: dict[str, Callable[[str, OptionValue], str | None]] = {
     "verify_state_save": _bool,
     "verify_state_load": _bool,
     "verify_only": _bool,
-    # only verify errors: a read or write error still ends the job
-    "continue_on_error": _choice("verify"),
+    "continue_on_error": _choice(*CONTINUE_ON_ERROR),
+    "error_dump": _bool,
     "per_job_logs": _bool,
     "loops": _int(1, 1000),
     "verify": _choice("crc32c", "md5", "sha256", "xxhash"),
@@ -286,6 +287,23 @@ class FileSetLayout:
     file_size: int
 
 
+def continue_options(value: str | None, check: bool) -> dict[str, OptionValue]:
+    """fio's ``continue_on_error`` for a workload (``value``: the scenario's,
+    None when unset) and ``error_dump``, which makes fio print each error it
+    goes on past (one ``fio: io_u error …`` line: what iorig counts by type).
+
+    A verify phase's check (``check``) always goes on past verify errors, to
+    find every bad block, not only the first; it reads only, so a scenario's
+    read, write or io there becomes all (read and verify)."""
+    if check:
+        wanted = "verify" if value in (None, "none", "verify") else "all"
+    elif value in (None, "none"):
+        return {}
+    else:
+        wanted = value
+    return {"continue_on_error": wanted} | ({"error_dump": True} if value else {})
+
+
 def workload_options(
     *,
     engine: str,
@@ -315,6 +333,7 @@ def workload_options(
     state: str | None = None,
     fileset: FileSetLayout | None = None,
     log_every_io: bool = False,
+    continue_on_error: str | None = None,
 ) -> dict[str, OptionValue]:
     """fio options for one workload: iorig's typed model, nothing else.
 
@@ -388,10 +407,6 @@ def workload_options(
             options["verify_interval"] = verify_interval
         if not check:
             options["do_verify"] = False  # a verify phase checks, later
-        else:
-            # every bad block, not only the first: fio ends a job at its first
-            # verify error otherwise
-            options["continue_on_error"] = "verify"
         if state == "load":
             # the saved state says where the writer's acknowledged writes end;
             # saving again would overwrite it with the replay's own count
@@ -400,6 +415,7 @@ def workload_options(
             # no <job>-verify.state files left in fio's (or a server's) directory,
             # unless the scenario asks for them (then in iorig's state directory)
             options["verify_state_save"] = state == "save"
+    options |= continue_options(continue_on_error, check)
     if flow:
         # Without flow_sleep a job that is ahead spins: 8 database jobs used
         # 190 % CPU and ran at a twentieth of their rate on a 2-core machine.

@@ -7,15 +7,19 @@ seconds and computing percentiles happen in ``iorig.fio.assemble`` and
 
 from __future__ import annotations
 
+import errno
 import io
 import json
+import os
 import re
+from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
 
-from iorig.model import histogram
+from iorig.model import IoErrorCount, histogram
 from iorig.model.kinds import DDIRS
 
 _DDIR_BY_CODE = {0: "read", 1: "write", 2: "trim"}
@@ -58,6 +62,16 @@ class JobStats:
     dirs: dict[str, DirStats]
     iodepth_level: dict[str, float]
     paced: bool = False  # rate-limited or flow-controlled: may log nothing in a second
+    # errors fio counted and went on past (continue_on_error), and the first's
+    # errno; None where the job does not continue on errors (fio omits them)
+    total_err: int | None = None
+    first_error: int = 0
+
+    @property
+    def continued(self) -> bool:
+        """Its ``error`` is the first of the errors it went on past, not one
+        that ended it (fio reports a job's first error as its error then)."""
+        return bool(self.total_err) and self.error == self.first_error
 
 
 @dataclass(frozen=True)
@@ -147,6 +161,8 @@ def _job_stats(job: dict, host: str) -> JobStats:
         dirs=dirs,
         iodepth_level={k: float(v) for k, v in job.get("iodepth_level", {}).items()},
         paced=_paced(job.get("job options", {})),
+        total_err=int(job["total_err"]) if "total_err" in job else None,
+        first_error=int(job.get("first_error", 0)),
     )
 
 
@@ -384,6 +400,72 @@ def verify_failures(stderr: str) -> list[VerifyFailure]:
         out.append(VerifyFailure(match["path"], int(match["offset"]), int(match["length"]), kind,
                                  expected, found, value, host))  # fmt: skip
     return out
+
+
+# fio's io_u error line (io_u.c, __io_u_log_error): printed for each error a job
+# goes on past with error_dump=1, and for the error that ends a job.
+_IO_ERROR_LINE = re.compile(
+    r"^fio: io_u error(?: on file .*?)?: (?P<message>[^:\n]+): (?P<ddir>\w+) "
+    r"offset=\d+, buflen=\d+\s*$"
+)
+# EILSEQ is what fio's verify sets: glibc's text, and this machine's
+_EILSEQ_TEXTS = frozenset({"Invalid or incomplete multibyte or wide character",
+                           os.strerror(errno.EILSEQ)})  # fmt: skip
+
+
+def error_kind(ddir: str, message: str) -> str:
+    """fio's class of an error (td_error.c, td_error_type): EILSEQ is a
+    verify error, else a read's is read and any other direction's write."""
+    if message in _EILSEQ_TEXTS:
+        return "verify"
+    return "read" if ddir == "read" else "write"
+
+
+def io_errors(stderr: str) -> tuple[IoErrorCount, ...]:
+    """The I/O errors fio printed, counted per host, class and text, in the
+    order first seen. A fio server's lines are tagged ``<host> `` (as
+    ``server_text`` tags them); untagged lines are this machine's. Recorded
+    fio 3.33 output is in tests/data/io-errors."""
+    counts: Counter[tuple[str | None, str, str]] = Counter()
+    for tagged in stderr.splitlines():
+        host = tag["host"] if (tag := _SERVER_TAG.match(tagged)) else None
+        line = tagged[tag.end() :] if tag else tagged
+        if match := _IO_ERROR_LINE.match(line.strip()):
+            message = match["message"].strip()
+            counts[(host, error_kind(match["ddir"], message), message)] += 1
+    return tuple(
+        IoErrorCount(kind, message, n, host) for (host, kind, message), n in counts.items()
+    )
+
+
+def unprinted_errors(
+    printed: tuple[IoErrorCount, ...], jobs: Iterable[JobStats], local: str
+) -> tuple[IoErrorCount, ...]:
+    """Errors fio counted (``total_err``) beyond the lines it printed, per
+    host (``local``: how jobs name this machine), as ``unknown`` errors
+    named by the host's first: a line lost (output cut short) still counts."""
+    counted: Counter[str] = Counter()
+    first: dict[str, int] = {}
+    for job in jobs:
+        if job.total_err:
+            counted[job.host] += job.total_err
+            first.setdefault(job.host, job.first_error)
+    out = []
+    for host, total in counted.items():
+        key = None if host == local else host
+        seen = sum(c.count for c in printed if c.host == key)
+        if total > seen:
+            code = first[host]
+            kind = "verify" if code == errno.EILSEQ else "unknown"
+            out.append(IoErrorCount(kind, _strerror(code), total - seen, key))
+    return tuple(out)
+
+
+def _strerror(code: int) -> str:
+    try:
+        return os.strerror(code)
+    except ValueError:
+        return f"error {code}"
 
 
 def missing_verify_state(stderr: str) -> bool:

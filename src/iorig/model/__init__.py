@@ -9,12 +9,15 @@ from iorig.model.kinds import ALL, DDIRS, Metric, PhaseKind, PhaseStatus, RunSta
 from iorig.model.records import Disclosure, Finding, InterfaceLimit, RunRecord, StoredRun
 from iorig.model.results import (
     AGGREGATE,
+    ERROR_KINDS,
+    IoErrorCount,
     PhaseResult,
     Scope,
     ScopeKind,
     ScopeResult,
     Series,
     Totals,
+    errors_by_type,
 )
 from iorig.model.stats import SeriesStats, Spread, series_stats, spread
 from iorig.model.steady import SteadyState, WindowCheck, check_window
@@ -23,12 +26,14 @@ __all__ = [
     "AGGREGATE",
     "ALL",
     "DDIRS",
+    "ERROR_KINDS",
     "Disclosure",
     "EventAction",
     "EventRecord",
     "EventStatus",
     "Finding",
     "InterfaceLimit",
+    "IoErrorCount",
     "Metric",
     "PhaseKind",
     "PhaseResult",
@@ -46,6 +51,7 @@ __all__ = [
     "Totals",
     "WindowCheck",
     "check_window",
+    "errors_by_type",
     "series_stats",
     "spread",
 ]

@@ -119,6 +119,36 @@ class ScopeResult:
         return cls(scope, 0, {}, {}, 0.0, 0.0, 0.0, 0, PhaseStatus.FAILED, error)
 
 
+ERROR_KINDS = ("read", "write", "verify", "unknown")
+
+
+@dataclass(frozen=True)
+class IoErrorCount:
+    """I/O errors fio reported in a phase, of one type on one host.
+
+    ``kind`` is fio's error class (td_error.c): ``verify`` for EILSEQ (a
+    block that failed its check), else the I/O's direction, ``read`` or
+    ``write`` (a sync or trim counts as write); ``unknown`` for errors fio
+    counted (``total_err``) but did not print, named by its first error."""
+
+    kind: str
+    message: str  # fio's text of the error, e.g. "Input/output error"
+    count: int
+    host: str | None = None  # the fio server it happened on (None: this machine)
+
+    @property
+    def type(self) -> str:
+        return f"{self.kind}: {self.message}"
+
+
+def errors_by_type(counts: tuple[IoErrorCount, ...]) -> dict[str, int]:
+    """Counts per type (``"read: Input/output error"``), hosts added up, most first."""
+    out: dict[str, int] = {}
+    for c in counts:
+        out[c.type] = out.get(c.type, 0) + c.count
+    return dict(sorted(out.items(), key=lambda kv: (-kv[1], kv[0])))
+
+
 @dataclass(frozen=True)
 class PhaseResult:
     """A finished (or interrupted) phase, ready to store."""
@@ -149,6 +179,13 @@ class PhaseResult:
     # unix seconds at t_s = 0 of the series, where fio's logs tell (fio servers' wall-clock
     # logs); else None and started_at stands in for it (fio's start-up later)
     series_origin: float | None = None
+    # I/O errors fio reported, per type and host: every one where a workload
+    # sets continue_on_error (fio prints each), else the error that ended a job
+    io_errors: tuple[IoErrorCount, ...] = ()
+
+    @property
+    def io_error_total(self) -> int:
+        return sum(c.count for c in self.io_errors)
 
     @property
     def origin(self) -> float:

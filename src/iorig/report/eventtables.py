@@ -13,7 +13,8 @@ DEFINITIONS = (
     "baseline: median per second over the seconds before the event; dip: the lowest second "
     "after it, % of the baseline; recovery: from the event until the series stays within the "
     "tolerance band of the baseline for the settle time (the scenario's impact: rule); lost: "
-    "I/Os short of the baseline until then"
+    "I/Os short of the baseline until then; errors: the I/O errors fio reported in the event's "
+    "phase (the whole phase)"
 )
 
 
@@ -25,6 +26,14 @@ def _recovery(i: Impact) -> str:
     if i.recovery_s is not None:
         return f"{i.recovery_s:.1f} s"
     return f"not in {i.observed_s:.0f} s" if i.baseline else "-"
+
+
+def _errors(i: Impact | None) -> str:
+    """The total, with its types when fio said which (``12: read: Input/output error 12``)."""
+    if i is None:
+        return "-"
+    types = ", ".join(f"{t} {n:,}" for t, n in i.errors_by_type.items())
+    return f"{i.errors:,}" + (f" ({types})" if types else "")
 
 
 def _figures(i: Impact | None) -> tuple[str, str, str, str, str]:
@@ -46,7 +55,8 @@ def event_table(analysis: RunAnalysis) -> TableModel | None:
     rows = []
     notes = [DEFINITIONS]
     for e in analysis.events:
-        rows.append((_when(e), e.event.label, str(e.event.status), *_figures(e.impact)))
+        rows.append((_when(e), e.event.label, str(e.event.status), *_figures(e.impact),
+                     _errors(e.impact)))  # fmt: skip
         if e.impact is not None and e.impact.note:
             notes.append(f"{_when(e)} {e.event.label}: {e.impact.note}")
         if e.event.status != "done" and e.event.detail:
@@ -54,9 +64,19 @@ def event_table(analysis: RunAnalysis) -> TableModel | None:
             notes.append(f"{_when(e)} {e.event.label}: {first[:200]}")
     return TableModel(
         "Events",
-        ("when", "event", "status", "baseline", "dip", "worst p99", "recovery", "lost I/Os"),
+        (
+            "when",
+            "event",
+            "status",
+            "baseline",
+            "dip",
+            "worst p99",
+            "recovery",
+            "lost I/Os",
+            "errors",
+        ),
         tuple(rows),
-        ("l", "l", "l", "r", "r", "r", "r", "r"),
+        ("l", "l", "l", "r", "r", "r", "r", "r", "r"),
         tuple(notes),
     )
 
@@ -79,7 +99,8 @@ def event_comparison_table(cmp: Comparison) -> TableModel | None:
                 cells.append("-")
                 continue
             _, dip, _, recovery, lost = _figures(e.impact)
-            cells.append(f"dip {dip}, recovery {recovery}, lost {lost}")
+            errors = f", errors {e.impact.errors:,}" if e.impact.errors else ""
+            cells.append(f"dip {dip}, recovery {recovery}, lost {lost}{errors}")
         rows.append((f"{phase} +{at_s:g}s", label, *cells))
     return TableModel(
         "Events compared",

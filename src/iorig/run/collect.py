@@ -11,6 +11,7 @@ must agree (NTP) for that to be right to the second.
 
 from __future__ import annotations
 
+import errno
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -19,7 +20,7 @@ from typing import Any
 
 from iorig.fio import parse
 from iorig.fio.assemble import JobLogs, SectionData, build_scopes
-from iorig.model import PhaseKind, Scope, ScopeResult
+from iorig.model import IoErrorCount, PhaseKind, Scope, ScopeResult
 from iorig.model.combine import window
 from iorig.plan import PlannedPhase
 from iorig.run.backend import HostLogs, RawPhase
@@ -31,6 +32,7 @@ class Collected:
     fio_version: str
     problem: str | None  # why the phase failed, when it did
     origin_s: float | None = None  # unix seconds at the series' second 0 (wall-clock logs)
+    io_errors: tuple[IoErrorCount, ...] = ()  # the I/O errors fio reported, per type and host
 
 
 def tail(text: str, lines: int = 3) -> str:
@@ -101,9 +103,8 @@ def collect(
         output = parse.parse_final(raw.exit.output, default_name)
     except parse.FioOutputError as exc:
         where = "no results from any host: " if several else ""
-        return Collected(
-            (), "", f"{where}{exc}: {tail(raw.exit.stderr) or '(fio printed no error message)'}"
-        )
+        why = f"{where}{exc}: {tail(raw.exit.stderr) or '(fio printed no error message)'}"
+        return Collected((), "", why, io_errors=parse.io_errors(raw.exit.stderr))
     by_prefix: dict[str, Mapping[int, Mapping[str, list[Any]]]] = {}
     for (prefix, _suffix), jobs in raw.logs.items():
         by_prefix[prefix] = jobs
@@ -154,7 +155,11 @@ def collect(
             + "; ".join(f"{h}: {w}" for h, w in why.items())
             + f"){kept}"
         )
-    failed = [j for j in output.jobs if j.error]
+    # A job that went on past read or write errors (continue_on_error) did what
+    # the scenario asked: its errors are counted, not a failure. Verify errors
+    # (EILSEQ) are lost data and always fail the phase.
+    failed = [j for j in output.jobs
+              if j.error and not (j.continued and j.first_error != errno.EILSEQ)]  # fmt: skip
     if failed:
         j = failed[0]
         where = f" on {j.host}" if several else ""
@@ -163,7 +168,9 @@ def collect(
             f"{tail(raw.exit.stderr) or '(fio printed no error message)'}"
         )
     origin = first / 1000 if starts else None
-    return Collected(tuple(scopes), output.version, "; ".join(problems) or None, origin)
+    printed = parse.io_errors(raw.exit.stderr)
+    counted = printed + parse.unprinted_errors(printed, output.jobs, "local")
+    return Collected(tuple(scopes), output.version, "; ".join(problems) or None, origin, counted)
 
 
 def _reads_only(job: parse.JobStats) -> parse.JobStats:

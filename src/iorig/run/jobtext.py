@@ -81,6 +81,7 @@ def _options(
         state=state_role(phase, w),
         fileset=fileset_layout(w),
         log_every_io=slow_paced(w),
+        continue_on_error=w.spec.continue_on_error,
     )
     if phase.ramp_s:
         options["ramp_time"] = round(phase.ramp_s * 1000)

@@ -384,6 +384,7 @@ def phase_result(
         error=error,
         steady=raw.steady,
         series_origin=collected.origin_s,
+        io_errors=collected.io_errors,
     )
     if phase.steady is not None and raw.steady is None and result.aggregate is not None:
         # no live status (fio servers): judged on the per-second series after the fact

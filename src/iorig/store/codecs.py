@@ -14,7 +14,16 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
-from iorig.model import Disclosure, EventAction, EventRecord, EventStatus, Finding, InterfaceLimit
+from iorig.model import (
+    ERROR_KINDS,
+    Disclosure,
+    EventAction,
+    EventRecord,
+    EventStatus,
+    Finding,
+    InterfaceLimit,
+    IoErrorCount,
+)
 
 T = TypeVar("T")
 
@@ -184,6 +193,47 @@ def _events_to_data(events: tuple[EventRecord, ...]) -> list[dict[str, Any]]:
     return [e.as_dict() for e in events]
 
 
+# ------------------------------------------------------------ I/O errors
+
+_ERROR_TEXT_LIMIT = (
+    4096  # an error's text and a host's label are short; anything longer is not ours
+)
+_ERROR_COUNT_LIMIT = 1 << 62  # fio counts in 64 bits
+
+
+def _io_error_from_data(item: Any) -> IoErrorCount:
+    """One stored count, every field checked (bundles are untrusted input)."""
+    if not isinstance(item, dict):
+        raise TypeError("an I/O error count is not an object")
+    names = {"kind", "message", "count", "host"}
+    if set(item) != names:
+        raise ValueError(f"I/O error fields {sorted(item)} are not {sorted(names)}")
+    kind, message, count, host = item["kind"], item["message"], item["count"], item["host"]
+    if kind not in ERROR_KINDS:
+        raise ValueError(f"I/O error kind {kind!r:.40} is not one of {', '.join(ERROR_KINDS)}")
+    for key, text in (("message", message), ("host", host)):
+        if key == "host" and text is None:
+            continue
+        if not isinstance(text, str) or not 0 < len(text) <= _ERROR_TEXT_LIMIT:
+            raise TypeError(f"I/O error {key} is not a string of 1 to {_ERROR_TEXT_LIMIT} chars")
+    if isinstance(count, bool) or not isinstance(count, int):
+        raise TypeError(f"I/O error count {count!r:.40} is not an integer")
+    if not 0 < count <= _ERROR_COUNT_LIMIT:
+        raise ValueError(f"I/O error count {count} is out of range")
+    return IoErrorCount(kind, message, count, host)
+
+
+def _io_errors_from_data(data: Any) -> tuple[IoErrorCount, ...]:
+    if not isinstance(data, list):
+        raise TypeError("I/O errors are not a list")
+    return tuple(_io_error_from_data(item) for item in data)
+
+
+def _io_errors_to_data(counts: tuple[IoErrorCount, ...]) -> list[dict[str, Any]]:
+    return [{"kind": c.kind, "message": c.message, "count": c.count, "host": c.host}
+            for c in counts]  # fmt: skip
+
+
 RESOLVED = Codec[dict]("resolved scenario", 1, from_data=_typed(dict))
 PARAMS = Codec[dict]("parameters", 1, from_data=_typed(dict))
 TARGETS = Codec[list]("targets", 1, from_data=_typed(list))
@@ -196,6 +246,7 @@ SEARCH = Codec[dict]("search settings", 1, from_data=_typed(dict))
 POINT = Codec[dict]("point", 1, from_data=_typed(dict))
 ROUNDS = Codec[tuple]("steady-state rounds", 1, list, _numbers)
 EVENTS = Codec[tuple]("events", 1, _events_to_data, _events_from_data)
+IO_ERRORS = Codec[tuple]("I/O errors", 1, _io_errors_to_data, _io_errors_from_data)
 
 # RunRecord fields kept as JSON payloads, each in the column "<field>_json".
 RUN_PAYLOADS: dict[str, Codec[Any]] = {

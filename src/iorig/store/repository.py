@@ -416,6 +416,7 @@ class Store:
             repeat=p["repeat"],
             point=codecs.POINT.decode(p["point_json"]),
             events=codecs.EVENTS.decode(p["events_json"]),
+            io_errors=codecs.IO_ERRORS.decode(p["io_errors_json"]),
             series_origin=p["series_origin"],
             job_text=texts.get("job.fio", ""),
             command=command(texts.get("command", "")),

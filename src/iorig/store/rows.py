@@ -86,6 +86,7 @@ def insert_phase(c: sqlite3.Connection, run_id: str, phase: PhaseResult) -> int:
             "error": phase.error,
             "point_json": codecs.POINT.encode(phase.point),
             "events_json": codecs.EVENTS.encode(phase.events),
+            "io_errors_json": codecs.IO_ERRORS.encode(phase.io_errors),
             "series_origin": phase.series_origin,
         },
     )

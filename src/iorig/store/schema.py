@@ -195,11 +195,23 @@ def _migrate_to_v5(conn: sqlite3.Connection) -> None:
     _execute_script(conn, _SCHEMA_V5)
 
 
+# Version 6: the I/O errors fio reported in a phase, per type and host (a
+# versioned payload, see codecs.IO_ERRORS).
+_SCHEMA_V6 = """
+ALTER TABLE phases ADD COLUMN io_errors_json TEXT NOT NULL DEFAULT '{"version": 1, "data": []}'
+"""
+
+
+def _migrate_to_v6(conn: sqlite3.Connection) -> None:
+    _execute_script(conn, _SCHEMA_V6)
+
+
 MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [
     _migrate_to_v1,
     _migrate_to_v2,
     _migrate_to_v3,
     _migrate_to_v4,
     _migrate_to_v5,
+    _migrate_to_v6,
 ]
 LATEST = len(MIGRATIONS)
