@@ -24,6 +24,7 @@ import pytest
 
 from iorig import cli
 from iorig.cli import common
+from iorig.run.session import RunSession
 from iorig.yamlsource import load_yaml
 
 SEED = 13
@@ -58,7 +59,7 @@ WORKLOAD_BAD = {
     "rw": ["readd", "trim", "123", "randwrites", "null", "''"],
     "engine": ["spdk", "io-uring", "exec", "1"],
     "direct": ["maybe", "2", "[]", "-1"],
-    "rate_iops": ["5000000000", "0", "-1", ".inf", "1.5", "lots"],
+    "rate_iops": ["5000000000", "-1", ".inf", "1.5", "lots"],  # 0 is valid: no limit
     "verify_interval": ["100", "1000", "3072", "511", "-512", ".inf"],
     "read_pct": ["50", "150", ".nan"],  # none of the built-ins' workloads mixes reads
     "compress": ["101", "-1", "12.5", ".inf"],
@@ -270,6 +271,12 @@ def wide_consoles(monkeypatch):
 @pytest.mark.fio
 def test_every_generated_bad_input_is_refused_cleanly(tmp_path, monkeypatch, capsys,
                                                       wide_consoles):  # fmt: skip
+    def started(self: RunSession) -> RunSession:
+        # an input that is no longer refused would run the built-in's full
+        # default schedule (16 GiB, minutes): fail it at once instead
+        raise AssertionError("accepted: a run started")
+
+    monkeypatch.setattr(RunSession, "__enter__", started)
     failures = []
     for number, case in enumerate(ALL):
         root = tmp_path / f"c{number:03d}"
