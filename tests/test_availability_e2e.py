@@ -134,8 +134,8 @@ def test_a_block_damaged_on_one_host_fails_the_run_as_lost_data_naming_the_host(
         done = _iorig(db, "run", "availability", "--quick", "--set", "read_pct=100", "--hosts",
                       ",".join(h.label for h in hosts), "--event", "steady@10s=run corrupt",
                       "--event-command", f"corrupt={corrupt}")  # fmt: skip
+        assert done.returncode == 3, done.stdout + done.stderr
         doc = json.loads(_iorig(db, "show", "last", "--json").stdout)
-    assert done.returncode == 3, done.stdout + done.stderr
     assert doc["verdict"] == "FAIL: data lost: 4 blocks did not read back as last written"
     error = doc["run"]["error"]
     # each bad block named with its host, file and offset

@@ -150,6 +150,16 @@ def test_the_agent_control_port_stops_and_always_resumes_its_server(tmp_path):
         control.resume()
 
 
+@needs_fio
+def test_a_control_port_closed_is_free_for_the_next_agent_on_it(tmp_path):
+    # the second server gets the same port: its pings were reset while the
+    # first one's listening socket lingered in its accept() thread
+    for round_ in range(2):
+        with fio_server(tmp_path / str(round_), index=4) as server:
+            assert server.control_problem is None
+            HostControl(server.address).ping()
+
+
 def test_no_agent_is_a_clear_error():
     from iorig.fio.hosts import HostAddress
 

@@ -76,6 +76,7 @@ class ControlServer:
         self._sock: socket.socket | None = None
         self._stopped = threading.Lock()  # held while the fio server is frozen
         self._running = threading.Event()
+        self._thread: threading.Thread | None = None
 
     def start(self) -> None:
         """Listen; OSError when the port cannot be bound."""
@@ -91,11 +92,19 @@ class ControlServer:
         sock.settimeout(0.5)
         self._sock = sock
         self._running.set()
-        threading.Thread(target=self._serve, daemon=True).start()
+        self._thread = threading.Thread(target=self._serve, daemon=True)
+        self._thread.start()
 
     def close(self) -> None:
+        """Stop listening, for good: the port is free again on return (a
+        socket closed while its thread waits in accept() kept listening, and
+        a new server on the same port then had its connections reset)."""
         self._running.clear()
         if self._sock is not None:
+            with contextlib.suppress(OSError):
+                self._sock.shutdown(socket.SHUT_RDWR)  # wakes the accept()
+            if self._thread is not None:
+                self._thread.join(2.0)
             self._sock.close()
 
     def _serve(self) -> None:
