@@ -17,7 +17,10 @@ import pytest
 from tests import builders
 
 from iorig import cli
+from iorig.analyze.analysis import analyse
 from iorig.cli import common
+from iorig.model import Finding, Scope
+from iorig.report.tabular import CSV_COLUMNS, FORMAT_VERSION, run_records
 from iorig.store import Store
 
 README = Path(__file__).resolve().parent.parent / "README.md"
@@ -120,3 +123,92 @@ def test_a_label_names_a_run_in_every_command(db, monkeypatch, capsys, tmp_path)
 def test_bad_run_names_are_refused_naming_them(db, monkeypatch, capsys, args, message):
     code, _, err = iorig(db, monkeypatch, capsys, *args)
     assert code == 2 and message in err
+
+
+# --- machine formats -----------------------------------------------------------
+
+
+@pytest.fixture
+def two_hosts(tmp_path) -> Path:
+    """A run on two hosts (h2 at half h1's rate) with an audit finding."""
+    h1, h2 = _level(1000.0, 4), _level(500.0, 5)
+    scopes = (
+        builders.scope(h1 + h2),
+        builders.scope(h1, where=Scope(host="h1")),
+        builders.scope(h2, where=Scope(host="h2"), lat_ns=2e6),
+    )
+    finding = Finding("unstable", "random-read varies", "run longer", phase="random-read")
+    run = builders.stored("dddd00000004", "pair", [builders.phase("random-read", h1 + h2,
+                          scopes=scopes)], hosts=["h1", "h2"], warnings=(finding,))  # fmt: skip
+    path = tmp_path / "hosts.sqlite"
+    with Store(path) as store:
+        store.add_runs([run])
+    return path
+
+
+def test_show_json_has_the_per_host_table_and_the_findings(two_hosts, monkeypatch, capsys):
+    code, text, err = iorig(two_hosts, monkeypatch, capsys, "show", "pair")
+    assert code == 0, err
+    assert "Per host" in text and "average per host" in text and "slowest h2" in text
+    code, out, err = iorig(two_hosts, monkeypatch, capsys, "show", "pair", "--json")
+    assert code == 0, err
+    doc = json.loads(out)
+    (phase,) = doc["per_host"]
+    assert (phase["phase"], phase["repeat"], phase["metric"]) == ("random-read", 0, "iops")
+    hosts = {h["host"]: h for h in phase["hosts"]}
+    assert hosts["h1"]["level"] == pytest.approx(1000.0, rel=0.02)
+    assert hosts["h2"]["level"] == pytest.approx(500.0, rel=0.02)
+    assert hosts["h2"]["lat_mean_ns"] == 2e6 and hosts["h2"]["status"] == "ok"
+    assert phase["average_per_host"] == pytest.approx(750.0, rel=0.02)
+    assert (phase["spread"]["slowest"], phase["spread"]["fastest"]) == ("h2", "h1")
+    assert doc["run"]["warnings"] == [
+        {"code": "unstable", "message": "random-read varies", "advice": "run longer",
+         "phase": "random-read", "severity": "warning"}
+    ]  # fmt: skip
+    assert "random-read varies" in text  # what show prints as the audit's finding
+    assert doc["run"]["label"] == "pair"
+
+
+def test_every_json_output_has_a_format_version(db, monkeypatch, capsys):
+    for args in (
+        ("show", "host", "--json"),
+        ("show", "host", "--format", "json"),
+        ("show", "host", "--disclosure", "--json"),
+        ("runs", "--json"),
+        ("compare", "host", "vm", "--format", "json"),
+        ("report", "host", "--format", "json"),
+        ("report", "host", "vm", "--format", "json"),
+    ):
+        code, out, err = iorig(db, monkeypatch, capsys, *args)
+        assert code == 0, (args, err)
+        assert json.loads(out)["format_version"] == FORMAT_VERSION, args
+
+
+def test_csv_rows_have_one_shape_in_show_report_and_compare(db, monkeypatch, capsys):
+    tables = {}
+    for args in (
+        ("show", "host", "--format", "csv"),
+        ("report", "host", "--format", "csv"),
+        ("report", "host", "vm", "--format", "csv"),
+        ("compare", "host", "vm", "--format", "csv"),
+    ):
+        code, out, err = iorig(db, monkeypatch, capsys, *args)
+        assert code == 0, (args, err)
+        reader = csv.DictReader(io.StringIO(out))
+        assert tuple(reader.fieldnames or ()) == CSV_COLUMNS, args
+        tables[args] = list(reader)
+    alone = tables[("report", "host", "--format", "csv")]
+    assert alone == tables[("show", "host", "--format", "csv")]
+    (row,) = alone
+    assert (row["phase"], row["metric"], row["label"], row["baseline"]) == (
+        "random-read", "iops", "host", "True")  # fmt: skip
+    assert row["verdict"] == "" and float(row["median"]) == pytest.approx(1000.0, rel=0.02)
+    compared = tables[("compare", "host", "vm", "--format", "csv")]
+    assert compared == tables[("report", "host", "vm", "--format", "csv")]
+    # the run on its own is the comparison's baseline row, figure for figure
+    assert compared[0] == row and compared[1]["verdict"] == "worse"
+
+
+def test_csv_columns_are_the_record_keys():
+    analysis = analyse(builders.stored("a1", None, [builders.phase("p", _level(10.0, 6))]))
+    assert tuple(run_records(analysis)[0]) == CSV_COLUMNS
