@@ -57,7 +57,7 @@ from iorig.cli.common import (
     run_with_progress,
     scenarios_app,
 )
-from iorig.cli.refs import resolve_run_id
+from iorig.cli.refs import resolve_run_id, resolve_runs
 from iorig.doctor import examine, measure_data_pattern, measure_generator
 from iorig.errors import UserError
 from iorig.model import Metric, StoredRun, series_stats
@@ -263,11 +263,11 @@ class Format(StrEnum):
 FormatOpt = Annotated[Format | None, typer.Option("--format", help="output format")]
 
 
-def _analyses(store: Store, refs: list[str], *, jobs: bool = True) -> list:
-    """The runs named by ``refs``, analysed (each run once)."""
-    ids = [resolve_run_id(store, r) for r in refs]
-    if len(set(ids)) != len(ids):
-        raise UserError("the same run is given twice", hint="compare different runs")
+def _analyses(
+    store: Store, refs: list[str], *, jobs: bool = True, baseline: str | None = None
+) -> list:
+    """The runs named by ``refs`` (``baseline`` first when given), analysed, each once."""
+    ids = resolve_runs(store, refs, baseline)
     return [analyse(store.load_run(i), store.job_texts(i) if jobs else None) for i in ids]
 
 
@@ -275,7 +275,7 @@ def _analyses(store: Store, refs: list[str], *, jobs: bool = True) -> list:
 def show(
     ctx: typer.Context,
     run_ref: Annotated[
-        str, typer.Argument(metavar="RUN", help="run id, unique prefix, or last")
+        str, typer.Argument(metavar="RUN", help="run id, unique prefix, label, last or last~N")
     ] = "last",
     fmt: FormatOpt = None,
     as_json: Annotated[bool, typer.Option("--json", help="the same as --format json")] = False,
@@ -340,7 +340,8 @@ def _format(fmt: Format | None, as_json: bool, default: Format) -> Format:
 def compare_cmd(
     ctx: typer.Context,
     run_refs: Annotated[
-        list[str], typer.Argument(metavar="A B [C ...]", help="runs: id, prefix, last, last~1")
+        list[str],
+        typer.Argument(metavar="A B [C ...]", help="runs: id, prefix, label, last, last~1"),
     ],
     threshold: Annotated[
         float, typer.Option(help="practical threshold in %: smaller changes are no difference")
@@ -351,15 +352,17 @@ def compare_cmd(
     fmt: FormatOpt = None,
 ) -> None:
     """Compare runs phase by phase: median/max/min with % change, winner and significance."""
-    refs = _baseline_first(list(run_refs), as_percent_of)
-    if len(refs) < 2:
+    if len(run_refs) + (as_percent_of is not None) < 2:
         raise UserError("compare needs at least two runs", hint="e.g. iorig compare last~1 last")
-    _comparison_out(ctx, refs, threshold, confidence, limit, fmt or Format.text,
-                    as_percent=bool(as_percent_of), output=None)  # fmt: skip
+    _comparison_out(ctx, list(run_refs), threshold, confidence, limit, fmt or Format.text,
+                    as_percent_of=as_percent_of, output=None)  # fmt: skip
 
 
 AsPercentOfOpt = Annotated[
-    str | None, typer.Option(help="baseline run; show each run as % of it (median per second)")
+    str | None,
+    typer.Option(
+        help="baseline run (id, prefix, label, last~N); each run as % of it (median per second)"
+    ),
 ]
 LimitOpt = Annotated[
     str | None,
@@ -370,13 +373,6 @@ LimitOpt = Annotated[
 ]
 
 
-def _baseline_first(refs: list[str], baseline: str | None) -> list[str]:
-    """``--as-percent-of RUN``: that run first (the baseline), the others after."""
-    if baseline is None:
-        return refs
-    return [baseline, *[r for r in refs if r != baseline]]
-
-
 def _comparison_out(
     ctx: typer.Context,
     refs: list[str],
@@ -385,7 +381,7 @@ def _comparison_out(
     limit: str | None,
     fmt: Format,
     *,
-    as_percent: bool,
+    as_percent_of: str | None,
     output: Path | None,
 ) -> None:
     """Analyse the runs, compare them when there are several, render and write."""
@@ -393,14 +389,19 @@ def _comparison_out(
     if not 0 < confidence < 100:
         raise UserError("--confidence is a percentage between 0 and 100, e.g. 95")
     with Store(ctx.obj) as store:
-        analyses = _analyses(store, refs)
+        analyses = _analyses(store, refs, baseline=as_percent_of)
+    if as_percent_of is not None and len(analyses) < 2:
+        raise UserError(
+            f"--as-percent-of {as_percent_of}: no other run to show as a percentage of it",
+            hint="name the runs to compare besides the baseline",
+        )
     subject = analyses[0]
     if len(analyses) > 1:
         subject = compare(analyses, threshold=threshold / 100, confidence=confidence / 100)
         if chosen_limit is None and (found := shared_limit([a.stored for a in analyses])):
             # recorded by the runs' system disclosure
             chosen_limit = Limit(found.bytes_per_s, Metric.BYTES_PER_S, found.source)
-    options = render_options(as_percent=as_percent, limit=chosen_limit)
+    options = render_options(as_percent=as_percent_of is not None, limit=chosen_limit)
     if output is None:
         emit(fmt.value, subject, options)
         return
@@ -424,7 +425,10 @@ def _parse_limit(limit: str | None) -> Limit | None:
 @app.command()
 def report(
     ctx: typer.Context,
-    run_refs: Annotated[list[str], typer.Argument(metavar="RUN [RUN ...]", help="runs to report")],
+    run_refs: Annotated[
+        list[str],
+        typer.Argument(metavar="RUN [RUN ...]", help="runs: id, prefix, label, last, last~1"),
+    ],
     output: Annotated[
         Path | None, typer.Option("-o", "--output", help="file to write (html: required)")
     ] = None,
@@ -438,9 +442,8 @@ def report(
     chosen = fmt or Format.html
     if chosen is Format.html and output is None:
         raise UserError("an HTML report needs a file", hint="add -o report.html")
-    refs = _baseline_first(list(run_refs), as_percent_of)
-    _comparison_out(ctx, refs, threshold, confidence, limit, chosen,
-                    as_percent=bool(as_percent_of), output=output)  # fmt: skip
+    _comparison_out(ctx, list(run_refs), threshold, confidence, limit, chosen,
+                    as_percent_of=as_percent_of, output=output)  # fmt: skip
 
 
 def _write_atomically(path: Path, text: str) -> None:
@@ -456,7 +459,7 @@ def _write_atomically(path: Path, text: str) -> None:
 @app.command("export")
 def export_cmd(
     ctx: typer.Context,
-    run_ref: Annotated[str, typer.Argument(metavar="RUN", help="run id, prefix or last")],
+    run_ref: Annotated[str, typer.Argument(metavar="RUN", help="run id, prefix, label or last")],
     output: Annotated[Path, typer.Option("-o", "--output", help="bundle file to create")],
 ) -> None:
     """Write one run with all its data to a portable file (an iorig results database)."""

@@ -15,13 +15,7 @@ _ID = re.compile(r"^[0-9a-f]+$")
 
 def resolve_run_id(store: Store, ref: str) -> str:
     text = ref.strip()
-    if text.startswith("last"):
-        match = _LAST.match(text)
-        if not match:
-            raise UserError(
-                f"{ref!r} is not a run reference: after last~ comes a count of runs back",
-                hint="use last, last~1 (the run before the last), last~2 …, or a run id",
-            )
+    if match := _LAST.match(text):
         back = int(match[1] or 0)
         found = store.run_ids(limit=1, offset=back)
         if not found:
@@ -30,6 +24,7 @@ def resolve_run_id(store: Store, ref: str) -> str:
                 f"{'no' if back == 0 else 'too few'} runs"
             )
         return found[0]
+    # a label before anything else: "last-week" or "cafe" may be labels too
     labelled = store.run_ids_labelled(text)
     if len(labelled) == 1:
         return labelled[0]
@@ -37,6 +32,11 @@ def resolve_run_id(store: Store, ref: str) -> str:
         raise UserError(
             f"{len(labelled)} runs are labelled {ref!r} ({', '.join(labelled[:5])})",
             hint="name the run by its id",
+        )
+    if text.startswith("last"):
+        raise UserError(
+            f"{ref!r} is not a run reference: after last~ comes a count of runs back",
+            hint="use last, last~1 (the run before the last), last~2 …, a run id or a label",
         )
     if not _ID.match(text.lower()):
         raise UserError(
@@ -53,3 +53,19 @@ def resolve_run_id(store: Store, ref: str) -> str:
             hint="type more characters of the id",
         )
     return found[0]
+
+
+def resolve_runs(store: Store, refs: list[str], baseline: str | None = None) -> list[str]:
+    """The run ids of ``refs`` in order; with ``baseline`` (``--as-percent-of``)
+    that run first. Runs are matched by id, not by how they were named, so
+    ``compare last~1 last --as-percent-of host`` works when host is last~1."""
+    ids = [resolve_run_id(store, r) for r in refs]
+    if len(set(ids)) != len(ids):
+        twice = [r for r, i in zip(refs, ids, strict=True) if ids.count(i) > 1]
+        raise UserError(
+            f"the same run is given twice ({', '.join(twice)})", hint="compare different runs"
+        )
+    if baseline is None:
+        return ids
+    first = resolve_run_id(store, baseline)
+    return [first, *(i for i in ids if i != first)]

@@ -5,6 +5,7 @@ response time of any load-point table)."""
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 from enum import StrEnum
 from pathlib import Path
@@ -15,7 +16,8 @@ from rich.markup import escape
 
 from iorig.adhoc import adhoc_source
 from iorig.analyze.knee import KneeRule
-from iorig.analyze.loadpoints import default_fractions, ort_of, parse_table_csv, spec_rules
+from iorig.analyze.loadpoints import default_fractions, ort_of, spec_rules
+from iorig.analyze.loadtable import parse_load_table
 from iorig.cli.common import (
     AllowDestroyOpt,
     BsOpt,
@@ -357,18 +359,53 @@ def curve(
 
 @app.command()
 def ort(
-    table: Annotated[Path, typer.Argument(help="CSV with columns load, latency_ms, ops_per_s")],
+    table: Annotated[
+        str,
+        typer.Argument(
+            help="load-point table, - for standard input: a CSV with columns load, latency_ms, "
+            "ops_per_s, or SPEC's Performance table as printed (Business Metric / Average "
+            "Latency / Ops/Sec / MB/Sec; the whole report may be given)"
+        ),
+    ],
 ) -> None:
     """SPEC's overall response time of any load-point table (e.g. a published result)."""
-    try:
-        text = table.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise UserError(f"cannot read {table}: {exc.strerror}") from None
-    rows = parse_table_csv(text, str(table))
+    source = "standard input" if table == "-" else table
+    parsed = parse_load_table(_read_table(table), source)
+    rows = parsed.rows
     console.print(to_rich(ort_table(rows)))
     loads = [r.load for r in rows if r.load is not None]
     problems = spec_rules(loads) if len(loads) == len(rows) else []
     value = ort_of(rows)
-    console.print(f"overall response time: [bold]{value:.2f} ms[/] over {len(rows)} points")
+    published = (
+        f" (published: {parsed.published_ort_ms:g} ms)"
+        if parsed.published_ort_ms is not None
+        else ""
+    )
+    console.print(
+        f"overall response time: [bold]{value:.2f} ms[/] over {len(rows)} points{published}"
+    )
     for problem in problems:
         console.print(f"[yellow]not a valid SPEC load-point set:[/] {escape(problem)}")
+
+
+_TABLE_LIMIT = 4_000_000  # characters: a full disclosure report is ~30 k
+
+
+def _read_table(name: str) -> str:
+    """The table's text: a file or standard input, UTF-8, of a sane size."""
+    try:
+        if name == "-":
+            text = sys.stdin.read(_TABLE_LIMIT + 1)
+        else:
+            with Path(name).open(encoding="utf-8") as handle:
+                text = handle.read(_TABLE_LIMIT + 1)
+    except OSError as exc:
+        raise UserError(f"cannot read {name}: {exc.strerror}") from None
+    except UnicodeDecodeError as exc:
+        raise UserError(
+            f"{name} is not UTF-8 text (byte {exc.start})",
+            hint="give the table as text: a CSV or SPEC's report as printed",
+        ) from None
+    if len(text) > _TABLE_LIMIT:
+        raise UserError(f"{name} is over {_TABLE_LIMIT:,} characters: not a load-point table")
+    return text

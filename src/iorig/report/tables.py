@@ -14,8 +14,8 @@ from rich.text import Text
 
 from iorig.analyze.analysis import RunAnalysis
 from iorig.analyze.criteria import Verdict, criteria_of, latency_columns
+from iorig.analyze.perhost import per_host
 from iorig.analyze.summary import PhaseSummary
-from iorig.model import ALL, PhaseKind, spread
 from iorig.report.eventtables import event_table
 from iorig.report.metrics import metric
 from iorig.report.tablemodel import TableModel
@@ -131,37 +131,25 @@ def timed_table(summaries: tuple[PhaseSummary, ...]) -> TableModel | None:
 def host_tables(analysis: RunAnalysis) -> list[TableModel]:
     """Seed 001's per-VM table: each measured phase per host, with the
     average per host and the spread between hosts (slowest, fastest, CoV)."""
-    if len(analysis.run.hosts) < 2:
-        return []
     columns = [label for label, _ in latency_columns(criteria_of(analysis.run.resolved))]
     rows: list[tuple[str, ...]] = []
     notes = []
-    for phase in analysis.stored.phases:
-        if phase.kind is not PhaseKind.MEASURE or not phase.host_scopes:
-            continue
+    for phase in per_host(analysis):
         fmt = metric(phase.headline)
-        label = phase.name + (f" #{phase.repeat + 1}" if phase.repeat else "")
-        levels = {}
-        for scope in phase.host_scopes:
-            totals = scope.totals.get(ALL)
-            level = totals.level(phase.headline) if totals else math.nan
-            host = scope.scope.host or ""
-            levels[host] = level
-            figures = analysis.host_latencies.get(label, {}).get(host, {})
+        for h in phase.hosts:
             rows.append(
-                (label, host, fmt.format(level),
-                 format_latency(totals.lat_mean_ns if totals else None),
-                 format_latency(totals.percentiles_ns((99.0,))[99.0] if totals else None),
-                 *(format_latency(figures.get(c)) for c in columns),
-                 str(scope.status) if not scope.error else f"{scope.status}: {scope.error}")
+                (phase.label, h.host, fmt.format(h.level), format_latency(h.lat_mean_ns),
+                 format_latency(h.lat_p99_ns),
+                 *(format_latency(h.latencies.get(c)) for c in columns),
+                 h.status if not h.error else f"{h.status}: {h.error}")
             )  # fmt: skip
-        finite = [v for v in levels.values() if not math.isnan(v)]
-        if finite:
-            rows.append((label, "average per host", fmt.format(sum(finite) / len(finite)), "", "",
+        if phase.average is not None:
+            rows.append((phase.label, "average per host", fmt.format(phase.average), "", "",
                          *("" for _ in columns), ""))  # fmt: skip
-        if found := spread(levels):
+        if found := phase.spread:
+            levels = {h.host: h.level for h in phase.hosts}
             notes.append(
-                f"{label}: slowest {found.slowest} ({fmt.format(levels[found.slowest])}), "
+                f"{phase.label}: slowest {found.slowest} ({fmt.format(levels[found.slowest])}), "
                 f"fastest {found.fastest} ({fmt.format(levels[found.fastest])}), coefficient of "
                 f"variation across hosts {found.cov * 100:.1f}%"
             )

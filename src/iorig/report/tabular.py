@@ -1,7 +1,13 @@
 """Plain-data views of runs and comparisons: the JSON and CSV exporters.
 
-Every JSON document carries ``format_version``; a change to its layout that
-could break a reader raises it.
+Every JSON document iorig prints carries ``format_version``: the version of
+the documents' layout (key names, nesting, units). A change that could break
+a reader (a key removed, renamed or changing meaning or unit) raises it; new
+keys do not.
+
+CSV has one row shape for ``show``, ``report`` and ``compare``: one row per
+run and measured phase (repeats pooled), the columns of ``CSV_COLUMNS``; the
+comparison columns are empty for a single run and for the baseline.
 """
 
 from __future__ import annotations
@@ -14,8 +20,10 @@ from dataclasses import asdict
 from typing import Any
 
 from iorig.analyze.analysis import Comparison, RunAnalysis
+from iorig.analyze.compare import Difference, RunPhase
 from iorig.analyze.impact import EventImpact
 from iorig.analyze.knee import Point
+from iorig.analyze.perhost import HostPhase, per_host
 from iorig.analyze.search import CurveResult, KneeResult, LoadPointResult, SearchResult, SweepResult
 from iorig.analyze.summary import PhaseSummary
 from iorig.model import PhaseKind, RunRecord, SeriesStats, StoredRun
@@ -74,6 +82,7 @@ def phase_dict(s: PhaseSummary) -> dict[str, Any]:
 def run_dict(run: RunRecord) -> dict[str, Any]:
     return {
         "id": run.id,
+        "label": run.label,
         "scenario": run.scenario,
         "scenario_version": run.scenario_version,
         "title": run.title,
@@ -84,6 +93,8 @@ def run_dict(run: RunRecord) -> dict[str, Any]:
         "started_at": run.started_at,
         "ended_at": run.ended_at,
         "parameters": {k: v["text"] for k, v in run.params.items()},
+        # default, profile, --set or sweep: show lists those not at their default
+        "parameter_origins": {k: v.get("origin") for k, v in run.params.items()},
         "targets": run.targets,
         "hosts": run.hosts,
         "fio_version": run.fio_version,
@@ -110,6 +121,9 @@ def run_document(analysis: RunAnalysis) -> dict[str, Any]:
                 "converged": p.steady.converged,
                 "metric": p.steady.metric,
                 "round_s": p.steady.round_s,
+                "window": p.steady.window,
+                "max_range": p.steady.max_range,
+                "max_slope": p.steady.max_slope,
                 "rounds": list(p.steady.rounds),
                 "window_start": p.steady.window_start,
             }
@@ -129,11 +143,13 @@ def run_document(analysis: RunAnalysis) -> dict[str, Any]:
         "verdict": analysis.verdict,
         "timed_phases": [
             {"phase": s.name, "kind": str(s.kind), "status": str(s.status),
-             "elapsed_s": s.elapsed_s, "io_bytes": s.io_bytes}
+             "elapsed_s": s.elapsed_s, "io_bytes": s.io_bytes,
+             "bytes_per_s": _num(s.bytes_per_s) if s.ios else None, "error": s.error}
             for s in analysis.summaries
             if s.kind.size_based
         ],
         "events": [event_dict(e) for e in analysis.events],
+        "per_host": [host_phase_dict(h) for h in per_host(analysis)],
         "samples": series_records(stored),
     }  # fmt: skip
 
@@ -142,6 +158,26 @@ def event_dict(e: EventImpact) -> dict[str, Any]:
     """An event as it happened, with its impact (None where not measured)."""
     return {"phase": e.phase, "repeat": e.repeat, **e.event.as_dict(),
             "impact": e.impact.as_dict() if e.impact is not None else None}  # fmt: skip
+
+
+def host_phase_dict(h: HostPhase) -> dict[str, Any]:
+    """Seed 001's per-host table of one measured phase: each host, the average
+    per host and the spread between hosts."""
+    return {
+        "phase": h.phase,
+        "repeat": h.repeat,
+        "metric": str(h.headline),
+        "hosts": [
+            {"host": f.host, "level": _num(f.level), "lat_mean_ns": _num(f.lat_mean_ns),
+             "lat_p99_ns": _num(f.lat_p99_ns),
+             "latencies_ns": {k: _num(v) for k, v in f.latencies.items()},
+             "status": f.status, "error": f.error}
+            for f in h.hosts
+        ],
+        "average_per_host": _num(h.average),
+        "spread": None if h.spread is None else
+        {"slowest": h.spread.slowest, "fastest": h.spread.fastest, "cov": _num(h.spread.cov)},
+    }  # fmt: skip
 
 
 def _knee_point(p: Point) -> dict[str, Any]:
@@ -260,46 +296,59 @@ def search_dict(result: SearchResult | None) -> dict[str, Any] | None:
     return None
 
 
+def phase_record(
+    entry: RunPhase, run_id: str, label: str, *, baseline: bool, diff: Difference | None
+) -> dict[str, Any]:
+    """One run's measured phase (repeats pooled) as a flat record; the change
+    and test columns are None for the baseline or a run on its own."""
+    stats = entry.stats
+    test = diff.test if diff else None
+    return {
+        "phase": entry.name,
+        "metric": str(entry.headline),
+        "run_id": run_id,
+        "label": label,
+        "baseline": baseline,
+        "seconds": stats.n,
+        "median": _num(stats.median),
+        "max": _num(stats.maximum),
+        "min": _num(stats.minimum),
+        "mean": _num(stats.mean),
+        "cov": _num(stats.cov),
+        "repeats": len(entry.repeat_levels),
+        "lat_mean_ns": _num(entry.lat_mean_ns),
+        "lat_p99_ns": _num(entry.lat_p99_ns),
+        "change_median": _num(diff.change_median) if diff else None,
+        "change_max": _num(diff.change_max) if diff else None,
+        "change_min": _num(diff.change_min) if diff else None,
+        "change_lat_mean": _num(diff.change_lat_mean) if diff else None,
+        "change_lat_p99": _num(diff.change_lat_p99) if diff else None,
+        "verdict": diff.verdict if diff else None,
+        "method": diff.method if diff else None,
+        "ratio": test.ratio if test else None,
+        "ci_low": test.ci_low if test else None,
+        "ci_high": test.ci_high if test else None,
+        "p_value": test.p_value if test else None,
+    }
+
+
 def comparison_records(cmp: Comparison) -> list[dict[str, Any]]:
     """One flat record per run and phase, with the numbers behind the tables."""
-    records = []
-    for phase in cmp.phases:
-        for i, entry in enumerate(phase.entries):
-            if entry is None:
-                continue
-            stats = entry.stats
-            diff = phase.differences[i]
-            test = diff.test if diff else None
-            records.append(
-                {
-                    "phase": phase.name,
-                    "metric": str(phase.headline),
-                    "run_id": cmp.runs[i].run.id,
-                    "label": cmp.labels[i],
-                    "baseline": i == 0,
-                    "seconds": stats.n,
-                    "median": _num(stats.median),
-                    "max": _num(stats.maximum),
-                    "min": _num(stats.minimum),
-                    "mean": _num(stats.mean),
-                    "cov": _num(stats.cov),
-                    "repeats": len(entry.repeat_levels),
-                    "lat_mean_ns": _num(entry.lat_mean_ns),
-                    "lat_p99_ns": _num(entry.lat_p99_ns),
-                    "change_median": _num(diff.change_median) if diff else None,
-                    "change_max": _num(diff.change_max) if diff else None,
-                    "change_min": _num(diff.change_min) if diff else None,
-                    "change_lat_mean": _num(diff.change_lat_mean) if diff else None,
-                    "change_lat_p99": _num(diff.change_lat_p99) if diff else None,
-                    "verdict": diff.verdict if diff else None,
-                    "method": diff.method if diff else None,
-                    "ratio": test.ratio if test else None,
-                    "ci_low": test.ci_low if test else None,
-                    "ci_high": test.ci_high if test else None,
-                    "p_value": test.p_value if test else None,
-                }
-            )
-    return records
+    return [
+        phase_record(entry, cmp.runs[i].run.id, cmp.labels[i], baseline=i == 0,
+                     diff=phase.differences[i])
+        for phase in cmp.phases
+        for i, entry in enumerate(phase.entries)
+        if entry is not None
+    ]  # fmt: skip
+
+
+def run_records(analysis: RunAnalysis) -> list[dict[str, Any]]:
+    """A run on its own in the comparison's row shape: one row per measured phase."""
+    return [
+        phase_record(entry, analysis.run.id, analysis.run.name, baseline=True, diff=None)
+        for entry in analysis.pooled.values()
+    ]
 
 
 def comparison_document(cmp: Comparison) -> dict[str, Any]:
@@ -322,12 +371,20 @@ def comparison_document(cmp: Comparison) -> dict[str, Any]:
     }  # fmt: skip
 
 
+CSV_COLUMNS = (  # the keys of phase_record, in order
+    "phase", "metric", "run_id", "label", "baseline", "seconds", "median", "max", "min", "mean",
+    "cov", "repeats", "lat_mean_ns", "lat_p99_ns", "change_median", "change_max", "change_min",
+    "change_lat_mean", "change_lat_p99", "verdict", "method", "ratio", "ci_low", "ci_high",
+    "p_value",
+)  # fmt: skip
+
+
 def records_csv(records: list[dict[str, Any]]) -> str:
+    """The rows under one fixed header (also when there are none)."""
     out = io.StringIO()
-    if records:
-        writer = csv.DictWriter(out, fieldnames=list(records[0]))
-        writer.writeheader()
-        writer.writerows(records)
+    writer = csv.DictWriter(out, fieldnames=CSV_COLUMNS)
+    writer.writeheader()
+    writer.writerows(records)
     return out.getvalue()
 
 
@@ -369,10 +426,11 @@ class JsonExporter:
 
 
 class CsvExporter:
-    """A run: every per-second sample; a comparison: one row per run and phase."""
+    """One row per run and measured phase, for a run and a comparison alike
+    (every per-second sample is in the JSON document's ``samples``)."""
 
     def run(self, analysis: RunAnalysis, options: RenderOptions) -> str:
-        return records_csv(series_records(analysis.stored))
+        return records_csv(run_records(analysis))
 
     def comparison(self, cmp: Comparison, options: RenderOptions) -> str:
         return records_csv(comparison_records(cmp))
