@@ -9,6 +9,7 @@ between words). Pure: widths in, a smaller model and its column widths out."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, replace
 
 from rich.cells import cell_len
@@ -21,6 +22,8 @@ EDGE = 1
 # the last column of a one-line table (a list of figures) is cut, with an
 # ellipsis, down to this before a column is left out for it
 ELASTIC_MIN = 12
+# a number with its unit or sign: wrapped, "1.00 / ms" reads as two figures
+FIGURE = re.compile(r"[-+≥≤~]?\s?\d")
 
 
 @dataclass(frozen=True)
@@ -44,19 +47,27 @@ def natural_widths(model: TableModel) -> list[int]:
     ]
 
 
+def cell_widths(model: TableModel) -> list[int]:
+    """Each column as wide as its widest cell, its header wrapped."""
+    return natural_widths(replace(model, headers=("",) * len(model.headers)))
+
+
 def minimum_widths(model: TableModel) -> list[int]:
-    """The narrowest each column may be without breaking a word (one-line
-    tables: without wrapping a cell, except the last column, which is cut)."""
-    natural = natural_widths(model)
+    """The narrowest each column may be: a header wraps between words, a cell
+    too, except a figure ("1.00 ms", "+4.01%", "2.65 GB/s"), which stays whole;
+    in a one-line table no cell wraps, and the last column is cut instead."""
     out = []
     last = len(model.headers) - 1
     for index, (header, *cells) in enumerate(zip(model.headers, *model.rows, strict=True)):
-        if not model.one_line:
-            out.append(max(longest_word(t) for t in (header, *cells)))
-        elif index == last:
-            out.append(max(longest_word(header), min(natural[index], ELASTIC_MIN)))
+        whole = max((cell_len(line) for text in cells for line in text.splitlines()), default=0)
+        if model.one_line and index == last:
+            cells_min = min(whole, ELASTIC_MIN)
+        elif model.one_line:
+            cells_min = whole
         else:
-            out.append(max(longest_word(header), natural[index]))
+            cells_min = max((cell_len(t) if FIGURE.match(t) else longest_word(t) for t in cells),
+                            default=0)  # fmt: skip
+        out.append(max(longest_word(header), cells_min))
     return out
 
 
@@ -97,6 +108,14 @@ def shrink(widths: list[int], minimum: list[int], room: int) -> list[int]:
     return widths
 
 
+def left_out_note(headers: list[str], width: int) -> str:
+    named = ", ".join(headers[:4]) + (f" and {len(headers) - 4} more" if len(headers) > 4 else "")
+    return (
+        f"left out to fit {width} columns: {named} (a wider terminal, or the output in a "
+        "pipe or a file, shows every column)"
+    )
+
+
 def fit(model: TableModel, width: int | None) -> Fitted:
     """The table at ``width`` columns (None: as wide as it needs, for a pipe)."""
     if width is None or not model.headers:
@@ -111,13 +130,9 @@ def fit(model: TableModel, width: int | None) -> Fitted:
     fitted = select(model, kept)
     left_out = [model.headers[i] for i in range(len(model.headers)) if i not in kept]
     if left_out:
-        fitted = replace(
-            fitted,
-            notes=(
-                *fitted.notes,
-                f"left out to fit {width} columns: {', '.join(left_out)} (a wider terminal, "
-                "or the output in a pipe or a file, shows every column)",
-            ),
-        )
-    widths = shrink(natural_widths(fitted), minimum_widths(fitted), width)
+        fitted = replace(fitted, notes=(*fitted.notes, left_out_note(left_out, width)))
+    minimum = minimum_widths(fitted)
+    # headers wrap first (a line or two once), then cells (lines on every row)
+    cells = [max(m, c) for m, c in zip(minimum, cell_widths(fitted), strict=True)]
+    widths = shrink(shrink(natural_widths(fitted), cells, width), minimum, width)
     return Fitted(fitted, tuple(widths))
