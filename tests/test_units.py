@@ -69,3 +69,7 @@ def test_formatting():
     assert format_latency(850_000) == "850.0 µs" and format_latency(1_240_000) == "1.24 ms"
     assert format_bytes(64 << 20) == "64MiB" and format_bytes(1536) == "1.5KiB"
     assert format_duration(45) == "45s" and format_duration(5400) == "1h 30m"
+    # a measured duration reads as people write it, not as a float's digits
+    assert format_duration(26.5088) == "26.5s" and format_duration(4.79446) == "4.8s"
+    assert format_duration(0.25) == "0.25s" and format_duration(0.0042) == "0.0042s"
+    assert format_duration(2.0) == "2s" and format_duration(0.0001) == "0s"

@@ -164,9 +164,14 @@ def format_latency(ns: float | None) -> str:
 
 
 def format_duration(seconds: float) -> str:
-    """``45s``, ``5m``, ``1h 30m``, ``1.5s``."""
+    """``45s``, ``5m``, ``1h 30m``, ``4.8s``, ``0.25s``: tenths of a second at
+    most under a minute (a measured 26.5088 s reads as 26.5s), two figures below
+    one second, 0s below a millisecond."""
+    if abs(seconds) < 1e-3:
+        return "0s"
     if seconds < 60:
-        return f"{seconds:g}s"
+        text = f"{seconds:.2g}" if abs(seconds) < 1 else f"{seconds:.1f}".removesuffix(".0")
+        return f"{text}s"
     minutes, secs = divmod(round(seconds), 60)
     hours, minutes = divmod(minutes, 60)
     parts = [f"{hours}h"] if hours else []

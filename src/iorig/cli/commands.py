@@ -66,6 +66,7 @@ from iorig.report.exporters import render
 from iorig.report.options import Limit
 from iorig.report.sparkline import timeline_lines
 from iorig.report.tabular import FORMAT_VERSION, run_dict, series_dict
+from iorig.report.text import tables_text
 from iorig.report.timeline import build_timeline
 from iorig.run.events import RunOutcome
 from iorig.run.searches import ThreadsSettings, run_threads_auto, stretch_builder
@@ -249,7 +250,9 @@ def runs(
             f"no runs in {ctx.obj} yet; try `iorig run peak --quick --target ./iorig-scratch/`"
         )
         return
-    console.print(terminal.runs_table(records, headlines))
+    table = terminal.runs_table(records, headlines)
+    sys.stdout.write(tables_text([table], render_options(), {"status": terminal.STATUS_STYLE}))
+    sys.stdout.flush()
 
 
 class Format(StrEnum):

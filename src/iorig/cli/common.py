@@ -417,9 +417,13 @@ def run_with_progress(
 
 
 def render_options(**given: object) -> RenderOptions:
-    """Options for the text renderer, sized to this terminal."""
+    """Options for the text renderer, sized to this terminal; when stdout is
+    no terminal (a pipe, a file, a CI log), tables keep their natural width
+    and nothing wraps, whatever COLUMNS says."""
     color = console.is_terminal and not console.no_color
-    return RenderOptions(width=console.width, color=color, **given)  # type: ignore[arg-type]
+    return RenderOptions(  # type: ignore[arg-type]
+        width=console.width, color=color, piped=not console.is_terminal, **given
+    )
 
 
 def emit(fmt: str, subject: RunAnalysis | Comparison, options: RenderOptions | None = None) -> None:

@@ -59,7 +59,10 @@ def figure_table(cmp: Comparison, figure: str, title: str) -> TableModel:
         )
         rows.append(tuple(row))
     align = ("l", *("c" for _ in headers[1:-1]), "l")
-    return TableModel(title, tuple(headers), tuple(rows), align)
+    # a narrow terminal keeps every run's figure, then the % columns and the
+    # significance; the winner goes first (the % and the significance say it)
+    priority = (0, 1, *(p for _ in labels[1:] for p in (2, 3)), 5, 4)
+    return TableModel(title, tuple(headers), tuple(rows), align, priority=priority)
 
 
 def latency_table(cmp: Comparison) -> TableModel:
@@ -85,7 +88,10 @@ def latency_table(cmp: Comparison) -> TableModel:
         tuple(rows),
         ("l", *("c" for _ in headers[1:])),
         ("p99 from the histograms of all repeats merged",),
-    )
+        # a narrow terminal keeps the runs' means, then their p99s, then the % columns
+        priority=(0, *(p for first, pct in ((1, 3), (2, 4))
+                       for p in (first, *(q for _ in labels[1:] for q in (first, pct))))),
+    )  # fmt: skip
 
 
 # The percentage tables divide the phase mean (fio's own figure for the whole

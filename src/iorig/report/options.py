@@ -23,3 +23,6 @@ class RenderOptions:
     jobs: bool = False  # text: each phase's fio job file after the tables
     width: int | None = None  # text: the terminal's width
     color: bool = False  # text: ANSI colours
+    # text: the output is no terminal (a pipe, a file, a CI log): tables at their
+    # natural width and lines never wrapped, whatever the width says
+    piped: bool = False

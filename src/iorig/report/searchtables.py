@@ -320,7 +320,7 @@ def loadpoint_tables(result: LoadPointResult) -> list[TableModel]:
     ops = list(dict.fromkeys(o.workload for p in result.points for o in p.ops))
     per_op = TableModel(
         "Latency and rate per op type",
-        (result.metric, *(f"{op} ms" for op in ops), *(f"{op} ops/s" for op in ops)),
+        (result.metric, *(f"{op} latency" for op in ops), *(f"{op} ops/s" for op in ops)),
         tuple(
             (
                 str(p.load),
@@ -340,7 +340,8 @@ def _op_cell(point: BusinessPoint, op: str, what: str) -> str:
     if found is None:
         return "-"
     if what == "lat":
-        return "-" if math.isnan(found.lat_mean_ns) else f"{found.lat_mean_ns / 1e6:.3f}"
+        # a unit that fits the figure: a fast op type read 0.000 in fixed milliseconds
+        return format_latency(found.lat_mean_ns)
     mark = "" if found.valid else "*"
     return f"{found.achieved_ops_per_s:,.0f}/{found.requested_ops_per_s:,.0f}{mark}"
 

@@ -12,3 +12,7 @@ class TableModel:
     rows: tuple[tuple[str, ...], ...]
     align: tuple[str, ...]  # "l", "c" or "r" per column
     notes: tuple[str, ...] = ()
+    # per column, lower is kept longer when a narrow terminal cannot show them
+    # all (empty: left to right); see report.fit
+    priority: tuple[int, ...] = ()
+    one_line: bool = False  # each row on one line: cells never wrap (the last one is cut)

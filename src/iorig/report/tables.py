@@ -181,18 +181,40 @@ def run_tables(analysis: RunAnalysis) -> list[TableModel]:
 # ------------------------------------------------------------------ renderers
 
 
-def to_rich(model: TableModel) -> Table:
+def to_rich(
+    model: TableModel,
+    widths: tuple[int, ...] | None = None,
+    styles: dict[str, dict[str, str]] | None = None,
+) -> Table:
+    """The table for rich, each column at ``widths`` when given (``fit`` chose
+    them so that no word is broken) or as wide as its cells. A cell too long
+    for its column wraps between words; a word that still does not fit is cut
+    with an ellipsis, never folded. ``styles``: per header, a style per cell
+    text (a run's status in its colour)."""
     # as wide as its title, so that a narrow table does not fold it
+    title_width = min(len(model.title), 300)
+    if widths is not None:
+        title_width = min(title_width, sum(widths) + 3 * len(widths) + 1)
     table = Table(
         title=Text(model.title[:300]), title_justify="left", header_style="bold",
-        min_width=min(len(model.title), 300),
+        min_width=title_width,
     )  # fmt: skip
     justify = {"l": "left", "c": "center", "r": "right"}
-    for header, align in zip(model.headers, model.align, strict=True):
-        table.add_column(Text(header), justify=justify[align], overflow="fold")  # type: ignore[arg-type]
+    for index, (header, align) in enumerate(zip(model.headers, model.align, strict=True)):
+        table.add_column(
+            Text(header),
+            justify=justify[align],  # type: ignore[arg-type]
+            overflow="ellipsis",
+            no_wrap=model.one_line,
+            width=None if widths is None else widths[index],
+        )
     for row in model.rows:
         # labels are user text: not markup, and clipped (rich wraps long text slowly)
-        table.add_row(*(Text(cell if len(cell) <= 300 else cell[:299] + "…") for cell in row))
+        table.add_row(*(
+            Text(cell if len(cell) <= 300 else cell[:299] + "…",
+                 style=(styles or {}).get(header, {}).get(cell, ""))
+            for header, cell in zip(model.headers, row, strict=True)
+        ))  # fmt: skip
     return table
 
 

@@ -20,6 +20,7 @@ from iorig.model import (
 )
 from iorig.model.records import flatten
 from iorig.report.metrics import metric
+from iorig.report.tablemodel import TableModel
 from iorig.scenario import ResolvedScenario, ScenarioSource
 from iorig.units import format_bytes, format_duration, format_rate, format_si
 
@@ -150,29 +151,31 @@ def steady_lines(phases: tuple[PhaseResult, ...]) -> list[Text]:
 
 def runs_table(
     runs: list[RunRecord], headlines: dict[str, list[tuple[str, Metric, list]]]
-) -> Table:
-    table = Table(header_style="bold")
-    for col in ("id", "started", "scenario", "status"):
-        table.add_column(col, no_wrap=True)
-    table.add_column("label / target", overflow="fold", min_width=12)
-    table.add_column("median per second", overflow="fold", min_width=16)
+) -> TableModel:
+    """One line per run: a narrow terminal leaves columns out (the target
+    first) and cuts the figures, a long list for a sweep, with an ellipsis."""
+    labelled = any(run.label for run in runs)
+    rows = []
     for run in runs:
-        parts = []
-        for name, unit, values in headlines.get(run.id, []):
-            median = series_stats(values).median
-            parts.append(f"{name} {metric(unit).format(median)}")
-        target = ", ".join(t["given"] for t in run.targets)
+        parts = [
+            f"{name} {metric(unit).format(series_stats(values).median)}"
+            for name, unit, values in headlines.get(run.id, [])
+        ]
         scenario = run.scenario + (f" ({run.profile})" if run.profile else "")
-        add_row(
-            table,
-            run.id,
-            when(run.started_at)[5:16],  # MM-DD HH:MM
-            scenario,
-            status_text(run.status),
-            f"{run.label}\n{target}" if run.label else target,
-            "\n".join(parts),
-        )
-    return table
+        rows.append((
+            run.id, when(run.started_at)[5:16],  # MM-DD HH:MM
+            scenario, str(run.status),
+            *([clip(run.label or "-")] if labelled else []),
+            clip(", ".join(t["given"] for t in run.targets)),
+            ", ".join(parts) or "-",
+        ))  # fmt: skip
+    headers = ("id", "started", "scenario", "status", *(["label"] if labelled else []),
+               "target", "median per second")  # fmt: skip
+    # kept longest: the id (what other commands take), the status, the figures
+    priority = (0, 3, 4, 1, *([5] if labelled else []), 6, 2)
+    return TableModel(
+        "", headers, tuple(rows), ("l",) * len(headers), priority=priority, one_line=True
+    )
 
 
 def scenarios_table(sources: list[ScenarioSource]) -> Table:

@@ -11,16 +11,21 @@ from rich.text import Text
 from iorig.analyze.analysis import Comparison, RunAnalysis
 from iorig.report import terminal
 from iorig.report.cmptables import comparison_notes, comparison_tables
+from iorig.report.fit import fit
 from iorig.report.options import RenderOptions
 from iorig.report.searchtables import search_tables
 from iorig.report.tables import TableModel, run_tables, summary_tables, to_rich
+
+# a pipe's "width": wide enough that rich wraps nothing (its lines are then
+# cut of their trailing padding)
+PIPED_WIDTH = 100_000
 
 
 def _to_text(parts: list[RenderableType], options: RenderOptions) -> str:
     buffer = io.StringIO()
     console = Console(
         file=buffer,
-        width=options.width or 100,
+        width=PIPED_WIDTH if options.piped else options.width or 100,
         force_terminal=options.color,
         no_color=not options.color,
         highlight=False,  # user text is shown as it is, never re-styled
@@ -28,15 +33,32 @@ def _to_text(parts: list[RenderableType], options: RenderOptions) -> str:
     )
     for part in parts:
         console.print(part)
-    return buffer.getvalue()
+    text = buffer.getvalue()
+    if options.piped:
+        text = "".join(line.rstrip() + "\n" for line in text.splitlines())
+    return text
 
 
-def _tables(tables: list[TableModel]) -> list[RenderableType]:
-    out: list[RenderableType] = []
-    for table in tables:
-        out.append(to_rich(table))
-        out += [Text(f"  {note}", style="dim") for note in table.notes]
-    return out
+def table_parts(
+    table: TableModel, options: RenderOptions, styles: dict[str, dict[str, str]] | None = None
+) -> list[RenderableType]:
+    """A table fitted to the terminal (whole in a pipe), then its notes."""
+    fitted = fit(table, None if options.piped else options.width or 100)
+    out: list[RenderableType] = [to_rich(fitted.model, fitted.widths, styles)]
+    return out + [Text(f"  {note}", style="dim") for note in fitted.model.notes]
+
+
+def tables_text(
+    tables: list[TableModel],
+    options: RenderOptions,
+    styles: dict[str, dict[str, str]] | None = None,
+) -> str:
+    """Tables on their own (``iorig runs``), as ``run_view`` shows them."""
+    return _to_text([p for t in tables for p in table_parts(t, options, styles)], options)
+
+
+def _tables(tables: list[TableModel], options: RenderOptions) -> list[RenderableType]:
+    return [part for table in tables for part in table_parts(table, options)]
 
 
 def run_view(analysis: RunAnalysis, options: RenderOptions) -> list[RenderableType]:
@@ -49,11 +71,11 @@ def run_view(analysis: RunAnalysis, options: RenderOptions) -> list[RenderableTy
         parts.append(Text(""))
     measured = analysis.measured
     if measured:
-        parts += _tables(summary_tables(measured))
+        parts += _tables(summary_tables(measured), options)
         parts += [Text(f"{s.name}: {s.error}", style="red") for s in measured if s.error]
     else:
         parts.append(Text("no measured phase finished", style="yellow"))
-    parts += _tables(run_tables(analysis) + search_tables(analysis.search))
+    parts += _tables(run_tables(analysis) + search_tables(analysis.search), options)
     if options.jobs:
         for name, text in analysis.job_texts.items():
             parts.append(Text(f"\n; phase {name}", style="bold"))
@@ -75,7 +97,7 @@ def comparison_view(cmp: Comparison, options: RenderOptions) -> list[RenderableT
                     f"{codes} (see `iorig show {analysis.run.id}`)",
                 )
             )
-    parts += _tables(comparison_tables(cmp, options))
+    parts += _tables(comparison_tables(cmp, options), options)
     parts += [Text(note, style="dim") for note in comparison_notes(cmp)]
     return parts
 
