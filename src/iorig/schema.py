@@ -19,7 +19,7 @@ from pydantic import (
 )
 
 from iorig.eventspec import EventSpec, ImpactRule, check_phase_events
-from iorig.model import Metric, PhaseKind
+from iorig.model import Metric, PhaseKind, SystemUnderTest
 from iorig.units import (
     format_bytes,
     parse_duration,
@@ -468,6 +468,7 @@ class Scenario(_Model):
     criteria: list[Criterion] = Field(default_factory=list)
     loadpoints: LoadPointSpec | None = None
     impact: ImpactRule = Field(default_factory=ImpactRule)  # how events' impact is measured
+    sut: SystemUnderTest | None = None  # the system under test, as --sut describes it
 
     @field_validator("iorig")
     @classmethod

@@ -37,6 +37,7 @@ from iorig.cli.common import (
     KeepFilesOpt,
     LabelOpt,
     MinRateOpt,
+    NoteOpt,
     ProfileOpt,
     QuickOpt,
     ReadPctOpt,
@@ -44,6 +45,8 @@ from iorig.cli.common import (
     Rw,
     SetOpt,
     SizeOpt,
+    SutOpt,
+    SutOptions,
     TargetOpt,
     app,
     collect_overrides,
@@ -65,12 +68,14 @@ from iorig.report import terminal
 from iorig.report.exporters import render
 from iorig.report.options import Limit
 from iorig.report.sparkline import timeline_lines
-from iorig.report.tabular import FORMAT_VERSION, run_dict, series_dict
+from iorig.report.suttables import sut_view
+from iorig.report.tabular import FORMAT_VERSION, run_dict, series_dict, sut_dict
 from iorig.report.timeline import build_timeline
 from iorig.run.events import RunOutcome
 from iorig.run.searches import ThreadsSettings, run_threads_auto, stretch_builder
 from iorig.run.session import RunSession, execute
 from iorig.store import Store, export_run, import_runs, preflight
+from iorig.sut import check_sut_file, template
 from iorig.sweep import parse_grid, resolve_with_sweep, search_settings
 from iorig.targets import check_kind
 from iorig.units import parse_limit, parse_size
@@ -114,6 +119,8 @@ def run(
     event: EventOpt = None,
     event_command: EventCommandOpt = None,
     allow_commands: AllowCommandsOpt = None,
+    sut: SutOpt = None,
+    note: NoteOpt = None,
     fio: FioOpt = None,
 ) -> None:
     """Run a scenario (or an ad-hoc fio workload) and store every result.
@@ -139,6 +146,7 @@ def run(
         fio=fio, repeats=repeat, min_rate=min_rate,
         events=EventOptions(tuple(event or ()), tuple(event_command or ()),
                             tuple(allow_commands or ())),
+        sut=SutOptions(sut, tuple(note or ())),
     )  # fmt: skip
     if auto:
         settings = ThreadsSettings()
@@ -309,12 +317,14 @@ def show(
         if chosen is Format.json:
             limit = analysis.run.disclosure.interface_limit
             data = dict(analysis.run.disclosure.sections) | {
-                "interface_limit": None if limit is None else asdict(limit)
+                "interface_limit": None if limit is None else asdict(limit),
+                "sut": sut_dict(analysis.run),
             }
             sys.stdout.write(json.dumps({"format_version": FORMAT_VERSION} | data, indent=1))
             sys.stdout.write("\n")
         else:
             console.print(terminal.disclosure_view(analysis.run))
+            console.print(sut_view(analysis.run))
         return
     emit(chosen.value, analysis, render_options(jobs=jobs))
 
@@ -541,6 +551,23 @@ def _block_size(text: str) -> int:
     if not 512 <= size <= 2**30:
         raise UserError(f"--bs {text}: a block size must be 512 B to 1 GiB", hint="e.g. --bs 4KiB")
     return size
+
+
+sut_app = typer.Typer(no_args_is_help=True)
+app.add_typer(sut_app, name="sut", help="Describe the system under test for --sut.")
+
+
+@sut_app.command("template")
+def sut_template() -> None:
+    """Print a commented --sut file with every field (all optional)."""
+    sys.stdout.write(template())
+
+
+@sut_app.command("check")
+def sut_check(file: Annotated[Path, typer.Argument(help="a --sut YAML file")]) -> None:
+    """Validate a --sut file without running anything."""
+    check_sut_file(file)
+    console.print(f"{escape(str(file))}: a valid system-under-test description")
 
 
 @scenarios_app.callback()
