@@ -65,6 +65,7 @@ from iorig.doctor import examine, measure_data_pattern, measure_generator
 from iorig.errors import UserError
 from iorig.model import Metric, StoredRun, series_stats
 from iorig.report import terminal
+from iorig.report.disclosure import render_disclosure
 from iorig.report.exporters import render
 from iorig.report.options import Limit
 from iorig.report.sparkline import timeline_lines
@@ -443,14 +444,40 @@ def report(
     confidence: Annotated[float, typer.Option(help="confidence level in %")] = 95.0,
     as_percent_of: AsPercentOfOpt = None,
     limit: LimitOpt = None,
+    disclosure: Annotated[
+        bool,
+        typer.Option(
+            "--disclosure",
+            help="a full-disclosure HTML page of one run (or load-point curve): results, the "
+            "system under test, the load generators, the audit and every job file",
+        ),
+    ] = False,
 ) -> None:
     """Report runs: a self-contained HTML file, Markdown tables, or the numbers (json/csv)."""
     chosen = fmt or Format.html
+    if disclosure:
+        _disclosure_report(ctx, run_refs, chosen, output)
+        return
     if chosen is Format.html and output is None:
         raise UserError("an HTML report needs a file", hint="add -o report.html")
     refs = _baseline_first(list(run_refs), as_percent_of)
     _comparison_out(ctx, refs, threshold, confidence, limit, chosen,
                     as_percent=bool(as_percent_of), output=output)  # fmt: skip
+
+
+def _disclosure_report(
+    ctx: typer.Context, refs: list[str], fmt: Format, output: Path | None
+) -> None:
+    if len(refs) != 1 or fmt is not Format.html or output is None:
+        raise UserError(
+            "--disclosure writes one run's full-disclosure HTML page",
+            hint="iorig report RUN --disclosure -o disclosure.html",
+        )
+    with Store(ctx.obj) as store:
+        (analysis,) = _analyses(store, refs)
+    text = render_disclosure(analysis)
+    _write_atomically(output, text)
+    console.print(f"wrote {escape(str(output))} ({len(text.encode()) / 1e3:.0f} kB)")
 
 
 def _write_atomically(path: Path, text: str) -> None:
