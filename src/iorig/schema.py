@@ -462,8 +462,7 @@ class Scenario(_Model):
     profiles: dict[str, dict[str, Any]] = Field(default_factory=dict)
     targets: dict[str, TargetSpec] = Field(default_factory=dict)
     phases: list[Phase] = Field(min_length=1)
-    # A grid over parameters: the measured stretch of the phases runs once per
-    # combination (see iorig.sweep). Values are written as for --set.
+    # A grid over parameters: the measured stretch runs once per combination (iorig.sweep)
     sweep: dict[str, list[str | int | float | bool]] = Field(default_factory=dict)
     criteria: list[Criterion] = Field(default_factory=list)
     loadpoints: LoadPointSpec | None = None

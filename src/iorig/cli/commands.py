@@ -59,13 +59,14 @@ from iorig.cli.common import (
     render_options,
     run_with_progress,
     scenarios_app,
+    write_atomically,
 )
 from iorig.cli.refs import resolve_run_id
+from iorig.cli.sut import write_disclosure
 from iorig.doctor import examine, measure_data_pattern, measure_generator
 from iorig.errors import UserError
 from iorig.model import Metric, StoredRun, series_stats
 from iorig.report import terminal
-from iorig.report.disclosure import render_disclosure
 from iorig.report.exporters import render
 from iorig.report.options import Limit
 from iorig.report.sparkline import timeline_lines
@@ -76,7 +77,6 @@ from iorig.run.events import RunOutcome
 from iorig.run.searches import ThreadsSettings, run_threads_auto, stretch_builder
 from iorig.run.session import RunSession, execute
 from iorig.store import Store, export_run, import_runs, preflight
-from iorig.sut import check_sut_file, template
 from iorig.sweep import parse_grid, resolve_with_sweep, search_settings
 from iorig.targets import check_kind
 from iorig.units import parse_limit, parse_size
@@ -416,7 +416,7 @@ def _comparison_out(
         emit(fmt.value, subject, options)
         return
     text = render(fmt.value, subject, options)
-    _write_atomically(output, text)
+    write_atomically(output, text)
     console.print(f"wrote {escape(str(output))} ({len(text.encode()) / 1e6:.1f} MB)")
 
 
@@ -456,38 +456,18 @@ def report(
     """Report runs: a self-contained HTML file, Markdown tables, or the numbers (json/csv)."""
     chosen = fmt or Format.html
     if disclosure:
-        _disclosure_report(ctx, run_refs, chosen, output)
+        if len(run_refs) != 1 or chosen is not Format.html or output is None:
+            raise UserError(
+                "--disclosure writes one run's full-disclosure HTML page",
+                hint="iorig report RUN --disclosure -o disclosure.html",
+            )
+        write_disclosure(ctx.obj, run_refs[0], output)
         return
     if chosen is Format.html and output is None:
         raise UserError("an HTML report needs a file", hint="add -o report.html")
     refs = _baseline_first(list(run_refs), as_percent_of)
     _comparison_out(ctx, refs, threshold, confidence, limit, chosen,
                     as_percent=bool(as_percent_of), output=output)  # fmt: skip
-
-
-def _disclosure_report(
-    ctx: typer.Context, refs: list[str], fmt: Format, output: Path | None
-) -> None:
-    if len(refs) != 1 or fmt is not Format.html or output is None:
-        raise UserError(
-            "--disclosure writes one run's full-disclosure HTML page",
-            hint="iorig report RUN --disclosure -o disclosure.html",
-        )
-    with Store(ctx.obj) as store:
-        (analysis,) = _analyses(store, refs)
-    text = render_disclosure(analysis)
-    _write_atomically(output, text)
-    console.print(f"wrote {escape(str(output))} ({len(text.encode()) / 1e3:.0f} kB)")
-
-
-def _write_atomically(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.partial")
-    try:
-        tmp.write_text(text, encoding="utf-8")
-        tmp.replace(path)
-    except OSError as exc:
-        tmp.unlink(missing_ok=True)
-        raise UserError(f"cannot write {path}: {exc.strerror}") from None
 
 
 @app.command("export")
@@ -578,23 +558,6 @@ def _block_size(text: str) -> int:
     if not 512 <= size <= 2**30:
         raise UserError(f"--bs {text}: a block size must be 512 B to 1 GiB", hint="e.g. --bs 4KiB")
     return size
-
-
-sut_app = typer.Typer(no_args_is_help=True)
-app.add_typer(sut_app, name="sut", help="Describe the system under test for --sut.")
-
-
-@sut_app.command("template")
-def sut_template() -> None:
-    """Print a commented --sut file with every field (all optional)."""
-    sys.stdout.write(template())
-
-
-@sut_app.command("check")
-def sut_check(file: Annotated[Path, typer.Argument(help="a --sut YAML file")]) -> None:
-    """Validate a --sut file without running anything."""
-    check_sut_file(file)
-    console.print(f"{escape(str(file))}: a valid system-under-test description")
 
 
 @scenarios_app.callback()
