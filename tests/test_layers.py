@@ -41,7 +41,9 @@ PARTS: dict[str, set[str]] = {
 }
 PARTS["cli"] = set(PARTS)  # the top: anything below it
 TOP_LEVEL = {
-    **dict.fromkeys(("schema", "expr", "yamlsource", "adhoc", "sweep", "eventspec"), "scenario"),
+    **dict.fromkeys(
+        ("schema", "expr", "yamlsource", "adhoc", "sweep", "eventspec", "sut"), "scenario"
+    ),
     "__main__": "cli",
 }
 

@@ -7,7 +7,9 @@ warm-up; v2: commit 716f9f7, adding a sweep and a knee search; v3: commit
 `running` without an owner start time; v4: commit b74e587, an ad-hoc run and
 a quick peak run, from before phases stored their events; v5: commit b035f38,
 an ad-hoc randread run with a `mark` event at 4 s and an ad-hoc randrw run,
-from before phases stored their I/O errors); the JSON next
+from before phases stored their I/O errors; v6: commit 5af065e, an ad-hoc
+randread run and a labelled ad-hoc randrw run, from before runs stored the
+system under test — every golden since then has an empty `sut`); the JSON next
 to each is its run as this iorig reads it after upgrading (checked field by
 field against what the writing iorig's own `show --json` printed when the
 goldens were made). Any change to the schema, the payload codecs or the

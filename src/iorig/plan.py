@@ -12,7 +12,7 @@ from typing import Any
 from iorig.errors import UserError
 from iorig.eventspec import EventSpec
 from iorig.fio.hosts import HostAddress
-from iorig.model import Disclosure, InterfaceLimit, Metric, PhaseKind, PhaseResult
+from iorig.model import Disclosure, InterfaceLimit, Metric, PhaseKind, PhaseResult, SutRecord
 from iorig.scenario import ResolvedScenario
 from iorig.schema import Phase, SteadyRule, Workload
 from iorig.targets import Target
@@ -98,6 +98,7 @@ class Plan:
     min_bytes_per_s: float = MIN_BYTES_PER_S  # below it a size-based phase is hung
     # user commands events may run, by name, as the command line granted them
     event_grants: dict[str, str] = field(default_factory=dict)
+    sut: SutRecord = field(default_factory=SutRecord)  # as the user described it
 
     @property
     def host_labels(self) -> list[str]:

@@ -109,7 +109,7 @@ def source_from_text(text: str, origin: str) -> ScenarioSource:
     return ScenarioSource(text, origin, load_yaml(text, origin))
 
 
-def _format_errors(
+def format_errors(
     errors: list, doc: YamlDoc, substituted: dict[Path_, str], prefix: Path_ = ()
 ) -> str:
     lines = []
@@ -206,7 +206,7 @@ def _parameter_specs(source: ScenarioSource) -> dict[str, Parameter]:
             specs[name] = Parameter.model_validate(spec)
         except ValidationError as exc:
             raise UserError(
-                _format_errors(exc.errors(), source.doc, {}, prefix=("parameters", name))
+                format_errors(exc.errors(), source.doc, {}, prefix=("parameters", name))
             ) from None
     return specs
 
@@ -291,7 +291,7 @@ def resolve(
             for path, names in used.items()
             if names
         }
-        raise UserError(_format_errors(exc.errors(), source.doc, described)) from None
+        raise UserError(format_errors(exc.errors(), source.doc, described)) from None
     return ResolvedScenario(scenario, source, values, origins, profile)
 
 

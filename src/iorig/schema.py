@@ -19,7 +19,7 @@ from pydantic import (
 )
 
 from iorig.eventspec import EventSpec, ImpactRule, check_phase_events
-from iorig.model import Metric, PhaseKind
+from iorig.model import Metric, PhaseKind, SystemUnderTest
 from iorig.units import (
     format_bytes,
     parse_duration,
@@ -462,12 +462,12 @@ class Scenario(_Model):
     profiles: dict[str, dict[str, Any]] = Field(default_factory=dict)
     targets: dict[str, TargetSpec] = Field(default_factory=dict)
     phases: list[Phase] = Field(min_length=1)
-    # A grid over parameters: the measured stretch of the phases runs once per
-    # combination (see iorig.sweep). Values are written as for --set.
+    # A grid over parameters: the measured stretch runs once per combination (iorig.sweep)
     sweep: dict[str, list[str | int | float | bool]] = Field(default_factory=dict)
     criteria: list[Criterion] = Field(default_factory=list)
     loadpoints: LoadPointSpec | None = None
     impact: ImpactRule = Field(default_factory=ImpactRule)  # how events' impact is measured
+    sut: SystemUnderTest | None = None  # the system under test, as --sut describes it
 
     @field_validator("iorig")
     @classmethod

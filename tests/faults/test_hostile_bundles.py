@@ -110,6 +110,17 @@ def test_a_bundle_cannot_rewrite_a_stored_run(target, tmp_path):
         ("UPDATE samples SET bytes_per_s = -1", "bytes_per_s"),
         ("UPDATE histograms SET rows = 2 WHERE kind = 'per_second'", "histogram"),
         ("UPDATE histograms SET data = x'789c' WHERE kind = 'total'", "histogram"),
+        ('UPDATE runs SET sut_json = \'{"version": 2, "data": {}}\'', "system under test"),
+        (
+            'UPDATE runs SET sut_json = \'{"version": 1, "data": {"description": '
+            '{"product": {"name": "x", "cost": 1}}, "notes": []}}\'',
+            "system under test",
+        ),
+        (
+            'UPDATE runs SET sut_json = \'{"version": 1, "data": {"description": {}, '
+            '"notes": [""]}}\'',
+            "system under test",
+        ),
     ],
 )
 def test_a_bad_value_is_refused_naming_the_run_and_the_field(target, tmp_path, sql, field):

@@ -39,6 +39,7 @@ from iorig.model import (
     histogram,
     series_stats,
 )
+from iorig.model.sut import NOT_DISCLOSED, flat_description
 
 NO_DIFFERENCE = "no significant difference"
 NOT_TESTABLE = "not testable"
@@ -276,6 +277,7 @@ def definition_differences(
     for name in dict.fromkeys(k for p in params for k in p):
         differ(f"parameter {name}", [p.get(name, {}).get("text", "(none)") for p in params])
     notes += _disclosure_differences(runs, labels)
+    notes += sut_differences(runs, labels)
     for name in dict.fromkeys(n for p in per_run for n in p):
         entries = [p.get(name) for p in per_run]
         if any(e is None for e in entries):
@@ -307,6 +309,27 @@ def _disclosure_differences(runs: Sequence[StoredRun], labels: Sequence[str]) ->
         hidden = len(notes) - MAX_DISCLOSURE_LINES
         more = f"… and {hidden} more (iorig show RUN --disclosure)"
         notes = [*notes[:MAX_DISCLOSURE_LINES], more]
+    return notes
+
+
+def sut_differences(runs: Sequence[StoredRun], labels: Sequence[str]) -> list[str]:
+    """Where the users' descriptions of the systems under test differ: two
+    runs as "cache: on → off", more as each run's value."""
+    flat = [flat_description(r.run.sut) for r in runs]
+    notes = []
+    for key in dict.fromkeys(k for f in flat for k in f):
+        values = [f.get(key, NOT_DISCLOSED) for f in flat]
+        if len(set(values)) < 2:
+            continue
+        if len(values) == 2:
+            notes.append(f"system under test: {key}: {values[0]} → {values[1]}")
+        else:
+            listed = "; ".join(f"{lab}: {v}" for lab, v in zip(labels, values, strict=True))
+            notes.append(f"system under test: {key} differs — {listed}")
+    if len(notes) > MAX_DISCLOSURE_LINES:
+        hidden = len(notes) - MAX_DISCLOSURE_LINES
+        notes = [*notes[:MAX_DISCLOSURE_LINES],
+                 f"… and {hidden} more (iorig show RUN --disclosure)"]  # fmt: skip
     return notes
 
 

@@ -37,6 +37,7 @@ from iorig.cli.common import (
     KeepFilesOpt,
     LabelOpt,
     MinRateOpt,
+    NoteOpt,
     ProfileOpt,
     QuickOpt,
     ReadPctOpt,
@@ -44,6 +45,8 @@ from iorig.cli.common import (
     Rw,
     SetOpt,
     SizeOpt,
+    SutOpt,
+    SutOptions,
     TargetOpt,
     app,
     collect_overrides,
@@ -56,8 +59,10 @@ from iorig.cli.common import (
     render_options,
     run_with_progress,
     scenarios_app,
+    write_atomically,
 )
 from iorig.cli.refs import resolve_run_id, resolve_runs
+from iorig.cli.sut import write_disclosure
 from iorig.doctor import examine, measure_data_pattern, measure_generator
 from iorig.errors import UserError
 from iorig.model import Metric, StoredRun, series_stats
@@ -65,7 +70,8 @@ from iorig.report import terminal
 from iorig.report.exporters import render
 from iorig.report.options import Limit
 from iorig.report.sparkline import timeline_lines
-from iorig.report.tabular import FORMAT_VERSION, run_dict, series_dict
+from iorig.report.suttables import sut_view
+from iorig.report.tabular import FORMAT_VERSION, run_dict, series_dict, sut_dict
 from iorig.report.text import tables_text
 from iorig.report.timeline import build_timeline
 from iorig.run.events import RunOutcome
@@ -115,6 +121,8 @@ def run(
     event: EventOpt = None,
     event_command: EventCommandOpt = None,
     allow_commands: AllowCommandsOpt = None,
+    sut: SutOpt = None,
+    note: NoteOpt = None,
     fio: FioOpt = None,
 ) -> None:
     """Run a scenario (or an ad-hoc fio workload) and store every result.
@@ -140,6 +148,7 @@ def run(
         fio=fio, repeats=repeat, min_rate=min_rate,
         events=EventOptions(tuple(event or ()), tuple(event_command or ()),
                             tuple(allow_commands or ())),
+        sut=SutOptions(sut, tuple(note or ())),
     )  # fmt: skip
     if auto:
         settings = ThreadsSettings()
@@ -312,12 +321,14 @@ def show(
         if chosen is Format.json:
             limit = analysis.run.disclosure.interface_limit
             data = dict(analysis.run.disclosure.sections) | {
-                "interface_limit": None if limit is None else asdict(limit)
+                "interface_limit": None if limit is None else asdict(limit),
+                "sut": sut_dict(analysis.run),
             }
             sys.stdout.write(json.dumps({"format_version": FORMAT_VERSION} | data, indent=1))
             sys.stdout.write("\n")
         else:
             console.print(terminal.disclosure_view(analysis.run))
+            console.print(sut_view(analysis.run))
         return
     emit(chosen.value, analysis, render_options(jobs=jobs))
 
@@ -409,7 +420,7 @@ def _comparison_out(
         emit(fmt.value, subject, options)
         return
     text = render(fmt.value, subject, options)
-    _write_atomically(output, text)
+    write_atomically(output, text)
     console.print(f"wrote {escape(str(output))} ({len(text.encode()) / 1e6:.1f} MB)")
 
 
@@ -440,23 +451,29 @@ def report(
     confidence: Annotated[float, typer.Option(help="confidence level in %")] = 95.0,
     as_percent_of: AsPercentOfOpt = None,
     limit: LimitOpt = None,
+    disclosure: Annotated[
+        bool,
+        typer.Option(
+            "--disclosure",
+            help="a full-disclosure HTML page of one run (or load-point curve): results, the "
+            "system under test, the load generators, the audit and every job file",
+        ),
+    ] = False,
 ) -> None:
     """Report runs: a self-contained HTML file, Markdown tables, or the numbers (json/csv)."""
     chosen = fmt or Format.html
+    if disclosure:
+        if len(run_refs) != 1 or chosen is not Format.html or output is None:
+            raise UserError(
+                "--disclosure writes one run's full-disclosure HTML page",
+                hint="iorig report RUN --disclosure -o disclosure.html",
+            )
+        write_disclosure(ctx.obj, run_refs[0], output)
+        return
     if chosen is Format.html and output is None:
         raise UserError("an HTML report needs a file", hint="add -o report.html")
     _comparison_out(ctx, list(run_refs), threshold, confidence, limit, chosen,
                     as_percent_of=as_percent_of, output=output)  # fmt: skip
-
-
-def _write_atomically(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.partial")
-    try:
-        tmp.write_text(text, encoding="utf-8")
-        tmp.replace(path)
-    except OSError as exc:
-        tmp.unlink(missing_ok=True)
-        raise UserError(f"cannot write {path}: {exc.strerror}") from None
 
 
 @app.command("export")

@@ -47,6 +47,7 @@ from iorig.run.session import check_workdir_space
 from iorig.scenario import ResolvedScenario, parse_assignments
 from iorig.schema import Phase
 from iorig.store import Store, default_db_path
+from iorig.sut import system_under_test
 from iorig.targets import bind_host_targets, bind_targets
 from iorig.units import format_bytes, format_latency, format_rate, format_si, parse_rate
 
@@ -118,6 +119,28 @@ HostsOpt = Annotated[
         help="run on these fio servers (iorig agent): host1[:port],host2,… (default: this machine)"
     ),
 ]
+SutOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--sut",
+        help="a YAML file describing the system under test (see `iorig sut template`); "
+        "merged over the scenario's sut: section",
+    ),
+]
+NoteOpt = Annotated[
+    list[str] | None,
+    typer.Option("--note", help="free text stored with the run, e.g. 'cache off' (repeatable)"),
+]
+
+
+@dataclass(frozen=True)
+class SutOptions:
+    """``--sut FILE`` and ``--note TEXT`` of a run command."""
+
+    file: Path | None = None
+    notes: tuple[str, ...] = ()
+
+
 HostsFileOpt = Annotated[
     Path | None, typer.Option(help="a file listing fio servers, one host[:port] per line")
 ]
@@ -214,9 +237,13 @@ def plan_for(
     repeats: int = 1,
     min_rate: str | None = None,
     events: EventOptions | None = None,
+    sut: SutOptions | None = None,
 ) -> tuple[Plan, PhaseBackend]:
     """The backend (this machine, or the fio servers of --hosts), and the
-    plan it prepared on the bound targets; events checked before that."""
+    plan it prepared on the bound targets; events and the system under
+    test checked before that."""
+    sut = sut or SutOptions()
+    described = system_under_test(resolved, sut.file, sut.notes)  # before any target file
     events = events or EventOptions()
     floor = _min_rate(min_rate)
     resolved = with_events(resolved, events.events)
@@ -240,7 +267,7 @@ def plan_for(
     else:
         paths = {backend.hosts[0]: local}
     plan = backend.prepare(resolved, paths, allow_destroy=allow_destroy, repeats=repeats)
-    plan = replace(plan, event_grants=grants)
+    plan = replace(plan, event_grants=grants, sut=described)
     return (replace(plan, min_bytes_per_s=floor) if floor else plan), backend
 
 
@@ -453,3 +480,13 @@ def finish(db: Path, outcome: RunOutcome, analysis: RunAnalysis) -> None:
     ):
         code = EXIT_VERDICT_FAILED
     raise typer.Exit(code)
+
+
+def write_atomically(path: Path, text: str) -> None:
+    tmp = path.with_name(f".{path.name}.partial")
+    try:
+        tmp.write_text(text, encoding="utf-8")
+        tmp.replace(path)
+    except OSError as exc:
+        tmp.unlink(missing_ok=True)
+        raise UserError(f"cannot write {path}: {exc.strerror}") from None

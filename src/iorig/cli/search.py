@@ -30,6 +30,7 @@ from iorig.cli.common import (
     JobsOpt,
     KeepFilesOpt,
     LabelOpt,
+    NoteOpt,
     ProfileOpt,
     QuickOpt,
     ReadPctOpt,
@@ -37,6 +38,8 @@ from iorig.cli.common import (
     Rw,
     SetOpt,
     SizeOpt,
+    SutOpt,
+    SutOptions,
     TargetOpt,
     app,
     collect_overrides,
@@ -106,6 +109,8 @@ def sweep(
     label: LabelOpt = None,
     hosts: HostsOpt = None,
     hosts_file: HostsFileOpt = None,
+    sut: SutOpt = None,
+    note: NoteOpt = None,
     fio: FioOpt = None,
 ) -> None:
     """Run a grid of parameter values in one run, each point a stored phase."""
@@ -137,6 +142,7 @@ def sweep(
     plan, backend = plan_for(
         resolved, _targets(target_arg, target), hosts=host_list(hosts, hosts_file),
         allow_destroy=allow_destroy, fio=fio, repeats=repeat,
+        sut=SutOptions(sut, tuple(note or ())),
     )  # fmt: skip
     search = search_settings(resolved)
     outcome, analysis = run_with_progress(
@@ -160,10 +166,11 @@ def _adhoc_plan(
     allow_destroy: bool,
     fio: str | None,
     hosts: list,
+    sut: SutOptions,
 ) -> tuple[Plan, PhaseBackend]:
     source = adhoc_source(rw.value, name=name, title=title)
     resolved = resolve(source, "quick" if quick else None, overrides)
-    return plan_for(resolved, targets, hosts=hosts, allow_destroy=allow_destroy, fio=fio)
+    return plan_for(resolved, targets, hosts=hosts, allow_destroy=allow_destroy, fio=fio, sut=sut)
 
 
 def _search(
@@ -232,6 +239,8 @@ def knee(
     label: LabelOpt = None,
     hosts: HostsOpt = None,
     hosts_file: HostsFileOpt = None,
+    sut: SutOpt = None,
+    note: NoteOpt = None,
     fio: FioOpt = None,
 ) -> None:
     """Find the knee: the concurrency where more outstanding I/O stops paying."""
@@ -252,6 +261,7 @@ def knee(
         name="knee", title=f"knee search: {rw.value}, raising {scale.value}", rw=rw,
         targets=_targets(target_arg, target), overrides=overrides, quick=quick,
         allow_destroy=allow_destroy, fio=fio, hosts=host_list(hosts, hosts_file),
+        sut=SutOptions(sut, tuple(note or ())),
     )  # fmt: skip
     template_phase(planned[0])
     settings = KneeSettings(
@@ -332,6 +342,8 @@ def curve(
     label: LabelOpt = None,
     hosts: HostsOpt = None,
     hosts_file: HostsFileOpt = None,
+    sut: SutOpt = None,
+    note: NoteOpt = None,
     fio: FioOpt = None,
 ) -> None:
     """Load-point curve: the maximum, then fixed rates at fractions of it; SPEC's ORT."""
@@ -351,6 +363,7 @@ def curve(
         name="curve", title=f"load-point curve: {rw.value}", rw=rw,
         targets=_targets(target_arg, target), overrides=overrides, quick=quick,
         allow_destroy=allow_destroy, fio=fio, hosts=host_list(hosts, hosts_file),
+        sut=SutOptions(sut, tuple(note or ())),
     )  # fmt: skip
     template_phase(planned[0])
     _search(ctx, planned, settings.as_dict(), lambda s: run_curve(s, settings), label=label,

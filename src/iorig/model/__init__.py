@@ -21,6 +21,7 @@ from iorig.model.results import (
 )
 from iorig.model.stats import SeriesStats, Spread, series_stats, spread
 from iorig.model.steady import SteadyState, WindowCheck, check_window
+from iorig.model.sut import SutRecord, SystemUnderTest
 
 __all__ = [
     "AGGREGATE",
@@ -48,6 +49,8 @@ __all__ = [
     "Spread",
     "SteadyState",
     "StoredRun",
+    "SutRecord",
+    "SystemUnderTest",
     "Totals",
     "WindowCheck",
     "check_window",

@@ -9,6 +9,7 @@ from typing import Any
 
 from iorig.model.kinds import RunStatus
 from iorig.model.results import PhaseResult
+from iorig.model.sut import SutRecord
 
 
 @dataclass(frozen=True)
@@ -114,6 +115,7 @@ class RunRecord:
     started_at: float
     ended_at: float | None
     search: dict[str, Any] = field(default_factory=dict)  # sweep / knee / curve settings
+    sut: SutRecord = field(default_factory=SutRecord)  # the user's description and notes
 
     @property
     def name(self) -> str:

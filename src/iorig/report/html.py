@@ -26,6 +26,7 @@ from iorig.report.cmptables import comparison_notes, comparison_tables
 from iorig.report.metrics import metric
 from iorig.report.options import RenderOptions
 from iorig.report.searchtables import search_tables
+from iorig.report.suttables import sut_tables, undisclosed
 from iorig.report.tables import TableModel, run_tables, summary_tables
 from iorig.report.terminal import limit_text
 from iorig.report.timeline import build_timeline
@@ -88,6 +89,8 @@ def _run_header(r: ReportRun) -> dict[str, Any]:
             (section, list(flatten(content).items()))
             for section, content in run.disclosure.sections.items()
         ],
+        "sut": sut_tables(run.sut, all_sections=False),
+        "sut_missing": undisclosed(run.sut) if run.sut else ["all (no description given)"],
     }
 
 

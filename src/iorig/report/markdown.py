@@ -8,6 +8,7 @@ from iorig.analyze.analysis import Comparison, RunAnalysis
 from iorig.report.cmptables import comparison_notes, comparison_tables
 from iorig.report.options import RenderOptions
 from iorig.report.searchtables import search_tables
+from iorig.report.suttables import sut_markdown
 from iorig.report.tables import run_tables, summary_tables, to_markdown
 
 
@@ -22,6 +23,7 @@ class MarkdownExporter:
             )
         parts += [f"- target {t['role']}: {t['path']} ({t['kind']})" for t in run.targets]
         parts += [f"- fio: {run.fio_version}", ""]
+        parts.append(sut_markdown(run))
         findings = sorted(run.warnings, key=lambda w: w.severity != "warning")
         if findings:
             parts += ["**Audit** (what could have distorted these figures):", ""]

@@ -109,11 +109,17 @@ def run_dict(run: RunRecord) -> dict[str, Any]:
     }
 
 
+def sut_dict(run: RunRecord) -> dict[str, Any]:
+    """The user's description of the system under test and ``--note`` texts."""
+    return {"description": dict(run.sut.description), "notes": list(run.sut.notes)}
+
+
 def run_document(analysis: RunAnalysis) -> dict[str, Any]:
     """Everything about a run that `show` prints, and its per-second samples."""
     stored = analysis.stored
     return {
         "run": run_dict(stored.run),
+        "sut": sut_dict(stored.run),
         "engines": sorted({p.engine for p in stored.phases if p.engine}),
         "steady_state": [
             {

@@ -117,6 +117,7 @@ def run_record(plan: Plan, run_id: str, command: str, label: str | None, search:
         started_at=time.time(),
         ended_at=None,
         search=search,
+        sut=plan.sut,
     )
 
 

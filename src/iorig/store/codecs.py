@@ -23,7 +23,9 @@ from iorig.model import (
     Finding,
     InterfaceLimit,
     IoErrorCount,
+    SutRecord,
 )
+from iorig.model.sut import NOTE_LIMIT, NOTES_LIMIT, describe, parse_description
 
 T = TypeVar("T")
 
@@ -234,6 +236,34 @@ def _io_errors_to_data(counts: tuple[IoErrorCount, ...]) -> list[dict[str, Any]]
             for c in counts]  # fmt: skip
 
 
+# ------------------------------------------------------------ system under test
+
+
+def _sut_from_data(data: Any) -> SutRecord:
+    """The stored description and notes, checked against the schema a
+    ``--sut`` file is (bundles are untrusted input)."""
+    if not isinstance(data, dict) or set(data) != {"description", "notes"}:
+        raise ValueError("the system under test is not {description, notes}")
+    notes = data["notes"]
+    if not isinstance(notes, list) or len(notes) > NOTES_LIMIT:
+        raise TypeError(f"notes are not a list of at most {NOTES_LIMIT}")
+    for note in notes:
+        if not isinstance(note, str) or not 0 < len(note) <= NOTE_LIMIT:
+            raise TypeError(f"a note is not a string of 1 to {NOTE_LIMIT} chars")
+    try:
+        description = parse_description(data["description"])
+    except ValueError as exc:  # pydantic's ValidationError: name the first problem only
+        errors = getattr(exc, "errors", lambda: [])()
+        where = ".".join(str(p) for p in errors[0]["loc"]) if errors else ""
+        first = f"{where}: {errors[0]['msg']}" if errors else str(exc)
+        raise ValueError(f"description: {first:.200}") from None
+    return SutRecord(describe(description), tuple(notes))
+
+
+def _sut_to_data(record: SutRecord) -> dict[str, Any]:
+    return {"description": dict(record.description), "notes": list(record.notes)}
+
+
 RESOLVED = Codec[dict]("resolved scenario", 1, from_data=_typed(dict))
 PARAMS = Codec[dict]("parameters", 1, from_data=_typed(dict))
 TARGETS = Codec[list]("targets", 1, from_data=_typed(list))
@@ -247,6 +277,7 @@ POINT = Codec[dict]("point", 1, from_data=_typed(dict))
 ROUNDS = Codec[tuple]("steady-state rounds", 1, list, _numbers)
 EVENTS = Codec[tuple]("events", 1, _events_to_data, _events_from_data)
 IO_ERRORS = Codec[tuple]("I/O errors", 1, _io_errors_to_data, _io_errors_from_data)
+SUT = Codec[SutRecord]("system under test", 1, _sut_to_data, _sut_from_data)
 
 # RunRecord fields kept as JSON payloads, each in the column "<field>_json".
 RUN_PAYLOADS: dict[str, Codec[Any]] = {
@@ -257,4 +288,5 @@ RUN_PAYLOADS: dict[str, Codec[Any]] = {
     "warnings": WARNINGS,
     "disclosure": DISCLOSURE,
     "search": SEARCH,
+    "sut": SUT,
 }

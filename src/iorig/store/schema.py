@@ -206,6 +206,19 @@ def _migrate_to_v6(conn: sqlite3.Connection) -> None:
     _execute_script(conn, _SCHEMA_V6)
 
 
+# Version 7: the system under test as the user described it (--sut, a
+# scenario's sut: section) and --note texts, a versioned payload (see
+# codecs.SUT); older runs described nothing.
+_SCHEMA_V7 = """
+ALTER TABLE runs ADD COLUMN sut_json TEXT NOT NULL
+    DEFAULT '{"version": 1, "data": {"description": {}, "notes": []}}'
+"""
+
+
+def _migrate_to_v7(conn: sqlite3.Connection) -> None:
+    _execute_script(conn, _SCHEMA_V7)
+
+
 MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [
     _migrate_to_v1,
     _migrate_to_v2,
@@ -213,5 +226,6 @@ MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [
     _migrate_to_v4,
     _migrate_to_v5,
     _migrate_to_v6,
+    _migrate_to_v7,
 ]
 LATEST = len(MIGRATIONS)
