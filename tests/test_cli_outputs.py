@@ -81,6 +81,27 @@ def test_readme_compare_example_runs_as_written(db, monkeypatch, capsys):
     assert "vm as % of host" in out and "baseline: host (run aaaa00000001)" in out
 
 
+@pytest.mark.parametrize("fmt", ["text", "md", "html"])
+def test_readme_one_run_against_a_rating_runs_as_written(db, monkeypatch, capsys, fmt):
+    args = _readme_command("iorig compare vm --limit 500kIOPS")
+    assert args == ["compare", "vm", "--limit", "500kIOPS"]
+    out_file = db.parent / f"one.{fmt}"
+    extra = () if fmt == "text" else ("--format", fmt)
+    if fmt == "html":  # compare prints; report writes the page
+        args, extra = ["report", "vm", "--limit", "500kIOPS"], ("-o", str(out_file))
+    code, out, err = iorig(db, monkeypatch, capsys, *args, *extra)
+    assert code == 0, err
+    text = out_file.read_text() if fmt == "html" else out
+    # the phase mean of vm's seconds as built, over the rating
+    share = float(np.mean(_level(930.0, 2))) / 500_000 * 100
+    assert "Percent of the interface limit" in text and f"{share:.1f}%" in text, text[-2000:]
+
+
+def test_one_run_without_a_limit_is_still_not_a_comparison(db, monkeypatch, capsys):
+    code, _, err = iorig(db, monkeypatch, capsys, "compare", "vm")
+    assert code == 2 and "one run and --limit" in err
+
+
 @pytest.mark.parametrize(
     "args",
     [

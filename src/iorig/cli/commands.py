@@ -366,8 +366,11 @@ def compare_cmd(
     fmt: FormatOpt = None,
 ) -> None:
     """Compare runs phase by phase: median/max/min with % change, winner and significance."""
-    if len(run_refs) + (as_percent_of is not None) < 2:
-        raise UserError("compare needs at least two runs", hint="e.g. iorig compare last~1 last")
+    if len(run_refs) + (as_percent_of is not None) < 2 and limit is None:
+        raise UserError(
+            "compare needs at least two runs (or one run and --limit)",
+            hint="e.g. iorig compare last~1 last, or iorig compare last --limit 3.5GB/s",
+        )
     _comparison_out(ctx, list(run_refs), threshold, confidence, limit, fmt or Format.text,
                     as_percent_of=as_percent_of, output=None)  # fmt: skip
 

@@ -5,12 +5,14 @@ how evenly each run's hosts performed."""
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
-from iorig.analyze.analysis import Comparison
+from iorig.analyze.analysis import Comparison, RunAnalysis
 from iorig.analyze.compare import (
     METHOD_NOTES,
     NO_DIFFERENCE,
     PhaseComparison,
+    RunPhase,
     percent,
     verdict_text,
 )
@@ -126,12 +128,25 @@ def percent_of_baseline_table(cmp: Comparison) -> TableModel:
 def limit_table(cmp: Comparison, limit: Limit) -> TableModel:
     """Each run's throughput as % of an interface limit or a device's rating,
     by the phase mean of the limit's own metric (bytes/s or IOPS)."""
+    phases = [(p.name, p.entries) for p in cmp.phases]
+    return _limit_table(cmp.labels, phases, limit)
+
+
+def run_limit_table(analysis: RunAnalysis, limit: Limit) -> TableModel:
+    """One run's measured phases as % of a limit (``compare RUN --limit``)."""
+    phases = [(name, (entry,)) for name, entry in analysis.pooled.items()]
+    return _limit_table((analysis.run.name,), phases, limit)
+
+
+def _limit_table(
+    labels: Sequence[str], phases: Sequence[tuple[str, Sequence[RunPhase | None]]], limit: Limit
+) -> TableModel:
     fmt = metric(limit.metric)
-    headers = ("Test", *(f"{label} % of limit" for label in cmp.labels))
+    headers = ("Test", *(f"{label} % of limit" for label in labels))
     rows, above = [], []
-    for phase in cmp.phases:
-        row = [phase.name]
-        for label, entry in zip(cmp.labels, phase.entries, strict=True):
+    for name, entries in phases:
+        row = [name]
+        for label, entry in zip(labels, entries, strict=True):
             if entry is None:
                 row.append("-")
                 continue
@@ -139,7 +154,7 @@ def limit_table(cmp: Comparison, limit: Limit) -> TableModel:
             row.append(f"{level / limit.value * 100:.1f}%")
             if level > limit.value:
                 above.append(
-                    f"{phase.name}: {label} is above the limit — a cache or data reduction "
+                    f"{name}: {label} is above the limit — a cache or data reduction "
                     "answered, not the device"
                 )
         rows.append(tuple(row))

@@ -22,7 +22,7 @@ from iorig.analyze.analysis import Comparison, RunAnalysis
 from iorig.analyze.search import CurveResult, KneeResult, LoadPointResult, SweepResult
 from iorig.model import ALL, Metric, PhaseKind, StoredRun, histogram
 from iorig.model.records import flatten
-from iorig.report.cmptables import comparison_notes, comparison_tables
+from iorig.report.cmptables import comparison_notes, comparison_tables, run_limit_table
 from iorig.report.metrics import metric
 from iorig.report.options import RenderOptions
 from iorig.report.searchtables import search_tables
@@ -331,6 +331,8 @@ def render_report(
 class HtmlExporter:
     def run(self, analysis: RunAnalysis, options: RenderOptions) -> str:
         tables = summary_tables(analysis.measured) + search_tables(analysis.search)
+        if options.limit is not None:
+            tables.append(run_limit_table(analysis, options.limit))
         return render_report([ReportRun(analysis, analysis.run.name)], tables, [])
 
     def comparison(self, cmp: Comparison, options: RenderOptions) -> str:

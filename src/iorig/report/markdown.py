@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from iorig.analyze.analysis import Comparison, RunAnalysis
-from iorig.report.cmptables import comparison_notes, comparison_tables
+from iorig.report.cmptables import comparison_notes, comparison_tables, run_limit_table
 from iorig.report.options import RenderOptions
 from iorig.report.searchtables import search_tables
 from iorig.report.suttables import sut_markdown
@@ -33,6 +33,8 @@ class MarkdownExporter:
                 parts.append(f"- {mark}: {f.message}{advice}")
             parts.append("")
         tables = summary_tables(analysis.measured) + search_tables(analysis.search)
+        if options.limit is not None:
+            tables.append(run_limit_table(analysis, options.limit))
         parts += [to_markdown(t) for t in tables + run_tables(analysis)]
         return "\n".join(parts) + "\n"
 

@@ -10,7 +10,7 @@ from rich.text import Text
 
 from iorig.analyze.analysis import Comparison, RunAnalysis
 from iorig.report import terminal
-from iorig.report.cmptables import comparison_notes, comparison_tables
+from iorig.report.cmptables import comparison_notes, comparison_tables, run_limit_table
 from iorig.report.fit import fit
 from iorig.report.options import RenderOptions
 from iorig.report.searchtables import search_tables
@@ -76,6 +76,8 @@ def run_view(analysis: RunAnalysis, options: RenderOptions) -> list[RenderableTy
     else:
         parts.append(Text("no measured phase finished", style="yellow"))
     parts += _tables(run_tables(analysis) + search_tables(analysis.search), options)
+    if options.limit is not None:
+        parts += _tables([run_limit_table(analysis, options.limit)], options)
     if options.jobs:
         for name, text in analysis.job_texts.items():
             parts.append(Text(f"\n; phase {name}", style="bold"))
