@@ -449,7 +449,11 @@ def check_kind(given: str) -> None:
     try:
         mode = path.stat().st_mode
     except OSError:
-        return  # does not exist (yet): created, or refused, by its own checks
+        # does not exist (yet): it would be created where its nearest existing
+        # parent is, which must not be a kernel filesystem (/proc/x/ is not
+        # "too small": it is no storage)
+        _refuse_pseudo(given, _nearest_existing(path))
+        return
     if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode) or stat.S_ISBLK(mode)):
         kind = ("a character device" if stat.S_ISCHR(mode) else "a pipe" if stat.S_ISFIFO(mode)
                 else "a socket" if stat.S_ISSOCK(mode) else "a special file")  # fmt: skip
@@ -457,6 +461,17 @@ def check_kind(given: str) -> None:
             f"{given} is {kind}, not a regular file, directory or block device",
             hint="give a file, a directory or a block device to test",
         )
+    _refuse_pseudo(given, path)
+
+
+def _nearest_existing(path: Path) -> Path:
+    path = path.absolute()
+    while not path.exists() and path != path.parent:
+        path = path.parent
+    return path
+
+
+def _refuse_pseudo(given: str, path: Path) -> None:
     fstype = _filesystem_type(path.resolve())
     if fstype in PSEUDO_FILESYSTEMS:
         raise UserError(

@@ -177,6 +177,9 @@ def test_doctor_on_a_missing_path_fails(iorig, tmp_path):
     ("target", "reason"),
     [
         ("/proc/self/mem", "on the kernel's proc filesystem"),
+        # not there yet: it would be made on /proc (was refused as "0B is free")
+        ("/proc/iorig-not-there/", "on the kernel's proc filesystem"),
+        ("/sys/iorig-not-there/data", "on the kernel's sysfs filesystem"),
         ("/dev/null", "a character device, not a regular file, directory or block device"),
     ],
 )
