@@ -75,6 +75,9 @@ def test_compare_markdown_has_seed_000_layout(two_runs):
     assert md.count(separator) == 3
     rows = [line for line in md.splitlines() if line.startswith("| random-read (IOPS)")]
     assert len(rows) == 3 and all(row.count("|") == 7 for row in rows)
+    # a label is text in Markdown too: a renderer that obeys HTML shows it as typed
+    assert "<script>" not in md and "<a href" not in md
+    assert "&lt;/script&gt;&lt;script&gt;window.pwned=1" in md
 
 
 def test_compare_json_and_csv_carry_the_numbers(two_runs):

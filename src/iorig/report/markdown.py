@@ -9,19 +9,21 @@ from iorig.report.cmptables import comparison_notes, comparison_tables, run_limi
 from iorig.report.options import RenderOptions
 from iorig.report.searchtables import search_tables
 from iorig.report.suttables import sut_markdown
-from iorig.report.tables import run_tables, summary_tables, to_markdown
+from iorig.report.tables import md_text, run_tables, summary_tables, to_markdown
 
 
 class MarkdownExporter:
     def run(self, analysis: RunAnalysis, options: RenderOptions) -> str:
         run = analysis.run
-        parts = [f"## {run.title} — run {run.name}", ""]
-        parts.append(f"- scenario: {run.scenario} v{run.scenario_version}, status {run.status}")
+        parts = [md_text(f"## {run.title} — run {run.name}"), ""]
+        parts.append(
+            md_text(f"- scenario: {run.scenario} v{run.scenario_version}, status {run.status}")
+        )
         if run.profile:
             parts.append(
                 f"- profile {run.profile}: shortened for a fast look, not figures to decide on"
             )
-        parts += [f"- target {t['role']}: {t['path']} ({t['kind']})" for t in run.targets]
+        parts += [md_text(f"- target {t['role']}: {t['path']} ({t['kind']})") for t in run.targets]
         parts += [f"- fio: {run.fio_version}", ""]
         parts.append(sut_markdown(run))
         findings = sorted(run.warnings, key=lambda w: w.severity != "warning")
@@ -29,8 +31,8 @@ class MarkdownExporter:
             parts += ["**Audit** (what could have distorted these figures):", ""]
             for f in findings:
                 mark = "warning" if f.severity == "warning" else "note"
-                advice = f" — *{f.advice}*" if f.advice else ""
-                parts.append(f"- {mark}: {f.message}{advice}")
+                advice = f" — *{md_text(f.advice)}*" if f.advice else ""
+                parts.append(f"- {mark}: {md_text(f.message)}{advice}")
             parts.append("")
         tables = summary_tables(analysis.measured) + search_tables(analysis.search)
         if options.limit is not None:
@@ -39,19 +41,19 @@ class MarkdownExporter:
         return "\n".join(parts) + "\n"
 
     def comparison(self, cmp: Comparison, options: RenderOptions) -> str:
-        parts = ["## Comparison: " + " vs ".join(cmp.labels), ""]
+        parts = [md_text("## Comparison: " + " vs ".join(cmp.labels)), ""]
         if cmp.definition_differences:
             parts.append("**The runs differ in their definitions:**")
             parts.append("")
-            parts += [f"- {note}" for note in cmp.definition_differences]
+            parts += [f"- {md_text(note)}" for note in cmp.definition_differences]
             parts.append("")
         for label, analysis in zip(cmp.labels, cmp.runs, strict=True):
             codes = dict.fromkeys(w.code for w in analysis.run.warnings if w.severity == "warning")
             if codes:
-                parts.append(f"- audit of {label}: {', '.join(codes)}")
+                parts.append(md_text(f"- audit of {label}: {', '.join(codes)}"))
         parts.append("")
         parts += [to_markdown(t) for t in comparison_tables(cmp, options)]
-        parts += [f"- {note}" for note in comparison_notes(cmp)]
+        parts += [f"- {md_text(note)}" for note in comparison_notes(cmp)]
         # each run's own timed phases and verdict, titled with the run
         for label, analysis in zip(cmp.labels, cmp.runs, strict=True):
             for table in run_tables(analysis):

@@ -11,7 +11,7 @@ from rich.text import Text
 from iorig.model import RunRecord, SutRecord
 from iorig.model.sut import NOT_DISCLOSED, SutTable, disclosure_tables
 from iorig.report.tablemodel import TableModel
-from iorig.report.tables import to_markdown, to_rich
+from iorig.report.tables import md_text, to_markdown, to_rich
 
 
 def _model(table: SutTable) -> TableModel:
@@ -45,7 +45,7 @@ def sut_markdown(run: RunRecord) -> str:
     parts += [to_markdown(t) for t in sut_tables(run.sut, all_sections=False)]
     missing = undisclosed(run.sut)
     if missing:
-        parts += [f"- {NOT_DISCLOSED}: {', '.join(missing)}", ""]
+        parts += [md_text(f"- {NOT_DISCLOSED}: {', '.join(missing)}"), ""]
     return "\n".join(parts) + "\n"
 
 

@@ -218,13 +218,19 @@ def to_rich(
     return table
 
 
+def md_text(text: object) -> str:
+    """User text (labels, titles, paths, a SUT description) as Markdown shows
+    it: HTML that a renderer would obey becomes entities, shown as typed."""
+    return str(text).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
 def _md_cell(text: str) -> str:
-    return text.replace("|", "\\|").replace("\n", " ")
+    return md_text(text).replace("|", "\\|").replace("\n", " ")
 
 
 def to_markdown(model: TableModel) -> str:
     rule = {"l": ":---", "c": ":---:", "r": "---:"}
-    lines = [f"### {model.title}", ""]
+    lines = [f"### {md_text(model.title)}", ""]
     lines.append("| " + " | ".join(_md_cell(h) for h in model.headers) + " |")
     lines.append("| " + " | ".join(rule[a] for a in model.align) + " |")
     lines += ["| " + " | ".join(_md_cell(c) for c in row) + " |" for row in model.rows]
