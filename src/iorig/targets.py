@@ -442,37 +442,22 @@ def _filesystem_type(path: Path) -> str | None:
 
 
 def check_kind(given: str) -> None:
-    """Refuse a path that exists but is no storage iorig can test: not a
-    regular file, directory or block device (a character device, pipe or
-    socket), or on a kernel pseudo-filesystem (/proc, /sys)."""
+    """Refuse what is no storage: a character device, pipe or socket, or a path
+    on (or to be made on) a kernel pseudo-filesystem such as /proc or /sys."""
     path = Path(given).expanduser()
     try:
-        mode = path.stat().st_mode
+        mode: int | None = path.stat().st_mode
     except OSError:
-        # does not exist (yet): it would be created where its nearest existing
-        # parent is, which must not be a kernel filesystem (/proc/x/ is not
-        # "too small": it is no storage)
-        _refuse_pseudo(given, _nearest_existing(path))
-        return
-    if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode) or stat.S_ISBLK(mode)):
+        mode = None  # not there yet: made where its nearest existing parent is
+    if mode is not None and not (stat.S_ISREG(mode) or stat.S_ISDIR(mode) or stat.S_ISBLK(mode)):
         kind = ("a character device" if stat.S_ISCHR(mode) else "a pipe" if stat.S_ISFIFO(mode)
                 else "a socket" if stat.S_ISSOCK(mode) else "a special file")  # fmt: skip
         raise UserError(
             f"{given} is {kind}, not a regular file, directory or block device",
             hint="give a file, a directory or a block device to test",
         )
-    _refuse_pseudo(given, path)
-
-
-def _nearest_existing(path: Path) -> Path:
-    path = path.absolute()
-    while not path.exists() and path != path.parent:
-        path = path.parent
-    return path
-
-
-def _refuse_pseudo(given: str, path: Path) -> None:
-    fstype = _filesystem_type(path.resolve())
+    where = next(p for p in (path.absolute(), *path.absolute().parents) if p.exists())
+    fstype = _filesystem_type(where.resolve())  # /proc/x/ is no storage, not "too small"
     if fstype in PSEUDO_FILESYSTEMS:
         raise UserError(
             f"{given} is on the kernel's {fstype} filesystem, not on storage",
