@@ -58,24 +58,31 @@ class CliResult:
     stderr: str
 
 
+def run_iorig(
+    db: Path, *args: str, columns: int = 160, timeout: float = 300, check: bool = False
+) -> CliResult:
+    """The real ``iorig`` CLI in a subprocess against the database ``db``, at
+    a fixed width and without colour; ``check``: a non-zero exit fails."""
+    env = dict(os.environ, IORIG_DB=str(db), COLUMNS=str(columns), NO_COLOR="1")
+    done = subprocess.run(
+        [sys.executable, "-m", "iorig", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=env,
+        cwd=REPO,
+    )
+    if check and done.returncode != 0:
+        raise AssertionError(f"iorig {' '.join(args)} failed:\n{done.stdout}\n{done.stderr}")
+    return CliResult(done.returncode, done.stdout, done.stderr)
+
+
 @pytest.fixture
 def iorig(db_path: Path):
     """Run the real ``iorig`` CLI in a subprocess against the test database."""
 
     def run(*args: str, timeout: float = 300, check: bool = False) -> CliResult:
-        env = dict(os.environ, IORIG_DB=str(db_path), COLUMNS="160", NO_COLOR="1")
-        done = subprocess.run(
-            [sys.executable, "-m", "iorig", *args],
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-            env=env,
-            cwd=REPO,
-        )
-        result = CliResult(done.returncode, done.stdout, done.stderr)
-        if check and done.returncode != 0:
-            raise AssertionError(f"iorig {' '.join(args)} failed:\n{done.stdout}\n{done.stderr}")
-        return result
+        return run_iorig(db_path, *args, timeout=timeout, check=check)
 
     return run
 

@@ -5,13 +5,10 @@ stored and shown; expected figures come from the workload's own rate."""
 from __future__ import annotations
 
 import json
-import os
 import re
-import subprocess
-import sys
 
 import pytest
-from tests.conftest import HAS_FIO, REPO
+from tests.conftest import HAS_FIO, CliResult, run_iorig
 from tests.fioservers import fio_servers, server_dir
 
 from iorig.model import ALL
@@ -41,10 +38,8 @@ impact: {{baseline: 3s, settle: 2s, tolerance: 25%}}
 """
 
 
-def _iorig(db, *args: str) -> subprocess.CompletedProcess:
-    env = dict(os.environ, IORIG_DB=str(db), COLUMNS="200", NO_COLOR="1")
-    return subprocess.run([sys.executable, "-m", "iorig", *args], capture_output=True,
-                          text=True, timeout=180, env=env, cwd=REPO)  # fmt: skip
+def _iorig(db, *args: str) -> CliResult:
+    return run_iorig(db, *args, columns=200, timeout=180)
 
 
 def test_a_stopped_host_is_an_event_with_its_impact_and_the_other_host_is_kept(tmp_path):

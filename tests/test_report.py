@@ -7,31 +7,22 @@ from __future__ import annotations
 import csv
 import io
 import json
-import os
 import re
 import shutil
 import subprocess
-import sys
 import tempfile
 from pathlib import Path
 
 import pytest
-from tests.conftest import chromium_or_skip
+from tests.conftest import CliResult, chromium_or_skip, run_iorig
 
 pytestmark = pytest.mark.fio
 REPO = Path(__file__).resolve().parent.parent
 EVIL = 'B </script><script>window.pwned=1</script> & "q" <a href="https://example.com/x">l</a>'
 
 
-def _cli(db: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess:
-    env = dict(os.environ, IORIG_DB=str(db), COLUMNS="250", NO_COLOR="1")
-    done = subprocess.run(
-        [sys.executable, "-m", "iorig", *args],
-        cwd=REPO, env=env, capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
-    if check and done.returncode != 0:
-        raise AssertionError(f"iorig {args} failed:\n{done.stdout}\n{done.stderr}")
-    return done
+def _cli(db: Path, *args: str, check: bool = True) -> CliResult:
+    return run_iorig(db, *args, columns=250, check=check)
 
 
 @pytest.fixture(scope="module")

@@ -7,16 +7,14 @@ a headless Chromium included."""
 from __future__ import annotations
 
 import json
-import os
 import re
 import shutil
 import sqlite3
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-from tests.conftest import REPO, chromium_or_skip
+from tests.conftest import REPO, CliResult, chromium_or_skip, run_iorig
 
 from iorig import scenario as scenario_mod
 from iorig.errors import UserError
@@ -28,15 +26,8 @@ from iorig.sut import check_notes, check_template, load_sut_file, merged, templa
 EVIL = '<script>window.pwned=1</script> & "q" <a href="https://example.com/x">l</a>'
 
 
-def _cli(db: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess:
-    env = dict(os.environ, IORIG_DB=str(db), COLUMNS="200", NO_COLOR="1")
-    done = subprocess.run(
-        [sys.executable, "-m", "iorig", *args],
-        cwd=REPO, env=env, capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
-    if check and done.returncode != 0:
-        raise AssertionError(f"iorig {args} failed:\n{done.stdout}\n{done.stderr}")
-    return done
+def _cli(db: Path, *args: str, check: bool = True) -> CliResult:
+    return run_iorig(db, *args, columns=200, check=check)
 
 
 def _write(path: Path, text: str) -> Path:
