@@ -51,6 +51,7 @@ from iorig.run.events import (
 )
 from iorig.run.generator import heavy_phases, measure_ceiling
 from iorig.run.safekeeping import Keeper
+from iorig.schema import WRITES
 from iorig.store import Store, Unwritable, new_run_id
 from iorig.units import format_bytes
 
@@ -476,10 +477,6 @@ def _checks_anyway(
 def _writes_untracked(phase: PlannedPhase) -> bool:
     """The phase writes, and some writer keeps no record of what completed."""
     return any(
-        (
-            w.spec.rw in ("write", "randwrite")
-            or (w.spec.rw in ("randrw", "rw") and w.spec.read_pct != 100)
-        )
-        and not w.spec.verify_state
+        w.spec.rw in WRITES and w.spec.read_pct != 100 and not w.spec.verify_state
         for w in phase.workloads
     )
