@@ -7,6 +7,7 @@ those of comparisons and searches."""
 
 from __future__ import annotations
 
+import html
 import math
 
 from rich.table import Table
@@ -221,7 +222,7 @@ def to_rich(
 def md_text(text: object) -> str:
     """User text (labels, titles, paths, a SUT description) as Markdown shows
     it: HTML that a renderer would obey becomes entities, shown as typed."""
-    return str(text).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    return html.escape(str(text), quote=False)
 
 
 def _md_cell(text: str) -> str:
