@@ -42,7 +42,8 @@ PARTS: dict[str, set[str]] = {
 PARTS["cli"] = set(PARTS)  # the top: anything below it
 TOP_LEVEL = {
     **dict.fromkeys(
-        ("schema", "expr", "yamlsource", "adhoc", "sweep", "eventspec", "sut"), "scenario"
+        ("schema", "schemarules", "expr", "yamlsource", "adhoc", "sweep", "eventspec", "sut"),
+        "scenario",
     ),
     "__main__": "cli",
 }

@@ -9,7 +9,11 @@ a quick peak run, from before phases stored their events; v5: commit b035f38,
 an ad-hoc randread run with a `mark` event at 4 s and an ad-hoc randrw run,
 from before phases stored their I/O errors; v6: commit 5af065e, an ad-hoc
 randread run and a labelled ad-hoc randrw run, from before runs stored the
-system under test — every golden since then has an empty `sut`); the JSON next
+system under test — every golden since then has an empty `sut`; v7: commit
+67f437d, an ad-hoc randread run labelled v7-read and an ad-hoc randrw run
+repeated twice, from before phases stored their precision and runs their A/B
+link — every golden since then has `precision: null` per phase and `run.ab:
+null`); the JSON next
 to each is its run as this iorig reads it after upgrading (checked field by
 field against what the writing iorig's own `show --json` printed when the
 goldens were made). Any change to the schema, the payload codecs or the

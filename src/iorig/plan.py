@@ -48,6 +48,9 @@ class PlannedPhase:
     point: dict[str, Any] = field(default_factory=dict)  # sweep / search coordinates
     ramp_s: float | None = None  # fio ramp_time before each measurement
     events: tuple[EventSpec, ...] = ()  # done to the system at set times of the phase
+    # until: precise — asked half-width (% of the median) and the shortest run
+    precision_pct: float | None = None
+    min_s: float | None = None
 
     @property
     def bytes_to_write(self) -> int:
@@ -319,6 +322,8 @@ def build_plan(
                 point=resolved.phase_points.get(phase.name, {}),
                 ramp_s=phase.ramp,
                 events=tuple(phase.events),
+                precision_pct=phase.precision_pct,
+                min_s=phase.min_s if phase.precision_pct is not None else None,
             )
         )
     check_replays(phases)

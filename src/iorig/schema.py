@@ -9,9 +9,7 @@ import re
 from typing import Annotated, Any, Literal
 
 from pydantic import (
-    BaseModel,
     BeforeValidator,
-    ConfigDict,
     Field,
     ValidationInfo,
     field_validator,
@@ -20,12 +18,18 @@ from pydantic import (
 
 from iorig.eventspec import EventSpec, ImpactRule, check_phase_events
 from iorig.model import Metric, PhaseKind, SystemUnderTest
+from iorig.schemarules import (
+    Criterion,
+    Duration,
+    LoadPointSpec,
+    Percent,
+    Size,
+    _Model,
+)
 from iorig.units import (
     format_bytes,
     parse_duration,
-    parse_latency,
     parse_percent,
-    parse_rate,
     parse_size,
 )
 
@@ -35,10 +39,6 @@ FORMAT_VERSION = 1
 MAX_BS = 2**30
 MAX_RATE_IOPS = 2**32 - 1
 _NAME_RE = r"^[a-z0-9][a-z0-9_-]{0,62}$"
-
-Size = Annotated[int, BeforeValidator(parse_size)]
-Duration = Annotated[float, BeforeValidator(parse_duration)]
-Percent = Annotated[float, BeforeValidator(parse_percent)]
 
 
 def _strict_bool(value: Any) -> bool:
@@ -60,11 +60,6 @@ ContinueOnError = Literal["none", "read", "write", "io", "verify", "all"]
 SEQUENTIAL = frozenset({"read", "write", "rw"})
 READS = frozenset({"read", "randread", "randrw", "rw"})
 WRITES = frozenset({"write", "randwrite", "randrw", "rw"})
-
-
-class _Model(BaseModel):
-    # .inf and .nan are refused in every number field, naming the field
-    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
 _DISTRIBUTION_RE = re.compile(
@@ -232,6 +227,11 @@ class Workload(_Model):
         return self.rw in SEQUENTIAL
 
 
+DEFAULT_PRECISION_PCT = 2.0  # until: precise without precision:
+DEFAULT_PRECISE_MIN_S = 10.0  # until: precise never stops before this
+PRECISE_MIN_S = 8  # the fewest seconds an interval is built on (precision.MIN_BATCHES)
+
+
 class SteadyRule(_Model):
     """SNIA PTS steady state: the last ``window`` rounds of the tracking
     variable stay within ``max_range`` of their mean, and the least-squares
@@ -259,8 +259,12 @@ class Phase(_Model):
     # fio ramp_time: run this long before the measurement starts (a warm-up
     # that belongs to each measurement, e.g. each load point)
     ramp: Duration | None = None
-    until: Literal["duration", "steady"] = "duration"
+    until: Literal["duration", "steady", "precise"] = "duration"
     steady: SteadyRule | None = None
+    # until: precise — stop once the per-second median's 95 % interval is
+    # within ±precision of it (duration is then the maximum), never before min
+    precision: Percent | None = None
+    min: Duration | None = None
     description: str = ""
     workloads: list[Workload] = Field(default_factory=list)
     # done to the system at set times of the phase (a host stopped, a throttle)
@@ -278,6 +282,7 @@ class Phase(_Model):
             raise ValueError("until: steady applies to warmup phases")
         if self.steady is not None and self.until != "steady":
             raise ValueError("'steady' settings need until: steady")
+        self._check_precise()
         if self.kind is PhaseKind.PRECONDITION:
             if self.duration is not None:
                 raise ValueError("a precondition phase writes the target twice; remove 'duration'")
@@ -323,105 +328,50 @@ class Phase(_Model):
             return Metric.BYTES_PER_S
         return Metric.IOPS
 
+    def _check_precise(self) -> None:
+        if self.until != "precise":
+            if self.precision is not None or self.min is not None:
+                raise ValueError("'precision' and 'min' need until: precise")
+            return
+        if self.kind is not PhaseKind.MEASURE:
+            raise ValueError(
+                "until: precise applies to measure phases (a warm-up runs until: steady)"
+            )
+        if self.events:
+            raise ValueError(
+                "events happen at set times, and a phase that stops once precise may end "
+                "before them; use until: duration for a phase with events"
+            )
+        if self.precision is not None and not 0 < self.precision <= 50:
+            raise ValueError(
+                f"precision must be above 0 % and at most 50 %, not {self.precision:g} %"
+            )
+        least = self.min_s
+        if least < PRECISE_MIN_S:
+            raise ValueError(
+                f"min must be at least {PRECISE_MIN_S} s: the interval needs "
+                f"{PRECISE_MIN_S} independent seconds at the very least"
+            )
+        if self.duration is not None and self.duration < least:
+            raise ValueError(
+                f"duration ({self.duration:g} s) is the longest a precise phase runs; it "
+                f"cannot be shorter than min ({least:g} s)"
+            )
+
     @property
     def steady_rule(self) -> SteadyRule | None:
         return (self.steady or SteadyRule()) if self.until == "steady" else None
 
-
-LATENCY_METRICS = ("lat_mean", "lat_max", "lat_mean_max", "p50", "p90", "p99", "p99.9", "p99.99")
-CriterionMetric = Literal[
-    "iops", "bytes_per_s", "lat_mean", "lat_max", "lat_mean_max", "p50", "p90", "p99", "p99.9",
-    "p99.99",
-]  # fmt: skip
-
-
-class Criterion(_Model):
-    """A pass/fail requirement on a measured phase (Jetstress's verdicts).
-
-    ``metric`` over the named workloads (default: all) and direction:
-    ``iops`` and ``bytes_per_s`` add up; ``lat_mean`` is the mean completion
-    latency, ``lat_max`` the slowest single I/O, ``lat_mean_max`` the worst
-    one-second mean (what a sampled performance counter's maximum shows),
-    ``pNN`` a percentile of the merged histograms. One bound: ``min`` (e.g.
-    IOPS) or ``max`` (latency, with a unit: ``20ms``); without either the
-    figure is reported beside the verdicts but judges nothing (Jetstress
-    reports database write latency that way).
-    """
-
-    name: str
-    metric: CriterionMetric
-    phase: str | None = None  # a measured phase (default: every measured phase)
-    workloads: list[str] | None = None
-    ddir: Literal["read", "write", "all"] = "all"
-    min: float | None = None
-    max: float | None = None
-
-    @field_validator("min", "max", mode="before")
-    @classmethod
-    def _limit(cls, value: Any, info: ValidationInfo) -> float | None:
-        if value is None:
+    @property
+    def precision_pct(self) -> float | None:
+        """The asked half-width (% of the median) of an ``until: precise`` phase."""
+        if self.until != "precise":
             return None
-        metric = info.data.get("metric")
-        if metric is None:
-            return None  # the metric itself is wrong and reported on its own
-        if metric in LATENCY_METRICS:
-            if not isinstance(value, str):
-                raise ValueError(f"a latency limit needs a unit, e.g. 20ms (got {value!r})")
-            return parse_latency(value)
-        if metric == "bytes_per_s" and isinstance(value, str):
-            return parse_rate(value)
-        try:
-            return float(value)
-        except (TypeError, ValueError):
-            raise ValueError(f"expected a number, got {value!r}") from None
-
-    @model_validator(mode="after")
-    def _one_bound(self) -> Criterion:
-        if self.min is not None and self.max is not None:
-            raise ValueError("give one of 'min' or 'max' (or neither, to report the figure)")
-        return self
+        return self.precision if self.precision is not None else DEFAULT_PRECISION_PCT
 
     @property
-    def bound(self) -> str:
-        """ "min", "max", or "info" for a figure reported without a limit."""
-        if self.min is not None:
-            return "min"
-        return "max" if self.max is not None else "info"
-
-    @property
-    def limit(self) -> float:
-        value = self.min if self.min is not None else self.max
-        return float("nan") if value is None else float(value)
-
-
-class LoadPointSpec(_Model):
-    """SPEC-style load points: the scenario runs at ``points`` equally spaced
-    values of a business metric parameter up to ``max``, low to high."""
-
-    parameter: str
-    name: str = "load"  # how reports call the metric, e.g. AI_Jobs
-    max: int = Field(ge=1, le=10**9)
-    points: int = Field(default=10, ge=2, le=1000)
-    tolerance: Percent = 5.0
-    latency_cap: str | None = None  # e.g. "20ms"; empty or None for no cap
-
-    @field_validator("latency_cap")
-    @classmethod
-    def _cap(cls, value: str | None) -> str | None:
-        if value is None or not str(value).strip():
-            return None
-        parse_latency(str(value))
-        return str(value).strip()
-
-    @property
-    def latency_cap_ns(self) -> float | None:
-        return parse_latency(self.latency_cap) if self.latency_cap else None
-
-    def loads(self) -> list[int]:
-        """max × i / points for i = 1 … points, rounded; the first sits one
-        spacing from zero (SPEC's rule)."""
-        values = [max(1, round(self.max * i / self.points)) for i in range(1, self.points + 1)]
-        return sorted(set(values))
+    def min_s(self) -> float:
+        return self.min if self.min is not None else DEFAULT_PRECISE_MIN_S
 
 
 class TargetSpec(_Model):

@@ -37,10 +37,14 @@ from functools import lru_cache
 import numpy as np
 
 from iorig.analyze.stats import t_quantile
+from iorig.model import PrecisionState
 
 MIN_BATCHES = 8  # fewer leave the standard error too uncertain to trust
 MAX_BATCH_LAG1 = 0.2  # residual correlation between batch means, corrected for
 METHOD = "woodruff-batch-means"
+# The coverage claimed for the interval at the stop: each look is at
+# CHECK_CONFIDENCE, which keeps the whole sequential procedure at 95 % or more.
+REPORTED_CONFIDENCE = 0.95
 
 
 @dataclass(frozen=True)
@@ -231,3 +235,81 @@ def precision_record(target_pct: float, interval: MedianInterval | None) -> dict
         "achieved_pct": None if achieved is None else round(achieved, 3),
         "seconds": interval.seconds,
     }
+
+
+def precision_state(
+    series: Sequence[float], metric: str, target_pct: float, min_s: float, max_s: float
+) -> PrecisionState:
+    """How precisely a finished ``until: precise`` phase knows its median:
+    the stopping rule's interval over every second it measured (one verdict
+    for every backend, from the stored series; a live stop only ends fio)."""
+    rule = StoppingRule(target_pct, max_s=max(int(max_s), 1), min_s=int(min_s))
+    interval = median_interval(series, rule.confidence)
+    precise = interval.known and interval.half_width_pct <= target_pct
+    return PrecisionState(
+        metric="bytes_per_s" if metric == "bytes_per_s" else "iops",
+        target_pct=target_pct,
+        min_s=min_s,
+        max_s=max_s,
+        precise=bool(precise),
+        seconds=interval.seconds,
+        median=interval.median,
+        low=interval.low,
+        high=interval.high,
+        achieved_pct=interval.half_width_pct,
+        confidence=REPORTED_CONFIDENCE,
+        batch_s=interval.batch_s,
+        why=interval.why,
+    )
+
+
+def precision_text(state: PrecisionState) -> str:
+    """'±1.2 % (asked ±2 %) after 14 s', or why it is not known."""
+    asked = f"asked ±{state.target_pct:g} %"
+    if state.achieved_pct is None:
+        return f"no interval after {state.seconds} s ({state.why}), {asked}"
+    return f"±{state.achieved_pct:.1f} % after {state.seconds} s, {asked}"
+
+
+# fio's live status and its per-second logs are two views of the same I/O
+# whose one-second windows do not line up, so their intervals differ by a few
+# tenths of a percent either way. The stored verdict is judged on the logs
+# (the series every figure comes from); stopping when the live view shows the
+# asked width would leave about half the stops just short of it there, so
+# the live view must show LIVE_MARGIN of it.
+LIVE_MARGIN = 0.8
+
+
+class PrecisionWatch:
+    """Per-second rates of a running phase from fio's cumulative status
+    counters, and whether the median is known well enough to stop."""
+
+    def __init__(
+        self, target_pct: float, min_s: float, max_s: float, metric: str, skip_s: float = 0.0
+    ) -> None:
+        self.rule = StoppingRule(target_pct * LIVE_MARGIN, max_s=int(max_s), min_s=int(min_s))
+        self.metric = metric
+        self.skip_s = skip_s  # ramp time: not measured
+        self.series: list[float] = []
+        self._last: tuple[int, float, float] | None = None
+        self.decision: Decision | None = None
+
+    def feed(self, t_ms: int, elapsed_s: float, ios: float, io_bytes: float) -> bool:
+        """Counters at ``t_ms``; True once the rule says stop on precision."""
+        if elapsed_s <= self.skip_s:
+            self._last = None
+            return False
+        if self._last is not None:
+            t0, ios0, bytes0 = self._last
+            seconds = (t_ms - t0) / 1000
+            if seconds <= 0.5:  # a snapshot too soon after the last: wait for the next
+                return False
+            amount = ios - ios0 if self.metric == "iops" else io_bytes - bytes0
+            self.series.append(amount / seconds)
+            decision = self.rule.decide(self.series)
+            if decision.interval is not None:
+                self.decision = decision
+            if decision.stop and decision.precise:
+                return True
+        self._last = (t_ms, ios, io_bytes)
+        return False

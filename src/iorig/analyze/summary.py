@@ -8,7 +8,16 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from iorig.model import ALL, Metric, PhaseKind, PhaseResult, PhaseStatus, SeriesStats, series_stats
+from iorig.model import (
+    ALL,
+    Metric,
+    PhaseKind,
+    PhaseResult,
+    PhaseStatus,
+    PrecisionState,
+    SeriesStats,
+    series_stats,
+)
 
 REPORTED_PERCENTILES = (50.0, 90.0, 99.0, 99.9, 99.99)
 
@@ -35,6 +44,7 @@ class PhaseSummary:
     sys_cpu_pct: float
     error: str | None
     point: dict
+    precision: PrecisionState | None = None  # until: precise phases
 
     @property
     def headline_value(self) -> float:
@@ -72,6 +82,7 @@ def summarize_phase(phase: PhaseResult) -> PhaseSummary:
         sys_cpu_pct=scope.sys_cpu_pct if scope else nan,
         error=phase.error,
         point=dict(phase.point),
+        precision=phase.precision,
     )
 
 

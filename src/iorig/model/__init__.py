@@ -6,6 +6,7 @@ import it. Parsing, storing, analysing and rendering all speak these types.
 
 from iorig.model.events import EventAction, EventRecord, EventStatus
 from iorig.model.kinds import ALL, DDIRS, Metric, PhaseKind, PhaseStatus, RunStatus
+from iorig.model.precision import AB_SIDES, AbLink, PrecisionState
 from iorig.model.records import Disclosure, Finding, InterfaceLimit, RunRecord, StoredRun
 from iorig.model.results import (
     AGGREGATE,
@@ -24,10 +25,12 @@ from iorig.model.steady import SteadyState, WindowCheck, check_window
 from iorig.model.sut import SutRecord, SystemUnderTest
 
 __all__ = [
+    "AB_SIDES",
     "AGGREGATE",
     "ALL",
     "DDIRS",
     "ERROR_KINDS",
+    "AbLink",
     "Disclosure",
     "EventAction",
     "EventRecord",
@@ -39,6 +42,7 @@ __all__ = [
     "PhaseKind",
     "PhaseResult",
     "PhaseStatus",
+    "PrecisionState",
     "RunRecord",
     "RunStatus",
     "Scope",

@@ -8,6 +8,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from iorig.model.kinds import RunStatus
+from iorig.model.precision import AbLink
 from iorig.model.results import PhaseResult
 from iorig.model.sut import SutRecord
 
@@ -116,6 +117,7 @@ class RunRecord:
     ended_at: float | None
     search: dict[str, Any] = field(default_factory=dict)  # sweep / knee / curve settings
     sut: SutRecord = field(default_factory=SutRecord)  # the user's description and notes
+    ab: AbLink | None = None  # one side of an interleaved A/B comparison (iorig ab)
 
     @property
     def name(self) -> str:

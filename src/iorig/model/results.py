@@ -16,6 +16,7 @@ import numpy as np
 from iorig.model import histogram
 from iorig.model.events import EventRecord
 from iorig.model.kinds import Metric, PhaseKind, PhaseStatus
+from iorig.model.precision import PrecisionState
 from iorig.model.steady import SteadyState
 
 
@@ -182,6 +183,7 @@ class PhaseResult:
     # I/O errors fio reported, per type and host: every one where a workload
     # sets continue_on_error (fio prints each), else the error that ended a job
     io_errors: tuple[IoErrorCount, ...] = ()
+    precision: PrecisionState | None = None  # measure phases that ran "until: precise"
 
     @property
     def io_error_total(self) -> int:

@@ -26,7 +26,7 @@ from iorig.analyze.knee import Point
 from iorig.analyze.perhost import HostPhase, per_host
 from iorig.analyze.search import CurveResult, KneeResult, LoadPointResult, SearchResult, SweepResult
 from iorig.analyze.summary import PhaseSummary
-from iorig.model import PhaseKind, RunRecord, SeriesStats, StoredRun
+from iorig.model import PhaseKind, PrecisionState, RunRecord, SeriesStats, StoredRun
 from iorig.report.options import RenderOptions
 
 FORMAT_VERSION = 1
@@ -76,7 +76,20 @@ def phase_dict(s: PhaseSummary) -> dict[str, Any]:
         "jobs": s.jobs,
         "cpu_pct_per_job": {"usr": _num(s.usr_cpu_pct), "sys": _num(s.sys_cpu_pct)},
         "error": s.error,
+        "precision": precision_dict(s.precision),
     }
+
+
+def precision_dict(state: PrecisionState | None) -> dict[str, Any] | None:
+    """An ``until: precise`` phase's precision: asked and achieved half-widths
+    (% of the median) and the interval itself."""
+    if state is None:
+        return None
+    return state.as_record() | {
+        "precise": state.precise, "median": _num(state.median), "low": _num(state.low),
+        "high": _num(state.high), "confidence": state.confidence, "min_s": state.min_s,
+        "max_s": state.max_s, "why": state.why or None,
+    }  # fmt: skip
 
 
 def run_dict(run: RunRecord) -> dict[str, Any]:
@@ -100,6 +113,14 @@ def run_dict(run: RunRecord) -> dict[str, Any]:
         "fio_version": run.fio_version,
         "iorig_version": run.iorig_version,
         "warnings": [w.as_dict() for w in run.warnings],
+        "ab": None
+        if run.ab is None
+        else {
+            "id": run.ab.id,
+            "side": run.ab.side,
+            "peer": run.ab.peer,
+            "first": list(run.ab.first),
+        },
         "interface_limit": None
         if run.disclosure.interface_limit is None
         else {

@@ -9,6 +9,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import replace
 from pathlib import Path
 
+from iorig.analyze.precision import PrecisionWatch
 from iorig.analyze.steady import SteadyWatch
 from iorig.errors import UserError
 from iorig.fio import parse, runner, status
@@ -51,6 +52,19 @@ def state_args(job: PhaseJob) -> tuple[str, ...]:
     if job.trigger is not None:  # never while a replay runs: fio would save the replay's state
         args += (f"--trigger-file={job.trigger}",)
     return args
+
+
+def precision_watch(phase: PlannedPhase) -> PrecisionWatch | None:
+    """The live stopping rule of an ``until: precise`` phase."""
+    if phase.precision_pct is None or not phase.duration_s:
+        return None
+    return PrecisionWatch(
+        phase.precision_pct,
+        phase.min_s or 10.0,
+        phase.duration_s,
+        str(phase.headline),
+        skip_s=phase.ramp_s or 0.0,
+    )
 
 
 class LocalBackend:
@@ -187,6 +201,7 @@ class LocalBackend:
         jobfile.write_text(text)
         proc = FioProcess(self.fio, jobfile, job.workdir, extra_args=state_args(job))
         watch = SteadyWatch(phase.steady) if phase.steady else None
+        precise = precision_watch(phase)
         previous: status.Snapshot | None = None
         started = time.time()
         timeout_s = phase.timeout_s(SLACK_S, job.plan.min_bytes_per_s)
@@ -202,6 +217,11 @@ class LocalBackend:
                 yield Progress(live.elapsed_s, min(fraction, 1.0), live)
                 # a steady-state warm-up ends as soon as its window holds
                 if watch is not None and watch.feed(snap.t_ms, snap.ios, snap.io_bytes):
+                    proc.request_stop()
+                # a precise measurement ends as soon as its median is known well enough
+                if precise is not None and precise.feed(
+                    snap.t_ms, snap.elapsed_s, snap.ios, snap.io_bytes
+                ):
                     proc.request_stop()
         assert proc.exit is not None
         yield RawPhase(

@@ -24,6 +24,7 @@ from iorig import __version__
 from iorig.analyze import audit
 from iorig.analyze.generator import Ceiling, GeneratorShape
 from iorig.analyze.integrity import SHOWN, lost_message
+from iorig.analyze.precision import precision_state
 from iorig.analyze.steady import steady_of_series
 from iorig.errors import UserError
 from iorig.fio import parse
@@ -395,6 +396,14 @@ def phase_result(
             steady = steady_of_series(series.iops.tolist(), series.bytes_per_s.tolist(),
                                       phase.steady)  # fmt: skip
             result = replace(result, steady=steady)
+    if phase.precision_pct is not None and result.aggregate is not None:
+        series = result.aggregate.series.get(ALL)
+        if series is not None and phase.duration_s:
+            state = precision_state(
+                series.values(phase.headline).tolist(), str(phase.headline),
+                phase.precision_pct, phase.min_s or 10.0, phase.duration_s,
+            )  # fmt: skip
+            result = replace(result, precision=state)
     return result
 
 

@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any, Generic, TypeVar
 
 from iorig.model import (
+    AB_SIDES,
     ERROR_KINDS,
+    AbLink,
     Disclosure,
     EventAction,
     EventRecord,
@@ -23,6 +25,7 @@ from iorig.model import (
     Finding,
     InterfaceLimit,
     IoErrorCount,
+    PrecisionState,
     SutRecord,
 )
 from iorig.model.sut import NOTE_LIMIT, NOTES_LIMIT, describe, parse_description
@@ -264,6 +267,87 @@ def _sut_to_data(record: SutRecord) -> dict[str, Any]:
     return {"description": dict(record.description), "notes": list(record.notes)}
 
 
+# ------------------------------------------------------------ precision and A/B
+
+
+def _number(value: Any, name: str, *, optional: bool = False) -> float | None:
+    if value is None and optional:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float) or value != value:
+        raise TypeError(f"{name} {value!r:.40} is not a number")
+    return float(value)
+
+
+_PRECISION_FIELDS = {"metric", "target_pct", "min_s", "max_s", "precise", "seconds", "median",
+                     "low", "high", "achieved_pct", "confidence", "batch_s", "why"}  # fmt: skip
+
+
+def _precision_from_data(data: Any) -> PrecisionState | None:
+    """A phase's stored precision, every field checked (bundles are untrusted)."""
+    if data is None:
+        return None
+    if not isinstance(data, dict) or set(data) != _PRECISION_FIELDS:
+        raise ValueError(f"precision fields are not {sorted(_PRECISION_FIELDS)}")
+    if data["metric"] not in ("iops", "bytes_per_s"):
+        raise ValueError(f"precision metric {data['metric']!r:.40} is not iops or bytes_per_s")
+    if not isinstance(data["precise"], bool):
+        raise TypeError("precision 'precise' is not true or false")
+    for key in ("seconds", "batch_s"):
+        value = data[key]
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
+            raise TypeError(f"precision {key} {value!r:.40} is not an integer")
+    if not isinstance(data["why"], str) or len(data["why"]) > 400:
+        raise TypeError("precision 'why' is not a short text")
+    confidence = _number(data["confidence"], "confidence")
+    if not 0 < confidence < 1:
+        raise ValueError(f"precision confidence {confidence} is not between 0 and 1")
+    return PrecisionState(
+        metric=data["metric"],
+        target_pct=_number(data["target_pct"], "target_pct"),
+        min_s=_number(data["min_s"], "min_s"),
+        max_s=_number(data["max_s"], "max_s"),
+        precise=data["precise"],
+        seconds=data["seconds"],
+        median=_number(data["median"], "median"),
+        low=_number(data["low"], "low", optional=True),
+        high=_number(data["high"], "high", optional=True),
+        achieved_pct=_number(data["achieved_pct"], "achieved_pct", optional=True),
+        confidence=confidence,
+        batch_s=data["batch_s"],
+        why=data["why"],
+    )
+
+
+def _precision_to_data(state: PrecisionState | None) -> dict[str, Any] | None:
+    return None if state is None else asdict(state)
+
+
+_AB_ID_LIMIT = 64
+
+
+def _ab_from_data(data: Any) -> AbLink | None:
+    """A run's A/B link, checked (bundles are untrusted input)."""
+    if data is None:
+        return None
+    if not isinstance(data, dict) or set(data) != {"id", "side", "peer", "first"}:
+        raise ValueError("the A/B link is not {id, side, peer, first}")
+    for key in ("id", "peer"):
+        text = data[key]
+        if not isinstance(text, str) or not 0 < len(text) <= _AB_ID_LIMIT:
+            raise TypeError(f"A/B {key} is not a string of 1 to {_AB_ID_LIMIT} chars")
+    if data["side"] not in AB_SIDES:
+        raise ValueError(f"A/B side {data['side']!r:.20} is not a or b")
+    first = data["first"]
+    if not isinstance(first, list) or len(first) > 10_000 or any(f not in AB_SIDES for f in first):
+        raise TypeError("A/B 'first' is not a list of a and b")
+    return AbLink(data["id"], data["side"], data["peer"], tuple(first))
+
+
+def _ab_to_data(link: AbLink | None) -> dict[str, Any] | None:
+    return None if link is None else {"id": link.id, "side": link.side, "peer": link.peer,
+                                      "first": list(link.first)}  # fmt: skip
+
+
 RESOLVED = Codec[dict]("resolved scenario", 1, from_data=_typed(dict))
 PARAMS = Codec[dict]("parameters", 1, from_data=_typed(dict))
 TARGETS = Codec[list]("targets", 1, from_data=_typed(list))
@@ -278,6 +362,8 @@ ROUNDS = Codec[tuple]("steady-state rounds", 1, list, _numbers)
 EVENTS = Codec[tuple]("events", 1, _events_to_data, _events_from_data)
 IO_ERRORS = Codec[tuple]("I/O errors", 1, _io_errors_to_data, _io_errors_from_data)
 SUT = Codec[SutRecord]("system under test", 1, _sut_to_data, _sut_from_data)
+PRECISION = Codec[Any]("precision", 1, _precision_to_data, _precision_from_data)
+AB = Codec[Any]("A/B link", 1, _ab_to_data, _ab_from_data)
 
 # RunRecord fields kept as JSON payloads, each in the column "<field>_json".
 RUN_PAYLOADS: dict[str, Codec[Any]] = {
@@ -289,4 +375,5 @@ RUN_PAYLOADS: dict[str, Codec[Any]] = {
     "disclosure": DISCLOSURE,
     "search": SEARCH,
     "sut": SUT,
+    "ab": AB,
 }

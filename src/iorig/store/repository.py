@@ -417,6 +417,7 @@ class Store:
             point=codecs.POINT.decode(p["point_json"]),
             events=codecs.EVENTS.decode(p["events_json"]),
             io_errors=codecs.IO_ERRORS.decode(p["io_errors_json"]),
+            precision=codecs.PRECISION.decode(p["precision_json"]),
             series_origin=p["series_origin"],
             job_text=texts.get("job.fio", ""),
             command=command(texts.get("command", "")),

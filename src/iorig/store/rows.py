@@ -87,6 +87,7 @@ def insert_phase(c: sqlite3.Connection, run_id: str, phase: PhaseResult) -> int:
             "point_json": codecs.POINT.encode(phase.point),
             "events_json": codecs.EVENTS.encode(phase.events),
             "io_errors_json": codecs.IO_ERRORS.encode(phase.io_errors),
+            "precision_json": codecs.PRECISION.encode(phase.precision),
             "series_origin": phase.series_origin,
         },
     )

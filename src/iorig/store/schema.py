@@ -219,6 +219,20 @@ def _migrate_to_v7(conn: sqlite3.Connection) -> None:
     _execute_script(conn, _SCHEMA_V7)
 
 
+# Version 8: how precisely a measure phase that ran "until: precise" knows its
+# median (a versioned payload, see codecs.PRECISION; null for other phases),
+# and the interleaved A/B comparison a run is one side of (codecs.AB; null
+# for runs made alone). Older rows have neither.
+_SCHEMA_V8 = """
+ALTER TABLE phases ADD COLUMN precision_json TEXT NOT NULL DEFAULT '{"version": 1, "data": null}';
+ALTER TABLE runs ADD COLUMN ab_json TEXT NOT NULL DEFAULT '{"version": 1, "data": null}'
+"""
+
+
+def _migrate_to_v8(conn: sqlite3.Connection) -> None:
+    _execute_script(conn, _SCHEMA_V8)
+
+
 MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [
     _migrate_to_v1,
     _migrate_to_v2,
@@ -227,5 +241,6 @@ MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [
     _migrate_to_v5,
     _migrate_to_v6,
     _migrate_to_v7,
+    _migrate_to_v8,
 ]
 LATEST = len(MIGRATIONS)
