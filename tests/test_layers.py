@@ -42,7 +42,17 @@ PARTS: dict[str, set[str]] = {
 PARTS["cli"] = set(PARTS)  # the top: anything below it
 TOP_LEVEL = {
     **dict.fromkeys(
-        ("schema", "schemarules", "expr", "yamlsource", "adhoc", "sweep", "eventspec", "sut"),
+        (
+            "schema",
+            "schemarules",
+            "precise",
+            "expr",
+            "yamlsource",
+            "adhoc",
+            "sweep",
+            "eventspec",
+            "sut",
+        ),
         "scenario",
     ),
     "__main__": "cli",

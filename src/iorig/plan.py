@@ -266,7 +266,7 @@ def build_plan(
 ) -> Plan:
     """Concrete phases: working sets sized, engines chosen, empty pauses dropped."""
     phases = []
-    notes = []
+    notes = list(resolved.notes)
     for seq, phase in enumerate(resolved.scenario.phases):
         if not phase.enabled:
             notes.append(f"phase {phase.name!r} is disabled by the scenario's parameters")

@@ -59,6 +59,7 @@ class ResolvedScenario:
     profile: str | None
     sweep: dict[str, tuple[str, ...]] = field(default_factory=dict)  # name -> value texts
     phase_points: dict[str, dict[str, str]] = field(default_factory=dict)  # phase -> point
+    notes: tuple[str, ...] = ()  # how options changed the scenario (--precision)
 
     def param_text(self, name: str) -> str:
         if name in self.sweep:

@@ -20,6 +20,7 @@ from iorig.model import (
     InterfaceLimit,
     PhaseKind,
     PhaseResult,
+    PhaseStatus,
     series_stats,
 )
 from iorig.schema import READS
@@ -398,6 +399,26 @@ def check_steady(phase: PhaseResult) -> list[Finding]:
     ]
 
 
+def check_precision(phase: PhaseResult) -> list[Finding]:
+    state = phase.precision
+    if state is None or state.precise or phase.status is not PhaseStatus.OK:
+        return []
+    asked = f"asked ±{state.target_pct:g} %"
+    if state.achieved_pct is None:
+        got = f"no interval after {state.seconds} s ({state.why})"
+    else:
+        got = f"±{state.achieved_pct:.1f} % after {state.seconds} s"
+    return [
+        Finding(
+            "not-precise",
+            f"phase {phase.name!r} ran its maximum without the precision asked: {got}, {asked}",
+            "allow a longer maximum (duration), accept a wider precision, or look at the "
+            "per-second chart for drift or steps",
+            phase.name,
+        )
+    ]
+
+
 def after_run(
     phases: list[PhaseResult],
     requested: dict[str, dict[str, tuple[int, int, bool]]],
@@ -415,4 +436,5 @@ def after_run(
                 phase, requested.get(phase.name, {}), usable_cpus, ceilings.get(phase.name)
             )
         out += check_stability(phase) + check_limit(phase, limit) + check_steady(phase)
+        out += check_precision(phase)
     return merge_by_code(out)

@@ -38,6 +38,7 @@ from iorig.cli.common import (
     LabelOpt,
     MinRateOpt,
     NoteOpt,
+    PrecisionOpt,
     ProfileOpt,
     QuickOpt,
     ReadPctOpt,
@@ -66,6 +67,7 @@ from iorig.cli.sut import write_disclosure
 from iorig.doctor import examine, measure_data_pattern, measure_generator
 from iorig.errors import UserError
 from iorig.model import Metric, StoredRun, series_stats
+from iorig.precise import parse_precision, with_precision
 from iorig.report import terminal
 from iorig.report.exporters import render
 from iorig.report.options import Limit
@@ -104,6 +106,7 @@ def run(
     read_pct: ReadPctOpt = None,
     engine: EngineOpt = None,
     repeat: RepeatOpt = 1,
+    precision: PrecisionOpt = None,
     label: LabelOpt = None,
     threads: Annotated[
         str | None,
@@ -142,6 +145,8 @@ def run(
     auto = threads_option(threads, overrides, grid)
     profile = "quick" if quick else profile
     resolved = resolve_with_sweep(source, profile, overrides, grid)
+    if precision is not None:
+        resolved = with_precision(resolved, parse_precision(precision))
     preflight(ctx.obj)  # a database the run could not write to: refused before any target
     plan, backend = plan_for(
         resolved, target, hosts=host_list(hosts, hosts_file), allow_destroy=allow_destroy,

@@ -109,6 +109,13 @@ EngineOpt = Annotated[
 RepeatOpt = Annotated[
     int, typer.Option(min=1, help="run the measured phases N times (for significance)")
 ]
+PrecisionOpt = Annotated[
+    str | None,
+    typer.Option(
+        help="measure each measured phase until its median is known to ±N % (e.g. 2%; its "
+        "duration becomes the maximum) and warm up until steady"
+    ),
+]
 LabelOpt = Annotated[
     str | None, typer.Option(help="a name for this run in comparisons, e.g. 'with passthrough'")
 ]

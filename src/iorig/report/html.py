@@ -20,7 +20,7 @@ from markupsafe import Markup
 from iorig import __version__
 from iorig.analyze.analysis import Comparison, RunAnalysis
 from iorig.analyze.search import CurveResult, KneeResult, LoadPointResult, SweepResult
-from iorig.model import ALL, Metric, PhaseKind, StoredRun, histogram
+from iorig.model import ALL, Metric, PhaseKind, PhaseResult, StoredRun, histogram
 from iorig.model.records import flatten
 from iorig.report.cmptables import comparison_notes, comparison_tables, run_limit_table
 from iorig.report.metrics import metric
@@ -167,6 +167,26 @@ def _layout(title: str, x_title: str, y_title: str, **extra: Any) -> dict[str, A
     return layout
 
 
+def interval_traces(p: PhaseResult, name: str, t_s: np.ndarray, scale: float
+                    ) -> list[dict[str, Any]]:  # fmt: skip
+    """An ``until: precise`` phase's median as a dashed line across its
+    seconds and its 95 % interval as a band around it."""
+    state = p.precision
+    if state is None or state.low is None or state.high is None or t_s.size == 0:
+        return []
+    first, last = float(t_s[0]), float(t_s[-1])
+    low, high, median = state.low * scale, state.high * scale, state.median * scale
+    asked = f"asked ±{state.target_pct:g} %"
+    return [
+        {"type": "scatter", "mode": "lines", "name": f"{name}: median's 95 % interval "
+         f"(±{state.achieved_pct:.1f} %, {asked})", "x": [first, last, last, first, first],
+         "y": [low, low, high, high, low], "fill": "toself", "opacity": 0.25,
+         "line": {"width": 0}, "hoverinfo": "name"},
+        {"type": "scatter", "mode": "lines", "name": f"{name}: median",
+         "x": [first, last], "y": [median, median], "line": {"dash": "dash"}},
+    ]  # fmt: skip
+
+
 def phase_charts(index: int, name: str, runs: list[ReportRun]) -> list[dict[str, Any]]:
     """Throughput and latency per second (runs overlaid) and percentile curves."""
     throughput, latency, percentiles = [], [], []
@@ -186,6 +206,7 @@ def phase_charts(index: int, name: str, runs: list[ReportRun]) -> list[dict[str,
                 {"type": "scatter", "mode": "lines+markers", "name": trace_name,
                  "x": s.t_s.tolist(), "y": _finite(y)}
             )  # fmt: skip
+            throughput += interval_traces(p, trace_name, s.t_s, metric(headline).scale)
             latency.append(
                 {"type": "scatter", "mode": "lines+markers", "name": trace_name,
                  "x": s.t_s.tolist(), "y": _finite(s.lat_mean_ns / 1e6)}

@@ -32,21 +32,44 @@ def _pct(value: float) -> str:
     return "-" if math.isnan(value) else f"{value * 100:.1f}%"
 
 
+def precision_cell(s: PhaseSummary) -> str:
+    """The median's 95 % half-width of an ``until: precise`` phase, with what
+    was asked when it was not reached."""
+    state = s.precision
+    if state is None:
+        return "-"
+    if state.achieved_pct is None:
+        return f"none (asked ±{state.target_pct:g}%)"
+    if state.precise:
+        return f"±{state.achieved_pct:.1f}%"
+    return f"±{state.achieved_pct:.1f}% (asked ±{state.target_pct:g}%)"
+
+
+PRECISION_NOTE = (
+    "±: half-width of the median's 95 % interval (until: precise); a phase stops once it is "
+    "within what was asked, else at its maximum"
+)
+
+
 def summary_tables(summaries: list[PhaseSummary]) -> list[TableModel]:
     """One run's measured phases: seed 000's three figures per second, and latency."""
+    precise = any(s.precision is not None for s in summaries)
     rows = []
     for s in summaries:
         st, fmt = s.per_second, metric(s.headline)
+        extra = (precision_cell(s),) if precise else ()
         rows.append(
-            (phase_label(s), fmt.format(st.median), fmt.format(st.maximum),
+            (phase_label(s), fmt.format(st.median), *extra, fmt.format(st.maximum),
              fmt.format(st.minimum), _pct(st.cov), str(st.n), str(s.status))
         )  # fmt: skip
     throughput = TableModel(
         "Throughput per second",
-        ("phase", "median", "maximum", "minimum", "CoV", "seconds", "status"),
+        ("phase", "median", *(("±95%",) if precise else ()), "maximum", "minimum", "CoV",
+         "seconds", "status"),
         tuple(rows),
-        ("l", "r", "r", "r", "r", "r", "l"),
-    )
+        ("l", "r", *(("r",) if precise else ()), "r", "r", "r", "r", "l"),
+        (PRECISION_NOTE,) if precise else (),
+    )  # fmt: skip
     lat_rows = []
     for s in summaries:
         p = s.lat_percentiles_ns
