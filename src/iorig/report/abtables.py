@@ -52,7 +52,7 @@ def ab_lines(cmp: Comparison) -> list[str]:
     """One verdict per measured phase of an A/B; for runs that were not
     interleaved, the one line that says what that leaves open."""
     if cmp.ab is None:
-        return [DRIFT_NOTE] if len(cmp.runs) == 2 else []
+        return [DRIFT_NOTE]
     labels = (cmp.labels[0], cmp.labels[1])
     return [verdict_line(p.name, p.test, labels) for p in cmp.ab.phases]
 
