@@ -25,6 +25,7 @@ Verdicts, with the practical threshold (default 2 %) as ``compare``'s:
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -38,6 +39,7 @@ from iorig.model import ALL, PhaseKind, PhaseResult, PhaseStatus, StoredRun
 METHOD = "paired rounds"
 MIN_AUTO_ROUNDS = 3  # auto never decides on fewer (2 degrees of freedom are too few)
 MAX_ROUNDS = 10
+EARLY_SHARE = 4  # the early looks of auto spend 1/EARLY_SHARE of α in all
 SIGNIFICANT = ("better", "worse")
 
 
@@ -81,6 +83,9 @@ def classify(low: float, high: float, change: float, threshold: float) -> str:
     return "undecided"
 
 
+_quantile = functools.lru_cache(maxsize=256)(t_quantile)  # auto asks the same few again
+
+
 def paired_test(
     a: Sequence[float], b: Sequence[float], *, confidence: float = 0.95, threshold: float = 0.02
 ) -> PairedTest | None:
@@ -96,19 +101,22 @@ def paired_test(
     se = math.sqrt(max(float(logs.var(ddof=1)), floor) / n)
     mean = float(logs.mean())
     df = n - 1
-    q = t_quantile(0.5 + confidence / 2.0, df)
+    q = _quantile(0.5 + confidence / 2.0, df)
     p = 2.0 * (1.0 - t_cdf(abs(mean / se), df))
     return PairedTest(n, math.exp(mean), math.exp(mean - q * se), math.exp(mean + q * se),
                       max(0.0, min(1.0, p)), confidence, threshold)  # fmt: skip
 
 
 def look_confidence(confidence: float, max_rounds: int, min_rounds: int = MIN_AUTO_ROUNDS) -> float:
-    """The confidence of each look of ``--rounds auto``: one look per round
-    from ``min_rounds`` to ``max_rounds``, Bonferroni-corrected so that
-    looking again and again does not make "significant" likelier than the
-    stated level when A and B are the same."""
-    looks = max(1, max_rounds - min_rounds + 1)
-    return 1.0 - (1.0 - confidence) / looks
+    """The confidence of each early look of ``--rounds auto`` (after rounds
+    ``min_rounds`` … ``max_rounds - 1``). Looking again and again would make
+    "significant" likelier than the stated level when A and B are the same,
+    so the early looks spend a quarter of α between them (Bonferroni); the
+    verdict after the last round is the ordinary one, as ``compare`` gives
+    it. Measured over 1,000 simulated A/Bs of equal sides: about 5 % false
+    "significant" in all (tests/test_ab_stats.py)."""
+    looks = max(1, max_rounds - min_rounds)
+    return 1.0 - (1.0 - confidence) / (EARLY_SHARE * looks)
 
 
 def keep_going(
