@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
+from iorig.analyze.ab import AbComparison, ab_comparison, linked, with_paired_verdicts
 from iorig.analyze.compare import (
     PhaseComparison,
     RunPhase,
@@ -139,6 +140,9 @@ class Comparison:
     threshold: float
     confidence: float
     sweeps: tuple[SweepComparison, ...]  # per-point ratios when the runs are sweeps
+    # the two runs of one interleaved A/B (iorig ab): the rounds and their paired
+    # verdicts, which replace the unpaired ones; None for runs that were not interleaved
+    ab: AbComparison | None = None
 
 
 def compare(
@@ -151,6 +155,10 @@ def compare(
     per_run = [r.pooled for r in runs]
     phases, only_in = compare_phases(per_run, labels, threshold, confidence)
     stored = [r.stored for r in runs]
+    ab = None
+    if len(stored) == 2 and linked(stored[0], stored[1]):
+        ab = ab_comparison(stored[0], stored[1], confidence=confidence, threshold=threshold)
+        phases = with_paired_verdicts(phases, ab)
     return Comparison(
         runs=tuple(runs),
         labels=labels,
@@ -160,4 +168,5 @@ def compare(
         threshold=threshold,
         confidence=confidence,
         sweeps=tuple(sweep_comparisons(labels, phases, [r.search for r in runs])),
+        ab=ab,
     )

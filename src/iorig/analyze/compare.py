@@ -10,6 +10,8 @@ phase's throughput level:
 * with repeats (``iorig run --repeat N``, N ≥ 2 on both sides): Welch's t-test
   on the per-repeat throughputs — each repeat is a fresh fio run, so this
   includes run-to-run variation;
+* two runs of one ``iorig ab`` (interleaved rounds): a paired t-test on the
+  per-round ratios (``analyze/ab.py``);
 * otherwise: Welch's t-test on batch means of the per-second series — a
   weaker verdict, because it only sees the variation within one run.
 
@@ -136,9 +138,10 @@ class Difference:
     change_lat_mean: float
     change_lat_p99: float
     test: RatioTest | None
-    method: str  # "repeats", "batch means" or "none"
+    method: str  # "repeats", "batch means", "paired rounds" (iorig ab) or "none"
     verdict: str  # "better", "worse", "same", "untestable"
     below_threshold: bool
+    equivalent: bool = False  # paired rounds: the whole interval is within ±threshold
 
     @property
     def significant(self) -> bool:
@@ -355,6 +358,8 @@ def verdict_text(diff: Difference | None) -> str:
         return "not testable: too few samples"
     t = diff.test
     ci = f"CI {(t.ci_low - 1) * 100:+.1f}…{(t.ci_high - 1) * 100:+.1f}%, p={t.p_value:.2g}"
+    if diff.verdict == "same" and diff.equivalent:
+        return f"n.s., equivalent ({ci})"
     if diff.verdict == "same":
         return f"n.s., under threshold ({ci})" if diff.below_threshold else f"n.s. ({ci})"
     return f"significant ({ci})"
@@ -364,5 +369,7 @@ METHOD_NOTES = {
     "repeats": "Welch's t-test on the throughput of each repeat (fresh fio runs)",
     "batch means": "Welch's t-test on batch means of the per-second samples within each run "
     "— weaker: it cannot see run-to-run variation; use --repeat N for a firmer verdict",
+    "paired rounds": "a paired t-test on the log ratios of the per-round medians of an "
+    "interleaved A/B (iorig ab: A and B in a random order in every round, so drift cancels)",
     "none": "too few samples to test",
 }

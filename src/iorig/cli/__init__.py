@@ -7,6 +7,7 @@ import sys
 
 from rich.text import Text
 
+from iorig.cli import ab as _ab  # noqa: F401
 from iorig.cli import agent as _agent  # noqa: F401
 from iorig.cli import commands as _commands  # noqa: F401 - registers the commands
 from iorig.cli import search as _search  # noqa: F401

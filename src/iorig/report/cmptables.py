@@ -17,6 +17,7 @@ from iorig.analyze.compare import (
     verdict_text,
 )
 from iorig.model import ALL, Metric, PhaseKind, spread
+from iorig.report.abtables import ab_lines, rounds_table
 from iorig.report.eventtables import event_comparison_table
 from iorig.report.metrics import metric
 from iorig.report.options import Limit, RenderOptions
@@ -212,6 +213,8 @@ def comparison_tables(cmp: Comparison, options: RenderOptions) -> list[TableMode
     """Every table of a comparison, in the order every format shows them."""
     tables = [figure_table(cmp, figure, title) for figure, title in FIGURES]
     tables.append(latency_table(cmp))
+    if (rounds := rounds_table(cmp)) is not None:
+        tables.append(rounds)
     if options.as_percent:
         tables.append(percent_of_baseline_table(cmp))
     if options.limit is not None:
@@ -238,4 +241,4 @@ def comparison_notes(cmp: Comparison) -> list[str]:
     )
     methods = {d.method for p in cmp.phases for d in p.differences if d is not None}
     notes += [f"significance by {METHOD_NOTES[m]}" for m in sorted(methods)]
-    return notes
+    return ab_lines(cmp) + notes if cmp.ab is not None else notes + ab_lines(cmp)

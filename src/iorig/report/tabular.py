@@ -27,6 +27,7 @@ from iorig.analyze.perhost import HostPhase, per_host
 from iorig.analyze.search import CurveResult, KneeResult, LoadPointResult, SearchResult, SweepResult
 from iorig.analyze.summary import PhaseSummary
 from iorig.model import PhaseKind, PrecisionState, RunRecord, SeriesStats, StoredRun
+from iorig.report.abtables import ab_dict
 from iorig.report.options import RenderOptions
 
 FORMAT_VERSION = 1
@@ -389,6 +390,7 @@ def comparison_document(cmp: Comparison) -> dict[str, Any]:
         "definition_differences": list(cmp.definition_differences),
         "only_in": [{"phase": p, "label": label} for p, label in cmp.only_in],
         "phases": comparison_records(cmp),
+        "ab": ab_dict(cmp),  # the rounds of an interleaved A/B (iorig ab), else null
         "sweeps": [
             {"a": sc.label_a, "b": sc.label_b, "x_axis": sc.x_axis, "sentences": sc.sentences(),
              "points": [asdict(p) | {"verdict": v} for p, v in zip(sc.pairs, sc.verdicts,

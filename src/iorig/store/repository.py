@@ -26,6 +26,7 @@ import numpy as np
 
 from iorig.errors import UserError
 from iorig.model import (
+    AbLink,
     Finding,
     Metric,
     PhaseKind,
@@ -258,6 +259,18 @@ class Store:
             ),
             wait_s,
         )
+
+    def set_ab(self, run_id: str, link: AbLink) -> None:
+        """Link a run to its interleaved A/B (``iorig ab``); rewritten after
+        every round, as the order of the rounds grows."""
+
+        def work(c: sqlite3.Connection) -> None:
+            done = c.execute("UPDATE runs SET ab_json = ? WHERE id = ?",
+                             (codecs.AB.encode(link), run_id))  # fmt: skip
+            if done.rowcount != 1:
+                raise KeyError(f"no run {run_id}")
+
+        self.write(work)
 
     def save_phase(self, run_id: str, phase: PhaseResult) -> int:
         """Store one phase with all its results in a single transaction."""

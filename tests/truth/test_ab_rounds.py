@@ -1,0 +1,73 @@
+"""Truth 3b: interleaved A/B (``iorig ab``) against caps that set the answer.
+
+Two devices capped at C and 0.9·C: ``ab --rounds auto --max-rounds 5`` says
+B is 10 % ± 3 % slower, significant, in at most 5 rounds. Two devices both
+capped at C: "no significant difference" (undecided or equivalent) in at
+least 19 of 20 trials. The 20 trials come from one ``ab --rounds 10`` (real
+fio, 1 s phases): each trial is the paired test on 3 of its 10 rounds (20
+distinct subsets drawn with a fixed seed), keeping every round's A and B
+together as they ran — 20 separate ab invocations would take minutes.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import random
+
+import pytest
+
+from iorig.analyze.ab import level_pairs, paired_test
+from iorig.store import Store
+
+pytestmark = [pytest.mark.fio, pytest.mark.truth]
+
+CAP = 20_000
+
+
+def _ab(a, b, db, *rounds: str) -> dict:
+    done = a.iorig(
+        db, "ab", "--rw", "randread", "--bs", "4k", "--iodepth", "16", "--duration", "1s",
+        "--size", "64MiB", "--a", f"target={a.path}", "--b", f"target={b.path}", "--seed", "7",
+        *rounds, "--format", "json",
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    return json.loads(done.stdout)
+
+
+def test_ab_finds_a_10_percent_slower_device_within_5_rounds(capped, truth_db):
+    a, b = capped(read_iops=CAP), capped(read_iops=int(CAP * 0.9))
+    data = _ab(a, b, truth_db, "--rounds", "auto", "--max-rounds", "5")
+    (phase,) = data["ab"]["phases"]
+    change = (phase["ratio"] - 1) * 100
+    low, high = (phase["ci_low"] - 1) * 100, (phase["ci_high"] - 1) * 100
+    print(f"truth 3b: B capped at 90 % of A: {change:+.1f} %, CI {low:+.1f}…{high:+.1f} %, "
+          f"{len(phase['rounds'])} rounds: {phase['sentence']}")  # fmt: skip
+    assert phase["verdict"] == "worse"
+    assert change == pytest.approx(-10, abs=3)
+    assert low <= -7 and -13 <= high < 0, (low, high)
+    assert len(phase["rounds"]) <= 5
+    (row,) = [p for p in data["phases"] if not p["baseline"]]
+    assert row["method"] == "paired rounds" and row["verdict"] == "worse"
+
+
+def test_ab_of_two_equal_devices_says_no_difference_19_times_in_20(capped, truth_db):
+    a, b = capped(read_iops=CAP), capped(read_iops=CAP)
+    _ab(a, b, truth_db, "--rounds", "10")
+    with Store(truth_db) as store:
+        runs = {r.label: store.load_run(r.id) for r in store.list_runs()}
+    ((rounds, la, lb),) = level_pairs(runs["A"].phases, runs["B"].phases).values()
+    assert len(rounds) == 10
+    subsets = random.Random(3).sample(list(itertools.combinations(range(10), 3)), 20)
+    verdicts = []
+    for keep in subsets:
+        test = paired_test([la[i] for i in keep], [lb[i] for i in keep])
+        assert test is not None
+        verdicts.append(test.verdict)
+    same = sum(v in ("undecided", "equivalent") for v in verdicts)
+    whole = paired_test(la, lb)
+    print(f"truth 3b: equal caps: no significant difference in {same} of 20 trials "
+          f"({verdicts.count('equivalent')} equivalent); all 10 rounds: "
+          f"{(whole.ratio - 1) * 100:+.2f} %, CI {(whole.ci_low - 1) * 100:+.2f}…"
+          f"{(whole.ci_high - 1) * 100:+.2f} %")  # fmt: skip
+    assert same >= 19, verdicts
