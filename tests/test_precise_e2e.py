@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from tests.fioservers import fio_servers
 
 pytestmark = pytest.mark.fio
 
@@ -70,3 +71,21 @@ def test_a_phase_that_cannot_be_precise_runs_its_maximum_and_says_so(iorig, scra
     assert "asked ±0.1 %" in finding["message"]
     text = iorig("show", "last", check=True).stdout
     assert "(asked ±0.1%)" in text
+
+
+def test_on_fio_servers_a_precise_phase_runs_its_maximum_and_is_judged_after(iorig, tmp_path):
+    # fio servers stream no status: nothing can stop the phase early, and its
+    # precision is judged on the stored per-second series of every host
+    path = tmp_path / "paced.yaml"
+    path.write_text(
+        PACED.replace("duration: 40s", "duration: 12s\n    until: precise\n    precision: 10%")
+    )
+    with fio_servers(2, tmp_path) as hosts:
+        addresses = ",".join(h.label for h in hosts)
+        iorig("run", str(path), "--hosts", addresses, check=True)
+    doc = json.loads(iorig("show", "last", "--json", check=True).stdout)
+    (phase,) = doc["phases"]
+    precision = phase["precision"]
+    assert phase["per_second"]["seconds"] >= 11  # ran its maximum
+    assert precision["precise"] and precision["seconds"] == phase["per_second"]["seconds"]
+    assert precision["low"] <= 4000 <= precision["high"]  # two hosts paced at 2,000 each
