@@ -31,8 +31,6 @@ phases:
   - name: read
     kind: measure
     duration: {MAX_S}s
-    until: precise
-    precision: 2%
     workloads:
       - {{rw: randread, bs: 4KiB, iodepth: 16, direct: true}}
 """
@@ -41,8 +39,11 @@ phases:
 
 
 def test_until_precise_stops_early_with_an_interval_that_holds_the_cap(capped, truth_db, tmp_path):
+    # --precision turns the 60 s measure phase into "until: precise, at most 60 s"
     device = capped(read_iops=CAP)
-    done = device.iorig(truth_db, "run", _scenario(tmp_path), "--target", str(device.path))
+    done = device.iorig(
+        truth_db, "run", _scenario(tmp_path), "--target", str(device.path), "--precision", "2%"
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     doc = json.loads(device.iorig(truth_db, "show", "last", "--json").stdout)
     (phase,) = doc["phases"]
@@ -57,4 +58,9 @@ def test_until_precise_stops_early_with_an_interval_that_holds_the_cap(capped, t
     assert precision["low"] <= CAP <= precision["high"]
     assert phase["per_second"]["seconds"] == precision["seconds"]
     text = device.iorig(truth_db, "show", "last").stdout
-    assert f"±{precision['achieved_pct']:.1f}%" in text and "not-precise" not in text
+    assert "±95%" in text and f"±{precision['achieved_pct']:.1f}%" in text
+    assert "without the precision asked" not in text
+    # the HTML report draws the interval as a band around the median
+    report = tmp_path / "r.html"
+    assert device.iorig(truth_db, "report", "last", "-o", str(report)).returncode == 0
+    assert f"median's 95 % interval (\\u00b1{precision['achieved_pct']:.1f} %" in report.read_text()
