@@ -149,3 +149,14 @@ def test_the_live_watch_skips_the_ramp_and_reads_the_headline_metric():
     _feed(watch, [1.0] * 5 + [100.0] * 10)
     # ramp seconds are not measured; bytes (×4096) are, not I/Os
     assert watch.series and set(watch.series) == {100.0 * 4096}
+
+
+@pytest.mark.parametrize("name", scenario.builtin_names())
+def test_precision_option_applies_to_every_builtin_or_says_why_not(name):
+    if name == "availability":  # its one measure phase stops a host at a set time
+        with pytest.raises(UserError, match="'steady' has events at set times"):
+            with_precision(scenario.load(name), 2.0)
+        return
+    r = with_precision(scenario.load(name), 2.0)
+    precise = [p for p in r.scenario.phases if p.until == "precise"]
+    assert precise and all(p.kind == "measure" and p.precision_pct == 2.0 for p in precise)

@@ -14,7 +14,7 @@ from iorig.eventspec import EventSpec
 from iorig.fio.hosts import HostAddress
 from iorig.model import Disclosure, InterfaceLimit, Metric, PhaseKind, PhaseResult, SutRecord
 from iorig.scenario import ResolvedScenario
-from iorig.schema import Phase, SteadyRule, Workload
+from iorig.schema import DEFAULT_PRECISE_MIN_S, Phase, SteadyRule, Workload
 from iorig.targets import Target
 from iorig.units import format_bytes
 
@@ -50,7 +50,7 @@ class PlannedPhase:
     events: tuple[EventSpec, ...] = ()  # done to the system at set times of the phase
     # until: precise — asked half-width (% of the median) and the shortest run
     precision_pct: float | None = None
-    min_s: float | None = None
+    min_s: float = DEFAULT_PRECISE_MIN_S
 
     @property
     def bytes_to_write(self) -> int:
@@ -323,7 +323,7 @@ def build_plan(
                 ramp_s=phase.ramp,
                 events=tuple(phase.events),
                 precision_pct=phase.precision_pct,
-                min_s=phase.min_s if phase.precision_pct is not None else None,
+                min_s=phase.min_s,
             )
         )
     check_replays(phases)

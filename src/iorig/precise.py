@@ -14,7 +14,7 @@ from pydantic import ValidationError
 from iorig.errors import UserError
 from iorig.model import PhaseKind
 from iorig.scenario import ResolvedScenario
-from iorig.schema import DEFAULT_PRECISE_MIN_S, PRECISE_MIN_S, Phase, Scenario, SteadyRule
+from iorig.schema import DEFAULT_PRECISE_MIN_S, PRECISE_MIN_S, Phase, SteadyRule
 from iorig.units import parse_percent
 
 STEADY = SteadyRule()  # the PTS defaults: rounds of 10 s, a window of 5
@@ -35,7 +35,7 @@ def parse_precision(text: str) -> float:
 
 
 def _phase(phase: Phase, pct: float, notes: list[str]) -> dict[str, Any]:
-    data = phase.model_dump(exclude_unset=True)
+    data = phase.model_dump()
     if not phase.enabled or phase.until not in ("duration", "precise"):
         return data
     if phase.kind is PhaseKind.MEASURE:
@@ -71,12 +71,14 @@ def with_precision(resolved: ResolvedScenario, pct: float) -> ResolvedScenario:
     the maximum)."""
     notes: list[str] = []
     scenario = resolved.scenario
-    data = scenario.model_dump(exclude_unset=True)
-    data["phases"] = [_phase(p, pct, notes) for p in scenario.phases]
-    try:
-        changed = Scenario.model_validate(data)
-    except ValidationError as exc:  # a scenario that validated should stay valid
-        raise UserError(f"--precision cannot apply to scenario {scenario.name!r}: {exc}") from None
+    phases = []
+    for phase in scenario.phases:
+        try:  # each phase validated again, as --event does (the scenario's rules hold still)
+            phases.append(Phase.model_validate(_phase(phase, pct, notes)))
+        except ValidationError as exc:
+            problems = "; ".join(e["msg"].removeprefix("Value error, ") for e in exc.errors())
+            raise UserError(f"--precision for phase {phase.name!r}: {problems}") from None
+    changed = scenario.model_copy(update={"phases": phases})
     if not any(p.until == "precise" for p in changed.phases):
         raise UserError(
             f"--precision: no measure phase of {scenario.name!r} can run until precise",

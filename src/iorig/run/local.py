@@ -60,7 +60,7 @@ def precision_watch(phase: PlannedPhase) -> PrecisionWatch | None:
         return None
     return PrecisionWatch(
         phase.precision_pct,
-        phase.min_s or 10.0,
+        phase.min_s,
         phase.duration_s,
         str(phase.headline),
         skip_s=phase.ramp_s or 0.0,

@@ -401,7 +401,7 @@ def phase_result(
         if series is not None and phase.duration_s:
             state = precision_state(
                 series.values(phase.headline).tolist(), str(phase.headline),
-                phase.precision_pct, phase.min_s or 10.0, phase.duration_s,
+                phase.precision_pct, phase.min_s, phase.duration_s,
             )  # fmt: skip
             result = replace(result, precision=state)
     return result
