@@ -5,6 +5,7 @@ out, and a knee search's decisions."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -19,7 +20,7 @@ from iorig.model import ALL, PhaseKind, PhaseStatus, RunStatus, Scope, ScopeKind
 from iorig.plan import PlannedPhase
 from iorig.run.events import PhaseFinished, PhaseProgress, PhaseStarted, RunStarted
 from iorig.run.searches import CurveSettings, KneeSettings, run_curve, run_knee
-from iorig.run.session import RunSession, execute
+from iorig.run.session import STOP_ARTIFACT_S, RunSession, execute, phase_result
 from iorig.scenario import resolve, source_from_text
 from iorig.store import Store
 
@@ -368,3 +369,20 @@ def test_a_heavy_phase_far_below_the_null_engine_gets_the_ceiling_as_a_note(db_p
     assert "generator-limit" not in codes and "generator-ceiling" not in codes
     (note,) = codes["generator-headroom"]
     assert "10 % of the" in note and "also in two, three" in note
+
+
+def test_the_seconds_a_requested_stop_distorts_are_not_kept():
+    # fio asked to stop (a steady warm-up, a precise phase) ends on a window
+    # cut short and a drained one; the recorded logs' 2 common seconds are
+    # exactly that many
+    backend = FakeBackend()
+    plan = _plan(backend)
+    phase = plan.phases[1]
+    raw = backend._raw(phase, Step())
+    ran_out = phase_result(phase, 0, raw, "fio-3.33")
+    stopped = phase_result(phase, 0, replace(raw, exit=replace(raw.exit, stopped_by="request")),
+                           "fio-3.33")  # fmt: skip
+    assert len(ran_out.aggregate.series[ALL]) == 2
+    assert len(stopped.aggregate.series[ALL]) == 2 - STOP_ARTIFACT_S
+    assert stopped.status is PhaseStatus.OK  # a requested stop is not a failure
+    assert stopped.aggregate.totals[ALL].ios == ran_out.aggregate.totals[ALL].ios  # fio's own

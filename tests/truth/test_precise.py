@@ -57,6 +57,8 @@ def test_until_precise_stops_early_with_an_interval_that_holds_the_cap(capped, t
     assert precision["seconds"] <= MAX_S / 3  # well before the maximum
     assert precision["low"] <= CAP <= precision["high"]
     assert phase["per_second"]["seconds"] == precision["seconds"]
+    # the seconds the stop distorts are not kept: every one left is the cap's
+    assert phase["per_second"]["min"] >= 0.97 * CAP
     text = device.iorig(truth_db, "show", "last").stdout
     assert "±95%" in text and f"±{precision['achieved_pct']:.1f}%" in text
     assert "without the precision asked" not in text

@@ -110,6 +110,13 @@ def window(series: Series, first: int, last: int) -> Series:
     )  # fmt: skip
 
 
+def drop_last(series: Series, seconds: int) -> Series:
+    """The series without its last ``seconds`` seconds."""
+    if not len(series):
+        return series
+    return window(series, int(series.t_s[0]), int(series.t_s[-1]) - seconds)
+
+
 def combine_aligned(ddir: str, parts: Sequence[Series]) -> Series:
     """Sum series second by second over the seconds every part covers, by
     their ``t_s`` (parts may start at different seconds, e.g. hosts)."""

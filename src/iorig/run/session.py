@@ -38,6 +38,7 @@ from iorig.model import (
     RunRecord,
     RunStatus,
 )
+from iorig.model.combine import drop_last
 from iorig.plan import Plan, PlannedPhase, requested
 from iorig.run.actions import PhaseEvents
 from iorig.run.backend import PhaseBackend, PhaseJob, RawPhase
@@ -57,6 +58,7 @@ from iorig.store import Store, Unwritable, new_run_id
 from iorig.units import format_bytes
 
 CEILING_S = 0.5  # the null engine is at full speed at once: half a second is plenty
+STOP_ARTIFACT_S = 2  # seconds at the end of a phase fio was asked to stop that the stop distorts
 
 
 @contextlib.contextmanager
@@ -389,6 +391,15 @@ def phase_result(
         series_origin=collected.origin_s,
         io_errors=collected.io_errors,
     )
+    if raw.exit.stopped_by == "request":
+        # fio asked to stop ends on a window cut short and drained (1 MiB
+        # writes at QD 128 on an 80 MiB/s cap: …, 80, 80, 73, 89 MiB/s): those
+        # seconds are artifacts of the stop, not of the storage
+        scopes = tuple(
+            replace(s, series={d: drop_last(x, STOP_ARTIFACT_S) for d, x in s.series.items()})
+            for s in result.scopes
+        )
+        result = replace(result, scopes=scopes)
     if phase.steady is not None and raw.steady is None and result.aggregate is not None:
         # no live status (fio servers): judged on the per-second series after the fact
         series = result.aggregate.series.get(ALL)
