@@ -135,14 +135,12 @@ def test_short_series_has_no_interval() -> None:
     assert not median_interval([]).known
 
 
-def test_constant_series_is_exact() -> None:
+def test_constant_series_is_known_to_the_resolution_of_a_second() -> None:
+    # a capped device repeats its figure: the interval is what one logged
+    # second is known to (0.1 %), not zero
     interval = median_interval([250.0] * 12)
-    assert (interval.median, interval.low, interval.high, interval.half_width_pct) == (
-        250.0,
-        250.0,
-        250.0,
-        0.0,
-    )
+    assert interval.median == 250.0 and interval.half_width_pct == pytest.approx(0.1)
+    assert (interval.low, interval.high) == pytest.approx((249.75, 250.25))
     decision = StoppingRule(target_pct=2.0, max_s=60).decide([250.0] * 10)
     assert decision.stop and decision.precise
 
@@ -152,6 +150,7 @@ def test_two_alternating_values_give_the_order_statistic_interval() -> None:
     # reaches the 26th and 74th percentiles, i.e. both values
     interval = median_interval([10.0, 12.0] * 10 + [math.nan])
     assert interval.seconds == 20 and interval.batch_s == 1
+    # far wider than the resolution of one second: no floor applies
     assert (interval.median, interval.low, interval.high) == (11.0, 10.0, 12.0)
     assert interval.half_width_pct == pytest.approx(100 / 11)
 

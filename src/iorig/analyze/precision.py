@@ -31,12 +31,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 
 import numpy as np
 
-from iorig.analyze.stats import t_quantile
+from iorig.analyze.stats import RESOLUTION, t_quantile
 from iorig.model import PrecisionState
 
 MIN_BATCHES = 8  # fewer leave the standard error too uncertain to trust
@@ -127,7 +127,8 @@ def median_interval(series: Sequence[float], confidence: float = 0.95) -> Median
     if n < MIN_BATCHES:
         return _none(median, n, confidence, f"{n} s: at least {MIN_BATCHES} are needed")
     if ordered[-1] == ordered[0]:
-        return MedianInterval(median, median, median, 0.0, n, 1, confidence, why="constant")
+        return _resolved(MedianInterval(median, median, median, 0.0, n, 1, confidence,
+                                        why="constant"))  # fmt: skip
     rho = min(max(lag1(_ranks(values, order, ordered)), 0.0), 0.99)
     lengths = np.arange(1, n // MIN_BATCHES + 1)
     residual = batch_lag1(rho, lengths)
@@ -154,7 +155,24 @@ def median_interval(series: Sequence[float], confidence: float = 0.95) -> Median
     low = _quantile(ordered, max(0.0, 0.5 - step))
     high = _quantile(ordered, min(1.0, 0.5 + step))
     half = max(median - low, high - median) / abs(median) * 100 if median else math.inf
-    return MedianInterval(median, low, high, half, n, batch_s, confidence)
+    return _resolved(MedianInterval(median, low, high, half, n, batch_s, confidence))
+
+
+def _resolved(interval: MedianInterval) -> MedianInterval:
+    """The interval reaching at least ``RESOLUTION`` of the median on either
+    side: what one per-second figure is known to (fio times its windows in
+    ms and logs whole I/Os and KiB/s). A capped device repeats one or two
+    logged values second after second, and an interval narrower than that
+    would exclude another run's median that differs by one logged unit. A
+    floor, not an addition: a noisy series' interval is wider anyway and its
+    coverage stays as measured."""
+    if interval.low is None or interval.high is None or interval.half_width_pct is None:
+        return interval
+    median = interval.median
+    margin = RESOLUTION * abs(median)
+    low, high = min(interval.low, median - margin), max(interval.high, median + margin)
+    half = max(median - low, high - median) / abs(median) * 100 if median else math.inf
+    return replace(interval, low=low, high=high, half_width_pct=half)
 
 
 def describe(interval: MedianInterval) -> str:
