@@ -12,10 +12,11 @@ import numpy as np
 import pytest
 
 from iorig.analyze.precision import (
+    CHECK_CONFIDENCE,
     MIN_BATCHES,
     StoppingRule,
     median_interval,
-    precision_record,
+    precision_state,
 )
 
 LEVEL = 1000.0  # the true median of every simulated series
@@ -172,10 +173,14 @@ def test_checks_are_spaced_geometrically() -> None:
 
 
 def test_precision_record() -> None:
-    interval = median_interval([10.0, 12.0] * 10)
-    assert precision_record(2.0, interval) == {
+    # show --json's record: asked and achieved half-widths, seconds; the
+    # achieved one is the stopping rule's (99 % looks) and null without one
+    state = precision_state([10.0, 12.0] * 10, "iops", 2.0, 10, 60)
+    achieved = median_interval([10.0, 12.0] * 10, CHECK_CONFIDENCE).half_width_pct
+    assert state.as_record() == {
         "target_pct": 2.0,
-        "achieved_pct": 9.091,
+        "achieved_pct": round(achieved, 3),
         "seconds": 20,
     }
-    assert precision_record(2.0, median_interval([1.0]))["achieved_pct"] is None
+    assert not state.precise
+    assert precision_state([1.0], "iops", 2.0, 10, 60).as_record()["achieved_pct"] is None

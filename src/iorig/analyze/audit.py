@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from iorig.analyze.generator import CEILING_FRACTION, JOB_BOUND_PCT, Ceiling, generator_load
+from iorig.analyze.precision import precision_text
 from iorig.model import (
     ALL,
     Disclosure,
@@ -403,15 +404,11 @@ def check_precision(phase: PhaseResult) -> list[Finding]:
     state = phase.precision
     if state is None or state.precise or phase.status is not PhaseStatus.OK:
         return []
-    asked = f"asked ±{state.target_pct:g} %"
-    if state.achieved_pct is None:
-        got = f"no interval after {state.seconds} s ({state.why})"
-    else:
-        got = f"±{state.achieved_pct:.1f} % after {state.seconds} s"
     return [
         Finding(
             "not-precise",
-            f"phase {phase.name!r} ran its maximum without the precision asked: {got}, {asked}",
+            f"phase {phase.name!r} ran its maximum without the precision asked: "
+            f"{precision_text(state)}",
             "allow a longer maximum (duration), accept a wider precision, or look at the "
             "per-second chart for drift or steps",
             phase.name,

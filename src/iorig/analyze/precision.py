@@ -242,27 +242,13 @@ class StoppingRule:
         return Decision(False, False, f"{describe(interval)}, {asked}: measuring on", interval)
 
 
-def precision_record(target_pct: float, interval: MedianInterval | None) -> dict:
-    """The phase's precision as ``show --json`` gives it: asked and achieved
-    half-widths in % of the median (achieved null without an interval)."""
-    if interval is None:
-        return {"target_pct": target_pct, "achieved_pct": None, "seconds": 0}
-    achieved = interval.half_width_pct
-    return {
-        "target_pct": target_pct,
-        "achieved_pct": None if achieved is None else round(achieved, 3),
-        "seconds": interval.seconds,
-    }
-
-
 def precision_state(
     series: Sequence[float], metric: str, target_pct: float, min_s: float, max_s: float
 ) -> PrecisionState:
     """How precisely a finished ``until: precise`` phase knows its median:
     the stopping rule's interval over every second it measured (one verdict
     for every backend, from the stored series; a live stop only ends fio)."""
-    rule = StoppingRule(target_pct, max_s=max(int(max_s), 1), min_s=int(min_s))
-    interval = median_interval(series, rule.confidence)
+    interval = median_interval(series, CHECK_CONFIDENCE)  # the rule's own looks
     precise = interval.known and interval.half_width_pct <= target_pct
     return PrecisionState(
         metric="bytes_per_s" if metric == "bytes_per_s" else "iops",
@@ -282,7 +268,7 @@ def precision_state(
 
 
 def precision_text(state: PrecisionState) -> str:
-    """'±1.2 % (asked ±2 %) after 14 s', or why it is not known."""
+    """'±1.2 % after 14 s, asked ±2 %', or why it is not known."""
     asked = f"asked ±{state.target_pct:g} %"
     if state.achieved_pct is None:
         return f"no interval after {state.seconds} s ({state.why}), {asked}"
