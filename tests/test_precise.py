@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from iorig import scenario
-from iorig.analyze.precision import LIVE_MARGIN, PrecisionWatch, precision_state
+from iorig.analyze.precision import LIVE_MARGIN, STOP_ARTIFACT_S, PrecisionWatch, precision_state
 from iorig.errors import UserError
 from iorig.model import AbLink
 from iorig.precise import parse_precision, with_precision
@@ -138,6 +138,8 @@ def test_the_live_watch_stops_a_steady_series_early_and_a_drift_never():
     watch = PrecisionWatch(2.0, 10, 120, "iops")
     stopped = _feed(watch, steady)
     assert stopped is not None and stopped <= 20
+    # not before the stored series, short of the seconds the stop distorts, holds the minimum
+    assert len(watch.series) >= 10 + STOP_ARTIFACT_S
     # stopped at the margin: the live view is within LIVE_MARGIN of what was asked
     assert watch.decision.interval.half_width_pct <= 2.0 * LIVE_MARGIN
     drift = list(np.linspace(1000, 2000, 120))

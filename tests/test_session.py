@@ -14,13 +14,14 @@ from tests.fake_backend import FakeBackend, Step
 from iorig.adhoc import adhoc_source
 from iorig.analyze.analysis import analyse
 from iorig.analyze.knee import KneeRule
+from iorig.analyze.precision import STOP_ARTIFACT_S
 from iorig.analyze.search import CurveResult, KneeResult
 from iorig.fio import parse
 from iorig.model import ALL, PhaseKind, PhaseStatus, RunStatus, Scope, ScopeKind
 from iorig.plan import PlannedPhase
 from iorig.run.events import PhaseFinished, PhaseProgress, PhaseStarted, RunStarted
 from iorig.run.searches import CurveSettings, KneeSettings, run_curve, run_knee
-from iorig.run.session import STOP_ARTIFACT_S, RunSession, execute, phase_result
+from iorig.run.session import RunSession, execute, phase_result
 from iorig.scenario import resolve, source_from_text
 from iorig.store import Store
 

@@ -47,21 +47,35 @@ def test_until_precise_stops_early_with_an_interval_that_holds_the_cap(capped, t
     assert done.returncode == 0, done.stdout + done.stderr
     doc = json.loads(device.iorig(truth_db, "show", "last", "--json").stdout)
     (phase,) = doc["phases"]
-    precision = phase["precision"]
+    precision, seconds = phase["precision"], phase["per_second"]
     print(
-        f"truth 9: cap {CAP} IOPS: median {precision['median']:.0f}, 95 % interval "
-        f"{precision['low']:.1f}…{precision['high']:.1f} (±{precision['achieved_pct']:.2f} %), "
-        f"stopped after {precision['seconds']} s of at most {MAX_S}"
+        f"truth 9: cap {CAP} IOPS: median {precision['median']:.0f}, kept seconds "
+        f"{seconds['min']:.0f}…{seconds['max']:.0f}, {precision['seconds']} s of at most "
+        f"{MAX_S}: ±{precision['achieved_pct']} % ({precision['why'] or 'interval'})"
     )
-    assert precision["precise"] and precision["achieved_pct"] <= 2
-    assert precision["seconds"] <= MAX_S / 3  # well before the maximum
+    # well before the maximum, and not before the minimum (10 s) in the seconds kept
+    assert 10 <= precision["seconds"] <= MAX_S / 3
+    assert seconds["seconds"] == precision["seconds"]
+    # the seconds the stop distorts are not kept: every one left is about the cap's
+    assert seconds["min"] >= 0.97 * CAP
+    # the interval holds the cap, and never claims more than one logged second's resolution
     assert precision["low"] <= CAP <= precision["high"]
-    assert phase["per_second"]["seconds"] == precision["seconds"]
-    # the seconds the stop distorts are not kept: every one left is the cap's
-    assert phase["per_second"]["min"] >= 0.97 * CAP
+    assert precision["achieved_pct"] >= 0.1
+    findings = [w["message"] for w in doc["run"]["warnings"] if w["code"] == "not-precise"]
+    if seconds["max"] <= 1.01 * CAP and seconds["min"] >= 0.99 * CAP:
+        # every kept second within 1 % of the cap (29 runs in 30 here): the
+        # interval lies between them, so the verdict must be precise
+        assert precision["precise"] and precision["achieved_pct"] <= 1 and not findings
+    else:
+        # the throttle let a burst through (once in 30 runs: 1950, 2048, 2186
+        # IOPS seconds); the logged seconds are judged as they are, and a stop
+        # that falls short on them says so
+        assert precision["precise"] or findings == [
+            f"phase 'read' stopped early without the precision asked: ±"
+            f"{precision['achieved_pct']:.1f} % after {precision['seconds']} s, asked ±2 %"
+        ]
     text = device.iorig(truth_db, "show", "last").stdout
     assert "±95%" in text and f"±{precision['achieved_pct']:.1f}%" in text
-    assert "without the precision asked" not in text
     # the HTML report draws the interval as a band around the median
     report = tmp_path / "r.html"
     assert device.iorig(truth_db, "report", "last", "-o", str(report)).returncode == 0

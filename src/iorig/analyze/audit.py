@@ -404,13 +404,17 @@ def check_precision(phase: PhaseResult) -> list[Finding]:
     state = phase.precision
     if state is None or state.precise or phase.status is not PhaseStatus.OK:
         return []
+    # a live stop is judged again on the logged seconds (two views of the same
+    # I/O), which may fall short: then the phase did not run its maximum (its
+    # series lost the 2 seconds the stop distorts, and a log may lose one
+    # partial window)
+    ended = "ran its maximum" if state.seconds >= state.max_s - 3 else "stopped early"
     return [
         Finding(
             "not-precise",
-            f"phase {phase.name!r} ran its maximum without the precision asked: "
-            f"{precision_text(state)}",
-            "allow a longer maximum (duration), accept a wider precision, or look at the "
-            "per-second chart for drift or steps",
+            f"phase {phase.name!r} {ended} without the precision asked: {precision_text(state)}",
+            "allow a longer maximum (duration) or minimum (min), accept a wider precision, "
+            "or look at the per-second chart for drift or steps",
             phase.name,
         )
     ]

@@ -24,7 +24,7 @@ from iorig import __version__
 from iorig.analyze import audit
 from iorig.analyze.generator import Ceiling, GeneratorShape
 from iorig.analyze.integrity import SHOWN, lost_message
-from iorig.analyze.precision import precision_state
+from iorig.analyze.precision import STOP_ARTIFACT_S, precision_state
 from iorig.analyze.steady import steady_of_series
 from iorig.errors import UserError
 from iorig.fio import parse
@@ -58,7 +58,6 @@ from iorig.store import Store, Unwritable, new_run_id
 from iorig.units import format_bytes
 
 CEILING_S = 0.5  # the null engine is at full speed at once: half a second is plenty
-STOP_ARTIFACT_S = 2  # seconds at the end of a phase fio was asked to stop that the stop distorts
 
 
 @contextlib.contextmanager
