@@ -9,6 +9,7 @@ import pytest
 from tests import builders
 
 from iorig.analyze import audit
+from iorig.analyze.precision import precision_state
 from iorig.analyze.steady import SteadyWatch, evaluate, steady_of_series
 from iorig.model import AGGREGATE, InterfaceLimit, PhaseResult, Scope, check_window
 from iorig.model.records import flatten
@@ -146,3 +147,15 @@ def test_generator_limit_thresholds(jobs, cpu_pct, usable, blamed):
     findings = audit.after_run([_jobs_phase(jobs, cpu_pct)], {"p": {"rr": (jobs, 1, False)}},
                                None, usable)  # fmt: skip
     assert ("generator-limit" in {f.code for f in findings}) is blamed
+
+
+def test_a_phase_without_its_precision_says_whether_it_ran_its_maximum():
+    noisy = 1000 * (1 + 0.1 * np.random.default_rng(3).standard_normal(60))
+    for kept, ended in ((60, "ran its maximum"), (11, "stopped early")):
+        # a live stop at 13 s keeps 11 logged seconds; the logs may not bear it out
+        state = precision_state(noisy[:kept].tolist(), "iops", 2.0, 10, 60)
+        phase = replace(_phase("read", noisy[:kept]), precision=state)
+        (finding,) = audit.check_precision(phase)
+        assert finding.message.startswith(f"phase 'read' {ended} without the precision asked: ±")
+        assert f"after {kept} s, asked ±2 %" in finding.message and "(min)" in finding.advice
+    assert audit.check_precision(_phase("read", noisy)) == []  # not an until: precise phase
