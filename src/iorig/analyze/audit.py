@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from iorig.analyze.generator import CEILING_FRACTION, JOB_BOUND_PCT, Ceiling, generator_load
-from iorig.analyze.precision import precision_text
+from iorig.analyze.precision import STOP_ARTIFACT_S, precision_text
 from iorig.model import (
     ALL,
     Disclosure,
@@ -405,10 +405,11 @@ def check_precision(phase: PhaseResult) -> list[Finding]:
     if state is None or state.precise or phase.status is not PhaseStatus.OK:
         return []
     # a live stop is judged again on the logged seconds (two views of the same
-    # I/O), which may fall short: then the phase did not run its maximum (its
-    # series lost the 2 seconds the stop distorts, and a log may lose one
+    # I/O), which may fall short: then the phase did not run its maximum (a
+    # phase that did keeps all but at most the seconds a stop distorts and one
     # partial window)
-    ended = "ran its maximum" if state.seconds >= state.max_s - 3 else "stopped early"
+    ran_all = state.seconds >= state.max_s - STOP_ARTIFACT_S - 1
+    ended = "ran its maximum" if ran_all else "stopped early"
     return [
         Finding(
             "not-precise",
