@@ -1,9 +1,10 @@
-# Two entry points (see README): `make demo` and `make test`.
+# Two entry points (see README): `make demo` and `make test`; `make check` is
+# the one-minute tier for working on the code (README: Development).
 VENV ?= .venv
 SCRATCH ?= ./iorig-scratch/
 BIN := $(VENV)/bin
 
-.PHONY: demo test setup setup-test lint format bench clean
+.PHONY: demo test check setup setup-test lint format bench lock clean
 
 setup:
 	VENV=$(VENV) scripts/bootstrap.sh
@@ -15,10 +16,17 @@ demo: setup
 	mkdir -p $(SCRATCH)
 	$(BIN)/iorig run peak --quick --target $(SCRATCH)
 
-test: setup-test
-	$(BIN)/ruff check src tests bench
-	$(BIN)/ruff format --check src tests bench
-	$(BIN)/pytest
+# the unit tier: no fio, no root, no browser, no process or socket
+UNIT := not (fio or blockdev or truth or browser or system)
+
+# Everything, as CI runs it: the tests that do not need the machine to
+# themselves on both cores, then truth and timing-sensitive ones one at a time.
+test: setup-test lint
+	$(BIN)/pytest -n 2 -m "not serial"
+	$(BIN)/pytest -m serial
+
+check: setup-test lint
+	$(BIN)/pytest -n 2 -m "$(UNIT)"
 
 lint:
 	$(BIN)/ruff check src tests bench
@@ -27,6 +35,10 @@ lint:
 format:
 	$(BIN)/ruff format src tests bench
 	$(BIN)/ruff check --fix src tests bench
+
+# refresh the locks from pyproject.toml's ranges (README: Development)
+lock: setup-test
+	scripts/lock.sh $(BIN)/uv
 
 bench: setup
 	$(BIN)/python bench/overhead.py

@@ -52,10 +52,22 @@ if ! "$python" -c 'import sys; sys.exit(sys.version_info < (3, 11))'; then
     exit 1
 fi
 
+# Exactly the lock (README: Development): every package pinned with its
+# hashes, pip refusing any file whose hash differs or is missing; iorig itself
+# then without dependencies or build isolation, so nothing unlocked comes in.
+lock=requirements/runtime.txt
+[ "$want_test" -eq 1 ] && lock=requirements/dev.txt
 stamp="$venv/.iorig-installed"
-if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
+want="$(cat "$lock" pyproject.toml | sha256sum | cut -d' ' -f1) $lock"
+if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
     [ -x "$venv/bin/python" ] || "$python" -m venv "$venv"
-    "$venv/bin/python" -m pip install --quiet --upgrade pip
-    "$venv/bin/python" -m pip install --quiet -e '.[dev]'
-    touch "$stamp"
+    export PIP_DISABLE_PIP_VERSION_CHECK=1
+    if ! "$venv/bin/python" -m pip install --quiet --require-hashes --no-deps -r "$lock"; then
+        echo "bootstrap: installing the lock $lock failed (see pip's message above)." >&2
+        echo "bootstrap: a missing or different hash means the lock was edited by hand or a" >&2
+        echo "bootstrap: file on the index changed: refresh it with 'make lock' (README: Development)." >&2
+        exit 1
+    fi
+    "$venv/bin/python" -m pip install --quiet --no-deps --no-build-isolation -e .
+    echo "$want" > "$stamp"
 fi

@@ -3,8 +3,10 @@ database, and a runner for the real ``iorig`` command line."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
+import socket
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -77,6 +79,49 @@ def run_iorig(
     return CliResult(done.returncode, done.stdout, done.stderr)
 
 
+def cli_in_process(
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    db: Path,
+    *args: str,
+    columns: int = 160,
+    check: bool = False,
+) -> CliResult:
+    """``iorig`` through ``iorig.cli.main`` in this process, as run_iorig runs
+    it (piped, no colour, ``columns`` wide): the unit tier's way to test what
+    the command line prints, without a process start per call."""
+    from iorig import cli
+    from iorig.cli import common
+
+    with monkeypatch.context() as patch:
+        patch.setenv("IORIG_DB", str(db))
+        patch.setenv("COLUMNS", str(columns))
+        patch.setenv("NO_COLOR", "1")
+        patch.setattr(sys, "argv", ["iorig", *args])
+        for console in (common.console, common.err_console):
+            patch.setattr(console, "width", columns)
+        capsys.readouterr()
+        code: int = 0
+        try:
+            cli.main()
+        except SystemExit as exc:
+            code = exc.code if isinstance(exc.code, int) else int(exc.code is not None)
+        out, err = capsys.readouterr()
+    if check and code != 0:
+        raise AssertionError(f"iorig {' '.join(args)} failed:\n{out}\n{err}")
+    return CliResult(code, out, err)
+
+
+@pytest.fixture
+def cli(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]):
+    """``cli(db, *args, columns=160, check=False)``: the command line in process."""
+
+    def run(db: Path, *args: str, columns: int = 160, check: bool = False) -> CliResult:
+        return cli_in_process(monkeypatch, capsys, db, *args, columns=columns, check=check)
+
+    return run
+
+
 @pytest.fixture
 def iorig(db_path: Path):
     """Run the real ``iorig`` CLI in a subprocess against the test database."""
@@ -87,13 +132,77 @@ def iorig(db_path: Path):
     return run
 
 
+# The tiers (README: Development). A test marked with none of these is in the
+# unit tier, which `make check` runs: no fio, no other process, no socket, no
+# root. The guard below makes a unit-tier test that tries one fail.
+SYSTEM_MARKERS = ("fio", "blockdev", "truth", "browser", "system")
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    if HAS_FIO:
-        return
     skip = pytest.mark.skip(reason="fio is not installed (make test installs it)")
     for item in items:
-        if "fio" in item.keywords:
+        if "truth" in item.keywords:
+            item.add_marker(pytest.mark.serial)  # a cap measured on a shared CPU is not a cap
+        if not HAS_FIO and "fio" in item.keywords:
             item.add_marker(skip)
+
+
+class TierViolation(AssertionError):
+    """A unit-tier test reached for something only the system tier may use."""
+
+
+def _refuse(what: str):
+    def refused(*args: object, **kwargs: object):
+        raise TierViolation(
+            f"a unit-tier test {what}; mark it system (or fio, blockdev, truth, browser) "
+            "or test the decision on the fake backend (README: Development)"
+        )
+
+    return refused
+
+
+def _unprivileged() -> int:
+    return 65534  # nobody: code under test takes the path it takes for a user
+
+
+@contextlib.contextmanager
+def _unit_tier_guard(item: pytest.Item) -> Iterator[None]:
+    if any(item.get_closest_marker(name) for name in SYSTEM_MARKERS):
+        yield
+        return
+    patch = pytest.MonkeyPatch()
+    # every subprocess (fio, the CLI, tools) goes through _execute_child
+    patch.setattr(subprocess.Popen, "_execute_child", _refuse("started a process"))
+    patch.setattr(os, "posix_spawn", _refuse("started a process"))
+    patch.setattr(os, "fork", _refuse("forked"))
+    for method in ("bind", "connect", "connect_ex"):
+        patch.setattr(socket.socket, method, _refuse(f"called socket.{method}"))
+    # what needs root asks geteuid (os.access does not: root may write anything)
+    patch.setattr(os, "geteuid", _unprivileged)
+    try:
+        yield
+    finally:
+        patch.undo()
+
+
+# through setup, call and teardown: a module-scoped fixture that starts fio
+# for a unit-tier test is caught as well
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_setup(item: pytest.Item) -> Iterator[None]:
+    with _unit_tier_guard(item):
+        return (yield)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
+    with _unit_tier_guard(item):
+        return (yield)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_teardown(item: pytest.Item) -> Iterator[None]:
+    with _unit_tier_guard(item):
+        return (yield)
 
 
 def chromium_or_skip() -> str:

@@ -130,6 +130,7 @@ def test_the_store_rewrites_a_runs_ab_link(db_path):
             store.set_ab("nosuchrun", link)
 
 
+@pytest.mark.system
 def test_the_cli_refuses_a_bad_side_before_any_run_or_file(iorig, scratch, db_path):
     x, y = scratch / "x.dat", scratch / "y.dat"
     done = iorig("ab", "--rw", "randread", "--duration", "1s", "--size", "4MiB",

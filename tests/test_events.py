@@ -125,6 +125,7 @@ def _states(pids: list[int]) -> set[str]:
     return out
 
 
+@pytest.mark.system
 @needs_fio
 def test_the_agent_control_port_stops_and_always_resumes_its_server(tmp_path):
     with fio_server(tmp_path, index=4) as server:
@@ -150,6 +151,7 @@ def test_the_agent_control_port_stops_and_always_resumes_its_server(tmp_path):
         control.resume()
 
 
+@pytest.mark.system
 @needs_fio
 def test_a_control_port_closed_is_free_for_the_next_agent_on_it(tmp_path):
     # the second server gets the same port: its pings were reset while the
@@ -160,6 +162,7 @@ def test_a_control_port_closed_is_free_for_the_next_agent_on_it(tmp_path):
             HostControl(server.address).ping()
 
 
+@pytest.mark.system
 def test_no_agent_is_a_clear_error():
     from iorig.fio.hosts import HostAddress
 
@@ -190,6 +193,7 @@ def _runs(db: Path) -> list[tuple]:
     return sqlite3.connect(db).execute("SELECT id, status FROM runs").fetchall()
 
 
+@pytest.mark.system
 @needs_fio
 def test_a_command_not_granted_is_refused_before_any_io(iorig, tmp_path, scratch, db_path):
     scenario = tmp_path / "events.yaml"
@@ -201,6 +205,7 @@ def test_a_command_not_granted_is_refused_before_any_io(iorig, tmp_path, scratch
     assert _runs(db_path) == [] and not target.exists()
 
 
+@pytest.mark.system
 @needs_fio
 def test_a_granted_command_runs_at_its_time_and_is_stored(iorig, tmp_path, scratch, db_path):
     scenario = tmp_path / "events.yaml"

@@ -17,6 +17,7 @@ import pytest
 from rich.cells import cell_len
 from tests.layoutdb import build
 
+pytestmark = pytest.mark.system  # each output through a real process and pseudo-terminal
 REPO = Path(__file__).resolve().parent.parent
 GOLDENS = Path(__file__).resolve().parent / "data" / "output"
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")

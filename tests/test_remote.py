@@ -123,6 +123,7 @@ def test_checksums_match_a_probe_captured_from_fio_3_33():
     assert remote.decode_header(ours[:24])[:3] == (97, 10, 0) and len(ours) == 24 + len(pdu)
 
 
+@pytest.mark.system
 def test_probe_of_a_fake_server_with_another_fio_version():
     with FakeFioServer((FAKE_IP, 18750), fio_version="fio-3.99") as fake:
         host = HostAddress(*fake.address)
@@ -134,6 +135,7 @@ def test_probe_of_a_fake_server_with_another_fio_version():
     assert f"{FAKE_IP}:18750" in text and "fio-3.99" in text and "fio-3.33" in text
 
 
+@pytest.mark.system
 def test_probe_learns_the_version_of_a_server_speaking_another_protocol():
     with FakeFioServer((FAKE_IP, 18751), fio_version="fio-3.99", protocol=98) as fake:
         host = HostAddress(*fake.address)
@@ -155,6 +157,7 @@ def test_a_protocol_mismatch_without_a_second_answer_is_still_named():
     assert "fio-3.33" in str(err.value)
 
 
+@pytest.mark.system
 @pytest.mark.parametrize(
     ("behaviour", "reason"), [("drop", "closed"), ("garbage", "not_fio"), ("silent", "timeout")]
 )
@@ -167,6 +170,7 @@ def test_servers_that_do_not_answer_fail_within_the_timeout(behaviour, reason):
     assert elapsed < 1.5
 
 
+@pytest.mark.system
 def test_a_refused_port_fails_at_once_and_is_named():
     host = HostAddress(FAKE_IP, 18753)  # nothing listens there
     started = time.monotonic()
@@ -178,6 +182,7 @@ def test_a_refused_port_fails_at_once_and_is_named():
     assert "iorig agent" in err.value.hint
 
 
+@pytest.mark.system
 def test_version_check_of_many_hosts_is_bounded_by_one_timeout():
     with (
         FakeFioServer((FAKE_IP, 18754), behaviour="silent") as silent,
@@ -206,6 +211,7 @@ def test_fio_server_refuses_all_addresses_unless_allowed(tmp_path, host):
     assert FioServer(FIO, HostAddress(host, 18757), tmp_path, allow_any=True).pid is None
 
 
+@pytest.mark.system
 def test_fio_server_on_a_foreign_address_is_refused(tmp_path):
     server = FioServer(FIO, HostAddress("192.0.2.1", 18757), tmp_path)  # TEST-NET-1
     with pytest.raises(UserError, match=r"cannot start a fio server on 192\.0\.2\.1:18757"):
@@ -213,6 +219,7 @@ def test_fio_server_on_a_foreign_address_is_refused(tmp_path):
     assert server.pid is None
 
 
+@pytest.mark.system
 def test_fio_server_that_exits_at_start_is_reported(tmp_path):
     log = tmp_path / "false.log"
     server = FioServer("/bin/false", HostAddress("127.0.0.2", 18758), tmp_path, log_path=log)
@@ -220,6 +227,7 @@ def test_fio_server_that_exits_at_start_is_reported(tmp_path):
         server.start(timeout_s=5)
 
 
+@pytest.mark.system
 def test_port_held_by_another_program_is_a_clear_error(tmp_path):
     with socket.socket() as holder:
         holder.bind(("127.0.0.2", 18759))

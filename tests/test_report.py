@@ -1,6 +1,9 @@
 """Two real quick peak runs compared, reported and moved between databases:
 the terminal and Markdown tables, the JSON/CSV numbers, the HTML report in a
-real headless Chromium with no network, and export/import."""
+real headless Chromium with no network, and export/import.
+
+The runs are recorded (tests/data/report-peak/record.py runs them with fio):
+rendering is tested on what a real run stored, without running fio here."""
 
 from __future__ import annotations
 
@@ -10,39 +13,33 @@ import json
 import re
 import shutil
 import subprocess
-import tempfile
 from pathlib import Path
 
 import pytest
-from tests.conftest import CliResult, chromium_or_skip, run_iorig
+from tests.conftest import DATA, CliResult, chromium_or_skip
 
-pytestmark = pytest.mark.fio
-REPO = Path(__file__).resolve().parent.parent
 EVIL = 'B </script><script>window.pwned=1</script> & "q" <a href="https://example.com/x">l</a>'
+RECORDED = DATA / "report-peak" / "results.sqlite"
 
 
-def _cli(db: Path, *args: str, check: bool = True) -> CliResult:
-    return run_iorig(db, *args, columns=250, check=check)
+@pytest.fixture
+def two_runs(tmp_path: Path) -> tuple[Path, Path]:
+    """A copy of the recorded database with two back-to-back `peak --quick`
+    runs on the same file, labelled "A" and EVIL."""
+    db = tmp_path / "results.sqlite"
+    shutil.copyfile(RECORDED, db)
+    return db, tmp_path
 
 
-@pytest.fixture(scope="module")
-def two_runs(tmp_path_factory) -> tuple[Path, Path]:
-    """A database with two back-to-back `peak --quick` runs on the same file."""
-    base = tmp_path_factory.mktemp("report")
-    db = base / "results.sqlite"
-    (REPO / ".test-scratch").mkdir(exist_ok=True)
-    scratch = Path(tempfile.mkdtemp(dir=REPO / ".test-scratch"))  # on disk: O_DIRECT works
-    try:
-        for label in ("A", EVIL):
-            _cli(db, "run", "peak", "--quick", "--target", str(scratch / "data"),
-                 "--size", "32MiB", "--set", "duration=2s", "--set", "warmup=1s",
-                 "--label", label)  # fmt: skip
-        yield db, base
-    finally:
-        shutil.rmtree(scratch, ignore_errors=True)
+@pytest.fixture
+def _cli(cli):
+    def run(db: Path, *args: str, check: bool = True) -> CliResult:
+        return cli(db, *args, columns=250, check=check)
+
+    return run
 
 
-def test_compare_prints_median_maximum_minimum_with_verdicts(two_runs):
+def test_compare_prints_median_maximum_minimum_with_verdicts(_cli, two_runs):
     db, _ = two_runs
     out = _cli(db, "compare", "last~1", "last").stdout
     for title in ("Median", "Maximum", "Minimum", "Completion latency"):
@@ -55,7 +52,7 @@ def test_compare_prints_median_maximum_minimum_with_verdicts(two_runs):
             assert ("n.s." in row) or ("significant (" in row) or ("not testable" in row)
 
 
-def test_compare_markdown_has_seed_000_layout(two_runs):
+def test_compare_markdown_has_seed_000_layout(_cli, two_runs):
     db, _ = two_runs
     md = _cli(db, "compare", "last~1", "last", "--format", "md").stdout
     for title in ("Median", "Maximum", "Minimum"):
@@ -71,7 +68,7 @@ def test_compare_markdown_has_seed_000_layout(two_runs):
     assert "&lt;/script&gt;&lt;script&gt;window.pwned=1" in md
 
 
-def test_compare_json_and_csv_carry_the_numbers(two_runs):
+def test_compare_json_and_csv_carry_the_numbers(_cli, two_runs):
     db, _ = two_runs
     data = json.loads(_cli(db, "compare", "last~1", "last", "--format", "json").stdout)
     assert [r["label"] for r in data["runs"]] == ["A", EVIL]
@@ -86,7 +83,7 @@ def test_compare_json_and_csv_carry_the_numbers(two_runs):
     assert len(table) == 8 and {"median", "ci_low", "p_value"} <= set(table[0])
 
 
-def test_as_percent_of_and_limit(two_runs):
+def test_as_percent_of_and_limit(_cli, two_runs):
     db, _ = two_runs
     out = _cli(db, "compare", "last", "--as-percent-of", "last~1", "--limit", "1GB/s").stdout
     assert "as % of A" in out
@@ -94,7 +91,8 @@ def test_as_percent_of_and_limit(two_runs):
     assert "above the limit" in out  # the sequential phases beat 1 GB/s on this machine's cache
 
 
-def test_html_report_in_headless_chromium(two_runs):
+@pytest.mark.browser
+def test_html_report_in_headless_chromium(_cli, two_runs):
     db, base = two_runs
     browser = chromium_or_skip()
     report = base / "report.html"
@@ -155,7 +153,7 @@ def test_html_report_in_headless_chromium(two_runs):
     assert screenshot.returncode == 0 and shot.stat().st_size > 50_000
 
 
-def test_report_markdown_json_csv(two_runs):
+def test_report_markdown_json_csv(_cli, two_runs):
     db, _ = two_runs
     md = _cli(db, "report", "last", "--format", "md").stdout
     assert "### Throughput per second" in md and "| random-read (IOPS) |" in md
@@ -175,7 +173,7 @@ def test_report_markdown_json_csv(two_runs):
     assert missing.returncode == 2 and "-o report.html" in missing.stderr
 
 
-def test_export_import_round_trip_without_duplicates(two_runs, tmp_path):
+def test_export_import_round_trip_without_duplicates(_cli, two_runs, tmp_path):
     db, _ = two_runs
     bundle = tmp_path / "run.iorig"
     _cli(db, "export", "last", "-o", str(bundle))

@@ -254,6 +254,7 @@ def test_empty_database_last_is_a_clear_error(db_path):
         resolve_run_id(store, "last")
 
 
+@pytest.mark.system
 def test_run_of_a_dead_process_is_marked_aborted_only_when_asked(db_path):
     dead = subprocess.Popen(["true"])
     dead.wait()

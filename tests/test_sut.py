@@ -45,6 +45,7 @@ def test_the_template_validates_and_fills_every_section():
     assert template().startswith("# iorig system-under-test description")
 
 
+@pytest.mark.system
 def test_the_printed_template_passes_sut_check(tmp_path):
     printed = _cli(tmp_path / "db.sqlite", "sut", "template").stdout
     path = _write(tmp_path / "sut.yaml", printed)
@@ -127,6 +128,7 @@ def test_a_stored_description_is_decoded_strictly(data, problem):
 # ------------------------------------------------------------ before anything runs
 
 
+@pytest.mark.system
 @pytest.mark.parametrize(
     "args",
     [("--sut", "{bad}"), ("--note", ""), ("--sut", "{missing}")],
@@ -170,6 +172,7 @@ def described_runs(tmp_path_factory) -> tuple[Path, Path]:
     return db, base
 
 
+@pytest.mark.system
 def test_show_json_and_disclosure_carry_the_description(described_runs):
     db, _ = described_runs
     doc = json.loads(_cli(db, "show", "last~1", "--json").stdout)
@@ -186,6 +189,7 @@ def test_show_json_and_disclosure_carry_the_description(described_runs):
         assert expected in text, expected
 
 
+@pytest.mark.system
 def test_reports_include_the_description(described_runs):
     db, base = described_runs
     md = _cli(db, "report", "last", "--format", "md").stdout
@@ -198,6 +202,7 @@ def test_reports_include_the_description(described_runs):
     assert "<script>window.pwned=1</script>" not in html
 
 
+@pytest.mark.system
 def test_compare_lists_what_differs_in_the_description(described_runs):
     db, _ = described_runs
     out = _cli(db, "compare", "last~1", "last").stdout
@@ -207,6 +212,7 @@ def test_compare_lists_what_differs_in_the_description(described_runs):
     assert any("filer/cache: on → off" in d for d in doc["definition_differences"])
 
 
+@pytest.mark.system
 def test_export_and_import_keep_the_description(described_runs, tmp_path):
     db, _ = described_runs
     bundle, other = tmp_path / "run.iorig", tmp_path / "other.sqlite"
@@ -217,6 +223,7 @@ def test_export_and_import_keep_the_description(described_runs, tmp_path):
     assert after == before and after["notes"] == ["cache switched off"]
 
 
+@pytest.mark.system
 def test_a_tampered_description_in_a_bundle_is_refused(described_runs, tmp_path):
     db, _ = described_runs
     bundle, other = tmp_path / "run.iorig", tmp_path / "other.sqlite"
@@ -239,6 +246,7 @@ def test_a_tampered_description_in_a_bundle_is_refused(described_runs, tmp_path)
     assert done.returncode != 0 and "system under test" in done.stderr, done.stderr
 
 
+@pytest.mark.browser
 def test_the_disclosure_page_in_headless_chromium(described_runs):
     db, base = described_runs
     browser = chromium_or_skip()

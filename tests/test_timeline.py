@@ -283,6 +283,7 @@ def test_show_timeline_of_a_real_run(iorig, scratch):
 # ---------------------------------------------------------------- HTML in Chromium
 
 
+@pytest.mark.browser
 def test_html_timeline_in_headless_chromium(tmp_path: Path):
     browser = chromium_or_skip()
     stored = _two_phases_and_a_gap()

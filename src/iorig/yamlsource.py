@@ -6,6 +6,13 @@ its event stream is scanned (iteratively) and refused, naming the line, when
 it is too large, nested too deep, uses too many aliases, would expand past a
 node count (an alias bomb: "billion laughs") or holds a number with too many
 digits.
+
+The limits are iorig's whatever parser PyYAML has: libyaml (fast) is tried
+first, and any error it raises sends the document through PyYAML's
+pure-Python parser, which has no limits of its own, so iorig's limit (or the
+same syntax error) is what the user reads with or without libyaml and
+whatever limits a libyaml release adds (PyYAML 6.0.4's stops flow nesting at
+1,000 levels, looking ahead of iorig's scan).
 """
 
 from __future__ import annotations
@@ -19,8 +26,11 @@ import yaml
 from iorig.errors import UserError
 
 Path_ = tuple[str | int, ...]
-# libyaml's parser where PyYAML has it (a large scalar takes seconds in pure Python)
-_LOADER: type = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+# libyaml's parser first where PyYAML has it (a large scalar takes seconds in
+# pure Python); the pure-Python one last, for whatever libyaml refuses
+LOADERS: tuple[type, ...] = (
+    (yaml.CSafeLoader, yaml.SafeLoader) if hasattr(yaml, "CSafeLoader") else (yaml.SafeLoader,)
+)
 
 MAX_CHARS = 1_000_000  # a scenario is a page of YAML, not a data set
 MAX_DEPTH = 32  # nested mappings and lists, aliases expanded
@@ -130,7 +140,7 @@ def _refuse(source: str, mark: yaml.Mark | None, what: str, hint: str) -> UserEr
     return UserError(f"{where}: {what}", hint=hint)
 
 
-def check_limits(text: str, source: str) -> None:
+def check_limits(text: str, source: str, loader: type = yaml.SafeLoader) -> None:
     """Scan the YAML event stream (no recursion, no expansion) and refuse a
     document that is too large, too deep, alias-heavy or holds an oversized
     number, naming the line. Raises UserError."""
@@ -161,7 +171,7 @@ def check_limits(text: str, source: str) -> None:
                 "write the values out instead of repeating aliases",
             )
 
-    for event in yaml.parse(text, Loader=_LOADER):
+    for event in yaml.parse(text, Loader=loader):
         mark = event.start_mark
         if isinstance(event, yaml.AliasEvent):
             aliases += 1
@@ -209,15 +219,22 @@ def check_limits(text: str, source: str) -> None:
                 _done(stack)
 
 
-def load_yaml(text: str, source: str) -> YamlDoc:
-    try:
-        check_limits(text, source)
-        root = yaml.compose(text, Loader=_LOADER)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f"{source}:{mark.line + 1}" if mark else source
-        problem = getattr(exc, "problem", None) or str(exc)
-        raise UserError(f"{where}: not valid YAML: {problem}") from None
+def load_yaml(text: str, source: str, loaders: tuple[type, ...] = LOADERS) -> YamlDoc:
+    """Parse ``text`` within iorig's limits with the first of ``loaders``
+    that reads it; an error of any but the last is read again by the next."""
+    root: yaml.Node | None = None
+    for loader in loaders:
+        try:
+            check_limits(text, source, loader)
+            root = yaml.compose(text, Loader=loader)
+            break
+        except yaml.YAMLError as exc:
+            if loader is not loaders[-1]:
+                continue
+            mark = getattr(exc, "problem_mark", None)
+            where = f"{source}:{mark.line + 1}" if mark else source
+            problem = getattr(exc, "problem", None) or str(exc)
+            raise UserError(f"{where}: not valid YAML: {problem}") from None
     if root is None:
         raise UserError(f"{source}: the file is empty")
     lines: dict[Path_, int] = {(): root.start_mark.line + 1}

@@ -20,10 +20,11 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+import yaml
 from rich.console import Console
 
 from iorig.errors import UserError
-from iorig.yamlsource import load_yaml
+from iorig.yamlsource import LOADERS, load_yaml
 
 SMALL = """\
 iorig: 1
@@ -54,13 +55,21 @@ def _tree(root: Path) -> list[str]:
 # ------------------------------------------------------------------ YAML
 
 
-def test_an_alias_bomb_is_refused_at_once_naming_the_line():
+# iorig's limits and messages whatever parser PyYAML has: libyaml first (what
+# users get), the pure-Python parser alone (PyYAML built without libyaml)
+_PARSERS = pytest.mark.parametrize(
+    "loaders", [LOADERS, (yaml.SafeLoader,)], ids=["default", "pure-python"]
+)
+
+
+@_PARSERS
+def test_an_alias_bomb_is_refused_at_once_naming_the_line(loaders):
     lines = ['a0: &a0 ["lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol"]']
     for i in range(1, 7):  # 9**7 values once expanded
         lines.append(f"a{i}: &a{i} [" + ", ".join([f"*a{i - 1}"] * 9) + "]")
     started = time.monotonic()
     with pytest.raises(UserError, match=r"^bomb\.yaml:\d+: the document expands to more than"):
-        load_yaml("\n".join(lines), "bomb.yaml")
+        load_yaml("\n".join(lines), "bomb.yaml", loaders)
     assert time.monotonic() - started < 1.0
 
 
@@ -74,9 +83,17 @@ def test_an_alias_bomb_is_refused_at_once_naming_the_line():
         ("a: &x [1]\n" + "".join(f"b{i}: *x\n" for i in range(101)), r"more than 100 YAML"),
     ],
 )
-def test_deep_nesting_and_huge_numbers_are_refused_naming_the_line(text, message):
+@_PARSERS
+def test_deep_nesting_and_huge_numbers_are_refused_naming_the_line(text, message, loaders):
     with pytest.raises(UserError, match=message):
-        load_yaml(text, "deep.yaml")
+        load_yaml(text, "deep.yaml", loaders)
+
+
+def test_libyaml_is_the_default_parser_where_pyyaml_has_it():
+    """The limit tests above exercise libyaml only if it is the parser tried first."""
+    assert LOADERS[-1] is yaml.SafeLoader
+    if hasattr(yaml, "CSafeLoader"):
+        assert LOADERS[0] is yaml.CSafeLoader
 
 
 # ------------------------------------------- values checked before anything
@@ -110,6 +127,7 @@ def test_a_refused_plan_leaves_no_file_target_behind(iorig, db_path, scratch, na
     assert _tree(target) == []
 
 
+@pytest.mark.system
 @pytest.mark.parametrize(
     ("setting", "field"),
     [
@@ -158,6 +176,7 @@ def test_a_megabyte_title_prints_at_once_as_plain_text_clipped():
 # ------------------------------------------------ references and targets
 
 
+@pytest.mark.system
 def test_last_with_a_count_too_large_is_a_clear_error(iorig):
     done = iorig("show", "last~99999999999999999999")
     assert done.returncode == 2
@@ -209,6 +228,7 @@ def test_every_spelling_of_all_interfaces_is_refused_by_the_server(tmp_path, spe
         FioServer("/bin/false", HostAddress(host, 18757), tmp_path)
 
 
+@pytest.mark.system
 @pytest.mark.parametrize("spelling", ANY)
 def test_agent_treats_every_spelling_of_all_interfaces_as_0000(monkeypatch, capsys, tmp_path,
                                                                spelling):  # fmt: skip

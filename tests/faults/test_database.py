@@ -192,6 +192,7 @@ def test_store_writes_wait_for_a_lock_with_backoff_then_give_up(tmp_path):
         store.finish_run("0123456789ab", RunStatus.OK)
 
 
+@pytest.mark.system
 def test_reading_commands_do_not_wait_for_a_lock_to_reap(tmp_path):
     db = tmp_path / "r.sqlite"
     dead = subprocess.Popen(["true"])
@@ -217,6 +218,7 @@ def test_reading_commands_do_not_wait_for_a_lock_to_reap(tmp_path):
     assert json.loads(done.stdout)["runs"][0]["status"] == "aborted"
 
 
+@pytest.mark.system
 def test_a_bad_lock_wait_is_refused():
     done = _iorig(Path("/nonexistent/r.sqlite"), "runs", IORIG_DB_LOCK_WAIT="soon")
     assert done.returncode == 2 and "IORIG_DB_LOCK_WAIT='soon'" in done.stderr, done
@@ -259,6 +261,7 @@ def _need_root(tool: str) -> None:
         pytest.skip(f"needs root and {tool} (as root, chmod alone does not stop writes)")
 
 
+@pytest.mark.system
 def test_an_empty_file_is_not_a_database_and_is_never_given_a_schema(tmp_path, fio_spy):
     db = tmp_path / "results.sqlite"
     db.touch()
@@ -315,6 +318,7 @@ def test_a_database_in_a_read_only_directory_is_refused_before_the_target(
     _refused_before_writing(read_only_dir / "new" / "results.sqlite", target, fio_spy, wanted)
 
 
+@pytest.mark.system
 @pytest.mark.parametrize("kind", ["directory", "not sqlite"])
 def test_other_files_are_refused_by_what_they_are(tmp_path, fio_spy, kind):
     db = tmp_path / "results.sqlite"
@@ -351,6 +355,7 @@ def _status(store: Store, run_id: str) -> str:
     return str(store.load_run(run_id).run.status)
 
 
+@pytest.mark.system
 def test_a_live_process_that_is_not_the_owner_does_not_keep_a_run_running(tmp_path, sleeper):
     with Store(tmp_path / "r.sqlite") as store:
         # the run's owner ended, and its pid now belongs to another python process
@@ -364,6 +369,7 @@ def test_a_live_process_that_is_not_the_owner_does_not_keep_a_run_running(tmp_pa
         assert f"pid {sleeper.pid}" in (store.load_run("0123456789ab").run.error or "")
 
 
+@pytest.mark.system
 def test_the_owner_is_compared_by_pid_start_time_and_boot(tmp_path, sleeper):
     with Store(tmp_path / "r.sqlite") as store:
         _running(store, "0123456789ab", sleeper.pid)  # the owner itself, alive
@@ -381,6 +387,7 @@ def test_the_owner_is_compared_by_pid_start_time_and_boot(tmp_path, sleeper):
         assert store.reap_stale() == ["0123456789ab"]
 
 
+@pytest.mark.system
 def test_old_rows_without_a_start_time_keep_the_earlier_rule(tmp_path, sleeper):
     # before schema 4 only the pid was recorded: a live iorig/python process
     # there still counts as the owner (never reap a run that may be going)
@@ -430,6 +437,7 @@ def _unfinished(db: Path, pid: int, stored_phases: int) -> Path:
     return bundle
 
 
+@pytest.mark.system
 def test_a_recovery_file_completes_its_run_only_when_the_owner_is_gone(tmp_path):
     db = tmp_path / "r.sqlite"
     bundle = _unfinished(db, os.getpid(), 1)
@@ -448,6 +456,7 @@ def test_a_recovery_file_completes_its_run_only_when_the_owner_is_gone(tmp_path)
         assert (run.run.status, run.run.error) == (RunStatus.FAILED, "stopped")
 
 
+@pytest.mark.system
 @pytest.mark.parametrize(
     ("change", "stored_phases"),
     [

@@ -174,6 +174,7 @@ def _max_rss_kib(*args: str, db: Path) -> tuple[subprocess.CompletedProcess, int
     return done, int(done.stderr)
 
 
+@pytest.mark.system
 @pytest.mark.parametrize("where", ["artifact", "histogram"])
 def test_a_decompression_bomb_is_refused_without_inflating_it(target, tmp_path, where):
     bundle = _bundle(tmp_path / "b.sqlite", OTHER)
@@ -190,6 +191,7 @@ def test_a_decompression_bomb_is_refused_without_inflating_it(target, tmp_path, 
     assert len(_runs(target)) == 1
 
 
+@pytest.mark.system
 def test_a_bomb_already_in_the_database_does_not_exhaust_show_or_report(target, tmp_path):
     _tamper(target, JOB_FILE, _bomb(1 << 30))
     for args in (("show", GOOD, "--jobs"), ("report", GOOD, "-o", str(tmp_path / "r.html"))):

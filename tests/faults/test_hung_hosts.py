@@ -29,7 +29,8 @@ from tests.fioservers import fio_server
 
 from iorig.fio.server import FioServer, process_tree
 
-pytestmark = pytest.mark.fio
+# bounded-time assertions (seconds to stop): the machine to themselves
+pytestmark = [pytest.mark.fio, pytest.mark.serial]
 
 # an ad-hoc run: a prefill, then one measured phase of random reads
 ADHOC = ("run", "--rw", "randread", "--size", "16MiB", "--iodepth", "4")

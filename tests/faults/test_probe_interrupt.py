@@ -18,7 +18,8 @@ import pytest
 from tests.conftest import REPO
 from tests.faults.watch import processes_with
 
-pytestmark = pytest.mark.fio
+# bounded-time assertions (seconds to stop): the machine to themselves
+pytestmark = [pytest.mark.fio, pytest.mark.serial]
 
 
 def _with_marker(marker: str) -> list[int]:
