@@ -22,7 +22,7 @@ UNIT := not (fio or blockdev or truth or browser or system)
 # Everything, as CI runs it: the tests that do not need the machine to
 # themselves on both cores, then truth and timing-sensitive ones one at a time.
 test: setup-test lint
-	$(BIN)/pytest -n 2 -m "not serial"
+	$(BIN)/pytest -n 3 --dist worksteal -m "not serial"
 	$(BIN)/pytest -m serial
 
 check: setup-test lint

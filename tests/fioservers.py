@@ -9,6 +9,7 @@ each in its own working directory and on its own port, and stop all of them
 from __future__ import annotations
 
 import contextlib
+import os
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,7 +18,11 @@ from iorig.fio.hosts import HostAddress
 from iorig.fio.server import FioServer, port_available
 
 # Ports reserved for these tests; each server takes the first free one.
-PORTS = range(18740, 18800)
+# A range per pytest-xdist worker (gw0, gw1, …), clear of the fixed ports
+# other tests use (187xx): servers of two workers never share a port number,
+# which tests match listeners by.
+_WORKER = int(os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw") or 0)
+PORTS = range(20000 + 100 * _WORKER, 20100 + 100 * _WORKER)
 
 
 def server_dir(base: Path, host: HostAddress) -> Path:

@@ -14,7 +14,12 @@ from tests.fioservers import fio_servers, server_dir
 from iorig.model import ALL
 from iorig.store import Store
 
-pytestmark = [pytest.mark.fio, pytest.mark.skipif(not HAS_FIO, reason="fio is not installed")]
+# paced rates and a host stopped for seconds: measured figures a busy machine bends
+pytestmark = [
+    pytest.mark.fio,
+    pytest.mark.serial,
+    pytest.mark.skipif(not HAS_FIO, reason="fio is not installed"),
+]
 
 RATE = 1000  # IOPS per host: the baseline is known before the run
 SCENARIO = f"""\

@@ -90,7 +90,6 @@ def test_load_point_curve_runs_fixed_rates_below_the_maximum(iorig, scratch):
     assert "overall response time" in result.stdout
 
 
-@pytest.mark.system
 def test_ort_of_seed_004s_published_table(iorig, tmp_path):
     table = tmp_path / "spec.csv"
     table.write_text(SEED_004)

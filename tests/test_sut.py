@@ -45,7 +45,6 @@ def test_the_template_validates_and_fills_every_section():
     assert template().startswith("# iorig system-under-test description")
 
 
-@pytest.mark.system
 def test_the_printed_template_passes_sut_check(tmp_path):
     printed = _cli(tmp_path / "db.sqlite", "sut", "template").stdout
     path = _write(tmp_path / "sut.yaml", printed)
@@ -172,7 +171,7 @@ def described_runs(tmp_path_factory) -> tuple[Path, Path]:
     return db, base
 
 
-@pytest.mark.system
+@pytest.mark.fio
 def test_show_json_and_disclosure_carry_the_description(described_runs):
     db, _ = described_runs
     doc = json.loads(_cli(db, "show", "last~1", "--json").stdout)
@@ -189,7 +188,7 @@ def test_show_json_and_disclosure_carry_the_description(described_runs):
         assert expected in text, expected
 
 
-@pytest.mark.system
+@pytest.mark.fio
 def test_reports_include_the_description(described_runs):
     db, base = described_runs
     md = _cli(db, "report", "last", "--format", "md").stdout
@@ -202,7 +201,7 @@ def test_reports_include_the_description(described_runs):
     assert "<script>window.pwned=1</script>" not in html
 
 
-@pytest.mark.system
+@pytest.mark.fio
 def test_compare_lists_what_differs_in_the_description(described_runs):
     db, _ = described_runs
     out = _cli(db, "compare", "last~1", "last").stdout
@@ -212,7 +211,7 @@ def test_compare_lists_what_differs_in_the_description(described_runs):
     assert any("filer/cache: on → off" in d for d in doc["definition_differences"])
 
 
-@pytest.mark.system
+@pytest.mark.fio
 def test_export_and_import_keep_the_description(described_runs, tmp_path):
     db, _ = described_runs
     bundle, other = tmp_path / "run.iorig", tmp_path / "other.sqlite"
@@ -223,7 +222,7 @@ def test_export_and_import_keep_the_description(described_runs, tmp_path):
     assert after == before and after["notes"] == ["cache switched off"]
 
 
-@pytest.mark.system
+@pytest.mark.fio
 def test_a_tampered_description_in_a_bundle_is_refused(described_runs, tmp_path):
     db, _ = described_runs
     bundle, other = tmp_path / "run.iorig", tmp_path / "other.sqlite"

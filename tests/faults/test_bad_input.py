@@ -176,7 +176,6 @@ def test_a_megabyte_title_prints_at_once_as_plain_text_clipped():
 # ------------------------------------------------ references and targets
 
 
-@pytest.mark.system
 def test_last_with_a_count_too_large_is_a_clear_error(iorig):
     done = iorig("show", "last~99999999999999999999")
     assert done.returncode == 2

@@ -273,6 +273,7 @@ def test_an_empty_file_is_not_a_database_and_is_never_given_a_schema(tmp_path, f
     assert sorted(p.name for p in tmp_path.iterdir()) == ["fio-spy", "results.sqlite", "target"]
 
 
+@pytest.mark.system  # root: chattr
 def test_an_immutable_database_file_is_refused_before_the_target(tmp_path, fio_spy):
     _need_root("chattr")
     db = tmp_path / "results.sqlite"
@@ -307,6 +308,7 @@ def read_only_dir(tmp_path: Path) -> Iterator[Path]:
         subprocess.run(["umount", str(mnt)], check=True)
 
 
+@pytest.mark.system  # root: a tmpfs remounted read-only
 def test_a_database_in_a_read_only_directory_is_refused_before_the_target(
     read_only_dir, tmp_path, fio_spy
 ):
