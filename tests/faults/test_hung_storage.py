@@ -22,8 +22,7 @@ from tests.conftest import REPO
 from tests.faults.watch import wait_stored
 from tests.truth.device import Unavailable, capped_device, mechanism, mounted
 
-# bounded-time assertions (seconds to stop): the machine to themselves
-pytestmark = [pytest.mark.fio, pytest.mark.serial]
+pytestmark = pytest.mark.fio
 
 
 def _status(db: Path) -> tuple[str, str | None] | None:

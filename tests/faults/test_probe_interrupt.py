@@ -18,7 +18,8 @@ import pytest
 from tests.conftest import REPO
 from tests.faults.watch import processes_with
 
-# bounded-time assertions (seconds to stop): the machine to themselves
+# Ctrl-C must end a run within seconds: on a busy machine a healthy
+# shutdown took 5.4 s against the 5 s bound, so the machine to themselves
 pytestmark = [pytest.mark.fio, pytest.mark.serial]
 
 
