@@ -127,7 +127,7 @@ def cli():
 
 @pytest.fixture
 def iorig(db_path: Path):
-    """Run the real ``iorig`` CLI in a subprocess against the test database."""
+    """The ``iorig`` CLI against the test database, as run_iorig runs it."""
 
     def run(*args: str, timeout: float = 300, check: bool = False) -> CliResult:
         return run_iorig(db_path, *args, timeout=timeout, check=check)
