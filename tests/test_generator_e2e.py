@@ -18,6 +18,9 @@ def _si(text: str) -> float:
     return float(number) * {"": 1, "K": 1e3, "M": 1e6, "G": 1e9}[suffix]
 
 
+# the generator's ceiling is CPU: beside other tests it read 1.18 M IOPS
+# against bare fio's 3.26 M measured a moment later
+@pytest.mark.serial
 def test_doctor_generator_reports_what_fios_null_engine_generates(iorig):
     out = iorig("doctor", "--generator", "--jobs", "2", "--iodepth", "4", check=True).stdout
     flat = " ".join(out.split())
