@@ -193,22 +193,10 @@ def _unit_tier_guard(item: pytest.Item) -> Iterator[None]:
         patch.undo()
 
 
-# through setup, call and teardown: a module-scoped fixture that starts fio
-# for a unit-tier test is caught as well
+# around the whole protocol (setup, call, teardown): a module-scoped fixture
+# that starts fio for a unit-tier test is caught as well
 @pytest.hookimpl(wrapper=True)
-def pytest_runtest_setup(item: pytest.Item) -> Iterator[None]:
-    with _unit_tier_guard(item):
-        return (yield)
-
-
-@pytest.hookimpl(wrapper=True)
-def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
-    with _unit_tier_guard(item):
-        return (yield)
-
-
-@pytest.hookimpl(wrapper=True)
-def pytest_runtest_teardown(item: pytest.Item) -> Iterator[None]:
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
     with _unit_tier_guard(item):
         return (yield)
 
