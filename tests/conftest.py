@@ -4,6 +4,7 @@ database, and a runner for the real ``iorig`` command line."""
 from __future__ import annotations
 
 import contextlib
+import functools
 import io
 import os
 import re
@@ -16,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+import typer.main
 
 REPO = Path(__file__).resolve().parent.parent
 DATA = Path(__file__).resolve().parent / "data"
@@ -92,6 +94,17 @@ def run_iorig(
     return CliResult(done.returncode, done.stdout, done.stderr)
 
 
+_GET_COMMAND = functools.cache(typer.main.get_command)
+
+
+def built_once(patch: pytest.MonkeyPatch) -> None:
+    """Build the command line's click command once per test process: typer
+    builds it anew on every call (about 0.15 s of type-hint evaluation),
+    which a process that runs ``iorig`` once pays once, and a test that runs
+    it hundreds of times in process should not."""
+    patch.setattr(typer.main, "get_command", _GET_COMMAND)
+
+
 def cli_in_process(db: Path, *args: str, columns: int = 160, check: bool = False) -> CliResult:
     """``iorig`` through ``iorig.cli.main`` in this process, as a subprocess
     would run it (piped, no colour, ``columns`` wide, SystemExit as the exit
@@ -103,6 +116,7 @@ def cli_in_process(db: Path, *args: str, columns: int = 160, check: bool = False
     code = 0
     with contextlib.ExitStack() as stack:
         patch = stack.enter_context(pytest.MonkeyPatch.context())
+        built_once(patch)
         patch.setenv("IORIG_DB", str(db))
         patch.setenv("COLUMNS", str(columns))
         patch.setenv("NO_COLOR", "1")

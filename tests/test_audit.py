@@ -7,12 +7,14 @@ from dataclasses import replace
 import numpy as np
 import pytest
 from tests import builders
+from tests.fake_backend import FakeBackend
 
 from iorig.analyze import audit
 from iorig.analyze.precision import precision_state
 from iorig.analyze.steady import SteadyWatch, evaluate, steady_of_series
-from iorig.model import AGGREGATE, InterfaceLimit, PhaseResult, Scope, check_window
+from iorig.model import AGGREGATE, Disclosure, InterfaceLimit, PhaseResult, Scope, check_window
 from iorig.model.records import flatten
+from iorig.scenario import read_source, resolve
 from iorig.schema import SteadyRule
 from iorig.sysinfo import _pcie_link, interface_limit
 
@@ -159,3 +161,22 @@ def test_a_phase_without_its_precision_says_whether_it_ran_its_maximum():
         assert finding.message.startswith(f"phase 'read' {ended} without the precision asked: ±")
         assert f"after {kept} s, asked ±2 %" in finding.message and "(min)" in finding.advice
     assert audit.check_precision(_phase("read", noisy)) == []  # not an until: precise phase
+
+
+@pytest.mark.parametrize(
+    ("overrides", "codes"),
+    [({}, set()), ({"direct": "false", "prefill": "false"}, {"cache-fit", "no-prefill"})],
+)
+def test_before_run_findings_of_the_built_in_peak_with_and_without_its_fairness(overrides, codes):
+    """peak's plan as shipped is fair; buffered I/O on a working set RAM can
+    hold and reads of never-written blocks are each named with the fix."""
+    resolved = resolve(read_source("peak"), "quick", {"size": "16MiB", **overrides})
+    plan = FakeBackend().prepare(resolved, {}, allow_destroy=False, repeats=1)
+    findings = {
+        f.code: f for f in audit.before_run(plan, Disclosure({"memory": {"total_bytes": 8 << 30}}))
+    }
+    assert set(findings) & {"cache-fit", "no-prefill"} == codes
+    if codes:
+        assert "direct I/O" in findings["cache-fit"].advice
+        assert "prefill" in findings["no-prefill"].advice
+        assert "page cache" in findings["cache-fit"].message

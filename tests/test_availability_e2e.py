@@ -14,86 +14,18 @@ from tests.fioservers import fio_servers, server_dir
 from iorig.model import ALL
 from iorig.store import Store
 
-# paced rates and a host stopped for seconds: measured figures a busy machine bends
-pytestmark = [
-    pytest.mark.fio,
-    pytest.mark.serial,
-    pytest.mark.skipif(not HAS_FIO, reason="fio is not installed"),
-]
+pytestmark = [pytest.mark.fio, pytest.mark.skipif(not HAS_FIO, reason="fio is not installed")]
 
-RATE = 1000  # IOPS per host: the baseline is known before the run
-SCENARIO = f"""\
-iorig: 1
-name: node-failure
-title: one host stopped and resumed
-targets:
-  data: {{size: 16MiB}}
-phases:
-  - name: fill
-    kind: prefill
-    workloads: [{{rw: write, bs: 1m}}]
-  - name: steady
-    kind: measure
-    duration: 13s
-    workloads: [{{rw: randread, bs: 4k, rate_iops: {RATE}}}]
-    events:
-      - {{at: 5s, do: "stop-host 2"}}
-      - {{at: 8s, do: "start-host 2"}}
-impact: {{baseline: 3s, settle: 2s, tolerance: 25%}}
-"""
+# the built-in scenario's quick profile (src/iorig/scenarios/availability.yaml)
+QUICK_IOPS, QUICK_SIZE, QUICK_BS = 500, 32 * 2**20, 8192
 
 
 def _iorig(db, *args: str) -> CliResult:
     return run_iorig(db, *args, columns=200, timeout=180)
 
 
-def test_a_stopped_host_is_an_event_with_its_impact_and_the_other_host_is_kept(tmp_path):
-    scenario = tmp_path / "node-failure.yaml"
-    scenario.write_text(SCENARIO)
-    db = tmp_path / "results.sqlite"
-    with fio_servers(2, tmp_path) as hosts:
-        done = _iorig(db, "run", str(scenario), "--hosts", ",".join(h.label for h in hosts),
-                      "--label", "stopped")  # fmt: skip
-        assert done.returncode == 0, done.stdout + done.stderr
-        shown = _iorig(db, "show", "last", "--json")
-    doc = json.loads(shown.stdout)
-    stop, start = doc["events"]
-    assert (stop["action"], stop["status"], start["action"], start["status"]) == (
-        "stop-host", "done", "start-host", "done")  # fmt: skip
-    assert "stopped" in stop["detail"] and "resumed after 3" in start["detail"]
-    assert 2.7 <= start["started_at"] - stop["started_at"] <= 3.5
-    (phase,) = doc["phases"]
-    assert phase["status"] == "ok"  # a planned stop is not a stall
-
-    impact = stop["impact"]
-    print(f"stop-host impact: {impact}")
-    assert impact["baseline"] == pytest.approx(2 * RATE, rel=0.2)  # both hosts' rates
-    assert impact["dip_pct"] <= 60  # one of two hosts stopped: half (or less) is left
-    assert impact["lost_ios"] >= RATE  # about RATE × 3 s, less what fio caught up
-    assert start["impact"] is None  # the end of a disturbance is measured in the stop's recovery
-
-    # the stopped host's seconds inside the stop are zeros; the other host's are its rate
-    with Store(db) as store:
-        stored = store.load_run(doc["run"]["id"])
-    steady = next(p for p in stored.phases if p.name == "steady")
-    series = {sc.scope.host: sc.series[ALL] for sc in steady.host_scopes}
-    stopped, running = series[hosts[1].label], series[hosts[0].label]
-    zeros = [i for i, v in enumerate(stopped.iops) if v == 0]
-    assert zeros, stopped.iops
-    assert all(running.iops[i] > 0 for i in zeros)
-    assert len(stopped) == len(running) == len(steady.aggregate.series[ALL]) >= 11  # nothing cut
-    # the stop is placed on the series where the zeros are
-    stop_s = stop["started_at"] - steady.origin
-    assert all(stop_s - 1 <= stopped.t_s[i] <= stop_s + 4 for i in zeros)
-
-    text = _iorig(db, "show", "last").stdout
-    assert "Events" in text and "stop-host 2" in text and "start-host 2" in text
-
-
-# the built-in scenario's quick profile (src/iorig/scenarios/availability.yaml)
-QUICK_IOPS, QUICK_SIZE, QUICK_BS = 500, 32 * 2**20, 8192
-
-
+# paced rates and a host stopped for seconds: measured figures a busy machine bends
+@pytest.mark.serial
 def test_the_availability_scenario_measures_a_host_failure_and_checks_every_hosts_data(tmp_path):
     db = tmp_path / "results.sqlite"
     with fio_servers(2, tmp_path) as hosts:
@@ -101,28 +33,43 @@ def test_the_availability_scenario_measures_a_host_failure_and_checks_every_host
                       "--hosts", ",".join(h.label for h in hosts))  # fmt: skip
         assert done.returncode == 0, done.stdout + done.stderr
         doc = json.loads(_iorig(db, "show", "last", "--json").stdout)
+        text = _iorig(db, "show", "last").stdout
     stop, start = doc["events"]
-    assert stop["action"] == "stop-host" and stop["status"] == "done"
-    assert start["action"] == "start-host" and start["status"] == "done"
+    assert (stop["action"], stop["status"], start["action"], start["status"]) == (
+        "stop-host", "done", "start-host", "done")  # fmt: skip
+    assert "stopped" in stop["detail"] and "resumed after 3" in start["detail"]
+    assert 2.7 <= start["started_at"] - stop["started_at"] <= 3.5
+    steady_row = next(p for p in doc["phases"] if p["name"] == "steady")
+    assert steady_row["status"] == "ok"  # a planned stop is not a stall
     impact = stop["impact"]
     print(f"availability --quick, stop-host 2 of 2: {impact}")
     # two hosts at QUICK_IOPS each; one stopped leaves half: 50 % is the expected dip
     assert impact["baseline"] == pytest.approx(2 * QUICK_IOPS, rel=0.15)
     assert 35 <= impact["dip_pct"] <= 60
     assert impact["recovery_s"] is not None and impact["recovery_s"] >= 3  # stopped for 3 s
+    assert impact["lost_ios"] >= QUICK_IOPS  # about QUICK_IOPS × 3 s, less what fio caught up
+    assert start["impact"] is None  # the end of a disturbance is measured in the stop's recovery
     with Store(db) as store:
         stored = store.load_run(doc["run"]["id"])
     steady = next(p for p in stored.phases if p.name == "steady")
     per_host = {sc.scope.host: sc.series[ALL] for sc in steady.host_scopes}
     assert set(per_host) == {h.label for h in hosts}
+    stopped, running = per_host[hosts[1].label], per_host[hosts[0].label]
     # the host that kept running kept its rate through the other's stop
-    running = per_host[hosts[0].label].iops
-    assert min(running[1:-1]) >= 0.7 * QUICK_IOPS, running
+    assert min(running.iops[1:-1]) >= 0.7 * QUICK_IOPS, running.iops
+    # the stopped host's seconds inside the stop are zeros, placed where the stop was
+    zeros = [i for i, v in enumerate(stopped.iops) if v == 0]
+    assert zeros, stopped.iops
+    stop_s = stop["started_at"] - steady.origin
+    assert all(stop_s - 1 <= stopped.t_s[i] <= stop_s + 4 for i in zeros)
+    assert len(stopped) == len(running) == len(steady.aggregate.series[ALL]) >= 12  # nothing cut
     # every block of both hosts' working sets was read back and checked
     blocks = 2 * QUICK_SIZE // QUICK_BS
     assert doc["verdict"].startswith(f"PASS: all {blocks:,} blocks"), doc["verdict"]
+    assert "Events" in text and "stop-host 2" in text and "start-host 2" in text
 
 
+# no measured figure: runs beside other tests
 def test_a_block_damaged_on_one_host_fails_the_run_as_lost_data_naming_the_host(tmp_path):
     db = tmp_path / "results.sqlite"
     damaged = 40 * QUICK_BS  # four blocks of garbage there, after the host came back

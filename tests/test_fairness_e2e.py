@@ -47,8 +47,9 @@ def test_disclosure_of_a_real_run(iorig, scratch):
         assert "unknown" in iorig("show", "last", check=True).stdout
 
 
-def test_unfair_run_is_flagged_and_fair_run_is_not(iorig, scratch):
+def test_an_unfair_run_is_flagged_with_advice(iorig, scratch):
     # the findings hang on how the run is set up, not on how long it measures
+    # (the fair side: test_audit's before-run test and the quick peak run)
     short = ("--set", "duration=1s", "--set", "warmup=1s", "--set", "size=16MiB")
     unfair = iorig("run", "peak", "--quick", "--set", "direct=false", "--set", "prefill=false",
                    *short, "--target", f"{scratch}/unfair/")  # fmt: skip
@@ -59,9 +60,6 @@ def test_unfair_run_is_flagged_and_fair_run_is_not(iorig, scratch):
     assert "direct I/O" in warnings["cache-fit"]["advice"]
     assert "prefill" in warnings["no-prefill"]["advice"]
     assert "page cache" in unfair.stdout and "advice:" in unfair.stdout
-    fair = iorig("run", "peak", "--quick", *short, "--target", f"{scratch}/fair/")
-    assert fair.returncode == 0, fair.stderr
-    assert not ({"cache-fit", "no-prefill"} & _codes(_show(iorig)))
 
 
 STEADY = """\

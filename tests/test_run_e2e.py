@@ -33,6 +33,8 @@ def test_quick_peak_run_stores_four_measured_phases(iorig, scratch):
     shown = _show(iorig)
     assert shown["run"]["status"] == "ok"
     assert shown["run"]["profile"] == "quick"
+    # fair as shipped: direct I/O, the target written before it is read
+    assert not {"cache-fit", "no-prefill"} & {w["code"] for w in shown["run"]["warnings"]}
     names = [p["name"] for p in shown["phases"]]
     assert names == ["random-read", "sequential-read", "random-write", "sequential-write"]
     for phase in shown["phases"]:

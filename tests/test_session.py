@@ -16,10 +16,12 @@ from iorig.analyze.analysis import analyse
 from iorig.analyze.knee import KneeRule
 from iorig.analyze.precision import STOP_ARTIFACT_S
 from iorig.analyze.search import CurveResult, KneeResult
+from iorig.errors import UserError
 from iorig.fio import parse
 from iorig.model import ALL, PhaseKind, PhaseStatus, RunStatus, Scope, ScopeKind
 from iorig.plan import PlannedPhase
 from iorig.run.events import PhaseFinished, PhaseProgress, PhaseStarted, RunStarted
+from iorig.run.preflight import preflight
 from iorig.run.searches import CurveSettings, KneeSettings, run_curve, run_knee
 from iorig.run.session import RunSession, execute, phase_result
 from iorig.scenario import resolve, source_from_text
@@ -387,3 +389,30 @@ def test_the_seconds_a_requested_stop_distorts_are_not_kept():
     assert len(stopped.aggregate.series[ALL]) == 2 - STOP_ARTIFACT_S
     assert stopped.status is PhaseStatus.OK  # a requested stop is not a failure
     assert stopped.aggregate.totals[ALL].ios == ran_out.aggregate.totals[ALL].ios  # fio's own
+
+
+@pytest.mark.system  # a stand-in fio script: a process
+def test_the_preflight_parses_each_distinct_job_text_once_and_names_the_refused_phase(tmp_path):
+    calls = tmp_path / "calls"
+    fio = tmp_path / "fio"
+    # parses a job file: refuses one holding "bs=3" (as fio refuses a bad value)
+    fio.write_text(f'#!/bin/sh\nfor a; do f="$a"; done\ncat "$f" >> {calls}\necho == >> {calls}\n'
+                   'if grep -q "^bs=3$" "$f"; then echo "bad bs" >&2; exit 1; fi\n')  # fmt: skip
+    fio.chmod(0o755)
+    plan = _plan(FakeBackend())
+
+    def texts(bs_of: dict[str, int]):
+        # the same options for every measured phase, a comment naming each
+        return lambda plan, run, phase: {
+            "local": f"; run {run} phase {phase.name}\n[rr]\nbs={bs_of.get(phase.name, 4)}\n"
+        }
+
+    preflight(str(fio), plan, texts({}))
+    parsed = calls.read_text().split("==\n")[:-1]
+    # fill, one, two and three (the idle phase has no job): one text to parse
+    assert [t.splitlines()[1:] for t in parsed] == [["[rr]", "bs=4"]]
+
+    calls.unlink()
+    with pytest.raises(UserError, match=r"phase 'two': fio refuses its job file: bad bs"):
+        preflight(str(fio), plan, texts({"two": 3, "three": 3}))
+    assert len(calls.read_text().split("==\n")[:-1]) == 2  # bs=4 once, then two's bs=3

@@ -21,6 +21,7 @@ from importlib import resources
 from pathlib import Path
 
 import pytest
+from tests.conftest import built_once
 
 from iorig import cli
 from iorig.cli import common
@@ -263,7 +264,9 @@ def _argv(case: Case, root: Path) -> tuple[list[str], Path, list[Path]]:
 
 @pytest.fixture
 def wide_consoles(monkeypatch):
-    """Messages on one line each, so the expected text is not wrapped apart."""
+    """Messages on one line each, so the expected text is not wrapped apart;
+    the command line built once for all cases."""
+    built_once(monkeypatch)
     for console in (common.console, common.err_console):
         monkeypatch.setattr(console, "width", 10_000)
 

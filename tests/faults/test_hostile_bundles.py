@@ -9,6 +9,7 @@ row declares.
 
 from __future__ import annotations
 
+import functools
 import sqlite3
 import subprocess
 import sys
@@ -50,6 +51,7 @@ def _tamper(path: Path, sql: str, *params: object) -> None:
     conn.close()
 
 
+@functools.cache  # 8 s of zlib at level 9 for 1 GiB: once per test process
 def _bomb(expanded_bytes: int) -> bytes:
     """A zlib stream of zeros that inflates to ``expanded_bytes`` (about
     1,000 times its size), built without holding the expansion in memory."""

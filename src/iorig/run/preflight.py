@@ -6,7 +6,8 @@ parser refuses would otherwise surface only when its phase starts, after the
 run was stored and earlier phases ran. Here it is a UserError naming the
 phase, the host and fio's complaint. fio is started through ``FioProcess``,
 the one supervised way, so an interrupt cannot leave it running; it does no
-I/O and opens no file.
+I/O and opens no file. A job text already parsed (a repeat, an A/B round:
+the same text but for its comments) is not parsed again.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ JobTexts = Callable[[Plan, str, PlannedPhase], Mapping[str, str]]
 def preflight(fio: str, plan: Plan, host_jobs: JobTexts) -> None:
     """Render each phase's job text per host (``host_jobs``, what the backend
     runs) and have fio parse it. Raises UserError for the first refusal."""
+    parsed: set[str] = set()
     with tempfile.TemporaryDirectory(prefix="iorig-preflight-") as tmp:
         for phase in plan.phases:
             if phase.kind is PhaseKind.IDLE:
@@ -42,6 +44,9 @@ def preflight(fio: str, plan: Plan, host_jobs: JobTexts) -> None:
                     hint=exc.hint or "change the scenario value behind that fio option",
                 ) from None
             for number, (host, text) in enumerate(texts.items()):
+                if (options := _options(text)) in parsed:
+                    continue
+                parsed.add(options)
                 workdir = Path(tmp) / f"{phase.seq:03d}-{number}"
                 workdir.mkdir()
                 job = workdir / "job.fio"
@@ -56,3 +61,8 @@ def preflight(fio: str, plan: Plan, host_jobs: JobTexts) -> None:
                         f"{tail(done.stderr) or f'exit code {done.returncode}'}",
                         hint="nothing was run or stored; change the value fio names",
                     )
+
+
+def _options(text: str) -> str:
+    """A job text without its comment lines: what fio's parser judges."""
+    return "\n".join(line for line in text.splitlines() if not line.lstrip().startswith((";", "#")))
