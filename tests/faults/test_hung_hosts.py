@@ -33,17 +33,37 @@ from iorig.fio.server import FioServer, process_tree
 # shutdown took 5.4 s against the 5 s bound, so the machine to themselves
 pytestmark = [pytest.mark.fio, pytest.mark.serial]
 
-# an ad-hoc run: a prefill, then one measured phase of random reads
-ADHOC = ("run", "--rw", "randread", "--size", "16MiB", "--iodepth", "4")
+# a prefill, then one measured phase of random reads: paced (light), or
+# free-running (only a free-running job is judged for stalls: a paced one
+# may rightly log nothing in a second)
+ADHOC = ("--rw", "randread", "--size", "16MiB", "--iodepth", "4")
+PACED = """\
+name: paced-reads
+title: paced random reads
+parameters:
+  duration: {type: duration, default: 8s}
+targets:
+  data: {size: 16MiB}
+phases:
+  - {name: fill, kind: prefill, workloads: [{rw: write, bs: 1MiB}]}
+  - name: randread
+    kind: measure
+    duration: ${duration}
+    workloads: [{rw: randread, bs: 4k, iodepth: 4, rate_iops: 2000}]
+"""
 
 
 @contextlib.contextmanager
-def _run(tmp_path: Path, db: Path, servers: list[FioServer], duration: str
-         ) -> Iterator[subprocess.Popen]:  # fmt: skip
+def _run(tmp_path: Path, db: Path, servers: list[FioServer], duration: str, *,
+         paced: bool = True) -> Iterator[subprocess.Popen]:  # fmt: skip
     env = dict(os.environ, IORIG_DB=str(db), COLUMNS="200", TMPDIR=str(tmp_path))
     hosts = ",".join(s.address.label for s in servers)
+    scenario = tmp_path / "paced.yaml"
+    scenario.write_text(PACED)
+    what = (str(scenario), "--set", f"duration={duration}") if paced else (
+        *ADHOC, "--duration", duration)  # fmt: skip
     proc = subprocess.Popen(
-        [sys.executable, "-m", "iorig", *ADHOC, "--duration", duration, "--hosts", hosts],
+        [sys.executable, "-m", "iorig", "run", *what, "--hosts", hosts],
         cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
     try:
@@ -129,7 +149,7 @@ def test_a_host_stalled_mid_phase_fails_the_phase_naming_it_and_its_seconds_are_
     db = tmp_path / "results.sqlite"
     with contextlib.ExitStack() as stack:
         servers = [stack.enter_context(fio_server(tmp_path, index=i)) for i in range(2)]
-        proc = stack.enter_context(_run(tmp_path, db, servers, "8s"))
+        proc = stack.enter_context(_run(tmp_path, db, servers, "8s", paced=False))
         _measuring(proc, db, after_s=2.5)
         stalled = servers[1]
         _signal_tree(stalled, signal.SIGSTOP)

@@ -2,7 +2,8 @@
 process group of its own that iorig empties on the way out. Here the probe
 is made to hang and to ignore SIGINT and SIGTERM (a fio wrapper that, for the
 probe's job file, waits on a child that ignores them too), so only iorig
-emptying the group ends it."""
+emptying the group ends it. The first attempt starts iorig with SIGINT
+ignored, as a shell script's background job inherits it."""
 
 from __future__ import annotations
 
@@ -27,6 +28,10 @@ def _with_marker(marker: str) -> list[int]:
     return processes_with(marker.encode())
 
 
+def _ignore_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
 def test_ctrl_c_during_a_hung_probe_leaves_no_process(tmp_path, scratch):
     fio = shutil.which("fio")
     assert fio
@@ -45,8 +50,12 @@ def test_ctrl_c_during_a_hung_probe_leaves_no_process(tmp_path, scratch):
         proc = subprocess.Popen(
             [sys.executable, "-m", "iorig", "run", "--rw", "randread", "--size", "16MiB",
              "--duration", "2s", "--fio", str(wrapper), "--target", f"{target}/"],
-            cwd=REPO, env=dict(os.environ, IORIG_DB=str(tmp_path / "r.sqlite")),
+            # faulthandler: a hang below dumps where every thread of iorig is
+            cwd=REPO, env=dict(os.environ, IORIG_DB=str(tmp_path / "r.sqlite"),
+                               PYTHONFAULTHANDLER="1"),
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            # first as a background job of a script starts it: SIGINT ignored
+            preexec_fn=_ignore_sigint if attempt == 0 else None,
         )  # fmt: skip
         try:
             deadline = time.monotonic() + 30
@@ -56,7 +65,12 @@ def test_ctrl_c_during_a_hung_probe_leaves_no_process(tmp_path, scratch):
             time.sleep(0.1 * attempt)
             sent = time.monotonic()
             proc.send_signal(signal.SIGINT)
-            out, err = proc.communicate(timeout=30)
+            try:
+                out, err = proc.communicate(timeout=30)
+            except subprocess.TimeoutExpired:
+                proc.send_signal(signal.SIGABRT)
+                out, err = proc.communicate(timeout=10)
+                raise AssertionError(f"attempt {attempt}: hung after Ctrl-C:\n{err}") from None
             took = time.monotonic() - sent
         finally:
             if proc.poll() is None:

@@ -3,6 +3,7 @@ that catches UserError."""
 
 from __future__ import annotations
 
+import signal
 import sys
 
 from rich.text import Text
@@ -16,6 +17,12 @@ from iorig.errors import UserError
 
 
 def main() -> None:
+    # A background job of a shell script inherits SIGINT ignored, and Python
+    # then raises no KeyboardInterrupt: `kill -INT` would not stop iorig while
+    # it prepares (a hung probe held it until its timeout), though the run's
+    # own handlers take SIGINT. Honour it in every step.
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         app()
     except UserError as exc:

@@ -57,7 +57,7 @@ from iorig.schema import WRITES
 from iorig.store import Store, Unwritable, new_run_id
 from iorig.units import format_bytes
 
-CEILING_S = 0.5  # the null engine is at full speed at once: half a second is plenty
+CEILING_S = 0.25  # the null engine is at full speed at once: a quarter second is plenty
 
 
 @contextlib.contextmanager
