@@ -233,3 +233,20 @@ def test_a_granted_command_runs_at_its_time_and_is_stored(iorig, tmp_path, scrat
     warnings = sqlite3.connect(db_path).execute("SELECT warnings_json FROM runs").fetchone()[0]
     assert "event 'command probe' at 2s failed" in warnings
     assert os.path.exists(marker)
+
+
+@pytest.mark.system
+def test_every_control_connection_is_reported_with_its_address():
+    """What an agent beyond loopback prints for each connection (agent.py)."""
+    from iorig.fio.control import ControlServer
+    from iorig.fio.hosts import HostAddress
+
+    seen: list[str] = []
+    server = ControlServer(HostAddress("127.0.0.9", 18996), lambda: [], seen.append)
+    server.start()
+    try:
+        for _ in range(2):
+            HostControl(server.address).ping()
+    finally:
+        server.close()
+    assert len(seen) == 2 and all(peer.startswith("127.") for peer in seen), seen

@@ -203,17 +203,19 @@ def test_version_check_of_many_hosts_is_bounded_by_one_timeout():
 # ---------------------------------------------------------------- FioServer (no fio needed)
 
 
-@pytest.mark.parametrize("host", ["0.0.0.0", "::", ""])
-def test_fio_server_refuses_all_addresses_unless_allowed(tmp_path, host):
+@pytest.mark.parametrize("host", ["0.0.0.0", "::", "", "10.0.0.11", "192.0.2.1", "storage01"])
+def test_fio_server_refuses_beyond_loopback_unless_allowed(tmp_path, host):
     with pytest.raises(UserError, match="no authentication") as err:
         FioServer(FIO, HostAddress(host, 18757), tmp_path)
-    assert "--bind" in err.value.hint
-    assert FioServer(FIO, HostAddress(host, 18757), tmp_path, allow_any=True).pid is None
+    assert "SSH tunnel" in err.value.hint and "--insecure-no-auth" in err.value.hint
+    allowed = FioServer(FIO, HostAddress(host, 18757), tmp_path, insecure_no_auth=True)
+    assert allowed.pid is None  # made, not started
 
 
 @pytest.mark.system
 def test_fio_server_on_a_foreign_address_is_refused(tmp_path):
-    server = FioServer(FIO, HostAddress("192.0.2.1", 18757), tmp_path)  # TEST-NET-1
+    # TEST-NET-1: allowed beyond loopback, but no address of this machine
+    server = FioServer(FIO, HostAddress("192.0.2.1", 18757), tmp_path, insecure_no_auth=True)
     with pytest.raises(UserError, match=r"cannot start a fio server on 192\.0\.2\.1:18757"):
         server.start()
     assert server.pid is None

@@ -18,11 +18,13 @@ import sys
 import time
 from pathlib import Path
 from types import SimpleNamespace
+from typing import ClassVar
 
 import pytest
 import yaml
 from rich.console import Console
 
+from iorig.cli import common
 from iorig.errors import UserError
 from iorig.yamlsource import LOADERS, load_yaml
 
@@ -227,35 +229,73 @@ def test_every_spelling_of_all_interfaces_is_refused_by_the_server(tmp_path, spe
         FioServer("/bin/false", HostAddress(host, 18757), tmp_path)
 
 
-@pytest.mark.system
-@pytest.mark.parametrize("spelling", ANY)
-def test_agent_treats_every_spelling_of_all_interfaces_as_0000(monkeypatch, capsys, tmp_path,
-                                                               spelling):  # fmt: skip
-    """Explicitly asked for, it is named 0.0.0.0 or :: and warned about; the
-    server is a stand-in, so nothing listens."""
+class _StandIn:
+    """A FioServer that records how it was made and listens nowhere."""
+
+    made: ClassVar[list[tuple[str, bool]]] = []
+
+    def __init__(self, fio, address, workdir, *, insecure_no_auth=False, on_control=None):
+        self.made.append((address.host, insecure_no_auth))
+
+    def start(self):
+        pass
+
+    running = False
+    control_problem = None
+
+    def stop(self):
+        pass
+
+
+def _agent(monkeypatch, tmp_path, *args: str) -> int | str | None:
     import iorig.cli.agent as agent_mod
     from iorig import cli
 
-    seen = []
-
-    class Server:
-        def __init__(self, fio, address, workdir, *, allow_any=False, log_path=None):
-            seen.append((address.host, allow_any))
-
-        def start(self):
-            pass
-
-        running = False
-        control_problem = None
-
-        def stop(self):
-            pass
-
-    monkeypatch.setattr(agent_mod, "FioServer", Server)
-    monkeypatch.setattr(sys, "argv", ["iorig", "agent", "--bind", spelling, "--dir",
-                                      str(tmp_path), "--port", "18757"])  # fmt: skip
-    monkeypatch.setattr(agent_mod.console, "width", 500)
-    with pytest.raises(SystemExit):
+    _StandIn.made = []
+    monkeypatch.setattr(agent_mod, "FioServer", _StandIn)
+    monkeypatch.setattr(sys, "argv", ["iorig", "agent", *args, "--dir", str(tmp_path),
+                                      "--port", "18757"])  # fmt: skip
+    for console in (agent_mod.console, common.err_console):
+        monkeypatch.setattr(console, "width", 500)
+    with pytest.raises(SystemExit) as ended:
         cli.main()
-    assert seen == [("::" if ":" in spelling else "0.0.0.0", True)]
-    assert "listening on every address" in capsys.readouterr().out
+    return ended.value.code
+
+
+@pytest.mark.parametrize(
+    "bind", [*ANY, "10.0.0.11", "192.0.2.7", "fe80::1", "::ffff:10.0.0.1", "storage01"]
+)
+def test_an_agent_beyond_loopback_without_authentication_is_refused(monkeypatch, capsys,
+                                                                    tmp_path, bind):  # fmt: skip
+    """Refused before fio is looked for (the unit tier forbids a process):
+    nothing runs and nothing listens; the error names the way out."""
+    assert _agent(monkeypatch, tmp_path, "--bind", bind) == 2
+    err = " ".join(capsys.readouterr().err.split())
+    assert "refusing to start a fio server listening on" in err and "no authentication" in err
+    assert "SSH tunnel" in err and "--insecure-no-auth" in err
+    assert _StandIn.made == []
+
+
+@pytest.mark.parametrize(
+    ("host", "loopback"),
+    [("127.0.0.1", True), ("127.0.0.5", True), ("::1", True), ("[::1]", True),
+     ("::ffff:127.0.0.1", True), ("localhost", True), ("LOCALHOST", True),
+     ("10.0.0.1", False), ("::ffff:10.0.0.1", False), ("0.0.0.0", False), ("", False),
+     ("::", False), ("storage01", False), ("127.0.0.1.example.com", False)],
+)  # fmt: skip
+def test_loopback_is_only_what_no_other_machine_reaches(host, loopback):
+    from iorig.fio.hosts import is_loopback
+
+    assert is_loopback(host) is loopback
+
+
+@pytest.mark.system  # fio --version: a process
+@pytest.mark.parametrize("spelling", ANY)
+def test_agent_treats_every_spelling_of_all_interfaces_as_0000(monkeypatch, capsys, tmp_path,
+                                                               spelling):  # fmt: skip
+    """Asked for with --insecure-no-auth, it is named 0.0.0.0 or :: and
+    warned about; the server is a stand-in, so nothing listens."""
+    _agent(monkeypatch, tmp_path, "--bind", spelling, "--insecure-no-auth")  # the stand-in ends
+    assert _StandIn.made == [("::" if ":" in spelling else "0.0.0.0", True)]
+    out = " ".join(capsys.readouterr().out.split())
+    assert "warning: no authentication on" in out and "isolated test network" in out

@@ -13,8 +13,14 @@ from rich.markup import escape
 from iorig.cli.common import FioOpt, app, console
 from iorig.errors import UserError
 from iorig.fio import runner
-from iorig.fio.hosts import DEFAULT_PORT, is_any_address, parse_host
-from iorig.fio.server import FioServer
+from iorig.fio.control import control_port
+from iorig.fio.hosts import DEFAULT_PORT, is_any_address, is_loopback, parse_host
+from iorig.fio.server import FioServer, refuse_unauthenticated
+
+
+def _warn_connection(peer: str) -> None:
+    """An agent beyond loopback says who reached its control port, every time."""
+    console.print(f"[yellow]warning: unauthenticated control connection from {escape(peer)}[/]")
 
 
 @app.command()
@@ -22,8 +28,8 @@ def agent(
     bind: Annotated[
         str,
         typer.Option(
-            help="address to listen on; 0.0.0.0 only explicitly (fio's server has no "
-            "authentication)"
+            help="address to listen on: loopback (reach it through an SSH tunnel); any "
+            "other only with --insecure-no-auth (fio's server has no authentication)"
         ),
     ] = "127.0.0.1",
     port: Annotated[int, typer.Option(min=1, max=65535, help="TCP port")] = DEFAULT_PORT,
@@ -34,18 +40,28 @@ def agent(
         ),
     ] = Path("."),
     fio: FioOpt = None,
+    insecure_no_auth: Annotated[
+        bool,
+        typer.Option(
+            "--insecure-no-auth",
+            help="listen beyond loopback without authentication: anyone who reaches the "
+            "ports can run fio jobs, and commands, as this user (an isolated test network only)",
+        ),
+    ] = False,
 ) -> None:
     """Serve fio jobs for `iorig run --hosts` on this machine until stopped."""
-    fio_path = runner.find_fio(fio)
-    version = runner.fio_version(fio_path)
     # every spelling of "all interfaces" (0, ::ffff:0.0.0.0, [::] …) is that,
-    # named plainly and warned about like 0.0.0.0
-    everywhere = is_any_address(bind)
-    if everywhere:
+    # named plainly
+    if is_any_address(bind):
         bind = "::" if ":" in bind else "0.0.0.0"
     text = f"[{bind}]:{port}" if ":" in bind else f"{bind}:{port}"
     address = parse_host(text)
-    server = FioServer(fio_path, address, directory.resolve(), allow_any=everywhere)
+    refuse_unauthenticated(address, insecure_no_auth=insecure_no_auth)  # before fio runs
+    fio_path = runner.find_fio(fio)
+    version = runner.fio_version(fio_path)
+    watch = None if is_loopback(address.host) else _warn_connection
+    server = FioServer(fio_path, address, directory.resolve(), insecure_no_auth=insecure_no_auth,
+                       on_control=watch)  # fmt: skip
     stop = threading.Event()
     previous = {s: signal.signal(s, lambda *_: stop.set()) for s in (signal.SIGINT, signal.SIGTERM)}
     try:
@@ -56,10 +72,12 @@ def agent(
         )
         if server.control_problem:
             console.print(f"[yellow]{escape(server.control_problem)}[/]")
-        if everywhere:
+        if not is_loopback(address.host):
             console.print(
-                "[yellow]listening on every address: anyone who reaches this port can run fio "
-                "jobs here (fio's server has no authentication)[/]"
+                f"[yellow]warning: no authentication on {escape(address.label)} "
+                "(--insecure-no-auth): anyone who reaches this port or its control port "
+                f"{control_port(address.port)} can run fio jobs and commands here as this "
+                "user, and freeze this host's fio; use it on an isolated test network only[/]"
             )
         console.print(f"use it with: iorig run … --hosts {escape(address.label)}; stop with Ctrl-C")
         while not stop.wait(0.5):

@@ -70,9 +70,15 @@ class ControlServer:
     """Serves the control port of one fio server; ``processes()`` gives the
     server's process tree at the moment of a STOP."""
 
-    def __init__(self, address: HostAddress, processes: Callable[[], list[int]]) -> None:
+    def __init__(
+        self,
+        address: HostAddress,
+        processes: Callable[[], list[int]],
+        on_connection: Callable[[str], None] | None = None,
+    ) -> None:
         self.address = address
         self.processes = processes
+        self.on_connection = on_connection  # told each peer's address
         self._sock: socket.socket | None = None
         self._stopped = threading.Lock()  # held while the fio server is frozen
         self._running = threading.Event()
@@ -111,9 +117,11 @@ class ControlServer:
         assert self._sock is not None
         while self._running.is_set():
             try:
-                conn, _ = self._sock.accept()
+                conn, peer = self._sock.accept()
             except (TimeoutError, OSError):
                 continue
+            if self.on_connection is not None:
+                self.on_connection(str(peer[0]))
             threading.Thread(target=self._handle, args=(conn,), daemon=True).start()
 
     def _handle(self, conn: socket.socket) -> None:

@@ -39,6 +39,24 @@ def is_any_address(host: str) -> bool:
     return address.is_unspecified
 
 
+def is_loopback(host: str) -> bool:
+    """True for an address only this machine reaches: 127.0.0.0/8, ::1, an
+    IPv4-mapped loopback, or the name ``localhost``. Any other name is not:
+    it may resolve to an address other machines reach."""
+    text = host.strip()
+    if text.startswith("[") and text.endswith("]"):
+        text = text[1:-1].strip()
+    if text.lower() == "localhost":
+        return True
+    try:
+        address = ipaddress.ip_address(text)
+    except ValueError:
+        return False
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+        return address.ipv4_mapped.is_loopback
+    return address.is_loopback
+
+
 @dataclass(frozen=True)
 class HostAddress:
     """A fio server: a host name or IP address (IPv6 without brackets) and a port."""

@@ -15,11 +15,12 @@ import socket
 import subprocess
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from iorig.errors import UserError
 from iorig.fio.control import ControlServer, control_port
-from iorig.fio.hosts import HostAddress, is_any_address
+from iorig.fio.hosts import HostAddress, is_any_address, is_loopback
 from iorig.fio.process import spawn
 
 
@@ -130,6 +131,21 @@ def _listens(pid: int, port: int) -> bool | None:
     return bool(ours & _listening_inodes(port))
 
 
+def refuse_unauthenticated(address: HostAddress, *, insecure_no_auth: bool) -> None:
+    """UserError for a fio server beyond loopback unless asked for: fio's
+    server runs any job for anyone who reaches it."""
+    if is_loopback(address.host) or insecure_no_auth:
+        return
+    shown = "every address" if is_any_address(address.host) else address.host
+    raise UserError(
+        f"refusing to start a fio server listening on {shown}: fio's server has no "
+        "authentication and runs any job it is sent (commands too, through exec_prerun) "
+        "for anyone who can reach the port",
+        hint="keep it on 127.0.0.1 and reach it through an SSH tunnel (README: Many hosts); "
+        "on an isolated test network only, pass --insecure-no-auth",
+    )
+
+
 def port_available(address: HostAddress) -> OSError | None:
     """None if a server could listen at ``address``, else why not.
 
@@ -151,9 +167,10 @@ class FioServer:
     """A ``fio --server`` process bound to one address, in its own working
     directory (where relative job filenames land).
 
-    Never listens on all addresses (fio's server has no authentication)
-    unless ``allow_any`` is set. ``log_path``: where fio's stdout/stderr go
-    (None: inherited, e.g. for ``iorig agent`` in a terminal).
+    Listens only on a loopback address (fio's server has no authentication)
+    unless ``insecure_no_auth`` is set. ``log_path``: where fio's stdout/stderr go
+    (None: inherited, e.g. for ``iorig agent`` in a terminal); ``on_control``
+    is told the address of every connection to the control port.
     """
 
     def __init__(
@@ -162,18 +179,12 @@ class FioServer:
         address: HostAddress,
         workdir: Path,
         *,
-        allow_any: bool = False,
+        insecure_no_auth: bool = False,
         log_path: Path | None = None,
         control: bool = True,
+        on_control: Callable[[str], None] | None = None,
     ) -> None:
-        if is_any_address(address.host) and not allow_any:
-            shown = address.host or "all addresses"
-            raise UserError(
-                f"refusing to start a fio server listening on {shown}: fio's server has no "
-                "authentication and would accept jobs from anyone who can reach this machine",
-                hint="bind it to the address of a trusted interface (--bind ADDRESS); "
-                "pass --bind 0.0.0.0 explicitly only on an isolated network",
-            )
+        refuse_unauthenticated(address, insecure_no_auth=insecure_no_auth)
         self.fio = fio
         self.address = address
         self.workdir = workdir
@@ -182,7 +193,7 @@ class FioServer:
         self._lock = threading.Lock()
         self._watching = threading.Event()
         # the control port (stop-host / start-host events), see fio.control
-        self._control = ControlServer(address, self._tree) if control else None
+        self._control = ControlServer(address, self._tree, on_control) if control else None
         self.control_problem: str | None = None
 
     def _tree(self) -> list[int]:
