@@ -6,8 +6,8 @@ parser refuses would otherwise surface only when its phase starts, after the
 run was stored and earlier phases ran. Here it is a UserError naming the
 phase, the host and fio's complaint. fio is started through ``FioProcess``,
 the one supervised way, so an interrupt cannot leave it running; it does no
-I/O and opens no file. A job text already parsed (a repeat, an A/B round:
-the same text but for its comments) is not parsed again.
+I/O and opens no file. A job text already parsed (another phase with the
+same options, only the comments naming it differ) is not parsed again.
 """
 
 from __future__ import annotations
