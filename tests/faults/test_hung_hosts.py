@@ -58,10 +58,11 @@ def _run(tmp_path: Path, db: Path, servers: list[FioServer], duration: str, *,
          paced: bool = True) -> Iterator[subprocess.Popen]:  # fmt: skip
     env = dict(os.environ, IORIG_DB=str(db), COLUMNS="200", TMPDIR=str(tmp_path))
     hosts = ",".join(s.address.label for s in servers)
-    scenario = tmp_path / "paced.yaml"
-    scenario.write_text(PACED)
-    what = (str(scenario), "--set", f"duration={duration}") if paced else (
-        *ADHOC, "--duration", duration)  # fmt: skip
+    what: tuple[str, ...] = (*ADHOC, "--duration", duration)
+    if paced:
+        scenario = tmp_path / "paced.yaml"
+        scenario.write_text(PACED)
+        what = (str(scenario), "--set", f"duration={duration}")
     proc = subprocess.Popen(
         [sys.executable, "-m", "iorig", "run", *what, "--hosts", hosts],
         cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,

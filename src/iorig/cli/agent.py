@@ -59,7 +59,8 @@ def agent(
     refuse_unauthenticated(address, insecure_no_auth=insecure_no_auth)  # before fio runs
     fio_path = runner.find_fio(fio)
     version = runner.fio_version(fio_path)
-    watch = None if is_loopback(address.host) else _warn_connection
+    exposed = not is_loopback(address.host)  # allowed by --insecure-no-auth: warn
+    watch = _warn_connection if exposed else None
     server = FioServer(fio_path, address, directory.resolve(), insecure_no_auth=insecure_no_auth,
                        on_control=watch)  # fmt: skip
     stop = threading.Event()
@@ -72,7 +73,7 @@ def agent(
         )
         if server.control_problem:
             console.print(f"[yellow]{escape(server.control_problem)}[/]")
-        if not is_loopback(address.host):
+        if exposed:
             console.print(
                 f"[yellow]warning: no authentication on {escape(address.label)} "
                 "(--insecure-no-auth): anyone who reaches this port or its control port "
