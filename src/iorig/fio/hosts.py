@@ -17,44 +17,51 @@ _HOSTNAME_LABEL = re.compile(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$")
 ANY_ADDRESSES = ("", "0.0.0.0", "::")  # how fio spells "listen on every address"
 
 
-def is_any_address(host: str) -> bool:
-    """True for every spelling of "all interfaces": empty, 0.0.0.0, 0, 0x0,
-    ::, [::], 0:0:0:0:0:0:0:0, ::ffff:0.0.0.0 (IPv4 through an IPv6 socket)…"""
+IpAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
+
+
+def _bare(host: str) -> str:
+    """``host`` without spaces and IPv6 brackets."""
     text = host.strip()
     if text.startswith("[") and text.endswith("]"):
         text = text[1:-1].strip()
+    return text
+
+
+def _unmapped(address: IpAddress) -> IpAddress:
+    """An IPv4-mapped IPv6 address as the IPv4 address it carries."""
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+        return address.ipv4_mapped
+    return address
+
+
+def is_any_address(host: str) -> bool:
+    """True for every spelling of "all interfaces": empty, 0.0.0.0, 0, 0x0,
+    ::, [::], 0:0:0:0:0:0:0:0, ::ffff:0.0.0.0 (IPv4 through an IPv6 socket)…"""
+    text = _bare(host)
     if not text:
         return True
     try:
-        address: ipaddress.IPv4Address | ipaddress.IPv6Address = ipaddress.ip_address(text)
+        address: IpAddress = ipaddress.ip_address(text)
     except ValueError:
         try:  # what the C library takes as IPv4 too: 0, 0x0, 0.0, 00.0.0.0
             address = ipaddress.IPv4Address(socket.inet_aton(text))
         except OSError:
             return False
-    if isinstance(address, ipaddress.IPv6Address):
-        mapped = address.ipv4_mapped
-        if mapped is not None:
-            return mapped.is_unspecified
-    return address.is_unspecified
+    return _unmapped(address).is_unspecified
 
 
 def is_loopback(host: str) -> bool:
     """True for an address only this machine reaches: 127.0.0.0/8, ::1, an
     IPv4-mapped loopback, or the name ``localhost``. Any other name is not:
     it may resolve to an address other machines reach."""
-    text = host.strip()
-    if text.startswith("[") and text.endswith("]"):
-        text = text[1:-1].strip()
+    text = _bare(host)
     if text.lower() == "localhost":
         return True
     try:
-        address = ipaddress.ip_address(text)
+        return _unmapped(ipaddress.ip_address(text)).is_loopback
     except ValueError:
         return False
-    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
-        return address.ipv4_mapped.is_loopback
-    return address.is_loopback
 
 
 @dataclass(frozen=True)
