@@ -36,6 +36,9 @@ if [ "$want_test" -eq 1 ]; then
     # The truth tests make loop devices (losetup) and pin fio to a CPU (taskset).
     command -v losetup >/dev/null 2>&1 || [ -x /usr/sbin/losetup ] || missing+=(mount)
     command -v taskset >/dev/null 2>&1 || missing+=(util-linux)
+    # Hosts over SSH are tested against real OpenSSH servers the tests start.
+    command -v ssh >/dev/null 2>&1 || missing+=(openssh-client)
+    [ -x /usr/sbin/sshd ] || missing+=(openssh-server)
 fi
 if [ "${#missing[@]}" -gt 0 ]; then
     if ! command -v apt-get >/dev/null 2>&1; then
@@ -43,6 +46,14 @@ if [ "${#missing[@]}" -gt 0 ]; then
         exit 1
     fi
     echo "bootstrap: installing ${missing[*]} from the distribution"
+    # A package's service (sshd) is not started by the installation: the
+    # tests start their own servers on loopback, nothing listens on port 22.
+    # policy-rc.d is Debian's switch for that; one already there is kept.
+    policy=/usr/sbin/policy-rc.d
+    if [ ! -e "$policy" ]; then
+        trap 'as_root rm -f /usr/sbin/policy-rc.d' EXIT
+        as_root sh -c "printf '#!/bin/sh\nexit 101\n' > $policy && chmod 755 $policy"
+    fi
     as_root apt-get update -qq
     as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
 fi

@@ -21,7 +21,8 @@ from pathlib import Path
 from typing import Any
 
 from iorig.fio import parse
-from iorig.fio.hosts import parse_host
+from iorig.fio.control import HostControl
+from iorig.fio.hosts import HostAddress, HostSpec, parse_host
 from iorig.fio.runner import FioExit
 from iorig.model import Disclosure
 from iorig.plan import Plan, PlannedPhase, build_plan
@@ -205,6 +206,10 @@ class FakeBackend:
     def clean_up(self, plan: Plan, *, keep_files: bool) -> list[str]:
         self.cleaned.append(keep_files)
         return []
+
+    def control(self, host: HostSpec) -> HostControl:
+        assert isinstance(host, HostAddress), "the fake backend's hosts are agents"
+        return HostControl(host)
 
 
 class _Engines(dict):

@@ -15,7 +15,7 @@ from iorig.units import format_bytes, parse_duration, parse_percent, parse_rate
 
 Duration = Annotated[float, BeforeValidator(parse_duration)]
 _NAME = r"[A-Za-z0-9][A-Za-z0-9_.-]{0,62}"
-_HOST = r"[A-Za-z0-9_.:\[\]-]{1,255}"
+_HOST = r"[A-Za-z0-9_.:@/\[\]-]{1,255}"  # a number, or a host as --hosts lists it
 GRAMMAR = (
     "stop-host HOST, start-host HOST (HOST: a host of --hosts, or its number 1, 2, …), "
     "throttle TARGET to RATE (RATE: 20MiB/s or 500iops), unthrottle TARGET, mark TEXT, "

@@ -11,7 +11,7 @@ from typing import Any
 
 from iorig.errors import UserError
 from iorig.eventspec import EventSpec
-from iorig.fio.hosts import HostAddress
+from iorig.fio.hosts import HostSpec
 from iorig.model import Disclosure, InterfaceLimit, Metric, PhaseKind, PhaseResult, SutRecord
 from iorig.scenario import ResolvedScenario
 from iorig.schema import DEFAULT_PRECISE_MIN_S, Phase, SteadyRule, Workload
@@ -96,7 +96,7 @@ class Plan:
     disclosure: Disclosure = field(default_factory=Disclosure)
     # fio servers the phases run on (empty: this machine), and each one's
     # targets by role; ``targets`` then holds the first host's, for sizes
-    hosts: tuple[HostAddress, ...] = ()
+    hosts: tuple[HostSpec, ...] = ()
     host_targets: dict[str, dict[str, Target]] = field(default_factory=dict)
     min_bytes_per_s: float = MIN_BYTES_PER_S  # below it a size-based phase is hung
     # user commands events may run, by name, as the command line granted them

@@ -356,10 +356,11 @@ def bind_host_targets(
     role), ``ROLE=PATH`` (every host), ``HOST=PATH`` (one host, the only
     role), ``ROLE@HOST=PATH``; several may be given comma-separated, e.g.
     ``--target 10.0.0.1=/dev/sdb,10.0.0.2=/dev/sdc``. ``hosts`` are
-    ``HostAddress``es; a host is named as listed (address, or address:port)."""
+    ``HostAddress``es or ``SshHost``s; a host is named as listed or by any
+    of its ``aliases``."""
     names = {}
     for h in hosts:
-        for alias in (h.label, h.host, f"{h.host}:{h.port}"):
+        for alias in h.aliases:
             names.setdefault(alias, h)
     bound: dict[Any, dict[str, str]] = {h: {} for h in hosts}
     everywhere: dict[str, str] = {}

@@ -25,7 +25,7 @@ from iorig.analyze.analysis import Comparison, RunAnalysis, analyse
 from iorig.analyze.summary import summarize_phase
 from iorig.errors import UserError
 from iorig.eventspec import EventSpec, parse_cli_event
-from iorig.fio.hosts import HostAddress, parse_host, parse_hosts
+from iorig.fio.hosts import HostSpec, parse_entry, parse_hosts
 from iorig.model import ALL, PhaseKind, RunStatus
 from iorig.plan import Plan
 from iorig.report.exporters import render
@@ -123,7 +123,8 @@ FioOpt = Annotated[str | None, typer.Option(help="fio binary (default: $IORIG_FI
 HostsOpt = Annotated[
     str | None,
     typer.Option(
-        help="run on these fio servers (iorig agent): host1[:port],host2,… (default: this machine)"
+        help="run on these hosts: ssh://[USER@]HOST[:PORT] (reached over SSH) or an `iorig "
+        "agent`'s HOST[:PORT], comma-separated (default: this machine)"
     ),
 ]
 SutOpt = Annotated[
@@ -149,13 +150,17 @@ class SutOptions:
 
 
 HostsFileOpt = Annotated[
-    Path | None, typer.Option(help="a file listing fio servers, one host[:port] per line")
+    Path | None,
+    typer.Option(
+        help="a file listing the hosts, one per line: ssh://[USER@]HOST[:PORT] or an "
+        "`iorig agent`'s HOST[:PORT]"
+    ),
 ]
 
 
-def host_list(hosts: str | None, hosts_file: Path | None) -> list[HostAddress]:
-    """The fio servers of --hosts and --hosts-file (empty: this machine)."""
-    found: list[HostAddress] = []
+def host_list(hosts: str | None, hosts_file: Path | None) -> list[HostSpec]:
+    """The hosts of --hosts and --hosts-file (empty: this machine)."""
+    found: list[HostSpec] = []
     if hosts:
         found += parse_hosts(hosts)
     if hosts_file is not None:
@@ -168,7 +173,7 @@ def host_list(hosts: str | None, hosts_file: Path | None) -> list[HostAddress]:
             if not entry:
                 continue
             try:
-                host = parse_host(entry)
+                host = parse_entry(entry)
             except UserError as exc:
                 raise UserError(f"{hosts_file}:{number}: {exc.message}", hint=exc.hint) from None
             if host in found:
@@ -238,7 +243,7 @@ def plan_for(
     resolved: ResolvedScenario,
     targets: list[str],
     *,
-    hosts: list[HostAddress],
+    hosts: list[HostSpec],
     allow_destroy: bool,
     fio: str | None,
     repeats: int = 1,

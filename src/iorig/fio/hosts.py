@@ -1,5 +1,7 @@
-"""fio servers' addresses: parsing ``--hosts`` entries into host and port,
-and the forms fio and iorig's results use for them."""
+"""The hosts of a multi-host run: parsing ``--hosts`` entries into fio
+servers' addresses (``host:port``, an ``iorig agent``) or hosts reached
+over SSH (``ssh://[user@]host[:port]``), and the forms fio, ssh and iorig's
+results use for them."""
 
 from __future__ import annotations
 
@@ -76,6 +78,11 @@ class HostAddress:
         return ":" in self.host
 
     @property
+    def aliases(self) -> tuple[str, ...]:
+        """The names ``--target HOST=PATH`` and events may use for it."""
+        return (self.label, self.host)
+
+    @property
     def label(self) -> str:
         """How results name this host: ``127.0.0.2:8765``, ``[::1]:8765``."""
         host = f"[{self.host}]" if self.is_ipv6 else self.host
@@ -89,10 +96,46 @@ class HostAddress:
         return self.label
 
 
+SSH_SCHEME = "ssh://"
+# a login name as ssh passes it on: never an option (no leading '-'), no spaces
+_USER = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,31}$")
+
+
+@dataclass(frozen=True)
+class SshHost:
+    """A host iorig reaches over SSH: a host name or IP address (IPv6 without
+    brackets), an optional login name and an optional SSH port (None: the
+    user's ssh configuration decides both)."""
+
+    host: str
+    user: str | None = None
+    port: int | None = None
+
+    @property
+    def label(self) -> str:
+        """How results name this host: ``ssh://db1``, ``ssh://root@[::1]:2222``."""
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        user = f"{self.user}@" if self.user else ""
+        port = f":{self.port}" if self.port else ""
+        return f"{SSH_SCHEME}{user}{host}{port}"
+
+    @property
+    def aliases(self) -> tuple[str, ...]:
+        """The names ``--target HOST=PATH`` and events may use for it."""
+        return (self.label, self.label.removeprefix(SSH_SCHEME), self.host)
+
+    def __str__(self) -> str:
+        return self.label
+
+
+HostSpec = HostAddress | SshHost
+
+
 def _bad_host(text: str, why: str) -> UserError:
     return UserError(
-        f"{text!r} is not a host: {why}",
-        hint="write hosts as NAME, NAME:PORT, 1.2.3.4:PORT or [IPv6]:PORT, separated by commas",
+        f"{text!r:.120} is not a host: {why}",
+        hint="write hosts as ssh://[USER@]NAME[:PORT], or an `iorig agent`'s NAME, NAME:PORT, "
+        "1.2.3.4:PORT or [IPv6]:PORT, separated by commas",
     )
 
 
@@ -115,6 +158,25 @@ def _normal_host(text: str, host: str) -> str:
     if labels[-1].isdigit():  # 300.1.1.1, 10.1: meant as an address, but invalid
         raise _bad_host(text, "not a valid IPv4 address")
     return name
+
+
+def _parse_ssh(raw: str, text: str) -> SshHost:
+    """``ssh://[user@]host[:port]``: every part checked, so nothing in it can
+    reach ssh as an option (``-oProxyCommand=…``) or as a second argument."""
+    rest = text[len(SSH_SCHEME) :]
+    if not rest:
+        raise _bad_host(raw, "no host after ssh://")
+    if any(c in rest for c in "/?#,;'\"$`\\"):
+        raise _bad_host(raw, "an ssh:// host is [USER@]HOST[:PORT], without a path or quotes")
+    user = None
+    if "@" in rest:
+        user, _, rest = rest.rpartition("@")
+        if not _USER.match(user):
+            raise _bad_host(
+                raw, "a user name has letters, digits, '_', '.' and '-' and does not start with '-'"
+            )
+    address = parse_host(rest, default_port=0)
+    return SshHost(address.host, user, address.port or None)
 
 
 def parse_host(text: str, default_port: int = DEFAULT_PORT) -> HostAddress:
@@ -164,13 +226,25 @@ def parse_host(text: str, default_port: int = DEFAULT_PORT) -> HostAddress:
     return HostAddress(_normal_host(raw, host), port)
 
 
-def parse_hosts(text: str, default_port: int = DEFAULT_PORT) -> list[HostAddress]:
+def parse_entry(text: str, default_port: int = DEFAULT_PORT) -> HostSpec:
+    """One ``--hosts`` entry: ``ssh://[user@]host[:port]`` or an agent's address."""
+    stripped = text.strip()
+    if any(c.isspace() or not c.isprintable() for c in stripped):
+        raise _bad_host(text, "it contains spaces or control characters")
+    if stripped.lower().startswith(SSH_SCHEME):
+        return _parse_ssh(text, SSH_SCHEME + stripped[len(SSH_SCHEME) :])
+    if "://" in stripped:
+        raise _bad_host(text, "the only scheme is ssh://")
+    return parse_host(stripped, default_port)
+
+
+def parse_hosts(text: str, default_port: int = DEFAULT_PORT) -> list[HostSpec]:
     """A comma-separated ``--hosts`` list; every host once."""
-    hosts: list[HostAddress] = []
+    hosts: list[HostSpec] = []
     for part in text.split(","):
         if not part.strip():
             raise _bad_host(text, "an empty entry between commas")
-        host = parse_host(part, default_port)
+        host = parse_entry(part, default_port)
         if host in hosts:
             raise UserError(f"host {host.label} is listed twice in {text!r}")
         hosts.append(host)

@@ -13,7 +13,7 @@ import json
 import os
 import re
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -138,21 +138,24 @@ def _dir_stats(d: dict) -> DirStats:
     )
 
 
-def host_label(job: dict, default: str) -> str:
+def host_label(job: dict, default: str, names: Mapping[str, str] | None = None) -> str:
     """The host of a job entry: ``address:port`` in client/server mode (fio
     names a server by the address given to ``--client`` plus its port, never
-    by its own hostname, which many servers may share); ``default`` locally."""
+    by its own hostname, which many servers may share), or the name
+    ``names`` gives that address (a forwarded port: the SSH host it reaches);
+    ``default`` locally."""
     if "port" not in job or "hostname" not in job:
         return default
     address = str(job["hostname"])
-    return f"[{address}]:{job['port']}" if ":" in address else f"{address}:{job['port']}"
+    label = f"[{address}]:{job['port']}" if ":" in address else f"{address}:{job['port']}"
+    return (names or {}).get(label, label)
 
 
-def _job_stats(job: dict, host: str) -> JobStats:
+def _job_stats(job: dict, host: str, names: Mapping[str, str] | None = None) -> JobStats:
     dirs = {ddir: _dir_stats(job[ddir]) for ddir in DDIRS if job.get(ddir, {}).get("total_ios")}
     return JobStats(
         name=str(job.get("jobname", "")),
-        host=host_label(job, host),
+        host=host_label(job, host, names),
         error=int(job.get("error", 0)),
         usr_cpu_pct=float(job.get("usr_cpu", 0.0)),
         sys_cpu_pct=float(job.get("sys_cpu", 0.0)),
@@ -170,14 +173,16 @@ def _paced(options: dict) -> bool:
     return any(options.get(k) not in (None, "", "0") for k in ("rate_iops", "rate", "flow"))
 
 
-def parse_document(doc: dict, host: str = "local") -> FioOutput:
+def parse_document(
+    doc: dict, host: str = "local", names: Mapping[str, str] | None = None
+) -> FioOutput:
     """One fio json/json+ document -> typed job stats."""
     if "jobs" not in doc and "client_stats" not in doc:
         raise FioOutputError("fio output has neither 'jobs' nor 'client_stats'")
     raw_jobs = doc.get("client_stats") or doc.get("jobs") or []
     # In client/server mode fio adds an "All clients" summary; iorig merges
     # the per-host entries itself.
-    jobs = tuple(_job_stats(j, host) for j in raw_jobs if j.get("jobname") != "All clients")
+    jobs = tuple(_job_stats(j, host, names) for j in raw_jobs if j.get("jobname") != "All clients")
     return FioOutput(
         version=str(doc.get("fio version", "")),
         timestamp_ms=int(doc.get("timestamp_ms", 0)),
@@ -186,16 +191,19 @@ def parse_document(doc: dict, host: str = "local") -> FioOutput:
     )
 
 
-def parse_final(text: str, host: str = "local") -> FioOutput:
+def parse_final(
+    text: str, host: str = "local", names: Mapping[str, str] | None = None
+) -> FioOutput:
     """fio's final result: the last document of a local run (status snapshots
     come before it), or every client's document in client mode (iorig runs
-    one fio client per host and keeps their outputs in turn)."""
+    one fio client per host and keeps their outputs in turn). ``names``: see
+    ``host_label``."""
     docs = split_documents(text)
     if not docs:
         raise FioOutputError("fio wrote no JSON result (see its error output)")
-    clients = [parse_document(d, host) for d in docs if "client_stats" in d]
+    clients = [parse_document(d, host, names) for d in docs if "client_stats" in d]
     if len(clients) < 2:
-        return parse_document(docs[-1], host)
+        return parse_document(docs[-1], host, names)
     return FioOutput(
         version=clients[0].version,
         timestamp_ms=min(c.timestamp_ms for c in clients),

@@ -17,8 +17,8 @@ import signal
 import subprocess
 import threading
 import time
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from iorig.errors import UserError
@@ -94,6 +94,9 @@ class FioExit:
     stderr: str
     stopped_by: str | None  # None, "cancel", "timeout" or "request" (the caller asked)
     elapsed_s: float
+    # how fio names a server in its output (``address:port`` it connected to)
+    # -> how iorig names the host, where they differ (a host reached over SSH)
+    host_names: Mapping[str, str] = field(default_factory=dict)
 
 
 class FioProcess:

@@ -6,14 +6,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from iorig.fio import runner
-from iorig.fio.hosts import HostAddress
+from iorig.fio.hosts import HostSpec
 from iorig.run.backend import PhaseBackend
 from iorig.run.local import LocalBackend
 from iorig.run.servers import ServerBackend
 
 
-def make_backend(hosts: Sequence[HostAddress], fio_path: str | None = None) -> PhaseBackend:
-    """This machine, or the fio servers at ``hosts``; fio found and checked."""
+def make_backend(hosts: Sequence[HostSpec], fio_path: str | None = None) -> PhaseBackend:
+    """This machine, or the hosts of ``--hosts``; fio found and checked."""
     fio = runner.find_fio(fio_path)
     version = runner.fio_version(fio)
     if hosts:

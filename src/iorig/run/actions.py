@@ -18,7 +18,7 @@ import subprocess
 import tempfile
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -28,7 +28,8 @@ from iorig import throttle
 from iorig.errors import UserError
 from iorig.eventspec import Action, EventSpec
 from iorig.fio.control import ControlError, HostControl
-from iorig.fio.hosts import HostAddress
+from iorig.fio.hosts import HostAddress, HostSpec
+from iorig.fio.ssh import SshControl
 from iorig.model import EventAction, EventRecord, EventStatus, Finding
 from iorig.plan import Plan, PlannedPhase
 from iorig.scenario import ResolvedScenario
@@ -73,12 +74,12 @@ def _events(resolved: ResolvedScenario) -> list[tuple[str, EventSpec, Action]]:
             for e in p.events]  # fmt: skip
 
 
-def host_of(subject: str, hosts: Sequence[HostAddress]) -> HostAddress:
+def host_of(subject: str, hosts: Sequence[HostSpec]) -> HostSpec:
     """The host an event names: its number in --hosts (1, 2, …) or its label."""
     if subject.isdigit() and 1 <= int(subject) <= len(hosts):
         return hosts[int(subject) - 1]
     for host in hosts:
-        if subject in (host.label, host.host):
+        if subject in host.aliases:
             return host
     known = ", ".join(f"{i} = {h.label}" for i, h in enumerate(hosts, 1)) or "none: no --hosts"
     raise UserError(f"event host {subject!r} is not one of the run's hosts ({known})")
@@ -87,7 +88,7 @@ def host_of(subject: str, hosts: Sequence[HostAddress]) -> HostAddress:
 def check_events(
     resolved: ResolvedScenario,
     grants: Mapping[str, str],
-    hosts: Sequence[HostAddress],
+    hosts: Sequence[HostSpec],
     target_paths: Mapping[str, str],
 ) -> None:
     """Refuse, before anything runs, events that cannot happen: a command not
@@ -106,7 +107,9 @@ def check_events(
             if action.action in (EventAction.STOP_HOST, EventAction.START_HOST):
                 if not hosts:
                     raise UserError(f"{where}: stopping a host needs a multi-host run (--hosts)")
-                HostControl(host_of(action.subject, hosts)).ping()
+                host = host_of(action.subject, hosts)
+                if isinstance(host, HostAddress):  # over SSH, iorig's keeper answers
+                    HostControl(host).ping()
             if action.action in (EventAction.THROTTLE, EventAction.UNTHROTTLE):
                 if hosts:
                     raise UserError(f"{where}: throttles act on this machine's devices only")
@@ -155,7 +158,9 @@ class PhaseEvents:
     origin: float = 0.0
     _done: threading.Event = field(default_factory=threading.Event)
     _thread: threading.Thread | None = None
-    _stopped: dict[str, tuple[HostControl, float]] = field(default_factory=dict)
+    # how a stop-host/start-host reaches a host (the backend's connection to it)
+    controls: Callable[[HostSpec], HostControl | SshControl] = HostControl  # type: ignore[assignment]
+    _stopped: dict[str, tuple[HostControl | SshControl, float]] = field(default_factory=dict)
     _throttled: dict[str, str] = field(default_factory=dict)  # role -> major:minor
     _commands: list[_Command] = field(default_factory=list)
     _lock: threading.Lock = field(default_factory=threading.Lock)
@@ -216,7 +221,7 @@ class PhaseEvents:
             return ""
         if kind is EventAction.STOP_HOST:
             host = host_of(action.subject, self.plan.hosts)
-            control = HostControl(host)
+            control = self.controls(host)
             max_s = (self.phase.duration_s or 0) - spec.at + STOP_MARGIN_S
             answer = control.stop(max_s)
             self._stopped[host.label] = (control, began)

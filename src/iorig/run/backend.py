@@ -17,7 +17,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from iorig.fio.control import HostControl
+from iorig.fio.hosts import HostSpec
 from iorig.fio.runner import FioExit
+from iorig.fio.ssh import SshControl
 from iorig.fio.status import LiveRates
 from iorig.model import SteadyState
 from iorig.plan import Plan, PlannedPhase
@@ -130,6 +133,12 @@ class PhaseBackend(Protocol):
 
     def clean_up(self, plan: Plan, *, keep_files: bool) -> list[str]:
         """Release the plan's targets (remove what iorig created unless
-        ``keep_files``). Never raises or hangs for a cleanup problem: what
-        could not be done comes back as warnings."""
+        ``keep_files``) and what the backend holds open (connections to
+        hosts). Never raises or hangs for a cleanup problem: what could not
+        be done comes back as warnings."""
+        ...
+
+    def control(self, host: HostSpec) -> HostControl | SshControl:
+        """How a ``stop-host``/``start-host`` event reaches ``host`` (a host
+        of the plan); UserError where hosts cannot be stopped."""
         ...

@@ -100,7 +100,7 @@ def collect(
     several = len(raw.hosts) > 1
     default_name = raw.hosts[0].label if len(raw.hosts) == 1 else "local"
     try:
-        output = parse.parse_final(raw.exit.output, default_name)
+        output = parse.parse_final(raw.exit.output, default_name, raw.exit.host_names)
     except parse.FioOutputError as exc:
         where = "no results from any host: " if several else ""
         why = f"{where}{exc}: {tail(raw.exit.stderr) or '(fio printed no error message)'}"

@@ -54,7 +54,8 @@ def measure_ceiling(
     texts = {h: ceiling_job(shape, seconds) for h in hosts}
     done = runner.run_jobs(texts, seconds + SLACK_S)
     try:
-        output = parse.parse_final(done.output, hosts[0] if len(hosts) == 1 else "local")
+        default = hosts[0] if len(hosts) == 1 else "local"
+        output = parse.parse_final(done.output, default, done.host_names)
     except parse.FioOutputError as exc:
         why = tail(done.stderr, 1) or done.stopped_by or f"exit code {done.returncode}"
         raise UserError(f"fio's null engine did not run: {why}") from exc

@@ -13,6 +13,8 @@ from iorig.analyze.precision import PrecisionWatch
 from iorig.analyze.steady import SteadyWatch
 from iorig.errors import UserError
 from iorig.fio import parse, runner, status
+from iorig.fio.control import HostControl
+from iorig.fio.hosts import HostSpec
 from iorig.fio.runner import FioExit, FioProcess
 from iorig.plan import Plan, PlannedPhase, build_plan, phase_workloads
 from iorig.run.backend import HostLogs, PhaseJob, Progress, RawPhase
@@ -286,3 +288,6 @@ class LocalBackend:
                 why = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
                 problems.append(f"could not {what} {target.path}: {why}")
         return problems
+
+    def control(self, host: HostSpec) -> HostControl:
+        raise UserError(f"stopping a host ({host.label}) needs a multi-host run (--hosts)")

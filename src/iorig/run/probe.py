@@ -72,7 +72,8 @@ def probe_job(engine: str, spot: ProbeSpot, direct: bool) -> str:
 def _outcome(done: FioExit, hosts: list[str]) -> dict[str, str | None]:
     """Per host: None when it did I/O, else why not."""
     try:
-        output = parse.parse_final(done.output, hosts[0] if len(hosts) == 1 else "local")
+        default = hosts[0] if len(hosts) == 1 else "local"
+        output = parse.parse_final(done.output, default, done.host_names)
     except parse.FioOutputError:
         why = tail(done.stderr, 1) or done.stopped_by or f"exit code {done.returncode}"
         return dict.fromkeys(hosts, why)

@@ -20,6 +20,11 @@ see tests/data/clientserver-3hosts/README.md):
   the fact;
 * ``--eta=always`` lets fio drop a server that stops answering; iorig's own
   deadline stops the client if it still hangs.
+
+A host reached over SSH (fio/ssh.py) is a fio server like the others, at a
+port on 127.0.0.1 forwarded to it: its connection is opened when the run
+is prepared and closed when it is cleaned up (or its preparation fails),
+and fio's name for it (``127.0.0.1:PORT``) is mapped to the host's own.
 """
 
 from __future__ import annotations
@@ -33,8 +38,9 @@ from dataclasses import asdict, replace
 from pathlib import Path
 
 from iorig.errors import UserError
-from iorig.fio import parse
-from iorig.fio.hosts import HostAddress
+from iorig.fio import parse, ssh
+from iorig.fio.control import HostControl
+from iorig.fio.hosts import HostAddress, HostSpec, SshHost
 from iorig.fio.jobfile import Section, render
 from iorig.fio.protocol import ServerInfo, check_versions, local_protocol_version, server_versions
 from iorig.fio.runner import FioExit, FioProcess
@@ -60,28 +66,73 @@ CLIENT_STOP = ((signal.SIGINT, 1.5), (signal.SIGTERM, 0.5), (signal.SIGKILL, 1.0
 class ServerBackend:
     """Phases on fio servers (``iorig agent``), all hosts at once."""
 
-    def __init__(self, fio: str, fio_version: str, hosts: Sequence[HostAddress]) -> None:
+    def __init__(self, fio: str, fio_version: str, hosts: Sequence[HostSpec]) -> None:
         self.fio = fio
         self.fio_version = fio_version
-        self.addresses = tuple(hosts)
+        self.specs = tuple(hosts)
         self._stop = threading.Event()  # a phase is asked to stop (Ctrl-C)
         self._hurry = threading.Event()  # and at once (a second Ctrl-C)
+        self._ssh: dict[str, ssh.SshConnection] = {}
+        self._ssh_dir: Path | None = None
 
     @property
     def hosts(self) -> tuple[str, ...]:
-        return tuple(h.label for h in self.addresses)
+        return tuple(h.label for h in self.specs)
+
+    @property
+    def addresses(self) -> tuple[HostAddress, ...]:
+        """Where fio's client reaches each host: its agent, or the port
+        forwarded to it over SSH (after ``connect``)."""
+        return tuple(self._endpoint(h) for h in self.specs)
+
+    def _endpoint(self, spec: HostSpec) -> HostAddress:
+        if isinstance(spec, HostAddress):
+            return spec
+        endpoint = self._ssh[spec.label].endpoint if spec.label in self._ssh else None
+        assert endpoint is not None, "SSH hosts are connected before fio reaches them"
+        return endpoint
+
+    @property
+    def _names(self) -> dict[str, str]:
+        """fio's name of each forwarded host -> the host's label."""
+        return {c.endpoint.label: label for label, c in self._ssh.items() if c.endpoint}
+
+    def connect(self) -> None:
+        """Open the SSH hosts' connections (all or none; once)."""
+        over_ssh = [h for h in self.specs if isinstance(h, SshHost)]
+        if over_ssh and self._ssh_dir is None:
+            self._ssh_dir, self._ssh = ssh.connect_all(over_ssh)
+
+    def close(self, *, keep_files: bool = False) -> dict[str, str]:
+        """Close the SSH hosts' connections: everything iorig started there
+        stops and its directories go (kept with ``keep_files``: returned)."""
+        if self._ssh_dir is None:
+            return {}
+        workdir, connections, self._ssh_dir = self._ssh_dir, self._ssh, None
+        return ssh.close_all(workdir, connections, keep_files=keep_files)
+
+    def control(self, host: HostSpec) -> HostControl | ssh.SshControl:
+        """How a stop-host/start-host event reaches ``host``."""
+        if isinstance(host, SshHost):
+            if host.label not in self._ssh:
+                raise UserError(f"{host.label} is not connected")
+            return ssh.SshControl(self._ssh[host.label])
+        return HostControl(host)
 
     # ------------------------------------------------------------ prepare
 
     def check_servers(self) -> dict[str, dict]:
         """Every host answers and runs exactly this fio; refuse before any I/O.
         Returns what each server told about itself, for the disclosure."""
+        self.connect()
         try:
             protocol = local_protocol_version(self.fio, timeout_s=PROBE_TIMEOUT_S)
         except UserError:
             protocol = None
-        results = server_versions(self.fio, self.addresses, PROBE_TIMEOUT_S,
-                                  local_protocol=protocol)  # fmt: skip
+        endpoints = dict(zip(self.addresses, self.specs, strict=True))
+        found = server_versions(self.fio, list(endpoints), PROBE_TIMEOUT_S,
+                                local_protocol=protocol)  # fmt: skip
+        results = {endpoints[address]: result for address, result in found.items()}
         check_versions(self.fio_version, results, local_protocol=protocol)
         return {
             host.label: asdict(info)
@@ -104,6 +155,22 @@ class ServerBackend:
                 "machine only (fio's servers cannot make the directories)",
                 hint="run it on each host, or drop --hosts",
             )
+        try:
+            return self._prepare(resolved, target_paths, allow_destroy=allow_destroy,
+                                 repeats=repeats)  # fmt: skip
+        except BaseException:
+            self.close()  # nothing started on a host outlives a failed preparation
+            raise
+
+    def _prepare(
+        self,
+        resolved: ResolvedScenario,
+        target_paths: Mapping[str, Mapping[str, str]],
+        *,
+        allow_destroy: bool,
+        repeats: int,
+    ) -> Plan:
+        scenario = resolved.scenario
         servers = self.check_servers()
         host_targets = {
             host: {
@@ -137,7 +204,7 @@ class ServerBackend:
         disclosure = Disclosure(
             {"fio": fio_facts, "servers": servers, "client": dict(disclose([], fio_facts).sections)}
         )
-        plan = replace(plan, hosts=self.addresses, host_targets=host_targets,
+        plan = replace(plan, hosts=self.specs, host_targets=host_targets,
                        disclosure=disclosure)  # fmt: skip
         preflight(self.fio, plan, self.host_jobs)
         return plan
@@ -210,18 +277,19 @@ class ServerBackend:
             clients = self._clients(Path(tmp), texts)
             for _ in _run_all(clients.values(), threading.Event(), timeout_s, hurry):
                 pass
-            return _combined(clients)
+            return _combined(clients, self._names)
 
     def _clients(self, workdir: Path, texts: Mapping[str, str]) -> dict[str, FioProcess]:
         """One fio client per host: a host that hangs holds up only its own
         client, which iorig can stop without losing the others' results."""
         clients = {}
-        for i, host in enumerate(self.addresses):
+        for i, (host, address) in enumerate(zip(self.specs, self.addresses, strict=True)):
             if host.label in texts:
                 job = workdir / f"job-h{i}.fio"
                 job.write_text(texts[host.label])
                 clients[host.label] = FioProcess(
-                    self.fio, None, workdir, clients=((f"--client={host.fio_client_arg()}", job),),
+                    self.fio, None, workdir,
+                    clients=((f"--client={address.fio_client_arg()}", job),),
                     tag=f"-h{i}", stop_steps=CLIENT_STOP,
                 )  # fmt: skip
         return clients
@@ -233,7 +301,7 @@ class ServerBackend:
         return {
             host.label: job_text(plan, run_id, phase, targets=plan.host_targets[host.label],
                                  log_suffix=f".h{i}", host=host.label)
-            for i, host in enumerate(self.addresses)
+            for i, host in enumerate(self.specs)
         }  # fmt: skip
 
     def run_phase(self, job: PhaseJob) -> Iterator[Progress | RawPhase]:
@@ -250,9 +318,9 @@ class ServerBackend:
             ended_at=time.time(),
             job_text="\n".join(f"; ===== host {h}\n{t}" for h, t in texts.items()),
             command=_command(clients),
-            exit=_combined(clients),
+            exit=_combined(clients, self._names),
             logs=parse.read_logs(job.workdir),
-            hosts=tuple(HostLogs(h.label, f".h{i}") for i, h in enumerate(self.addresses)),
+            hosts=tuple(HostLogs(h.label, f".h{i}") for i, h in enumerate(self.specs)),
             wallclock_logs=True,
             exit_code_counts=False,  # 0 with a refused host: the hosts' results tell
             host_problems=_host_problems(clients),
@@ -264,11 +332,21 @@ class ServerBackend:
             self._hurry.set()
 
     def clean_up(self, plan: Plan, *, keep_files: bool) -> list[str]:
-        """Delete the data files iorig placed in the servers' working
-        directories (best effort, bounded: fio's ``unlink`` on a tiny read of
-        each)."""
-        if keep_files:
-            return []
+        """Delete the data files iorig placed on the hosts, then close the
+        SSH hosts' connections (their directories go with them, unless
+        ``keep_files``: then where they are is among the warnings)."""
+        try:
+            problems = [] if keep_files else self._remove_files(plan)
+        finally:
+            kept = self.close(keep_files=keep_files)
+        return problems + [
+            f"{host}: the data files were kept (--keep-files) in {path}; remove the "
+            "directory yourself when done"
+            for host, path in kept.items()
+        ]
+
+    def _remove_files(self, plan: Plan) -> list[str]:
+        """Best effort, bounded: fio's ``unlink`` on a tiny read of each."""
         texts = {}
         for host, targets in plan.host_targets.items():
             sections = [_removal(role, t) for role, t in targets.items() if t.remove_after]
@@ -353,7 +431,7 @@ def _jobs_of(done: FioExit) -> tuple[parse.JobStats, ...]:
     """The jobs of a short helper run (layout, probe, removal); none when fio
     wrote no result (the callers name the hosts that are missing)."""
     try:
-        return parse.parse_final(done.output).jobs
+        return parse.parse_final(done.output, names=done.host_names).jobs
     except parse.FioOutputError:
         return ()
 
@@ -366,9 +444,10 @@ def _command(clients: Mapping[str, FioProcess]) -> tuple[str, ...]:
     return tuple(out)
 
 
-def _combined(clients: Mapping[str, FioProcess]) -> FioExit:
+def _combined(clients: Mapping[str, FioProcess], names: Mapping[str, str]) -> FioExit:
     """The clients' exits as one: every host's JSON document in turn (the
-    parser merges their ``client_stats``), their error output in turn."""
+    parser merges their ``client_stats``), their error output in turn;
+    ``names``: fio's name of a forwarded host -> its label."""
     exits = [p.exit for p in clients.values() if p.exit is not None]
     stops = {e.stopped_by for e in exits}
     return FioExit(
@@ -377,6 +456,7 @@ def _combined(clients: Mapping[str, FioProcess]) -> FioExit:
         stderr="".join(_error_text(host, p.exit) for host, p in clients.items() if p.exit),
         stopped_by=_stopped_by(stops),
         elapsed_s=max((e.elapsed_s for e in exits), default=0.0),
+        host_names=dict(names),
     )
 
 

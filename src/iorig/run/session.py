@@ -305,7 +305,8 @@ class RunSession:
 
     def _fio_phase(self, job: PhaseJob) -> PhaseResult:
         raw: RawPhase | None = None
-        with PhaseEvents(self.plan, job.phase, self.plan.event_grants, job.trigger) as events:
+        with PhaseEvents(self.plan, job.phase, self.plan.event_grants, job.trigger,
+                         controls=self.backend.control) as events:  # fmt: skip
             for item in self.backend.run_phase(job):
                 if isinstance(item, RawPhase):
                     raw = item

@@ -1,0 +1,341 @@
+"""Hosts reached over SSH (``--hosts ssh://[user@]host[:port]``).
+
+One OpenSSH connection per host, with the user's own configuration, keys
+and agent (``BatchMode``: a host that would ask for a password fails at
+once, naming the host). The connection is the control master for
+everything iorig does there:
+
+* its session runs the keeper (fio/sshkeeper.py, sent through the session's
+  input to the host's ``python3``): a private directory, ``fio --server`` on
+  a Unix socket inside it, and the stop/resume requests of the
+  ``stop-host``/``start-host`` events, one line each way;
+* a forwarding (``ssh -O forward``) from a port on this machine's
+  127.0.0.1 to that socket is where iorig's fio client connects;
+* ``ssh -O`` and commands for ``iorig hosts check`` share the connection.
+
+Nothing on the host listens on a network address. When the session ends —
+iorig closes it, exits or dies, or the connection is lost — the keeper
+kills the fio server's process group and removes its directory. See
+docs/hosts.md for the threat model.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import queue
+import signal
+import socket
+import subprocess
+import tempfile
+import threading
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+from iorig.errors import UserError
+from iorig.fio.control import ControlError
+from iorig.fio.hosts import HostAddress, SshHost
+
+KEEPER = Path(__file__).with_name("sshkeeper.py")
+MAGIC = "IORIG-SSH 1"
+# read the keeper from the session's input: no script text on a command line
+# the remote shell would interpret, and the same channel carries requests after
+BOOTSTRAP = 'python3 -c "import sys;exec(sys.stdin.read(int(sys.stdin.readline())))"'
+CONNECT_S = 10.0  # connect, authenticate, start the keeper and its fio server
+ANSWER_S = 5.0
+PING_S = 5.0  # the keeper gives up on a session silent for 30 s
+CLOSE_S = 4.0  # the keeper stops fio within ~2 s of its input ending
+CONFIG_ENV = "IORIG_SSH_CONFIG"  # ssh -F: a configuration file instead of ~/.ssh/config
+
+
+def ssh_command(host: SshHost, control_path: Path, *options: str) -> list[str]:
+    """``ssh`` with iorig's fixed options for ``host``, ending with ``--
+    HOST``: nothing from the host list can be read as an option."""
+    args = [
+        "ssh",
+        "-o", "BatchMode=yes",
+        "-o", f"ConnectTimeout={CONNECT_S:g}",
+        "-o", "ServerAliveInterval=5",
+        "-o", "ServerAliveCountMax=3",
+        "-o", "ForwardAgent=no",  # a host under test gets no way into the user's keys
+        "-o", "ForwardX11=no",
+        "-o", f"ControlPath={control_path}",
+    ]  # fmt: skip
+    if config := os.environ.get(CONFIG_ENV):
+        args += ["-F", config]
+    if host.port is not None:
+        args += ["-p", str(host.port)]
+    if host.user is not None:
+        args += ["-l", host.user]
+    return [*args, *options, "--", host.host]
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+class SshConnection:
+    """One host's SSH connection, keeper and forwarded fio server."""
+
+    def __init__(self, host: SshHost, workdir: Path) -> None:
+        self.host = host
+        self.control_path = workdir / "cm"
+        self._workdir = workdir
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._errors = workdir / "ssh.err"
+        self._answers: queue.Queue[str | None] = queue.Queue()
+        self._lock = threading.Lock()
+        self._closed = threading.Event()
+        self.endpoint: HostAddress | None = None
+        self.remote_dir = ""
+        self.remote_pid = 0
+        self.fio_version = ""
+
+    @property
+    def label(self) -> str:
+        return self.host.label
+
+    # ------------------------------------------------------------ open
+
+    def open(self) -> None:
+        """Connect, start the keeper and forward a local port to its fio
+        server; UserError naming the host and why when any step fails."""
+        command = ssh_command(
+            self.host, self.control_path,
+            "-o", "ControlMaster=yes", "-o", "ControlPersist=no",
+            "-o", "ClearAllForwardings=yes", "-o", "ExitOnForwardFailure=yes", "-T",
+        )  # fmt: skip
+        with open(self._errors, "wb") as errors:
+            self._proc = subprocess.Popen(
+                [*command, BOOTSTRAP], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                stderr=errors, start_new_session=True,  # Ctrl-C is iorig's to handle
+            )  # fmt: skip
+        assert self._proc.stdin is not None
+        script = KEEPER.read_text(encoding="utf-8")
+        try:
+            self._proc.stdin.write(f"{len(script)}\n{script}".encode())
+            self._proc.stdin.flush()
+        except OSError:
+            pass  # ssh already ended: its error output says why
+        threading.Thread(target=self._read, daemon=True).start()
+        deadline = time.monotonic() + CONNECT_S + 5.0
+        hello = self._next(CONNECT_S + 5.0)
+        while hello is not None and not hello.startswith(MAGIC):  # a login script's chatter
+            hello = self._next(max(0.0, deadline - time.monotonic()))
+        if hello is None:
+            raise self._failure(hello)
+        words = hello.removeprefix(MAGIC).split(maxsplit=4)
+        if words[:1] == ["ERROR"]:
+            raise UserError(f"{self.label}: {hello.removeprefix(MAGIC).strip()[6:]}",
+                            hint="install fio (and python3) on the host")  # fmt: skip
+        if words[:1] != ["READY"] or len(words) < 4 or not words[2].isdigit():
+            raise UserError(f"{self.label}: unexpected answer from iorig's keeper: {hello:.100}")
+        self.remote_dir, self.remote_pid, self.fio_version = words[1], int(words[2]), words[3]
+        self.endpoint = self._forward()
+        threading.Thread(target=self._ping, daemon=True).start()
+
+    def _read(self) -> None:
+        assert self._proc is not None and self._proc.stdout is not None
+        for raw in self._proc.stdout:
+            self._answers.put(raw.decode("utf-8", "replace").strip())
+        self._answers.put(None)
+
+    def _next(self, timeout_s: float) -> str | None:
+        try:
+            return self._answers.get(timeout=timeout_s)
+        except queue.Empty:
+            return None
+
+    def _failure(self, hello: str | None) -> UserError:
+        """Why the connection or the keeper did not start, in ssh's words."""
+        if self._proc is not None and self._proc.poll() is None:
+            self._kill()
+        text = self._errors.read_text(errors="replace") if self._errors.exists() else ""
+        lines = [ln for ln in text.splitlines() if ln.strip() and "Warning:" not in ln]
+        why = " ".join(lines)[-300:] or (hello or "no answer")
+        hint = "check that `ssh -o BatchMode=yes HOST` logs in without a password"
+        if "python3" in why and ("not found" in why or "No such file" in why):
+            hint = "install python3 on the host (iorig runs a small keeper there)"
+        return UserError(f"cannot reach {self.label} over SSH: {why}", hint=hint)
+
+    def _forward(self) -> HostAddress:
+        """A port on 127.0.0.1 here forwarded to the keeper's fio socket
+        (retried: another program may take the free port first)."""
+        problem = ""
+        for _ in range(3):
+            port = _free_port()
+            spec = f"127.0.0.1:{port}:{self.remote_dir}/fio.sock"
+            try:
+                done = subprocess.run(
+                    ssh_command(self.host, self.control_path, "-o", "ControlMaster=no",
+                                "-O", "forward", "-L", spec),
+                    stdin=subprocess.DEVNULL, capture_output=True, timeout=ANSWER_S,
+                )  # fmt: skip
+            except subprocess.TimeoutExpired:
+                problem = "ssh -O forward did not answer"
+                continue
+            if done.returncode == 0:
+                return HostAddress("127.0.0.1", port)
+            problem = done.stderr.decode(errors="replace").strip()[-200:]
+        self.close()
+        raise UserError(f"{self.label}: could not forward a port to its fio server: {problem}")
+
+    # ------------------------------------------------------------ requests
+
+    def request(self, line: str) -> str:
+        """One request to the keeper and its answer (after ``OK``)."""
+        with self._lock:
+            proc = self._proc
+            if proc is None or proc.stdin is None or self._closed.is_set():
+                raise ControlError(f"the SSH connection to {self.label} is closed")
+            try:
+                proc.stdin.write(f"{line}\n".encode())
+                proc.stdin.flush()
+            except OSError:
+                raise ControlError(f"the SSH connection to {self.label} is lost") from None
+            answer = self._next(ANSWER_S)
+        if answer is None:
+            raise ControlError(f"{self.label} did not answer {line.split()[0]} over SSH")
+        if not answer.startswith("OK"):
+            raise ControlError(f"{self.label} refused {line.split()[0]}: {answer:.100}")
+        return answer.removeprefix("OK").strip()
+
+    def _ping(self) -> None:
+        while not self._closed.wait(PING_S):
+            with contextlib.suppress(ControlError):
+                self.request("PING")
+
+    # ------------------------------------------------------------ close
+
+    def close(self, *, keep_files: bool = False) -> str | None:
+        """End the session: the keeper stops fio and removes its directory
+        (kept, without the socket, with ``keep_files``: returned). Bounded
+        to a few seconds, whatever the host does."""
+        kept = None
+        if keep_files and not self._closed.is_set():
+            with contextlib.suppress(ControlError):
+                self.request("KEEP")
+                kept = self.remote_dir
+        self._closed.set()
+        proc = self._proc
+        if proc is None:
+            return kept
+        with self._lock, contextlib.suppress(OSError):
+            if proc.stdin is not None:
+                proc.stdin.close()  # the keeper's input ends: it cleans up
+        try:
+            proc.wait(CLOSE_S)
+        except subprocess.TimeoutExpired:
+            self._kill()
+        return kept
+
+    def _kill(self) -> None:
+        proc = self._proc
+        if proc is None:
+            return
+        for sig in (signal.SIGTERM, signal.SIGKILL):
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(proc.pid, sig)
+            try:
+                proc.wait(1.0)
+                return
+            except subprocess.TimeoutExpired:
+                continue
+
+
+class SshControl:
+    """``stop-host``/``start-host`` for a host reached over SSH: the keeper
+    freezes its fio server's process group (SIGSTOP) until resumed, the
+    session ends or ``max_s`` passes — a host is never left frozen."""
+
+    def __init__(self, connection: SshConnection) -> None:
+        self.connection = connection
+        self.stopped = False
+
+    @property
+    def where(self) -> str:
+        return self.connection.label
+
+    def ping(self) -> None:
+        self.connection.request("PING")
+
+    def stop(self, max_s: float) -> str:
+        answer = self.connection.request(f"STOP {max_s:.1f}")
+        self.stopped = True
+        return answer
+
+    def resume(self) -> str:
+        if not self.stopped:
+            return "not stopped"
+        self.stopped = False
+        return self.connection.request("CONT")
+
+
+def connect_all(hosts: Sequence[SshHost]) -> tuple[Path, dict[str, SshConnection]]:
+    """Open every host's connection at once; all or none (an error names
+    every host that failed). Returns the private directory of the control
+    sockets (remove it after closing) and the connections by label."""
+    workdir = Path(tempfile.mkdtemp(prefix="iorig-ssh-"))  # mode 0700
+    connections = {}
+    for i, host in enumerate(hosts):
+        (workdir / f"h{i}").mkdir()
+        connections[host.label] = SshConnection(host, workdir / f"h{i}")
+    failures: dict[str, str] = {}
+    hints: list[str] = []
+
+    def open_one(connection: SshConnection) -> None:
+        try:
+            connection.open()
+        except UserError as exc:
+            failures[connection.label] = exc.message
+            if exc.hint and exc.hint not in hints:
+                hints.append(exc.hint)
+
+    threads = [threading.Thread(target=open_one, args=(c,), daemon=True)
+               for c in connections.values()]  # fmt: skip
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    if failures:
+        close_all(workdir, connections)
+        if len(failures) == 1:
+            raise UserError(next(iter(failures.values())), hint="; ".join(hints) or None)
+        raise UserError(
+            "these hosts could not be reached over SSH:\n"
+            + "\n".join(f"  - {why}" for why in failures.values()),
+            hint="; ".join(hints) or None,
+        )
+    return workdir, connections
+
+
+def close_all(
+    workdir: Path, connections: dict[str, SshConnection], *, keep_files: bool = False
+) -> dict[str, str]:
+    """Close every connection at once (bounded); the directories kept on
+    each host with ``keep_files`` (label -> path)."""
+    kept: dict[str, str] = {}
+
+    def close_one(connection: SshConnection) -> None:
+        if (path := connection.close(keep_files=keep_files)) is not None:
+            kept[connection.label] = path
+
+    threads = [threading.Thread(target=close_one, args=(c,), daemon=True)
+               for c in connections.values()]  # fmt: skip
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    for connection in connections.values():
+        with contextlib.suppress(OSError):
+            connection._errors.unlink(missing_ok=True)
+        with contextlib.suppress(OSError):
+            connection.control_path.unlink(missing_ok=True)
+        with contextlib.suppress(OSError):
+            connection._workdir.rmdir()
+    with contextlib.suppress(OSError):
+        workdir.rmdir()
+    return kept

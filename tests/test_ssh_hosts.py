@@ -1,0 +1,190 @@
+"""Hosts reached over SSH (issue 25): real OpenSSH servers on 127.0.0.20, …
+started by the tests (tests/sshd.py), real fio behind them.
+
+What must hold: a run through SSH gives the figures of a run through direct
+fio servers (a paced workload: the expected figure is its rate); nothing it
+starts on a host listens on a network address, and nothing it started or
+laid out remains there afterwards; stop-host/start-host work over the same
+connection; a host that will not let iorig in fails at once, naming it; a
+hostile host entry is refused before any connection.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from tests.conftest import REPO, cli_in_process, run_iorig
+from tests.fioservers import fio_servers
+from tests.sshd import SshLab, ssh_hosts
+
+from iorig.errors import UserError
+from iorig.fio.hosts import HostAddress, SshHost, parse_entry, parse_hosts
+from iorig.fio.ssh import CONFIG_ENV, ssh_command
+
+PACED_IOPS = 2000
+PACED = f"""\
+name: paced-reads
+title: paced random reads
+targets:
+  data: {{size: 16MiB}}
+phases:
+  - {{name: fill, kind: prefill, workloads: [{{rw: write, bs: 1MiB}}]}}
+  - name: random-read
+    kind: measure
+    duration: 6s
+    workloads: [{{rw: randread, bs: 4k, iodepth: 4, rate_iops: {PACED_IOPS}}}]
+"""
+
+# ---------------------------------------------------------------- unit: parsing
+
+
+def test_ssh_entries_parse_to_user_host_and_port():
+    assert parse_entry("ssh://db1") == SshHost("db1")
+    assert parse_entry("SSH://Alice@DB1.lab:2222") == SshHost("db1.lab", "Alice", 2222)
+    assert parse_entry("ssh://[::1]:22").label == "ssh://[::1]:22"
+    hosts = parse_hosts("ssh://a,b:9000,ssh://root@10.0.0.3")
+    assert [h.label for h in hosts] == ["ssh://a", "b:9000", "ssh://root@10.0.0.3"]
+    assert isinstance(hosts[1], HostAddress)
+
+
+@pytest.mark.parametrize(
+    "entry",
+    [
+        "ssh://-oProxyCommand=touch${IFS}/tmp/pwned",  # an option as the host
+        "ssh://a@-oProxyCommand=x",
+        "ssh://-oProxyCommand=x@host",  # an option as the user
+        "ssh://-l@host",
+        "ssh://host\n-oProxyCommand=x",  # a second line
+        "ssh://host -oProxyCommand=x",
+        "ssh://host\t-p",
+        "ssh://user name@host",
+        "ssh://host/path",
+        "ssh://'host'",
+        "ssh://host;id",
+        "ssh://$(id)@host",
+        "ssh://host:0",
+        "ssh://host:99999",
+        "ssh://",
+        "ssh://u@",
+        "telnet://host",
+    ],
+)
+def test_a_hostile_host_entry_is_refused(entry):
+    with pytest.raises(UserError, match="is not a host"):
+        parse_entry(entry)
+
+
+def test_ssh_gets_the_host_after_a_double_dash_and_options_only_from_iorig(tmp_path):
+    command = ssh_command(SshHost("db1", "alice", 2222), tmp_path / "cm", "-T")
+    assert command[-2:] == ["--", "db1"]  # nothing after -- is read as an option
+    assert command[command.index("-p") + 1] == "2222"
+    assert command[command.index("-l") + 1] == "alice"
+    assert "BatchMode=yes" in command and "ForwardAgent=no" in command
+
+
+def test_a_hostile_hosts_file_is_refused_naming_its_line_before_any_connection(tmp_path):
+    # the unit tier refuses any process or socket: reaching ssh would fail the test
+    hosts = tmp_path / "hosts"
+    hosts.write_text("ssh://good.lab\n# a comment\nssh://-oProxyCommand=sh${IFS}-c${IFS}id\n")
+    done = cli_in_process(
+        tmp_path / "r.sqlite", "run", "peak", "--quick", "--hosts-file", str(hosts)
+    )
+    assert done.returncode != 0
+    assert f"{hosts}:3:" in done.stderr and "is not a host" in done.stderr
+    assert not (tmp_path / "r.sqlite").exists()
+
+
+# ---------------------------------------------------------------- real sshd
+
+
+def _left_on(lab: SshLab) -> list[str]:
+    """Processes still running under the test's sshd (iorig's sessions, its
+    keeper, fio servers and their jobs), and iorig's directories in /var/tmp."""
+    left = [f"sshd {i}: pid {pid}" for i in range(len(lab.hosts)) for pid in lab.sessions(i)]
+    return left + [str(p) for p in Path("/var/tmp").glob("iorig.*")]
+
+
+def _listeners() -> list[tuple[str, str]]:
+    """Every TCP listener on this machine: (address:port, process)."""
+    done = subprocess.run(["ss", "-Hltnp"], capture_output=True, text=True, check=True)
+    out = []
+    for line in done.stdout.splitlines():
+        fields = line.split()
+        out.append((fields[3], " ".join(fields[5:])))
+    return out
+
+
+def _aggregate_iops(db: Path) -> float:
+    doc = json.loads(run_iorig(db, "show", "last", "--json", check=True).stdout)
+    phase = next(p for p in doc["phases"] if p["name"] == "random-read")
+    return float(phase["iops"])
+
+
+@pytest.mark.fio
+@pytest.mark.system
+def test_a_paced_run_over_ssh_matches_direct_servers_and_leaves_nothing(tmp_path, monkeypatch):
+    scenario = tmp_path / "paced.yaml"
+    scenario.write_text(PACED)
+    before = {str(p) for p in Path("/var/tmp").glob("iorig.*")}
+    with ssh_hosts(2, tmp_path) as lab:
+        monkeypatch.setenv(CONFIG_ENV, str(lab.config))
+        db = tmp_path / "ssh.sqlite"
+        labels = ",".join(h.label for h in lab.hosts)
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "iorig", "--db", str(db), "run", str(scenario),
+             "--hosts", labels],
+            cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        )  # fmt: skip
+        seen: list[tuple[str, str]] = []
+        while proc.poll() is None:  # what listens while the run goes on
+            seen += [ln for ln in _listeners() if ln not in seen]
+            time.sleep(0.5)
+        out, err = proc.communicate()
+        assert proc.returncode == 0, out + err
+        time.sleep(0.5)  # the keeper ends within its 2 s of stopping fio
+        left = [x for x in _left_on(lab) if x not in before]
+    over_ssh = _aggregate_iops(db)
+    doc = json.loads(run_iorig(db, "show", "last", "--json", check=True).stdout)
+    assert doc["run"]["hosts"] == [h.label for h in lab.hosts]
+    assert left == [], left
+    # iorig's and fio's listeners: loopback only (sshd of the test is on 127.0.0.x too)
+    ours = [(a, p) for a, p in seen if re.search(r'"(ssh|fio|python3?)"', p)]
+    assert ours, "the forwarded ports were never seen listening"
+    assert all(a.startswith("127.") for a, _ in ours), ours
+    with fio_servers(2, tmp_path) as servers:
+        direct_db = tmp_path / "direct.sqlite"
+        run_iorig(direct_db, "run", str(scenario), "--hosts", ",".join(s.label for s in servers),
+                  check=True)  # fmt: skip
+    direct = _aggregate_iops(direct_db)
+    print(f"paced 2 × {PACED_IOPS} IOPS: over SSH {over_ssh:.0f}, direct {direct:.0f}")
+    # the expected figure is the workload's own rate, on both paths
+    assert over_ssh == pytest.approx(2 * PACED_IOPS, rel=0.05)
+    assert direct == pytest.approx(2 * PACED_IOPS, rel=0.05)
+
+
+@pytest.mark.fio
+@pytest.mark.system
+def test_a_host_that_asks_for_a_password_fails_at_once_naming_it(tmp_path, monkeypatch):
+    with ssh_hosts(2, tmp_path) as lab:
+        monkeypatch.setenv(CONFIG_ENV, str(lab.config))
+        (lab.base / "authorized_keys").write_text("")  # our key no longer lets us in
+        db = tmp_path / "r.sqlite"
+        began = time.monotonic()
+        done = run_iorig(db, "run", "peak", "--quick", "--hosts",
+                         ",".join(h.label for h in lab.hosts), timeout=60)  # fmt: skip
+        took = time.monotonic() - began
+        left = _left_on(lab)
+    assert done.returncode != 0
+    assert "could not be reached over SSH" in done.stderr
+    for host in lab.hosts:
+        assert host.label in done.stderr
+    assert "Permission denied" in done.stderr
+    assert took < 10, f"{took:.1f} s to give up"
+    assert not db.exists() or "running" not in run_iorig(db, "runs").stdout
+    assert left == []
