@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 from tests.conftest import REPO, cli_in_process, run_iorig
+from tests.faults.watch import processes_with
 from tests.fioservers import fio_servers
 from tests.sshd import SshLab, ssh_hosts
 
@@ -107,6 +108,9 @@ def _left_on(lab: SshLab) -> list[str]:
     """Processes still running under the test's sshd (iorig's sessions, its
     keeper, fio servers and their jobs), and iorig's directories in /var/tmp."""
     left = [f"sshd {i}: pid {pid}" for i in range(len(lab.hosts)) for pid in lab.sessions(i)]
+    # fio's job processes start sessions of their own: an orphan is found by
+    # its command line, which names the keeper's directory
+    left += [f"fio pid {pid}" for pid in processes_with(b"fio", b"/var/tmp/iorig.")]
     return left + [str(p) for p in Path("/var/tmp").glob("iorig.*")]
 
 
@@ -187,4 +191,37 @@ def test_a_host_that_asks_for_a_password_fails_at_once_naming_it(tmp_path, monke
     assert "Permission denied" in done.stderr
     assert took < 10, f"{took:.1f} s to give up"
     assert not db.exists() or "running" not in run_iorig(db, "runs").stdout
+    assert left == []
+
+
+# paced rates and a host stopped for seconds: measured figures a busy machine bends
+@pytest.mark.fio
+@pytest.mark.system
+@pytest.mark.serial
+def test_stop_host_and_start_host_work_over_ssh(tmp_path, monkeypatch):
+    quick_iops = 500  # the availability scenario's quick profile, per host
+    with ssh_hosts(2, tmp_path) as lab:
+        monkeypatch.setenv(CONFIG_ENV, str(lab.config))
+        db = tmp_path / "r.sqlite"
+        done = run_iorig(db, "run", "availability", "--quick", "--set", "fail_host=2",
+                         "--hosts", ",".join(h.label for h in lab.hosts), timeout=180)  # fmt: skip
+        assert done.returncode == 0, done.stdout + done.stderr
+        time.sleep(0.5)
+        left = _left_on(lab)
+    doc = json.loads(run_iorig(db, "show", "last", "--json", check=True).stdout)
+    stop, start = doc["events"]
+    assert (stop["action"], stop["status"], start["action"], start["status"]) == (
+        "stop-host", "done", "start-host", "done")  # fmt: skip
+    assert "resumed after 3" in start["detail"]
+    # the server, its connection and the job: fio's jobs lead sessions of
+    # their own, so a process-group stop would miss them and the host went on
+    stopped = int(re.search(r"stopped (\d+) processes", stop["detail"])[1])
+    assert stopped >= 3, stop["detail"]
+    impact = stop["impact"]
+    print(f"availability --quick over SSH, stop-host 2 of 2: {impact}")
+    # two hosts at quick_iops each; one stopped leaves half: 50 % is the expected dip
+    assert impact["baseline"] == pytest.approx(2 * quick_iops, rel=0.15)
+    assert 35 <= impact["dip_pct"] <= 60
+    assert impact["recovery_s"] is not None and impact["recovery_s"] >= 3  # stopped for 3 s
+    assert doc["verdict"].startswith("PASS"), doc["verdict"]
     assert left == []

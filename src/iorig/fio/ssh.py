@@ -15,7 +15,7 @@ everything iorig does there:
 
 Nothing on the host listens on a network address. When the session ends —
 iorig closes it, exits or dies, or the connection is lost — the keeper
-kills the fio server's process group and removes its directory. See
+kills the fio server and every process it forked and removes its directory. See
 docs/hosts.md for the threat model.
 """
 
@@ -248,7 +248,7 @@ class SshConnection:
 
 class SshControl:
     """``stop-host``/``start-host`` for a host reached over SSH: the keeper
-    freezes its fio server's process group (SIGSTOP) until resumed, the
+    freezes its fio server and all it forked (SIGSTOP) until resumed, the
     session ends or ``max_s`` passes — a host is never left frozen."""
 
     def __init__(self, connection: SshConnection) -> None:

@@ -9,15 +9,15 @@ It makes a private directory (mode 0700, under /var/tmp), starts
 per request on the same channel::
 
     PING          -> OK
-    STOP <max_s>  -> OK stopped      (SIGSTOP to the fio server's group; a
-                                      timer resumes it after max_s)
+    STOP <max_s>  -> OK stopped N processes (SIGSTOP to the fio server and
+                                      all it forked; resumed after max_s)
     CONT          -> OK resumed after 12.3 s
     KEEP          -> OK keeping <dir> (--keep-files: the data files stay)
 
 When its input ends (iorig ended or its connection was lost), when iorig
-has been silent for LOST_S, or on SIGHUP/SIGTERM, it resumes, stops and
-kills the fio server's whole process group and removes its directory:
-nothing it started outlives the session and nothing it laid out remains.
+has been silent for LOST_S, or on SIGHUP/SIGTERM, it kills the fio server
+and every process it forked and removes its directory: nothing it started
+outlives the session and nothing it laid out remains.
 """
 
 import contextlib
@@ -41,9 +41,45 @@ def say(text):
     sys.stdout.flush()
 
 
-def signal_group(pgid, sig):
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pgid, sig)
+def tree(root):
+    """``root`` and every process it forked, from /proc: fio's job
+    processes start sessions of their own, so its process group is not
+    enough."""
+    children = {}
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                with open(f"/proc/{name}/stat") as stat:
+                    text = stat.read()
+            except OSError:
+                continue
+            parent = int(text[text.rindex(")") + 2 :].split()[1])
+            children.setdefault(parent, []).append(int(name))
+    found, todo = [], [root]
+    while todo:
+        pid = todo.pop()
+        found.append(pid)
+        todo += children.get(pid, [])
+    return found
+
+
+def signal_all(pids, sig):
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, sig)
+
+
+def freeze(root):
+    """SIGSTOP to ``root``'s whole tree, again until no new process appears
+    (one may fork while the first pass runs); the pids stopped."""
+    stopped = []
+    for _ in range(5):
+        fresh = [pid for pid in tree(root) if pid not in stopped]
+        if not fresh:
+            break
+        signal_all(fresh, signal.SIGSTOP)
+        stopped += fresh
+    return stopped
 
 
 def lines(into):
@@ -111,15 +147,15 @@ def main():
                 say("OK")
             elif words[:1] == ["STOP"] and len(words) == 2 and "at" not in stopped:
                 max_s = min(max(float(words[1]), 0.0), 86400.0)
-                signal_group(proc.pid, signal.SIGSTOP)
-                timer = threading.Timer(max_s, signal_group, (proc.pid, signal.SIGCONT))
+                pids = freeze(proc.pid)
+                timer = threading.Timer(max_s, signal_all, (pids, signal.SIGCONT))
                 timer.daemon = True
                 timer.start()
-                stopped.update(at=time.monotonic(), timer=timer)
-                say("OK stopped")
+                stopped.update(at=time.monotonic(), timer=timer, pids=pids)
+                say(f"OK stopped {len(pids)} processes")
             elif words[:1] == ["CONT"] and "at" in stopped:
                 stopped["timer"].cancel()
-                signal_group(proc.pid, signal.SIGCONT)
+                signal_all(stopped["pids"], signal.SIGCONT)
                 say(f"OK resumed after {time.monotonic() - stopped.pop('at'):.1f} s")
                 stopped.clear()
             elif words[:1] == ["KEEP"]:
@@ -130,14 +166,9 @@ def main():
         return 0
     finally:
         if proc is not None:
-            signal_group(proc.pid, signal.SIGCONT)
-            signal_group(proc.pid, signal.SIGTERM)
-            deadline = time.monotonic() + 2.0
-            while proc.poll() is None and time.monotonic() < deadline:
-                time.sleep(0.02)
-            signal_group(proc.pid, signal.SIGKILL)  # and whatever it forked
-            if proc.poll() is None:
-                proc.wait()
+            # frozen first, so nothing forks or is orphaned while it is killed
+            signal_all(freeze(proc.pid), signal.SIGKILL)
+            proc.wait()
         if keep:
             for name in ("fio.sock", "server.log"):
                 with contextlib.suppress(OSError):

@@ -1,0 +1,146 @@
+"""Faults on hosts reached over SSH (issue 25): real sshd on 127.0.0.20, …
+(tests/sshd.py), a paced run on two hosts, then one of: the SSH connection
+to host 2 killed mid-phase, Ctrl-C, host 2's fio killed on the host.
+
+What must hold: the run ends (within 5 s of Ctrl-C), the healthy host's
+results are kept and the broken one is named, and afterwards no process
+iorig started runs on any host and nothing it laid out remains there.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from tests.conftest import REPO
+from tests.faults.watch import processes_with, wait_stored
+from tests.sshd import SshLab, ssh_hosts
+
+from iorig.fio.ssh import CONFIG_ENV
+
+# Ctrl-C within seconds is a timing bound: the machine to itself
+pytestmark = [pytest.mark.fio, pytest.mark.system, pytest.mark.serial]
+
+PACED = """\
+name: paced-reads
+title: paced random reads
+targets:
+  data: {size: 16MiB}
+phases:
+  - {name: fill, kind: prefill, workloads: [{rw: write, bs: 1MiB}]}
+  - name: randread
+    kind: measure
+    duration: 10s
+    workloads: [{rw: randread, bs: 4k, iodepth: 4, rate_iops: 1000}]
+"""
+
+
+@contextlib.contextmanager
+def _run(tmp_path: Path, lab: SshLab) -> Iterator[tuple[subprocess.Popen, Path]]:
+    db = tmp_path / "results.sqlite"
+    scenario = tmp_path / "paced.yaml"
+    scenario.write_text(PACED)
+    env = dict(os.environ, IORIG_DB=str(db), COLUMNS="200", **{CONFIG_ENV: str(lab.config)})
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "iorig", "run", str(scenario),
+         "--hosts", ",".join(h.label for h in lab.hosts)],
+        cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        wait_stored(proc, db, "phases")  # the fill stored: the measured phase starts
+        time.sleep(2.0)
+        yield proc, db
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+
+
+def _stored(db: Path) -> tuple[tuple[str, str], dict[str, tuple[str, int | None, str | None]]]:
+    with sqlite3.connect(db) as conn:
+        run = conn.execute("SELECT status, error FROM runs").fetchone()
+        rows = conn.execute(
+            "SELECT r.host, r.status, t.ios, r.error FROM phases p JOIN phase_results r "
+            "ON r.phase_id = p.id LEFT JOIN totals t ON t.result_id = r.id AND t.ddir = 'all' "
+            "WHERE p.kind = 'measure' AND r.workload = '' AND r.host != ''"
+        ).fetchall()
+    return run, {h: (s, ios, e) for h, s, ios, e in rows}
+
+
+def _left(lab: SshLab) -> list[str]:
+    """What iorig left: sessions under the test's sshd, fio processes in a
+    keeper's directory (orphans included), the keepers' directories, and
+    ssh clients on this machine."""
+    deadline = time.monotonic() + 3.0  # a keeper stops fio within ~2 s of its input ending
+    while True:
+        left = [f"sshd {i}: {pid}" for i in range(len(lab.hosts)) for pid in lab.sessions(i)]
+        left += [f"fio {pid}" for pid in processes_with(b"fio", b"/var/tmp/iorig.")]
+        left += [str(p) for p in Path("/var/tmp").glob("iorig.*")]
+        left += [f"ssh {pid}" for pid in processes_with(b"ssh\0", str(lab.config).encode())]
+        if not left or time.monotonic() > deadline:
+            return left
+        time.sleep(0.1)
+
+
+def _healthy_kept(db: Path, lab: SshLab) -> str:
+    """The healthy host (1) kept its figures; the run's error."""
+    (status, error), hosts = _stored(db)
+    healthy = lab.hosts[0].label
+    assert hosts[healthy][0] == "ok" and (hosts[healthy][1] or 0) > 0, hosts
+    return f"{status}: {error}"
+
+
+def test_the_ssh_connection_killed_mid_phase_keeps_the_healthy_host(tmp_path):
+    with ssh_hosts(2, tmp_path) as lab:
+        with _run(tmp_path, lab) as (proc, db):
+            broken = lab.hosts[1]
+            masters = processes_with(b"ControlMaster=yes", f"-p\0{broken.port}\0".encode())
+            assert len(masters) == 1, masters
+            os.kill(masters[0], signal.SIGKILL)  # the connection is gone, as on a lost link
+            out, err = proc.communicate(timeout=60)
+        left = _left(lab)
+    assert proc.returncode == 1, out + err
+    assert "Traceback" not in err
+    outcome = _healthy_kept(db, lab)
+    assert outcome.startswith("failed") and broken.label in outcome, outcome
+    assert left == [], left
+
+
+def test_ctrl_c_over_ssh_ends_in_seconds_keeps_results_and_leaves_nothing(tmp_path):
+    with ssh_hosts(2, tmp_path) as lab:
+        with _run(tmp_path, lab) as (proc, db):
+            sent = time.monotonic()
+            proc.send_signal(signal.SIGINT)
+            out, err = proc.communicate(timeout=60)
+            took = time.monotonic() - sent
+        left = _left(lab)
+    assert proc.returncode == 130, out + err
+    assert took < 5.0, f"the run took {took:.1f} s to end after Ctrl-C"
+    assert "Traceback" not in err
+    assert _healthy_kept(db, lab).startswith("aborted")
+    assert left == [], left
+
+
+def test_the_remote_fio_killed_keeps_the_healthy_host_and_leaves_nothing(tmp_path):
+    with ssh_hosts(2, tmp_path) as lab:
+        with _run(tmp_path, lab) as (proc, db):
+            broken = lab.hosts[1]
+            fio = [p for p in lab.sessions(1) if b"fio" in Path(f"/proc/{p}/cmdline").read_bytes()]
+            assert fio, "no fio under host 2's sshd"
+            for pid in fio:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+            out, err = proc.communicate(timeout=60)
+        left = _left(lab)
+    assert proc.returncode == 1, out + err
+    outcome = _healthy_kept(db, lab)
+    assert outcome.startswith("failed") and broken.label in outcome, outcome
+    assert left == [], left
