@@ -12,6 +12,7 @@ hostile host entry is refused before any connection.
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -20,6 +21,7 @@ from pathlib import Path
 
 import pytest
 from tests.conftest import REPO, cli_in_process, run_iorig
+from tests.fake_fio_server import FakeFioServer
 from tests.faults.watch import processes_with
 from tests.fioservers import fio_servers
 from tests.sshd import SshLab, ssh_hosts
@@ -224,4 +226,45 @@ def test_stop_host_and_start_host_work_over_ssh(tmp_path, monkeypatch):
     assert 35 <= impact["dip_pct"] <= 60
     assert impact["recovery_s"] is not None and impact["recovery_s"] >= 3  # stopped for 3 s
     assert doc["verdict"].startswith("PASS"), doc["verdict"]
+    assert left == []
+
+
+# ---------------------------------------------------------------- hosts check
+
+
+@pytest.mark.fio
+@pytest.mark.system
+def test_hosts_check_reports_each_host_and_names_those_that_would_spoil_a_run(tmp_path):
+    local_version = subprocess.run(["fio", "--version"], capture_output=True, text=True).stdout
+    other_fio = FakeFioServer(("127.0.0.3", 18797), fio_version="fio-3.99")
+    with ssh_hosts(2, tmp_path) as lab, other_fio:
+        env = lab.env | {"COLUMNS": "250"}
+        good = ",".join(h.label for h in lab.hosts)
+        done = subprocess.run(
+            [sys.executable, "-m", "iorig", "hosts", "check", good, "--json",
+             "--target", f"{lab.hosts[1].label}=/dev/null"],
+            cwd=REPO, env=env, capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stdout + done.stderr
+        facts = {f["host"]: f for f in json.loads(done.stdout)["hosts"]}
+        spoiled = subprocess.run(
+            [sys.executable, "-m", "iorig", "hosts", "check",
+             f"{lab.hosts[0].label},127.0.0.3:18797,127.0.0.9:18999"],
+            cwd=REPO, env=env, capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+        left = _left_on(lab)
+    first, second = (facts[h.label] for h in lab.hosts)
+    # the same machine behind both sshd: its own fio, CPUs and clock
+    assert first["fio_version"] == second["fio_version"] == local_version.strip()
+    assert first["cpus"] == os.cpu_count()
+    assert "libaio" in first["engines"] and first["engines"] == second["engines"]
+    assert abs(first["clock_offset_s"]) <= first["clock_error_s"] + 0.05
+    assert second["target"] == "/dev/null" and second["target_kind"] == "character special file"
+    assert first["target_kind"] == "directory" and first["free_bytes"] > 0  # the keeper's
+    assert first["problems"] == second["problems"] == []
+    assert spoiled.returncode != 0
+    assert "2 of 3 hosts would spoil a run" in spoiled.stderr
+    assert "127.0.0.3:18797: runs fio-3.99" in spoiled.stderr
+    assert "127.0.0.9:18999: its fio server did not answer" in spoiled.stderr
+    assert lab.hosts[0].label in spoiled.stdout  # the table shows the good host too
     assert left == []

@@ -1,21 +1,29 @@
-"""``iorig agent``: a fio server for iorig's multi-host runs, in the foreground."""
+"""``iorig agent`` (a fio server for iorig's multi-host runs, in the
+foreground) and ``iorig hosts check`` (whether hosts can run one)."""
 
 from __future__ import annotations
 
+import json
 import signal
+import sys
 import threading
+from dataclasses import asdict
 from pathlib import Path
 from typing import Annotated
 
 import typer
 from rich.markup import escape
+from rich.table import Table
 
-from iorig.cli.common import FioOpt, app, console
+from iorig.cli.common import FioOpt, HostsFileOpt, app, console, host_list
 from iorig.errors import UserError
 from iorig.fio import runner
 from iorig.fio.control import control_port
 from iorig.fio.hosts import DEFAULT_PORT, is_any_address, is_loopback, parse_host
 from iorig.fio.server import FioServer, refuse_unauthenticated
+from iorig.run.hostcheck import HostFacts, check_hosts
+from iorig.targets import bind_host_targets
+from iorig.units import format_bytes
 
 
 def _warn_connection(peer: str) -> None:
@@ -89,3 +97,61 @@ def agent(
         for s, handler in previous.items():
             signal.signal(s, handler)
     console.print("iorig agent: stopped")
+
+
+hosts_app = typer.Typer(no_args_is_help=True)
+app.add_typer(hosts_app, name="hosts", help="Check the hosts of a multi-host run.")
+
+
+def _offset(facts: HostFacts) -> str:
+    if facts.clock_offset_s is None:
+        return "?"
+    return f"{facts.clock_offset_s * 1000:+.0f} ms (±{(facts.clock_error_s or 0) * 1000:.0f})"
+
+
+@hosts_app.command("check")
+def hosts_check(
+    hosts: Annotated[
+        str | None,
+        typer.Argument(help="ssh://[USER@]HOST[:PORT] or an agent's HOST[:PORT], comma-separated"),
+    ] = None,
+    hosts_file: HostsFileOpt = None,
+    target: Annotated[
+        list[str] | None,
+        typer.Option(help="the target to check: PATH (every host) or HOST=PATH (repeatable)"),
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="print JSON")] = False,
+    fio: FioOpt = None,
+) -> None:
+    """Whether each host can run a multi-host run: reached, the same fio and
+    engines as here, its clock, CPUs and target. Exits non-zero naming every
+    host that would spoil a run."""
+    found = host_list(hosts, hosts_file)
+    if not found:
+        raise UserError("no hosts to check", hint="iorig hosts check ssh://host1,ssh://host2")
+    bound = bind_host_targets(["target"], target or [], found)
+    paths = {host.label: roles["target"] for host, roles in bound.items() if "target" in roles}
+    facts = check_hosts(found, runner.find_fio(fio), paths)
+    if as_json:
+        doc = {"format_version": 1, "hosts": [asdict(f) for f in facts]}
+        sys.stdout.write(json.dumps(doc, indent=1) + "\n")
+    else:
+        table = Table("host", "way", "fio", "engines", "clock offset", "CPUs", "target",
+                      "free", "problems")  # fmt: skip
+        for f in facts:
+            table.add_row(
+                escape(f.host), f.way, escape(f.fio_version or "?"),
+                escape(" ".join(f.engines)) if f.engines is not None else "?",
+                _offset(f), str(f.cpus) if f.cpus is not None else "?",
+                escape(f"{f.target or ('keeper dir' if f.way == 'ssh' else '?')} "
+                       f"({f.target_kind or '?'})"),
+                format_bytes(f.free_bytes) if f.free_bytes is not None else "?",
+                escape("; ".join(f.problems)) or "[green]none[/]",
+            )  # fmt: skip
+        console.print(table)
+    spoiled = [f for f in facts if f.problems]
+    if spoiled:
+        raise UserError(
+            f"{len(spoiled)} of {len(facts)} hosts would spoil a run: "
+            + "; ".join(f"{f.host}: {f.problems[0]}" for f in spoiled)
+        )

@@ -24,6 +24,8 @@ from __future__ import annotations
 import contextlib
 import os
 import queue
+import shlex
+import shutil
 import signal
 import socket
 import subprocess
@@ -203,6 +205,20 @@ class SshConnection:
             raise ControlError(f"{self.label} refused {line.split()[0]}: {answer:.100}")
         return answer.removeprefix("OK").strip()
 
+    def run(self, argv: Sequence[str], timeout_s: float = ANSWER_S) -> str | None:
+        """``argv`` on the host over the open connection (each word quoted
+        for the remote shell: the one way a value reaches it); its output,
+        None when it failed or took longer than ``timeout_s``."""
+        command = ssh_command(self.host, self.control_path, "-o", "ControlMaster=no", "-T")
+        try:
+            done = subprocess.run(
+                [*command, " ".join(shlex.quote(word) for word in argv)],
+                stdin=subprocess.DEVNULL, capture_output=True, timeout=timeout_s,
+            )  # fmt: skip
+        except subprocess.TimeoutExpired:
+            return None
+        return done.stdout.decode(errors="replace") if done.returncode == 0 else None
+
     def _ping(self) -> None:
         while not self._closed.wait(PING_S):
             with contextlib.suppress(ControlError):
@@ -274,25 +290,24 @@ class SshControl:
         return self.connection.request("CONT")
 
 
-def connect_all(hosts: Sequence[SshHost]) -> tuple[Path, dict[str, SshConnection]]:
-    """Open every host's connection at once; all or none (an error names
-    every host that failed). Returns the private directory of the control
-    sockets (remove it after closing) and the connections by label."""
+def connect_each(
+    hosts: Sequence[SshHost],
+) -> tuple[Path, dict[str, SshConnection], dict[str, UserError]]:
+    """Open every host's connection at once. Returns the private directory
+    of the control sockets (for ``close_all``), the connections that opened
+    and, by label, why the others did not."""
     workdir = Path(tempfile.mkdtemp(prefix="iorig-ssh-"))  # mode 0700
     connections = {}
     for i, host in enumerate(hosts):
         (workdir / f"h{i}").mkdir()
         connections[host.label] = SshConnection(host, workdir / f"h{i}")
-    failures: dict[str, str] = {}
-    hints: list[str] = []
+    failures: dict[str, UserError] = {}
 
     def open_one(connection: SshConnection) -> None:
         try:
             connection.open()
         except UserError as exc:
-            failures[connection.label] = exc.message
-            if exc.hint and exc.hint not in hints:
-                hints.append(exc.hint)
+            failures[connection.label] = exc
 
     threads = [threading.Thread(target=open_one, args=(c,), daemon=True)
                for c in connections.values()]  # fmt: skip
@@ -300,13 +315,24 @@ def connect_all(hosts: Sequence[SshHost]) -> tuple[Path, dict[str, SshConnection
         thread.start()
     for thread in threads:
         thread.join()
+    for label in failures:
+        connections.pop(label).close()
+    return workdir, connections, failures
+
+
+def connect_all(hosts: Sequence[SshHost]) -> tuple[Path, dict[str, SshConnection]]:
+    """Open every host's connection at once; all or none (an error names
+    every host that failed). Returns the private directory of the control
+    sockets (for ``close_all``) and the connections by label."""
+    workdir, connections, failures = connect_each(hosts)
     if failures:
         close_all(workdir, connections)
+        hints = list(dict.fromkeys(e.hint for e in failures.values() if e.hint))
         if len(failures) == 1:
-            raise UserError(next(iter(failures.values())), hint="; ".join(hints) or None)
+            raise next(iter(failures.values()))
         raise UserError(
             "these hosts could not be reached over SSH:\n"
-            + "\n".join(f"  - {why}" for why in failures.values()),
+            + "\n".join(f"  - {e.message}" for e in failures.values()),
             hint="; ".join(hints) or None,
         )
     return workdir, connections
@@ -329,13 +355,5 @@ def close_all(
         thread.start()
     for thread in threads:
         thread.join()
-    for connection in connections.values():
-        with contextlib.suppress(OSError):
-            connection._errors.unlink(missing_ok=True)
-        with contextlib.suppress(OSError):
-            connection.control_path.unlink(missing_ok=True)
-        with contextlib.suppress(OSError):
-            connection._workdir.rmdir()
-    with contextlib.suppress(OSError):
-        workdir.rmdir()
+    shutil.rmtree(workdir, ignore_errors=True)  # control sockets, ssh's error output
     return kept

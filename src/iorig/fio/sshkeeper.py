@@ -9,6 +9,7 @@ It makes a private directory (mode 0700, under /var/tmp), starts
 per request on the same channel::
 
     PING          -> OK
+    TIME          -> OK 1764000000.123456  (this host's clock)
     STOP <max_s>  -> OK stopped N processes (SIGSTOP to the fio server and
                                       all it forked; resumed after max_s)
     CONT          -> OK resumed after 12.3 s
@@ -145,6 +146,8 @@ def main():
             words = line.split()
             if words[:1] == ["PING"]:
                 say("OK")
+            elif words[:1] == ["TIME"]:
+                say(f"OK {time.time():.6f}")
             elif words[:1] == ["STOP"] and len(words) == 2 and "at" not in stopped:
                 max_s = min(max(float(words[1]), 0.0), 86400.0)
                 pids = freeze(proc.pid)
