@@ -15,7 +15,6 @@ import contextlib
 import json
 import os
 import signal
-import sqlite3
 import subprocess
 import sys
 import time
@@ -24,7 +23,7 @@ from pathlib import Path
 
 import pytest
 from tests.conftest import REPO
-from tests.faults.watch import processes_with, wait_stored
+from tests.faults.watch import processes_with, stored_hosts, wait_stored
 from tests.fioservers import fio_server
 
 from iorig.fio.server import FioServer, process_tree
@@ -90,19 +89,6 @@ def _signal_tree(server: FioServer, sig: int) -> list[int]:
     return tree
 
 
-def _stored(db: Path) -> tuple[tuple[str, str], dict[str, tuple[str, int | None, str | None]]]:
-    """The run's (status, error) and the measured phase's host rows:
-    host -> (status, I/Os, error)."""
-    with sqlite3.connect(db) as conn:
-        run = conn.execute("SELECT status, error FROM runs").fetchone()
-        rows = conn.execute(
-            "SELECT r.host, r.status, t.ios, r.error FROM phases p JOIN phase_results r "
-            "ON r.phase_id = p.id LEFT JOIN totals t ON t.result_id = r.id AND t.ddir = 'all' "
-            "WHERE p.kind = 'measure' AND r.workload = ''"
-        ).fetchall()
-    return run, {h: (s, ios, e) for h, s, ios, e in rows}
-
-
 def _local_clients(tmp_path: Path) -> list[int]:
     """This test's fio clients still running (their output lies under tmp_path)."""
     return processes_with(b"--client=", str(tmp_path).encode())
@@ -129,7 +115,7 @@ def test_ctrl_c_with_a_stopped_server_ends_in_seconds_and_keeps_the_healthy_host
     assert took < 5.0, f"the run took {took:.1f} s to end after Ctrl-C"
     assert "Traceback" not in err
     assert clients_left == []
-    (status, _), hosts = _stored(db)
+    (status, _), hosts = stored_hosts(db)
     assert status == "aborted"
     healthy = servers[0].address.label
     assert hosts[hung.address.label][0] == "failed"
@@ -160,7 +146,7 @@ def test_a_host_stalled_mid_phase_fails_the_phase_naming_it_and_its_seconds_are_
         out, err = proc.communicate(timeout=90)
         assert time.monotonic() - stopped_at < 60
     assert proc.returncode == 1, out + err
-    (status, error), _ = _stored(db)
+    (status, error), _ = stored_hosts(db)
     assert status == "failed"
     label = stalled.address.label
     assert f"{label} logged nothing in seconds" in error, error
@@ -208,6 +194,6 @@ def test_a_killed_client_leaves_no_jobs_running_on_its_server(tmp_path):
     assert left == [victim.pid], left
     assert gone_after < 3.0, gone_after
     assert proc.returncode == 1, out + err
-    (status, error), hosts = _stored(db)
+    (status, error), hosts = stored_hosts(db)
     assert status == "failed" and "killed by signal 9" in error, error
     assert hosts[servers[0].address.label][0] == "ok"

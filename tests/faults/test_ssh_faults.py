@@ -12,7 +12,6 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
-import sqlite3
 import subprocess
 import sys
 import time
@@ -21,7 +20,7 @@ from pathlib import Path
 
 import pytest
 from tests.conftest import REPO
-from tests.faults.watch import processes_with, wait_stored
+from tests.faults.watch import processes_with, stored_hosts, wait_stored
 from tests.sshd import SshLab, ssh_hosts
 
 from iorig.fio.ssh import CONFIG_ENV
@@ -64,17 +63,6 @@ def _run(tmp_path: Path, lab: SshLab) -> Iterator[tuple[subprocess.Popen, Path]]
             proc.communicate()
 
 
-def _stored(db: Path) -> tuple[tuple[str, str], dict[str, tuple[str, int | None, str | None]]]:
-    with sqlite3.connect(db) as conn:
-        run = conn.execute("SELECT status, error FROM runs").fetchone()
-        rows = conn.execute(
-            "SELECT r.host, r.status, t.ios, r.error FROM phases p JOIN phase_results r "
-            "ON r.phase_id = p.id LEFT JOIN totals t ON t.result_id = r.id AND t.ddir = 'all' "
-            "WHERE p.kind = 'measure' AND r.workload = '' AND r.host != ''"
-        ).fetchall()
-    return run, {h: (s, ios, e) for h, s, ios, e in rows}
-
-
 def _left(lab: SshLab) -> list[str]:
     """What iorig left: sessions under the test's sshd, fio processes in a
     keeper's directory (orphans included), the keepers' directories, and
@@ -92,7 +80,7 @@ def _left(lab: SshLab) -> list[str]:
 
 def _healthy_kept(db: Path, lab: SshLab) -> str:
     """The healthy host (1) kept its figures; the run's error."""
-    (status, error), hosts = _stored(db)
+    (status, error), hosts = stored_hosts(db)
     healthy = lab.hosts[0].label
     assert hosts[healthy][0] == "ok" and (hosts[healthy][1] or 0) > 0, hosts
     return f"{status}: {error}"

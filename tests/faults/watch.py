@@ -49,3 +49,18 @@ def processes_with(*needles: bytes) -> list[int]:
                 if all(n in cmdline for n in needles):
                     found.append(int(entry.name))
     return found
+
+
+def stored_hosts(
+    db: Path,
+) -> tuple[tuple[str, str], dict[str, tuple[str, int | None, str | None]]]:
+    """The run's (status, error) and the measured phase's host rows:
+    host -> (status, I/Os, error); the aggregate's row is under ''."""
+    with sqlite3.connect(db) as conn:
+        run = conn.execute("SELECT status, error FROM runs").fetchone()
+        rows = conn.execute(
+            "SELECT r.host, r.status, t.ios, r.error FROM phases p JOIN phase_results r "
+            "ON r.phase_id = p.id LEFT JOIN totals t ON t.result_id = r.id AND t.ddir = 'all' "
+            "WHERE p.kind = 'measure' AND r.workload = ''"
+        ).fetchall()
+    return run, {h: (s, ios, e) for h, s, ios, e in rows}

@@ -32,7 +32,7 @@ import subprocess
 import tempfile
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
 from iorig.errors import UserError
@@ -290,6 +290,15 @@ class SshControl:
         return self.connection.request("CONT")
 
 
+def _each(work: Callable[[SshConnection], None], connections: Iterable[SshConnection]) -> None:
+    """``work`` on every connection at once (a thread each), until all are done."""
+    threads = [threading.Thread(target=work, args=(c,), daemon=True) for c in connections]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+
+
 def connect_each(
     hosts: Sequence[SshHost],
 ) -> tuple[Path, dict[str, SshConnection], dict[str, UserError]]:
@@ -309,12 +318,7 @@ def connect_each(
         except UserError as exc:
             failures[connection.label] = exc
 
-    threads = [threading.Thread(target=open_one, args=(c,), daemon=True)
-               for c in connections.values()]  # fmt: skip
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
+    _each(open_one, connections.values())
     for label in failures:
         connections.pop(label).close()
     return workdir, connections, failures
@@ -349,11 +353,6 @@ def close_all(
         if (path := connection.close(keep_files=keep_files)) is not None:
             kept[connection.label] = path
 
-    threads = [threading.Thread(target=close_one, args=(c,), daemon=True)
-               for c in connections.values()]  # fmt: skip
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
+    _each(close_one, connections.values())
     shutil.rmtree(workdir, ignore_errors=True)  # control sockets, ssh's error output
     return kept

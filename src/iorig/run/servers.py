@@ -64,7 +64,7 @@ CLIENT_STOP = ((signal.SIGINT, 1.5), (signal.SIGTERM, 0.5), (signal.SIGKILL, 1.0
 
 
 class ServerBackend:
-    """Phases on fio servers (``iorig agent``), all hosts at once."""
+    """Phases on fio servers (``iorig agent``, or hosts over SSH), all hosts at once."""
 
     def __init__(self, fio: str, fio_version: str, hosts: Sequence[HostSpec]) -> None:
         self.fio = fio
