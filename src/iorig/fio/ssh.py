@@ -24,6 +24,7 @@ from __future__ import annotations
 import contextlib
 import os
 import queue
+import re
 import shlex
 import shutil
 import signal
@@ -48,6 +49,7 @@ CONNECT_S = 10.0  # connect, authenticate, start the keeper and its fio server
 ANSWER_S = 5.0
 PING_S = 5.0  # the keeper gives up on a session silent for 30 s
 CLOSE_S = 4.0  # the keeper stops fio within ~2 s of its input ending
+_REMOTE_DIR = re.compile(r"^/[A-Za-z0-9_.][A-Za-z0-9_./-]{0,90}$")
 CONFIG_ENV = "IORIG_SSH_CONFIG"  # ssh -F: a configuration file instead of ~/.ssh/config
 
 
@@ -133,7 +135,9 @@ class SshConnection:
         if words[:1] == ["ERROR"]:
             raise UserError(f"{self.label}: {hello.removeprefix(MAGIC).strip()[6:]}",
                             hint="install fio (and python3) on the host")  # fmt: skip
-        if words[:1] != ["READY"] or len(words) < 4 or not words[2].isdigit():
+        # the directory reaches ssh's -L: a plain absolute path or nothing
+        if (words[:1] != ["READY"] or len(words) < 4 or not words[2].isdigit()
+                or not _REMOTE_DIR.match(words[1])):  # fmt: skip
             raise UserError(f"{self.label}: unexpected answer from iorig's keeper: {hello:.100}")
         self.remote_dir, self.remote_pid, self.fio_version = words[1], int(words[2]), words[3]
         self.endpoint = self._forward()
