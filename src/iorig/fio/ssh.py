@@ -39,6 +39,7 @@ from pathlib import Path
 from iorig.errors import UserError
 from iorig.fio.control import ControlError
 from iorig.fio.hosts import HostAddress, SshHost
+from iorig.fio.process import stop_group
 
 KEEPER = Path(__file__).with_name("sshkeeper.py")
 MAGIC = "IORIG-SSH 1"
@@ -49,6 +50,7 @@ CONNECT_S = 10.0  # connect, authenticate, start the keeper and its fio server
 ANSWER_S = 5.0
 PING_S = 5.0  # the keeper gives up on a session silent for 30 s
 CLOSE_S = 4.0  # the keeper stops fio within ~2 s of its input ending
+KILL_STEPS = ((signal.SIGTERM, 1.0), (signal.SIGKILL, 1.0))  # an ssh that did not end
 _REMOTE_DIR = re.compile(r"^/[A-Za-z0-9_.][A-Za-z0-9_./-]{0,90}$")
 CONFIG_ENV = "IORIG_SSH_CONFIG"  # ssh -F: a configuration file instead of ~/.ssh/config
 
@@ -95,8 +97,6 @@ class SshConnection:
         self._closed = threading.Event()
         self.endpoint: HostAddress | None = None
         self.remote_dir = ""
-        self.remote_pid = 0
-        self.fio_version = ""
 
     @property
     def label(self) -> str:
@@ -131,15 +131,14 @@ class SshConnection:
             hello = self._next(max(0.0, deadline - time.monotonic()))
         if hello is None:
             raise self._failure(hello)
-        words = hello.removeprefix(MAGIC).split(maxsplit=4)
+        words = hello.removeprefix(MAGIC).split()
         if words[:1] == ["ERROR"]:
             raise UserError(f"{self.label}: {hello.removeprefix(MAGIC).strip()[6:]}",
                             hint="install fio (and python3) on the host")  # fmt: skip
         # the directory reaches ssh's -L: a plain absolute path or nothing
-        if (words[:1] != ["READY"] or len(words) < 4 or not words[2].isdigit()
-                or not _REMOTE_DIR.match(words[1])):  # fmt: skip
+        if words[:1] != ["READY"] or len(words) != 2 or not _REMOTE_DIR.match(words[1]):
             raise UserError(f"{self.label}: unexpected answer from iorig's keeper: {hello:.100}")
-        self.remote_dir, self.remote_pid, self.fio_version = words[1], int(words[2]), words[3]
+        self.remote_dir = words[1]
         self.endpoint = self._forward()
         threading.Thread(target=self._ping, daemon=True).start()
 
@@ -253,17 +252,8 @@ class SshConnection:
         return kept
 
     def _kill(self) -> None:
-        proc = self._proc
-        if proc is None:
-            return
-        for sig in (signal.SIGTERM, signal.SIGKILL):
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(proc.pid, sig)
-            try:
-                proc.wait(1.0)
-                return
-            except subprocess.TimeoutExpired:
-                continue
+        if self._proc is not None:
+            stop_group(self._proc, KILL_STEPS)
 
 
 class SshControl:

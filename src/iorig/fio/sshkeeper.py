@@ -5,7 +5,7 @@ never imported by iorig itself.
 
 It makes a private directory (mode 0700, under /var/tmp), starts
 ``fio --server`` there on a Unix socket in its own process group, says
-``IORIG-SSH 1 READY <dir> <pid> <fio version>`` and then serves one line
+``IORIG-SSH 1 READY <dir>`` and then serves one line
 per request on the same channel::
 
     PING          -> OK
@@ -89,14 +89,6 @@ def lines(into):
     into.put(None)
 
 
-def version(fio):
-    try:
-        done = subprocess.run([fio, "--version"], capture_output=True, text=True, timeout=10)
-        return done.stdout.strip().split()[0] if done.stdout.strip() else "unknown"
-    except (OSError, subprocess.SubprocessError):
-        return "unknown"
-
-
 def main():
     fio = shutil.which("fio")
     if fio is None:
@@ -133,7 +125,7 @@ def main():
                 say(MAGIC + " ERROR fio --server did not start: " + why)
                 return 4
             time.sleep(0.01)
-        say(f"{MAGIC} READY {home} {proc.pid} {version(fio)}")
+        say(f"{MAGIC} READY {home}")
         requests = queue.Queue()
         threading.Thread(target=lines, args=(requests,), daemon=True).start()
         while not ended.is_set():

@@ -122,8 +122,8 @@ def check_hosts(
         for host in hosts:
             if isinstance(host, HostAddress):
                 endpoints[host.label] = host
-            elif (endpoint := connections.get(host.label)) and endpoint.endpoint:
-                endpoints[host.label] = endpoint.endpoint
+            elif (connection := connections.get(host.label)) and connection.endpoint:
+                endpoints[host.label] = connection.endpoint
         try:
             protocol = local_protocol_version(fio, timeout_s=PROBE_S)
         except UserError:

@@ -29,6 +29,7 @@ and fio's name for it (``127.0.0.1:PORT``) is mapped to the host's own.
 
 from __future__ import annotations
 
+import contextlib
 import signal
 import tempfile
 import threading
@@ -140,6 +141,15 @@ class ServerBackend:
             if isinstance(info, ServerInfo)
         }
 
+    @contextlib.contextmanager
+    def _closed_on_failure(self) -> Iterator[None]:
+        """Nothing started on a host outlives a failed preparation."""
+        try:
+            yield
+        except BaseException:
+            self.close()
+            raise
+
     def prepare(
         self,
         resolved: ResolvedScenario,
@@ -155,59 +165,48 @@ class ServerBackend:
                 "machine only (fio's servers cannot make the directories)",
                 hint="run it on each host, or drop --hosts",
             )
-        try:
-            return self._prepare(resolved, target_paths, allow_destroy=allow_destroy,
-                                 repeats=repeats)  # fmt: skip
-        except BaseException:
-            self.close()  # nothing started on a host outlives a failed preparation
-            raise
-
-    def _prepare(
-        self,
-        resolved: ResolvedScenario,
-        target_paths: Mapping[str, Mapping[str, str]],
-        *,
-        allow_destroy: bool,
-        repeats: int,
-    ) -> Plan:
-        scenario = resolved.scenario
-        servers = self.check_servers()
-        host_targets = {
-            host: {
-                role: remote_target(
-                    target_paths.get(host, {}).get(role),
-                    host=host,
-                    role=role,
-                    size=spec.size,
-                    size_explicit=resolved.size_is_explicit(role),
-                    allow_destroy=allow_destroy,
-                )
-                for role, spec in scenario.targets.items()
+        with self._closed_on_failure():
+            servers = self.check_servers()
+            host_targets = {
+                host: {
+                    role: remote_target(
+                        target_paths.get(host, {}).get(role),
+                        host=host,
+                        role=role,
+                        size=spec.size,
+                        size_explicit=resolved.size_is_explicit(role),
+                        allow_destroy=allow_destroy,
+                    )
+                    for role, spec in scenario.targets.items()
+                }
+                for host in self.hosts
             }
-            for host in self.hosts
-        }
-        if not allow_destroy:
-            self._refuse_existing(host_targets)
-        self._lay_out(host_targets)
-        engines: dict[tuple[str, bool], str] = {}
-        for phase in scenario.phases:
-            for w in phase_workloads(phase, scenario.targets):
-                key = (w.target, w.direct)
-                if w.engine == "auto" and key not in engines:
-                    spots = {h: probe_spot(host_targets[h][w.target]) for h in self.hosts}
-                    engines[key] = probe_engine(self, spots, direct=w.direct)
-        plan = build_plan(resolved, host_targets[self.hosts[0]], engines, self.fio,
-                          self.fio_version, repeats)  # fmt: skip
-        # The machine iorig runs on is only the client here: its facts are kept
-        # apart, and what each server told about itself is all iorig knows of it.
-        fio_facts = collect_fio(self.fio, self.fio_version, plan.engines)
-        disclosure = Disclosure(
-            {"fio": fio_facts, "servers": servers, "client": dict(disclose([], fio_facts).sections)}
-        )
-        plan = replace(plan, hosts=self.specs, host_targets=host_targets,
-                       disclosure=disclosure)  # fmt: skip
-        preflight(self.fio, plan, self.host_jobs)
-        return plan
+            if not allow_destroy:
+                self._refuse_existing(host_targets)
+            self._lay_out(host_targets)
+            engines: dict[tuple[str, bool], str] = {}
+            for phase in scenario.phases:
+                for w in phase_workloads(phase, scenario.targets):
+                    key = (w.target, w.direct)
+                    if w.engine == "auto" and key not in engines:
+                        spots = {h: probe_spot(host_targets[h][w.target]) for h in self.hosts}
+                        engines[key] = probe_engine(self, spots, direct=w.direct)
+            plan = build_plan(resolved, host_targets[self.hosts[0]], engines, self.fio,
+                              self.fio_version, repeats)  # fmt: skip
+            # The machine iorig runs on is only the client here: its facts are kept
+            # apart, and what each server told about itself is all iorig knows of it.
+            fio_facts = collect_fio(self.fio, self.fio_version, plan.engines)
+            disclosure = Disclosure(
+                {
+                    "fio": fio_facts,
+                    "servers": servers,
+                    "client": dict(disclose([], fio_facts).sections),
+                }
+            )
+            plan = replace(plan, hosts=self.specs, host_targets=host_targets,
+                           disclosure=disclosure)  # fmt: skip
+            preflight(self.fio, plan, self.host_jobs)
+            return plan
 
     def _refuse_existing(self, host_targets: Mapping[str, Mapping[str, Target]]) -> None:
         """Refuse a relative target that already exists on its host: iorig
