@@ -28,24 +28,11 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))  # the tests' sshd and fio server helpers
 
-from tests.fioservers import fio_servers  # noqa: E402
+from tests.fioservers import fio_servers, paced_scenario  # noqa: E402
 from tests.sshd import ssh_hosts  # noqa: E402
 
 from iorig.fio import runner, ssh  # noqa: E402
 from iorig.fio.protocol import local_protocol_version, server_versions  # noqa: E402
-
-SCENARIO = """\
-name: paced-reads
-title: paced random reads
-targets:
-  data: {{size: 16MiB}}
-phases:
-  - {{name: fill, kind: prefill, workloads: [{{rw: write, bs: 1MiB}}]}}
-  - name: random-read
-    kind: measure
-    duration: {duration}s
-    workloads: [{{rw: randread, bs: 4k, iodepth: 1, rate_iops: {rate}}}]
-"""
 
 
 def _probe(addresses: list) -> float:
@@ -86,7 +73,7 @@ def main() -> None:
     args = parser.parse_args()
     base = Path(tempfile.mkdtemp(prefix="iorig-bench-ssh-"))
     scenario = base / "paced.yaml"
-    scenario.write_text(SCENARIO.format(duration=args.duration, rate=args.rate))
+    scenario.write_text(paced_scenario(args.rate, duration=f"{args.duration}s", iodepth=1))
     expected = args.hosts * args.rate
     try:
         with ssh_hosts(args.hosts, base) as lab, fio_servers(args.hosts, base) as direct:

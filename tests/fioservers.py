@@ -72,3 +72,21 @@ def fio_server(base: Path, *, index: int = 0, fio: str | None = None) -> Iterato
         yield server
     finally:
         server.stop()
+
+
+def paced_scenario(rate_iops: int, duration: str = "6s", iodepth: int = 4) -> str:
+    """A scenario file's text: a prefill, then one measured phase
+    (``random-read``) of 4 KiB random reads paced at ``rate_iops`` per host.
+    Light on the machine, and its expected figure is known: hosts × rate."""
+    return f"""\
+name: paced-reads
+title: paced random reads
+targets:
+  data: {{size: 16MiB}}
+phases:
+  - {{name: fill, kind: prefill, workloads: [{{rw: write, bs: 1MiB}}]}}
+  - name: random-read
+    kind: measure
+    duration: {duration}
+    workloads: [{{rw: randread, bs: 4k, iodepth: {iodepth}, rate_iops: {rate_iops}}}]
+"""

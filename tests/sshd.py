@@ -22,8 +22,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from tests.faults.watch import processes_with
 
 from iorig.fio.hosts import SshHost
+from iorig.fio.server import process_tree
 from iorig.fio.ssh import CONFIG_ENV
 
 SSHD = shutil.which("sshd") or "/usr/sbin/sshd"
@@ -61,26 +63,24 @@ class SshLab:
 
     def sessions(self, index: int) -> list[int]:
         """The pids of the sessions sshd ``index`` forked (its children), and theirs."""
-        return _descendants(self.sshd[index].pid)
+        pid = self.sshd[index].pid
+        return [p for p in process_tree(pid) if p != pid]
 
-
-def _descendants(pid: int) -> list[int]:
-    children: dict[int, list[int]] = {}
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-        except OSError:
-            continue
-        parent = int(stat[stat.rindex(")") + 2 :].split()[1])
-        children.setdefault(parent, []).append(int(entry.name))
-    out, todo = [], [pid]
-    while todo:
-        for child in children.get(todo.pop(), []):
-            out.append(child)
-            todo.append(child)
-    return out
+    def leftovers(self, wait_s: float = 3.0) -> list[str]:
+        """What iorig left, waited for up to ``wait_s`` (a keeper stops fio
+        within ~2 s of its input ending): sessions under the test's sshd,
+        fio processes in a keeper's directory (orphans too: fio's job
+        processes start sessions of their own, their command line names the
+        directory), the keepers' directories, and ssh clients here."""
+        deadline = time.monotonic() + wait_s
+        while True:
+            left = [f"sshd {i}: {pid}" for i in range(len(self.hosts)) for pid in self.sessions(i)]
+            left += [f"fio {pid}" for pid in processes_with(b"fio", b"/var/tmp/iorig.")]
+            left += [str(p) for p in Path("/var/tmp").glob("iorig.*")]
+            left += [f"ssh {pid}" for pid in processes_with(b"ssh\0", str(self.config).encode())]
+            if not left or time.monotonic() > deadline:
+                return left
+            time.sleep(0.1)
 
 
 def _keygen(path: Path) -> None:
@@ -158,7 +158,7 @@ def ssh_hosts(count: int, base: Path, *, first: int = 20) -> Iterator[SshLab]:
         yield SshLab(hosts, config, base, procs)
     finally:
         for proc in procs:
-            pids = _descendants(proc.pid)
+            pids = [p for p in process_tree(proc.pid) if p != proc.pid]
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(proc.pid, signal.SIGTERM)
             for pid in pids:  # sessions run in process groups of their own

@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 from tests.fake_fio_server import FakeFioServer
 from tests.faults.watch import processes_with
-from tests.fioservers import fio_server, fio_servers, server_dir
+from tests.fioservers import fio_server, fio_servers, paced_scenario, server_dir
 
 from iorig.fio import parse
 from iorig.fio.assemble import SectionData, build_scope
@@ -31,18 +31,7 @@ from iorig.model.combine import merge_hosts
 REPO = Path(__file__).resolve().parent.parent
 DATA = Path(__file__).resolve().parent / "data" / "clientserver-3hosts"
 QUICK = ("--quick", "--set", "size=16MiB", "--set", "warmup=1s")
-PACED = """\
-name: paced-reads
-title: paced random reads
-targets:
-  data: {size: 16MiB}
-phases:
-  - {name: fill, kind: prefill, workloads: [{rw: write, bs: 1MiB}]}
-  - name: random-read
-    kind: measure
-    duration: 6s
-    workloads: [{rw: randread, bs: 4k, iodepth: 4, rate_iops: 2000}]
-"""
+PACED = paced_scenario(2000)
 
 
 def _hosts(hosts: list[HostAddress]) -> str:

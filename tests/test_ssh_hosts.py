@@ -22,27 +22,15 @@ from pathlib import Path
 import pytest
 from tests.conftest import REPO, cli_in_process, run_iorig
 from tests.fake_fio_server import FakeFioServer
-from tests.faults.watch import processes_with
-from tests.fioservers import fio_servers
-from tests.sshd import SshLab, ssh_hosts
+from tests.fioservers import fio_servers, paced_scenario
+from tests.sshd import ssh_hosts
 
 from iorig.errors import UserError
 from iorig.fio.hosts import HostAddress, SshHost, parse_entry, parse_hosts
 from iorig.fio.ssh import CONFIG_ENV, ssh_command
 
 PACED_IOPS = 2000
-PACED = f"""\
-name: paced-reads
-title: paced random reads
-targets:
-  data: {{size: 16MiB}}
-phases:
-  - {{name: fill, kind: prefill, workloads: [{{rw: write, bs: 1MiB}}]}}
-  - name: random-read
-    kind: measure
-    duration: 6s
-    workloads: [{{rw: randread, bs: 4k, iodepth: 4, rate_iops: {PACED_IOPS}}}]
-"""
+PACED = paced_scenario(PACED_IOPS)
 
 # ---------------------------------------------------------------- unit: parsing
 
@@ -106,16 +94,6 @@ def test_a_hostile_hosts_file_is_refused_naming_its_line_before_any_connection(t
 # ---------------------------------------------------------------- real sshd
 
 
-def _left_on(lab: SshLab) -> list[str]:
-    """Processes still running under the test's sshd (iorig's sessions, its
-    keeper, fio servers and their jobs), and iorig's directories in /var/tmp."""
-    left = [f"sshd {i}: pid {pid}" for i in range(len(lab.hosts)) for pid in lab.sessions(i)]
-    # fio's job processes start sessions of their own: an orphan is found by
-    # its command line, which names the keeper's directory
-    left += [f"fio pid {pid}" for pid in processes_with(b"fio", b"/var/tmp/iorig.")]
-    return left + [str(p) for p in Path("/var/tmp").glob("iorig.*")]
-
-
 def _listeners() -> list[tuple[str, str]]:
     """Every TCP listener on this machine: (address:port, process)."""
     done = subprocess.run(["ss", "-Hltnp"], capture_output=True, text=True, check=True)
@@ -153,8 +131,7 @@ def test_a_paced_run_over_ssh_matches_direct_servers_and_leaves_nothing(tmp_path
             time.sleep(0.5)
         out, err = proc.communicate()
         assert proc.returncode == 0, out + err
-        time.sleep(0.5)  # the keeper ends within its 2 s of stopping fio
-        left = [x for x in _left_on(lab) if x not in before]
+        left = [x for x in lab.leftovers(wait_s=0.5) if x not in before]
     over_ssh = _aggregate_iops(db)
     doc = json.loads(run_iorig(db, "show", "last", "--json", check=True).stdout)
     assert doc["run"]["hosts"] == [h.label for h in lab.hosts]
@@ -185,7 +162,7 @@ def test_a_host_that_asks_for_a_password_fails_at_once_naming_it(tmp_path, monke
         done = run_iorig(db, "run", "peak", "--quick", "--hosts",
                          ",".join(h.label for h in lab.hosts), timeout=60)  # fmt: skip
         took = time.monotonic() - began
-        left = _left_on(lab)
+        left = lab.leftovers(wait_s=0)
     assert done.returncode != 0
     assert "could not be reached over SSH" in done.stderr
     for host in lab.hosts:
@@ -208,8 +185,7 @@ def test_stop_host_and_start_host_work_over_ssh(tmp_path, monkeypatch):
         done = run_iorig(db, "run", "availability", "--quick", "--set", "fail_host=2",
                          "--hosts", ",".join(h.label for h in lab.hosts), timeout=180)  # fmt: skip
         assert done.returncode == 0, done.stdout + done.stderr
-        time.sleep(0.5)
-        left = _left_on(lab)
+        left = lab.leftovers(wait_s=0.5)
     doc = json.loads(run_iorig(db, "show", "last", "--json", check=True).stdout)
     stop, start = doc["events"]
     assert (stop["action"], stop["status"], start["action"], start["status"]) == (
@@ -252,7 +228,7 @@ def test_hosts_check_reports_each_host_and_names_those_that_would_spoil_a_run(tm
              f"{lab.hosts[0].label},127.0.0.3:18797,127.0.0.9:18999"],
             cwd=REPO, env=env, capture_output=True, text=True, timeout=60,
         )  # fmt: skip
-        left = _left_on(lab)
+        left = lab.leftovers(wait_s=0)
     first, second = (facts[h.label] for h in lab.hosts)
     # the same machine behind both sshd: its own fio, CPUs and clock
     assert first["fio_version"] == second["fio_version"] == local_version.strip()

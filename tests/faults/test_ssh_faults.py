@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 from tests.conftest import REPO
 from tests.faults.watch import processes_with, stored_hosts, wait_stored
+from tests.fioservers import paced_scenario
 from tests.sshd import SshLab, ssh_hosts
 
 from iorig.fio.ssh import CONFIG_ENV
@@ -28,18 +29,7 @@ from iorig.fio.ssh import CONFIG_ENV
 # Ctrl-C within seconds is a timing bound: the machine to itself
 pytestmark = [pytest.mark.fio, pytest.mark.system, pytest.mark.serial]
 
-PACED = """\
-name: paced-reads
-title: paced random reads
-targets:
-  data: {size: 16MiB}
-phases:
-  - {name: fill, kind: prefill, workloads: [{rw: write, bs: 1MiB}]}
-  - name: randread
-    kind: measure
-    duration: 10s
-    workloads: [{rw: randread, bs: 4k, iodepth: 4, rate_iops: 1000}]
-"""
+PACED = paced_scenario(1000, duration="10s")
 
 
 @contextlib.contextmanager
@@ -63,21 +53,6 @@ def _run(tmp_path: Path, lab: SshLab) -> Iterator[tuple[subprocess.Popen, Path]]
             proc.communicate()
 
 
-def _left(lab: SshLab) -> list[str]:
-    """What iorig left: sessions under the test's sshd, fio processes in a
-    keeper's directory (orphans included), the keepers' directories, and
-    ssh clients on this machine."""
-    deadline = time.monotonic() + 3.0  # a keeper stops fio within ~2 s of its input ending
-    while True:
-        left = [f"sshd {i}: {pid}" for i in range(len(lab.hosts)) for pid in lab.sessions(i)]
-        left += [f"fio {pid}" for pid in processes_with(b"fio", b"/var/tmp/iorig.")]
-        left += [str(p) for p in Path("/var/tmp").glob("iorig.*")]
-        left += [f"ssh {pid}" for pid in processes_with(b"ssh\0", str(lab.config).encode())]
-        if not left or time.monotonic() > deadline:
-            return left
-        time.sleep(0.1)
-
-
 def _healthy_kept(db: Path, lab: SshLab) -> str:
     """The healthy host (1) kept its figures; the run's error."""
     (status, error), hosts = stored_hosts(db)
@@ -94,7 +69,7 @@ def test_the_ssh_connection_killed_mid_phase_keeps_the_healthy_host(tmp_path):
             assert len(masters) == 1, masters
             os.kill(masters[0], signal.SIGKILL)  # the connection is gone, as on a lost link
             out, err = proc.communicate(timeout=60)
-        left = _left(lab)
+        left = lab.leftovers()
     assert proc.returncode == 1, out + err
     assert "Traceback" not in err
     outcome = _healthy_kept(db, lab)
@@ -109,7 +84,7 @@ def test_ctrl_c_over_ssh_ends_in_seconds_keeps_results_and_leaves_nothing(tmp_pa
             proc.send_signal(signal.SIGINT)
             out, err = proc.communicate(timeout=60)
             took = time.monotonic() - sent
-        left = _left(lab)
+        left = lab.leftovers()
     assert proc.returncode == 130, out + err
     assert took < 5.0, f"the run took {took:.1f} s to end after Ctrl-C"
     assert "Traceback" not in err
@@ -127,7 +102,7 @@ def test_the_remote_fio_killed_keeps_the_healthy_host_and_leaves_nothing(tmp_pat
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(pid, signal.SIGKILL)
             out, err = proc.communicate(timeout=60)
-        left = _left(lab)
+        left = lab.leftovers()
     assert proc.returncode == 1, out + err
     outcome = _healthy_kept(db, lab)
     assert outcome.startswith("failed") and broken.label in outcome, outcome
