@@ -11,6 +11,7 @@ hostile host entry is refused before any connection.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -104,6 +105,19 @@ def _listeners() -> list[tuple[str, str]]:
     return out
 
 
+def _private_ssh_sockets() -> dict[str, int]:
+    """The Unix sockets ssh listens on, by path: the mode of the directory
+    that holds each (who else may connect)."""
+    done = subprocess.run(["ss", "-Hlxp"], capture_output=True, text=True, check=True)
+    found = {}
+    for line in done.stdout.splitlines():
+        fields = line.split()
+        if '"ssh"' in line and fields[4].startswith("/"):
+            with contextlib.suppress(OSError):
+                found[fields[4]] = Path(fields[4]).parent.stat().st_mode & 0o777
+    return found
+
+
 def _aggregate_iops(db: Path) -> float:
     doc = json.loads(run_iorig(db, "show", "last", "--json", check=True).stdout)
     phase = next(p for p in doc["phases"] if p["name"] == "random-read")
@@ -126,8 +140,10 @@ def test_a_paced_run_over_ssh_matches_direct_servers_and_leaves_nothing(tmp_path
             cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         )  # fmt: skip
         seen: list[tuple[str, str]] = []
+        sockets: dict[str, int] = {}
         while proc.poll() is None:  # what listens while the run goes on
             seen += [ln for ln in _listeners() if ln not in seen]
+            sockets.update(_private_ssh_sockets())
             time.sleep(0.5)
         out, err = proc.communicate()
         assert proc.returncode == 0, out + err
@@ -136,10 +152,16 @@ def test_a_paced_run_over_ssh_matches_direct_servers_and_leaves_nothing(tmp_path
     doc = json.loads(run_iorig(db, "show", "last", "--json", check=True).stdout)
     assert doc["run"]["hosts"] == [h.label for h in lab.hosts]
     assert left == [], left
-    # iorig's and fio's listeners: loopback only (sshd of the test is on 127.0.0.x too)
-    ours = [(a, p) for a, p in seen if re.search(r'"(ssh|fio|python3?)"', p)]
-    assert ours, "the forwarded ports were never seen listening"
+    # fio's client reaches each host through a Unix socket in a directory
+    # only this user may enter: neither ssh nor fio listens on TCP (sshd of
+    # the test is on 127.0.0.x), and iorig itself only on loopback (learning
+    # the local fio's protocol)
+    assert [(a, p) for a, p in seen if re.search(r'"(ssh|fio)"', p)] == []
+    ours = [(a, p) for a, p in seen if re.search(r'"python3?"', p)]
     assert all(a.startswith("127.") for a, _ in ours), ours
+    forwarded = {path: mode for path, mode in sockets.items() if path.endswith("/fio.sock")}
+    assert len(forwarded) == 2, sockets
+    assert set(forwarded.values()) == {0o700}, forwarded
     with fio_servers(2, tmp_path) as servers:
         direct_db = tmp_path / "direct.sqlite"
         run_iorig(direct_db, "run", str(scenario), "--hosts", ",".join(s.label for s in servers),

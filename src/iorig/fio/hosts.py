@@ -1,7 +1,8 @@
 """The hosts of a multi-host run: parsing ``--hosts`` entries into fio
-servers' addresses (``host:port``, an ``iorig agent``) or hosts reached
-over SSH (``ssh://[user@]host[:port]``), and the forms fio, ssh and iorig's
-results use for them."""
+servers' addresses (``host:port``, an ``iorig agent`` without
+authentication), hosts reached over SSH (``ssh://[user@]host[:port]``) or
+authenticated agents reached over TLS (``tls://host[:port]``), and the
+forms fio, ssh and iorig's results use for them."""
 
 from __future__ import annotations
 
@@ -128,14 +129,66 @@ class SshHost:
         return self.label
 
 
-HostSpec = HostAddress | SshHost
+TLS_SCHEME = "tls://"
+
+
+@dataclass(frozen=True)
+class TlsHost:
+    """An ``iorig agent`` with authentication (a token or certificates),
+    reached over TLS at a host name or IP address (IPv6 without brackets)."""
+
+    host: str
+    port: int = DEFAULT_PORT
+
+    @property
+    def address(self) -> HostAddress:
+        return HostAddress(self.host, self.port)
+
+    @property
+    def label(self) -> str:
+        """How results name this host: ``tls://db1:8765``, ``tls://[::1]:8765``."""
+        return f"{TLS_SCHEME}{self.address.label}"
+
+    @property
+    def aliases(self) -> tuple[str, ...]:
+        """The names ``--target HOST=PATH`` and events may use for it."""
+        return (self.label, self.address.label, self.host)
+
+    def __str__(self) -> str:
+        return self.label
+
+
+HostSpec = HostAddress | SshHost | TlsHost
+
+
+@dataclass(frozen=True)
+class SocketEndpoint:
+    """A fio server reached through a Unix socket on this machine, in a
+    directory only iorig's user can enter: a host's SSH forwarding or an
+    authenticated agent's relay. fio names it by the path alone."""
+
+    path: str
+
+    @property
+    def label(self) -> str:
+        return self.path
+
+    def fio_client_arg(self) -> str:
+        return f"sock:{self.path}"
+
+    def __str__(self) -> str:
+        return self.label
+
+
+Endpoint = HostAddress | SocketEndpoint  # where fio's client connects
 
 
 def _bad_host(text: str, why: str) -> UserError:
     return UserError(
         f"{text!r:.120} is not a host: {why}",
-        hint="write hosts as ssh://[USER@]NAME[:PORT], or an `iorig agent`'s NAME, NAME:PORT, "
-        "1.2.3.4:PORT or [IPv6]:PORT, separated by commas",
+        hint="write hosts as ssh://[USER@]NAME[:PORT], an authenticated agent's "
+        "tls://NAME[:PORT], or a loopback agent's NAME, NAME:PORT, 1.2.3.4:PORT or "
+        "[IPv6]:PORT, separated by commas",
     )
 
 
@@ -227,14 +280,21 @@ def parse_host(text: str, default_port: int = DEFAULT_PORT) -> HostAddress:
 
 
 def parse_entry(text: str, default_port: int = DEFAULT_PORT) -> HostSpec:
-    """One ``--hosts`` entry: ``ssh://[user@]host[:port]`` or an agent's address."""
+    """One ``--hosts`` entry: ``ssh://[user@]host[:port]``,
+    ``tls://host[:port]`` or an unauthenticated agent's address."""
     stripped = text.strip()
     if any(c.isspace() or not c.isprintable() for c in stripped):
         raise _bad_host(text, "it contains spaces or control characters")
     if stripped.lower().startswith(SSH_SCHEME):
         return _parse_ssh(text, SSH_SCHEME + stripped[len(SSH_SCHEME) :])
+    if stripped.lower().startswith(TLS_SCHEME):
+        rest = stripped[len(TLS_SCHEME) :]
+        if not rest or any(c in rest for c in "@/?#"):
+            raise _bad_host(text, "an authenticated agent is tls://HOST[:PORT]")
+        address = parse_host(rest, default_port)
+        return TlsHost(address.host, address.port)
     if "://" in stripped:
-        raise _bad_host(text, "the only scheme is ssh://")
+        raise _bad_host(text, "the schemes are ssh:// and tls://")
     return parse_host(stripped, default_port)
 
 

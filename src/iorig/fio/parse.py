@@ -142,11 +142,13 @@ def host_label(job: dict, default: str, names: Mapping[str, str] | None = None) 
     """The host of a job entry: ``address:port`` in client/server mode (fio
     names a server by the address given to ``--client`` plus its port, never
     by its own hostname, which many servers may share), or the name
-    ``names`` gives that address (a forwarded port: the SSH host it reaches);
-    ``default`` locally."""
+    ``names`` gives that address (a socket: the host it reaches; fio adds
+    its default port to a socket's name); ``default`` locally."""
     if "port" not in job or "hostname" not in job:
         return default
     address = str(job["hostname"])
+    if names and address in names:
+        return names[address]
     label = f"[{address}]:{job['port']}" if ":" in address else f"{address}:{job['port']}"
     return (names or {}).get(label, label)
 

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Literal, TypeVar
 
 from iorig.errors import UserError
-from iorig.fio.hosts import HostAddress
+from iorig.fio.hosts import Endpoint, HostAddress, HostSpec, SocketEndpoint
 from iorig.fio.process import spawn, stop_group
 
 T = TypeVar("T")
@@ -179,7 +179,10 @@ def _bounded(call: Callable[[], T], deadline: float) -> T:
     return box[0]
 
 
-def _probe_once(host: HostAddress, version: int, deadline: float) -> ServerInfo | ProbeFailure:
+def _where(host: Endpoint, deadline: float) -> tuple[int, object] | ProbeFailure:
+    """The socket family and address to connect to ``host``."""
+    if isinstance(host, SocketEndpoint):
+        return socket.AF_UNIX, host.path
     family = socket.AF_INET6 if host.is_ipv6 else socket.AF_INET  # as fio resolves it
     try:
         infos = _bounded(
@@ -189,18 +192,27 @@ def _probe_once(host: HostAddress, version: int, deadline: float) -> ServerInfo 
         return ProbeFailure("timeout", f"resolving {host.host} took too long")
     except OSError as exc:
         return ProbeFailure("unreachable", f"cannot resolve {host.host} ({exc.strerror or exc})")
+    return family, infos[0][4]
+
+
+def _probe_once(host: Endpoint, version: int, deadline: float) -> ServerInfo | ProbeFailure:
+    where = _where(host, deadline)
+    if isinstance(where, ProbeFailure):
+        return where
+    family, address = where
+    name = host.host if isinstance(host, HostAddress) else "localhost"
     sock = socket.socket(family, socket.SOCK_STREAM)
     try:
         sock.settimeout(max(0.001, deadline - time.monotonic()))
         try:
-            sock.connect(infos[0][4])
+            sock.connect(address)
         except TimeoutError:
             return ProbeFailure("timeout", "no answer to the connection attempt")
-        except ConnectionRefusedError:
+        except (ConnectionRefusedError, FileNotFoundError):
             return ProbeFailure("refused", "connection refused (nothing listens on that port)")
         except OSError as exc:
             return ProbeFailure("unreachable", exc.strerror or str(exc))
-        sock.sendall(probe_command(host.host, version=version))
+        sock.sendall(probe_command(name, version=version))
         while True:
             cmd = read_command(sock, deadline)
             if cmd.version != version:
@@ -226,9 +238,7 @@ def _probe_once(host: HostAddress, version: int, deadline: float) -> ServerInfo 
         sock.close()
 
 
-def probe_server(
-    host: HostAddress, *, protocol: int, timeout_s: float
-) -> ServerInfo | ProbeFailure:
+def probe_server(host: Endpoint, *, protocol: int, timeout_s: float) -> ServerInfo | ProbeFailure:
     """Ask one fio server for its version, never waiting longer than ``timeout_s``.
 
     Probes in ``protocol`` (the local fio's); when the server answers in
@@ -275,11 +285,11 @@ _FALLBACK_PROTOCOL = 97  # fio 3.33's; only a first guess when the local one is 
 
 def server_versions(
     fio: str,
-    hosts: Sequence[HostAddress],
+    hosts: Sequence[Endpoint],
     timeout_s: float,
     *,
     local_protocol: int | None = None,
-) -> dict[HostAddress, ServerInfo | ProbeFailure]:
+) -> dict[Endpoint, ServerInfo | ProbeFailure]:
     """Probe every host at once: the probes take at most ``timeout_s`` together
     (learning the local protocol first, unless given, takes ~50 ms and at most
     another ``timeout_s``). Keep ``timeout_s`` above 1 s: a fio server may
@@ -290,9 +300,9 @@ def server_versions(
         except UserError:
             local_protocol = _FALLBACK_PROTOCOL  # servers tell us theirs on a mismatch
     protocol = local_protocol
-    results: dict[HostAddress, ServerInfo | ProbeFailure] = {}
+    results: dict[Endpoint, ServerInfo | ProbeFailure] = {}
 
-    def probe(host: HostAddress) -> None:
+    def probe(host: Endpoint) -> None:
         results[host] = probe_server(host, protocol=protocol, timeout_s=timeout_s)
 
     threads = [threading.Thread(target=probe, args=(h,), daemon=True) for h in hosts]
@@ -307,7 +317,7 @@ def server_versions(
 
 def check_versions(
     local_version: str,
-    results: Mapping[HostAddress, ServerInfo | ProbeFailure],
+    results: Mapping[HostSpec, ServerInfo | ProbeFailure],
     *,
     local_protocol: int | None = None,
 ) -> None:

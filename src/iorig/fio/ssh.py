@@ -9,8 +9,9 @@ everything iorig does there:
   input to the host's ``python3``): a private directory, ``fio --server`` on
   a Unix socket inside it, and the stop/resume requests of the
   ``stop-host``/``start-host`` events, one line each way;
-* a forwarding (``ssh -O forward``) from a port on this machine's
-  127.0.0.1 to that socket is where iorig's fio client connects;
+* a forwarding (``ssh -O forward``) from a Unix socket in iorig's private
+  directory on this machine to that socket is where iorig's fio client
+  connects;
 * ``ssh -O`` and commands for ``iorig hosts check`` share the connection.
 
 Nothing on the host listens on a network address. When the session ends —
@@ -28,7 +29,6 @@ import re
 import shlex
 import shutil
 import signal
-import socket
 import subprocess
 import tempfile
 import threading
@@ -38,7 +38,7 @@ from pathlib import Path
 
 from iorig.errors import UserError
 from iorig.fio.control import ControlError
-from iorig.fio.hosts import HostAddress, SshHost
+from iorig.fio.hosts import SocketEndpoint, SshHost
 from iorig.fio.process import stop_group
 
 KEEPER = Path(__file__).with_name("sshkeeper.py")
@@ -77,12 +77,6 @@ def ssh_command(host: SshHost, control_path: Path, *options: str) -> list[str]:
     return [*args, *options, "--", host.host]
 
 
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 class SshConnection:
     """One host's SSH connection, keeper and forwarded fio server."""
 
@@ -95,7 +89,7 @@ class SshConnection:
         self._answers: queue.Queue[str | None] = queue.Queue()
         self._lock = threading.Lock()
         self._closed = threading.Event()
-        self.endpoint: HostAddress | None = None
+        self.endpoint: SocketEndpoint | None = None
         self.remote_dir = ""
 
     @property
@@ -166,27 +160,25 @@ class SshConnection:
             hint = "install python3 on the host (iorig runs a small keeper there)"
         return UserError(f"cannot reach {self.label} over SSH: {why}", hint=hint)
 
-    def _forward(self) -> HostAddress:
-        """A port on 127.0.0.1 here forwarded to the keeper's fio socket
-        (retried: another program may take the free port first)."""
-        problem = ""
-        for _ in range(3):
-            port = _free_port()
-            spec = f"127.0.0.1:{port}:{self.remote_dir}/fio.sock"
-            try:
-                done = subprocess.run(
-                    ssh_command(self.host, self.control_path, "-o", "ControlMaster=no",
-                                "-O", "forward", "-L", spec),
-                    stdin=subprocess.DEVNULL, capture_output=True, timeout=ANSWER_S,
-                )  # fmt: skip
-            except subprocess.TimeoutExpired:
-                problem = "ssh -O forward did not answer"
-                continue
-            if done.returncode == 0:
-                return HostAddress("127.0.0.1", port)
+    def _forward(self) -> SocketEndpoint:
+        """A Unix socket here, in iorig's private directory, forwarded to
+        the keeper's fio socket: no other user of this machine can reach it
+        (a port on 127.0.0.1 would let any of them run jobs on the host)."""
+        local = self._workdir / "fio.sock"
+        spec = f"{local}:{self.remote_dir}/fio.sock"
+        try:
+            done = subprocess.run(
+                ssh_command(self.host, self.control_path, "-o", "ControlMaster=no",
+                            "-O", "forward", "-L", spec),
+                stdin=subprocess.DEVNULL, capture_output=True, timeout=ANSWER_S,
+            )  # fmt: skip
             problem = done.stderr.decode(errors="replace").strip()[-200:]
+            if done.returncode == 0:
+                return SocketEndpoint(str(local))
+        except subprocess.TimeoutExpired:
+            problem = "ssh -O forward did not answer"
         self.close()
-        raise UserError(f"{self.label}: could not forward a port to its fio server: {problem}")
+        raise UserError(f"{self.label}: could not forward a socket to its fio server: {problem}")
 
     # ------------------------------------------------------------ requests
 
@@ -302,7 +294,7 @@ def connect_each(
     workdir = Path(tempfile.mkdtemp(prefix="iorig-ssh-"))  # mode 0700
     connections = {}
     for i, host in enumerate(hosts):
-        (workdir / f"h{i}").mkdir()
+        (workdir / f"h{i}").mkdir(mode=0o700)
         connections[host.label] = SshConnection(host, workdir / f"h{i}")
     failures: dict[str, UserError] = {}
 

@@ -21,10 +21,11 @@ see tests/data/clientserver-3hosts/README.md):
 * ``--eta=always`` lets fio drop a server that stops answering; iorig's own
   deadline stops the client if it still hangs.
 
-A host reached over SSH (fio/ssh.py) is a fio server like the others, at a
-port on 127.0.0.1 forwarded to it: its connection is opened when the run
-is prepared and closed when it is cleaned up (or its preparation fails),
-and fio's name for it (``127.0.0.1:PORT``) is mapped to the host's own.
+A host reached over SSH (fio/ssh.py) is a fio server like the others,
+behind a Unix socket on this machine forwarded to it: its connection is
+opened when the run is prepared and closed when it is cleaned up (or its
+preparation fails), and fio's name for it (``h<i>.sock``) is mapped to the
+host's own.
 """
 
 from __future__ import annotations
@@ -41,7 +42,7 @@ from pathlib import Path
 from iorig.errors import UserError
 from iorig.fio import parse, ssh
 from iorig.fio.control import HostControl
-from iorig.fio.hosts import HostAddress, HostSpec, SshHost
+from iorig.fio.hosts import Endpoint, HostAddress, HostSpec, SocketEndpoint, SshHost
 from iorig.fio.jobfile import Section, render
 from iorig.fio.protocol import ServerInfo, check_versions, local_protocol_version, server_versions
 from iorig.fio.runner import FioExit, FioProcess
@@ -81,12 +82,12 @@ class ServerBackend:
         return tuple(h.label for h in self.specs)
 
     @property
-    def addresses(self) -> tuple[HostAddress, ...]:
+    def addresses(self) -> tuple[Endpoint, ...]:
         """Where fio's client reaches each host: its agent, or the port
         forwarded to it over SSH (after ``connect``)."""
         return tuple(self._endpoint(h) for h in self.specs)
 
-    def _endpoint(self, spec: HostSpec) -> HostAddress:
+    def _endpoint(self, spec: HostSpec) -> Endpoint:
         if isinstance(spec, HostAddress):
             return spec
         endpoint = self._ssh[spec.label].endpoint if spec.label in self._ssh else None
@@ -95,8 +96,12 @@ class ServerBackend:
 
     @property
     def _names(self) -> dict[str, str]:
-        """fio's name of each forwarded host -> the host's label."""
-        return {c.endpoint.label: label for label, c in self._ssh.items() if c.endpoint}
+        """fio's name of each host reached through a socket -> the host's label."""
+        return {
+            _socket_name(i): spec.label
+            for i, (spec, address) in enumerate(zip(self.specs, self.addresses, strict=True))
+            if isinstance(address, SocketEndpoint)
+        }
 
     def connect(self) -> None:
         """Open the SSH hosts' connections (all or none; once)."""
@@ -288,7 +293,7 @@ class ServerBackend:
                 job.write_text(texts[host.label])
                 clients[host.label] = FioProcess(
                     self.fio, None, workdir,
-                    clients=((f"--client={address.fio_client_arg()}", job),),
+                    clients=((f"--client={_client_arg(workdir, i, address)}", job),),
                     tag=f"-h{i}", stop_steps=CLIENT_STOP,
                 )  # fmt: skip
         return clients
@@ -441,6 +446,23 @@ def _command(clients: Mapping[str, FioProcess]) -> tuple[str, ...]:
     for proc in clients.values():
         out += [*(["; "] if out else []), *proc.command]
     return tuple(out)
+
+
+def _socket_name(i: int) -> str:
+    return f"h{i}.sock"
+
+
+def _client_arg(workdir: Path, i: int, address: Endpoint) -> str:
+    """``fio --client=`` for host ``i``. fio names a client's logs after
+    the address given, a socket's whole path included (its slashes then
+    name directories that do not exist): a socket is given by a name in
+    the client's working directory, a link to the private one."""
+    if isinstance(address, HostAddress):
+        return address.fio_client_arg()
+    link = workdir / _socket_name(i)
+    link.unlink(missing_ok=True)
+    link.symlink_to(address.path)
+    return f"sock:{link.name}"
 
 
 def _combined(clients: Mapping[str, FioProcess], names: Mapping[str, str]) -> FioExit:
