@@ -39,6 +39,11 @@ if [ "$want_test" -eq 1 ]; then
     # Hosts over SSH are tested against real OpenSSH servers the tests start.
     command -v ssh >/dev/null 2>&1 || missing+=(openssh-client)
     [ -x /usr/sbin/sshd ] || missing+=(openssh-server)
+    # Authenticated agents: certificates made with openssl as docs/hosts.md
+    # shows, listeners checked with ss, an address beyond loopback in a
+    # network namespace made with ip.
+    command -v openssl >/dev/null 2>&1 || missing+=(openssl)
+    command -v ip >/dev/null 2>&1 || [ -x /usr/sbin/ip ] || missing+=(iproute2)
 fi
 if [ "${#missing[@]}" -gt 0 ]; then
     if ! command -v apt-get >/dev/null 2>&1; then

@@ -230,21 +230,31 @@ def test_every_spelling_of_all_interfaces_is_refused_by_the_server(tmp_path, spe
 
 
 class _StandIn:
-    """A FioServer that records how it was made and listens nowhere."""
+    """The agent's fio server, listener and control port: each records how
+    it was made (the listener: its address and authentication) and none
+    listens anywhere."""
 
-    made: ClassVar[list[tuple[str, bool]]] = []
+    made: ClassVar[list[tuple[str, object]]] = []
 
-    def __init__(self, fio, address, workdir, *, insecure_no_auth=False, on_control=None):
-        self.made.append((address.host, insecure_no_auth))
+    def __init__(self, *args, **kwargs):
+        pass
 
     def start(self):
         pass
 
+    def close(self):
+        pass
+
     running = False
-    control_problem = None
+    processes = None
 
     def stop(self):
         pass
+
+
+class _ListenerStandIn(_StandIn):
+    def __init__(self, address, auth, *args, **kwargs):
+        self.made.append((address.host, auth))
 
 
 def _agent(monkeypatch, tmp_path, *args: str) -> int | str | None:
@@ -253,6 +263,8 @@ def _agent(monkeypatch, tmp_path, *args: str) -> int | str | None:
 
     _StandIn.made = []
     monkeypatch.setattr(agent_mod, "FioServer", _StandIn)
+    monkeypatch.setattr(agent_mod, "ControlServer", _StandIn)
+    monkeypatch.setattr(agent_mod, "AgentListener", _ListenerStandIn)
     monkeypatch.setattr(sys, "argv", ["iorig", "agent", *args, "--dir", str(tmp_path),
                                       "--port", "18757"])  # fmt: skip
     for console in (agent_mod.console, common.err_console):
@@ -296,6 +308,6 @@ def test_agent_treats_every_spelling_of_all_interfaces_as_0000(monkeypatch, caps
     """Asked for with --insecure-no-auth, it is named 0.0.0.0 or :: and
     warned about; the server is a stand-in, so nothing listens."""
     _agent(monkeypatch, tmp_path, "--bind", spelling, "--insecure-no-auth")  # the stand-in ends
-    assert _StandIn.made == [("::" if ":" in spelling else "0.0.0.0", True)]
+    assert _StandIn.made == [("::" if ":" in spelling else "0.0.0.0", None)]  # no auth
     out = " ".join(capsys.readouterr().out.split())
     assert "warning: no authentication on" in out and "isolated test network" in out

@@ -3,9 +3,11 @@ foreground) and ``iorig hosts check`` (whether hosts can run one)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import signal
 import sys
+import tempfile
 import threading
 from dataclasses import asdict
 from pathlib import Path
@@ -17,27 +19,67 @@ from rich.table import Table
 
 from iorig.cli.common import FioOpt, HostsFileOpt, app, console, host_list
 from iorig.errors import UserError
-from iorig.fio import runner
-from iorig.fio.control import control_port
-from iorig.fio.hosts import DEFAULT_PORT, is_any_address, is_loopback, parse_host
+from iorig.fio import agentauth, runner
+from iorig.fio.control import ControlServer, control_port
+from iorig.fio.hosts import (
+    DEFAULT_PORT,
+    HostAddress,
+    SocketEndpoint,
+    is_any_address,
+    is_loopback,
+    parse_host,
+)
 from iorig.fio.server import FioServer, refuse_unauthenticated
+from iorig.fio.tlsrelay import AgentListener
 from iorig.run.hostcheck import HostFacts, check_hosts
 from iorig.targets import bind_host_targets
 from iorig.units import format_bytes
 
 
 def _warn_connection(peer: str) -> None:
-    """An agent beyond loopback says who reached its control port, every time."""
-    console.print(f"[yellow]warning: unauthenticated control connection from {escape(peer)}[/]")
+    """An agent beyond loopback without authentication names every peer."""
+    console.print(f"[yellow]warning: unauthenticated connection from {escape(peer)}[/]")
 
 
-@app.command()
+def _refused(peer: str, why: str) -> None:
+    """An authenticated agent names every connection it turned away."""
+    console.print(f"[yellow]refused a connection from {escape(peer)}: {escape(why)}[/]")
+
+
+agent_app = typer.Typer(invoke_without_command=True)
+app.add_typer(
+    agent_app, name="agent",
+    help="Serve fio jobs for `iorig run --hosts` on this machine (`iorig agent token`: "
+    "make the token agents and drivers share).",
+)  # fmt: skip
+
+_TOKEN_HELP = (
+    "the shared token (`iorig agent token`, mode 0600): drivers reach this agent as "
+    "tls://HOST[:PORT] with the same token"
+)
+
+
+def _agent_auth(token_file: Path | None, cert: Path | None, key: Path | None,
+                client_ca: Path | None) -> agentauth.Auth | None:  # fmt: skip
+    if token_file is not None and (cert or key or client_ca):
+        raise UserError(
+            "choose one way to authenticate: --token-file, or --cert, --key and --client-ca"
+        )
+    if token_file is not None:
+        return agentauth.read_token(token_file)
+    if cert or key or client_ca:
+        return agentauth.cert_auth(cert, key, client_ca, what="pass --cert, --key and --client-ca")
+    return None
+
+
+@agent_app.callback()
 def agent(
+    ctx: typer.Context,
     bind: Annotated[
         str,
         typer.Option(
-            help="address to listen on: loopback (reach it through an SSH tunnel); any "
-            "other only with --insecure-no-auth (fio's server has no authentication)"
+            help="address to listen on: any with --token-file or certificates; without them "
+            "loopback only (reach it through an SSH tunnel), or any with --insecure-no-auth"
         ),
     ] = "127.0.0.1",
     port: Annotated[int, typer.Option(min=1, max=65535, help="TCP port")] = DEFAULT_PORT,
@@ -48,6 +90,15 @@ def agent(
         ),
     ] = Path("."),
     fio: FioOpt = None,
+    token_file: Annotated[Path | None, typer.Option(help=_TOKEN_HELP)] = None,
+    cert: Annotated[
+        Path | None, typer.Option(help="mutual TLS: this agent's certificate (PEM)")
+    ] = None,
+    key: Annotated[Path | None, typer.Option(help="mutual TLS: its key (PEM)")] = None,
+    client_ca: Annotated[
+        Path | None,
+        typer.Option(help="mutual TLS: the authority whose certificates drivers must show"),
+    ] = None,
     insecure_no_auth: Annotated[
         bool,
         typer.Option(
@@ -58,45 +109,116 @@ def agent(
     ] = False,
 ) -> None:
     """Serve fio jobs for `iorig run --hosts` on this machine until stopped."""
+    if ctx.invoked_subcommand is not None:
+        return
     # every spelling of "all interfaces" (0, ::ffff:0.0.0.0, [::] …) is that,
     # named plainly
     if is_any_address(bind):
         bind = "::" if ":" in bind else "0.0.0.0"
     text = f"[{bind}]:{port}" if ":" in bind else f"{bind}:{port}"
     address = parse_host(text)
-    refuse_unauthenticated(address, insecure_no_auth=insecure_no_auth)  # before fio runs
+    auth = _agent_auth(token_file, cert, key, client_ca)
+    if auth is not None and insecure_no_auth:
+        raise UserError("--insecure-no-auth and authentication exclude each other")
+    if auth is None:
+        refuse_unauthenticated(address, insecure_no_auth=insecure_no_auth)  # before fio runs
     fio_path = runner.find_fio(fio)
     version = runner.fio_version(fio_path)
-    exposed = not is_loopback(address.host)  # allowed by --insecure-no-auth: warn
-    watch = _warn_connection if exposed else None
-    server = FioServer(fio_path, address, directory.resolve(), insecure_no_auth=insecure_no_auth,
-                       on_control=watch)  # fmt: skip
+    workdir = directory.resolve()
     stop = threading.Event()
     previous = {s: signal.signal(s, lambda *_: stop.set()) for s in (signal.SIGINT, signal.SIGTERM)}
     try:
-        server.start()
-        console.print(
-            f"iorig agent: {escape(version)} serving on {escape(address.label)}, working "
-            f"directory {escape(str(directory.resolve()))}"
-        )
-        if server.control_problem:
-            console.print(f"[yellow]{escape(server.control_problem)}[/]")
-        if exposed:
+        with contextlib.ExitStack() as stack:
+            if auth is None:
+                server = _serve_unauthenticated(stack, fio_path, address, workdir,
+                                                insecure_no_auth)  # fmt: skip
+                how = "no authentication"
+            else:
+                server = _serve_authenticated(stack, fio_path, address, workdir, auth)
+                how = ("a token over TLS" if isinstance(auth, agentauth.TokenAuth)
+                       else "mutual TLS")  # fmt: skip
             console.print(
-                f"[yellow]warning: no authentication on {escape(address.label)} "
-                "(--insecure-no-auth): anyone who reaches this port or its control port "
-                f"{control_port(address.port)} can run fio jobs and commands here as this "
-                "user, and freeze this host's fio; use it on an isolated test network only[/]"
+                f"iorig agent: {escape(version)} serving on {escape(address.label)} with "
+                f"{how}, working directory {escape(str(workdir))}"
             )
-        console.print(f"use it with: iorig run … --hosts {escape(address.label)}; stop with Ctrl-C")
-        while not stop.wait(0.5):
-            if not server.running:
-                raise UserError("the fio server exited unexpectedly")
+            scheme = "" if auth is None else "tls://"
+            console.print(
+                f"use it with: iorig run … --hosts {scheme}{escape(address.label)}; "
+                "stop with Ctrl-C"
+            )
+            while not stop.wait(0.5):
+                if not server.running:
+                    raise UserError("the fio server exited unexpectedly")
     finally:
-        server.stop()
         for s, handler in previous.items():
             signal.signal(s, handler)
     console.print("iorig agent: stopped")
+
+
+def _serve_unauthenticated(
+    stack: contextlib.ExitStack, fio: str, address: HostAddress, workdir: Path,
+    insecure_no_auth: bool,
+) -> FioServer:  # fmt: skip
+    """fio's server behind a plain listener on ``address`` (loopback, or
+    --insecure-no-auth: then every connection is named) and the control port
+    next to it."""
+    exposed = not is_loopback(address.host)  # allowed by --insecure-no-auth: warn
+    watch = _warn_connection if exposed else None
+    private = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="iorig-agent-")))
+    server = FioServer(fio, SocketEndpoint(str(private / "fio.sock")), workdir)
+    stack.callback(server.stop)
+    control = ControlServer(address, server.processes, watch)
+    listener = AgentListener(address, None, str(private / "fio.sock"), control, _refused,
+                             on_connection=watch)  # fmt: skip
+    server.start()
+    _listen(listener, address)
+    stack.callback(listener.close)
+    try:
+        control.start()
+        stack.callback(control.close)
+    except OSError as exc:
+        why = escape(exc.strerror or str(exc))
+        console.print(
+            f"[yellow]no control port {control_port(address.port)} ({why}): runs cannot "
+            "stop and resume this host (stop-host/start-host events)[/]"
+        )
+    if exposed:
+        console.print(
+            f"[yellow]warning: no authentication on {escape(address.label)} "
+            "(--insecure-no-auth): anyone who reaches this port or its control port "
+            f"{control_port(address.port)} can run fio jobs and commands here as this "
+            "user, and freeze this host's fio; use it on an isolated test network only[/]"
+        )
+    return server
+
+
+def _listen(listener: AgentListener, address: HostAddress) -> None:
+    try:
+        listener.start()
+    except OSError as exc:
+        raise UserError(
+            f"cannot listen on {address.label}: {exc.strerror or exc}",
+            hint="another program listens there (choose another --port), or the address "
+            "is not one of this machine's",
+        ) from None
+
+
+def _serve_authenticated(
+    stack: contextlib.ExitStack, fio: str, address: HostAddress, workdir: Path,
+    auth: agentauth.Auth,
+) -> FioServer:  # fmt: skip
+    """fio's server on a Unix socket in a private directory, reached only
+    through the TLS listener on ``address`` (fio.tlsrelay)."""
+    private = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="iorig-agent-")))
+    server = FioServer(fio, SocketEndpoint(str(private / "fio.sock")), workdir)
+    stack.callback(server.stop)
+    listener = AgentListener(
+        address, auth, str(private / "fio.sock"), ControlServer(None, server.processes), _refused
+    )
+    server.start()
+    _listen(listener, address)
+    stack.callback(listener.close)
+    return server
 
 
 hosts_app = typer.Typer(no_args_is_help=True)
@@ -155,3 +277,24 @@ def hosts_check(
             f"{len(spoiled)} of {len(facts)} hosts would spoil a run: "
             + "; ".join(f"{f.host}: {f.problems[0]}" for f in spoiled)
         )
+
+
+@agent_app.command("token")
+def agent_token(
+    out: Annotated[
+        Path | None,
+        typer.Option(help="where to write it (default ~/.config/iorig/agent.token)"),
+    ] = None,
+    force: Annotated[bool, typer.Option(help="replace a token file that exists")] = False,
+) -> None:
+    """Make a new token for authenticated agents: a file only its owner can
+    read. Give the same file to every agent (`iorig agent --token-file`);
+    this machine's runs read it to reach them as tls://HOST."""
+    path = (out or agentauth.default_token_path()).expanduser()
+    agentauth.write_token(path, force=force)
+    console.print(f"iorig agent token: wrote {escape(str(path))} (mode 0600)")
+    console.print(
+        "copy it to each host (e.g. scp -p) and run there: iorig agent --bind ADDRESS "
+        "--token-file FILE; then: iorig run … --hosts tls://HOST1,tls://HOST2"
+        + ("" if out is None else f" with {agentauth.TOKEN_ENV}={escape(str(path))}")
+    )

@@ -5,6 +5,7 @@
 One line per request, one line per answer::
 
     IORIG-AGENT 1 PING          -> OK iorig-agent
+    IORIG-AGENT 1 TIME          -> OK 1795555402.123456 (the host's clock)
     IORIG-AGENT 1 STOP <max_s>  -> OK stopped N processes
     IORIG-AGENT 1 CONT          -> OK resumed after 12.3 s
 
@@ -12,8 +13,10 @@ STOP freezes the fio server and every process it forked (SIGSTOP): its jobs
 stop doing I/O and it stops answering its client, as a failed node would.
 It lasts until CONT on the same connection, the connection closes (iorig
 ended, whatever the reason) or ``max_s`` passes: a host is never left
-frozen. The port has no authentication, like fio's own, which already runs
-any job sent to it; it is bound where fio is.
+frozen. On this port there is no authentication, like fio's own, which
+already runs any job sent to it; it is bound where fio is. An agent with
+authentication has no such port: the same requests come through its TLS
+channel (fio.tlsrelay) and reach ``ControlServer.handle``.
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from iorig.fio.hosts import HostAddress
+from iorig.fio.hosts import HostAddress, SocketEndpoint
 
 MAGIC = "IORIG-AGENT 1"
 MAX_LINE = 128
@@ -68,11 +71,12 @@ def _wait_stopped(pids: list[int], limit_s: float = 2.0) -> None:
 
 class ControlServer:
     """Serves the control port of one fio server; ``processes()`` gives the
-    server's process tree at the moment of a STOP."""
+    server's process tree at the moment of a STOP. Without ``address`` it
+    listens nowhere and serves the connections given to ``handle``."""
 
     def __init__(
         self,
-        address: HostAddress,
+        address: HostAddress | None,
         processes: Callable[[], list[int]],
         on_connection: Callable[[str], None] | None = None,
     ) -> None:
@@ -86,6 +90,7 @@ class ControlServer:
 
     def start(self) -> None:
         """Listen; OSError when the port cannot be bound."""
+        assert self.address is not None, "a control server without an address only handles"
         family = socket.AF_INET6 if self.address.is_ipv6 else socket.AF_INET
         sock = socket.socket(family, socket.SOCK_STREAM)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -122,9 +127,10 @@ class ControlServer:
                 continue
             if self.on_connection is not None:
                 self.on_connection(str(peer[0]))
-            threading.Thread(target=self._handle, args=(conn,), daemon=True).start()
+            threading.Thread(target=self.handle, args=(conn,), daemon=True).start()
 
-    def _handle(self, conn: socket.socket) -> None:
+    def handle(self, conn: socket.socket) -> None:
+        """One request on ``conn`` (and CONT after STOP), then close it."""
         with conn:
             conn.settimeout(5.0)
             reader = conn.makefile("rb")
@@ -132,6 +138,8 @@ class ControlServer:
             words = line.removeprefix(MAGIC).split() if line.startswith(MAGIC) else []
             if words == ["PING"]:
                 conn.sendall(b"OK iorig-agent\n")
+            elif words == ["TIME"]:
+                conn.sendall(f"OK {time.time():.6f}\n".encode())
             elif len(words) == 2 and words[0] == "STOP":
                 self._stop(conn, reader, words[1])
             else:
@@ -176,16 +184,33 @@ class ControlError(Exception):
 class HostControl:
     """iorig's side: stop a host, later resume it (one STOP at a time)."""
 
-    def __init__(self, address: HostAddress) -> None:
+    def __init__(self, address: HostAddress | SocketEndpoint, name: str | None = None) -> None:
+        """``address``: an agent's fio address (its control port is next to
+        it) or a socket reaching its control channel; ``name``: the host's
+        name in messages (by default the control port's address)."""
         self.address = address
+        self.name = name
         self._conn: socket.socket | None = None
 
     @property
     def where(self) -> str:
+        if self.name is not None:
+            return self.name
+        if isinstance(self.address, SocketEndpoint):
+            return self.address.label
         return HostAddress(self.address.host, control_port(self.address.port)).label
 
     def _connect(self) -> socket.socket:
         try:
+            if isinstance(self.address, SocketEndpoint):
+                sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+                sock.settimeout(CONNECT_S)
+                try:
+                    sock.connect(self.address.path)
+                except OSError:
+                    sock.close()
+                    raise
+                return sock
             return socket.create_connection(
                 (self.address.host, control_port(self.address.port)), timeout=CONNECT_S
             )
@@ -208,6 +233,19 @@ class HostControl:
     def ping(self) -> None:
         with self._connect() as conn:
             self._ask(conn, "PING")
+
+    def clock(self) -> tuple[float, float]:
+        """The host's clock against this one's, in seconds, and the error of
+        that figure: half the round trip of the request."""
+        with self._connect() as conn:
+            sent = time.time()
+            answer = self._ask(conn, "TIME")
+            came = time.time()
+        try:
+            theirs = float(answer)
+        except ValueError:
+            raise ControlError(f"the agent at {self.where} sent no time: {answer:.60}") from None
+        return theirs - (sent + came) / 2, (came - sent) / 2
 
     def stop(self, max_s: float) -> str:
         conn = self._connect()

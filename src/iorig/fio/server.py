@@ -20,7 +20,7 @@ from pathlib import Path
 
 from iorig.errors import UserError
 from iorig.fio.control import ControlServer, control_port
-from iorig.fio.hosts import HostAddress, is_any_address, is_loopback
+from iorig.fio.hosts import Endpoint, HostAddress, SocketEndpoint, is_any_address, is_loopback
 from iorig.fio.process import spawn
 
 
@@ -141,8 +141,9 @@ def refuse_unauthenticated(address: HostAddress, *, insecure_no_auth: bool) -> N
         f"refusing to start a fio server listening on {shown}: fio's server has no "
         "authentication and runs any job it is sent (commands too, through exec_prerun) "
         "for anyone who can reach the port",
-        hint="keep it on 127.0.0.1 and reach it through an SSH tunnel (README: Many hosts); "
-        "on an isolated test network only, pass --insecure-no-auth",
+        hint="give it a token (`iorig agent token`, then --token-file; drivers use "
+        "tls://HOST) or certificates (docs/hosts.md), or keep it on 127.0.0.1 and reach it "
+        "through an SSH tunnel; on an isolated test network only, pass --insecure-no-auth",
     )
 
 
@@ -164,19 +165,20 @@ def port_available(address: HostAddress) -> OSError | None:
 
 
 class FioServer:
-    """A ``fio --server`` process bound to one address, in its own working
-    directory (where relative job filenames land).
+    """A ``fio --server`` process bound to one address or Unix socket, in
+    its own working directory (where relative job filenames land).
 
-    Listens only on a loopback address (fio's server has no authentication)
-    unless ``insecure_no_auth`` is set. ``log_path``: where fio's stdout/stderr go
-    (None: inherited, e.g. for ``iorig agent`` in a terminal); ``on_control``
-    is told the address of every connection to the control port.
+    Listens only on a loopback address or a socket (fio's server has no
+    authentication) unless ``insecure_no_auth`` is set. ``log_path``: where
+    fio's stdout/stderr go (None: inherited, e.g. for ``iorig agent`` in a
+    terminal); ``control``: a control port next to a TCP address;
+    ``on_control`` is told the address of every connection to it.
     """
 
     def __init__(
         self,
         fio: str,
-        address: HostAddress,
+        address: Endpoint,
         workdir: Path,
         *,
         insecure_no_auth: bool = False,
@@ -184,7 +186,8 @@ class FioServer:
         control: bool = True,
         on_control: Callable[[str], None] | None = None,
     ) -> None:
-        refuse_unauthenticated(address, insecure_no_auth=insecure_no_auth)
+        if isinstance(address, HostAddress):
+            refuse_unauthenticated(address, insecure_no_auth=insecure_no_auth)
         self.fio = fio
         self.address = address
         self.workdir = workdir
@@ -193,8 +196,13 @@ class FioServer:
         self._lock = threading.Lock()
         self._watching = threading.Event()
         # the control port (stop-host / start-host events), see fio.control
-        self._control = ControlServer(address, self._tree, on_control) if control else None
+        tcp = isinstance(address, HostAddress)
+        self._control = ControlServer(address, self._tree, on_control) if control and tcp else None
         self.control_problem: str | None = None
+
+    def processes(self) -> list[int]:
+        """The server and every process it forked, now (what STOP freezes)."""
+        return self._tree()
 
     def _tree(self) -> list[int]:
         pid = self.pid
@@ -210,7 +218,7 @@ class FioServer:
 
     def command(self) -> list[str]:
         address = self.address
-        if address.host == "":  # fio's own spelling of "any"
+        if isinstance(address, HostAddress) and address.host == "":  # fio's "any"
             address = HostAddress("0.0.0.0", address.port)
         return [self.fio, f"--server={address.fio_client_arg()}"]
 
@@ -224,7 +232,9 @@ class FioServer:
         if self.running:
             return
         where = self.address.label
-        problem = port_available(self.address)
+        if isinstance(self.address, SocketEndpoint):
+            Path(self.address.path).unlink(missing_ok=True)  # a server before us died
+        problem = port_available(self.address) if isinstance(self.address, HostAddress) else None
         if problem is not None:
             if problem.errno == errno.EADDRINUSE:
                 raise UserError(
@@ -266,7 +276,7 @@ class FioServer:
             time.sleep(0.02)
 
     def _start_control(self) -> None:
-        if self._control is None:
+        if self._control is None or not isinstance(self.address, HostAddress):
             return
         try:
             self._control.start()
@@ -279,6 +289,13 @@ class FioServer:
 
     def _ready(self) -> bool:
         assert self._proc is not None
+        if isinstance(self.address, SocketEndpoint):
+            with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+                try:
+                    sock.connect(self.address.path)  # fio shrugs off an empty connection
+                    return True
+                except OSError:
+                    return False
         listens = _listens(self._proc.pid, self.address.port)
         if listens is not None:
             return listens

@@ -4,21 +4,23 @@ and engines, its clock near the driver's (per-second series are aligned on
 wall clocks), its CPUs, and the target's kind and free space.
 
 Over SSH every figure is asked on the host itself; an ``iorig agent`` is
-known only by what its fio server says when probed (version, protocol,
-CPUs, OS), and the rest is shown as unknown.
+known by what its fio server says when probed (version, protocol, CPUs,
+OS) and its clock (the control channel's TIME), and the rest is shown as
+unknown. A ``tls://`` agent that refuses this machine's token or
+certificate is a host with that problem.
 """
 
 from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from iorig.errors import UserError
-from iorig.fio import runner, ssh
-from iorig.fio.control import ControlError
-from iorig.fio.hosts import HostAddress, HostSpec
+from iorig.fio import runner, ssh, tlsrelay
+from iorig.fio.control import ControlError, HostControl
+from iorig.fio.hosts import HostAddress, HostSpec, SshHost, TlsHost
 from iorig.fio.protocol import ServerInfo, local_protocol_version, server_versions
 
 ENGINES = ("libaio", "io_uring", "posixaio", "psync")
@@ -47,7 +49,7 @@ class HostFacts:
     """One host's fitness for a run; ``problems`` would spoil it."""
 
     host: str
-    way: str  # "ssh" or "agent"
+    way: str  # "ssh", "tls" (an authenticated agent) or "agent"
     fio_version: str | None = None
     cpus: int | None = None
     os: str | None = None
@@ -60,22 +62,31 @@ class HostFacts:
     problems: tuple[str, ...] = field(default_factory=tuple)
 
 
-def _clock(connection: ssh.SshConnection) -> tuple[float, float] | None:
-    """The host's clock offset and its error: the keeper's reading with the
-    shortest round trip of a few (milliseconds over the open session), taken
-    as the round trip's middle."""
-    best: tuple[float, float] | None = None
+Clock = tuple[float, float]  # the host's clock minus this one's, and its error (s)
+
+
+def _clock(sample: Callable[[], Clock]) -> Clock | None:
+    """The host's clock offset and its error: of a few readings (each the
+    host's time against the middle of its round trip, milliseconds over an
+    open session), the one with the shortest round trip."""
+    best: Clock | None = None
     for _ in range(CLOCK_SAMPLES):
-        before = time.time()
         try:
-            remote = float(connection.request("TIME"))
-        except (ControlError, ValueError):
+            found = sample()
+        except ValueError:
             continue
-        after = time.time()
-        sample = (remote - (before + after) / 2, (after - before) / 2)
-        if best is None or sample[1] < best[1]:
-            best = sample
+        except ControlError:  # not answering once, it would not the next time
+            break
+        if best is None or found[1] < best[1]:
+            best = found
     return best
+
+
+def _keeper_clock(connection: ssh.SshConnection) -> Clock:
+    before = time.time()
+    remote = float(connection.request("TIME"))
+    after = time.time()
+    return remote - (before + after) / 2, (after - before) / 2
 
 
 def _ssh_facts(connection: ssh.SshConnection, target: str | None) -> dict:
@@ -92,7 +103,7 @@ def _ssh_facts(connection: ssh.SshConnection, target: str | None) -> dict:
             facts["target_kind"] = value.strip()
         elif key == "free" and value.isdigit():
             facts["free_bytes"] = int(value)
-    if (clock := _clock(connection)) is not None:
+    if (clock := _clock(lambda: _keeper_clock(connection))) is not None:
         facts["clock_offset_s"], facts["clock_error_s"] = clock
     return facts
 
@@ -109,19 +120,30 @@ def check_hosts(
     targets = targets or {}
     version = runner.fio_version(fio)
     engines = _local_engines(fio)
-    over_ssh = [h for h in hosts if not isinstance(h, HostAddress)]
+    over_ssh = [h for h in hosts if isinstance(h, SshHost)]
+    over_tls = [h for h in hosts if isinstance(h, TlsHost)]
     connections: dict[str, ssh.SshConnection] = {}
     problems: dict[str, list[str]] = {h.label: [] for h in hosts}
     workdir = None
+    agents = tlsrelay.AgentLinks(over_tls) if over_tls else None
     if over_ssh:
         workdir, connections, failed = ssh.connect_each(over_ssh)
         for label, error in failed.items():
             problems[label].append(error.message.removeprefix(f"{label}: "))
     try:
+        refused = agents.check() if agents is not None else {}
+        for label, why in refused.items():
+            problems[label].append(why)
         endpoints = {}
+        clocks: dict[str, Callable[[], Clock]] = {}
         for host in hosts:
             if isinstance(host, HostAddress):
                 endpoints[host.label] = host
+                clocks[host.label] = HostControl(host).clock
+            elif isinstance(host, TlsHost):
+                if agents is not None and host.label not in refused:
+                    endpoints[host.label] = agents.endpoint(host)
+                    clocks[host.label] = agents.control(host).clock
             elif (connection := connections.get(host.label)) and connection.endpoint:
                 endpoints[host.label] = connection.endpoint
         try:
@@ -137,6 +159,13 @@ def check_hosts(
                 facts[label] = _ssh_facts(connection, targets.get(label))
 
             threads.append(threading.Thread(target=ask, daemon=True))
+        for label, sample in clocks.items():
+
+            def read(label: str = label, sample: Callable[[], Clock] = sample) -> None:
+                if (clock := _clock(sample)) is not None:
+                    facts[label] = {"clock_offset_s": clock[0], "clock_error_s": clock[1]}
+
+            threads.append(threading.Thread(target=read, daemon=True))
         for thread in threads:
             thread.start()
         for thread in threads:
@@ -144,6 +173,8 @@ def check_hosts(
     finally:
         if workdir is not None:
             ssh.close_all(workdir, connections)
+        if agents is not None:
+            agents.close()
     out = []
     for host in hosts:
         mine = problems[host.label]
@@ -167,6 +198,6 @@ def check_hosts(
                         "are aligned on wall clocks (keep the hosts in NTP sync)")  # fmt: skip
         if known.get("target") and known.get("target_kind") == "directory":
             mine.append(f"the target {known.get('target')} is a directory, not a file or device")
-        way = "agent" if isinstance(host, HostAddress) else "ssh"
+        way = {HostAddress: "agent", SshHost: "ssh", TlsHost: "tls"}[type(host)]
         out.append(HostFacts(host.label, way, problems=tuple(mine), **known))
     return out

@@ -21,8 +21,9 @@ see tests/data/clientserver-3hosts/README.md):
 * ``--eta=always`` lets fio drop a server that stops answering; iorig's own
   deadline stops the client if it still hangs.
 
-A host reached over SSH (fio/ssh.py) is a fio server like the others,
-behind a Unix socket on this machine forwarded to it: its connection is
+A host reached over SSH (fio/ssh.py) or an authenticated agent
+(``tls://``, fio/tlsrelay.py) is a fio server like the others, behind a
+Unix socket on this machine forwarded or relayed to it: its connection is
 opened when the run is prepared and closed when it is cleaned up (or its
 preparation fails), and fio's name for it (``h<i>.sock``) is mapped to the
 host's own.
@@ -40,9 +41,9 @@ from dataclasses import asdict, replace
 from pathlib import Path
 
 from iorig.errors import UserError
-from iorig.fio import parse, ssh
+from iorig.fio import parse, ssh, tlsrelay
 from iorig.fio.control import HostControl
-from iorig.fio.hosts import Endpoint, HostAddress, HostSpec, SocketEndpoint, SshHost
+from iorig.fio.hosts import Endpoint, HostAddress, HostSpec, SocketEndpoint, SshHost, TlsHost
 from iorig.fio.jobfile import Section, render
 from iorig.fio.protocol import ServerInfo, check_versions, local_protocol_version, server_versions
 from iorig.fio.runner import FioExit, FioProcess
@@ -76,6 +77,7 @@ class ServerBackend:
         self._hurry = threading.Event()  # and at once (a second Ctrl-C)
         self._ssh: dict[str, ssh.SshConnection] = {}
         self._ssh_dir: Path | None = None
+        self._agents: tlsrelay.AgentLinks | None = None
 
     @property
     def hosts(self) -> tuple[str, ...]:
@@ -83,13 +85,17 @@ class ServerBackend:
 
     @property
     def addresses(self) -> tuple[Endpoint, ...]:
-        """Where fio's client reaches each host: its agent, or the port
-        forwarded to it over SSH (after ``connect``)."""
+        """Where fio's client reaches each host: its agent, or (after
+        ``connect``) the socket forwarded to it over SSH or relayed to it
+        over TLS."""
         return tuple(self._endpoint(h) for h in self.specs)
 
     def _endpoint(self, spec: HostSpec) -> Endpoint:
         if isinstance(spec, HostAddress):
             return spec
+        if isinstance(spec, TlsHost):
+            assert self._agents is not None, "agents are connected before fio reaches them"
+            return self._agents.endpoint(spec)
         endpoint = self._ssh[spec.label].endpoint if spec.label in self._ssh else None
         assert endpoint is not None, "SSH hosts are connected before fio reaches them"
         return endpoint
@@ -104,14 +110,24 @@ class ServerBackend:
         }
 
     def connect(self) -> None:
-        """Open the SSH hosts' connections (all or none; once)."""
+        """Open the SSH hosts' connections and the authenticated agents'
+        relays (all or none; once)."""
+        over_tls = [h for h in self.specs if isinstance(h, TlsHost)]
+        if over_tls and self._agents is None:
+            self._agents = tlsrelay.connect_agents(over_tls)
         over_ssh = [h for h in self.specs if isinstance(h, SshHost)]
         if over_ssh and self._ssh_dir is None:
-            self._ssh_dir, self._ssh = ssh.connect_all(over_ssh)
+            with self._closed_on_failure():
+                self._ssh_dir, self._ssh = ssh.connect_all(over_ssh)
 
     def close(self, *, keep_files: bool = False) -> dict[str, str]:
-        """Close the SSH hosts' connections: everything iorig started there
-        stops and its directories go (kept with ``keep_files``: returned)."""
+        """Close the SSH hosts' connections (everything iorig started there
+        stops and its directories go; kept with ``keep_files``: returned)
+        and the agents' relays (an agent ends the jobs of a connection that
+        closes)."""
+        if self._agents is not None:
+            agents, self._agents = self._agents, None
+            agents.close()
         if self._ssh_dir is None:
             return {}
         workdir, connections, self._ssh_dir = self._ssh_dir, self._ssh, None
@@ -123,6 +139,10 @@ class ServerBackend:
             if host.label not in self._ssh:
                 raise UserError(f"{host.label} is not connected")
             return ssh.SshControl(self._ssh[host.label])
+        if isinstance(host, TlsHost):
+            if self._agents is None:
+                raise UserError(f"{host.label} is not connected")
+            return self._agents.control(host)
         return HostControl(host)
 
     # ------------------------------------------------------------ prepare
