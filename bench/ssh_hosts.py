@@ -1,14 +1,17 @@
-"""What reaching hosts over SSH costs against direct fio servers (issue 25).
+"""What reaching hosts over SSH or authenticated agents costs against
+direct fio servers (issue 25).
 
 Starts N real sshd on 127.0.0.20, … (as the tests do: tests/sshd.py, root
-needed) and N direct fio servers on 127.0.0.2, …, then measures:
+needed), N ``iorig agent --token-file`` on 127.0.0.30, … (tests/agents.py)
+and N direct fio servers on 127.0.0.2, …, then measures:
 
-  setup   opening every host's SSH connection, keeper and forwarded port
-          at once (``connect_all``) and probing every fio server through
-          them, against probing the direct servers (target: < 10 s for 16)
-  run     the same paced random-read scenario over SSH and direct: the
-          aggregate IOPS (expected: N × the rate, the same on both) and
-          the run's wall time
+  setup   opening every host's SSH connection, keeper and forwarded socket
+          at once (``connect_all``), or every agent's relay with its
+          authenticated check (``connect_agents``), and probing every fio
+          server through them, against probing the direct servers
+          (target: < 10 s for 16)
+  run     the same paced random-read scenario each way: the aggregate IOPS
+          (expected: N × the rate, the same on all) and the run's wall time
 
     .venv/bin/python bench/ssh_hosts.py [--hosts 16] [--rate 200] [--duration 6]
 """
@@ -28,10 +31,11 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))  # the tests' sshd and fio server helpers
 
+from tests.agents import token_agents  # noqa: E402
 from tests.fioservers import fio_servers, paced_scenario  # noqa: E402
 from tests.sshd import ssh_hosts  # noqa: E402
 
-from iorig.fio import runner, ssh  # noqa: E402
+from iorig.fio import runner, ssh, tlsrelay  # noqa: E402
 from iorig.fio.protocol import local_protocol_version, server_versions  # noqa: E402
 
 
@@ -76,9 +80,13 @@ def main() -> None:
     scenario.write_text(paced_scenario(args.rate, duration=f"{args.duration}s", iodepth=1))
     expected = args.hosts * args.rate
     try:
-        with ssh_hosts(args.hosts, base) as lab, fio_servers(args.hosts, base) as direct:
-            env = dict(os.environ, **{ssh.CONFIG_ENV: str(lab.config)})
-            os.environ[ssh.CONFIG_ENV] = str(lab.config)
+        with (
+            ssh_hosts(args.hosts, base) as lab,
+            token_agents(args.hosts, base) as agents,
+            fio_servers(args.hosts, base) as direct,
+        ):
+            env = dict(os.environ, **{ssh.CONFIG_ENV: str(lab.config)}, **agents.env)
+            os.environ.update({ssh.CONFIG_ENV: str(lab.config)}, **agents.env)
             began = time.monotonic()
             workdir, connections = ssh.connect_all(lab.hosts)
             connect_s = time.monotonic() - began
@@ -86,22 +94,32 @@ def main() -> None:
                 ssh_probe_s = _probe([c.endpoint for c in connections.values()])
             finally:
                 ssh.close_all(workdir, connections)
+            began = time.monotonic()
+            links = tlsrelay.connect_agents(agents.hosts)
+            tls_connect_s = time.monotonic() - began
+            try:
+                tls_probe_s = _probe([links.endpoint(h) for h in agents.hosts])
+            finally:
+                links.close()
             direct_probe_s = _probe(direct)
             print(f"{args.hosts} hosts, setup:")
             print(f"  SSH: connect {connect_s:.2f} s + probe {ssh_probe_s:.2f} s = "
                   f"{connect_s + ssh_probe_s:.2f} s (target < 10 s)")  # fmt: skip
+            print(f"  TLS agents: connect {tls_connect_s:.2f} s + probe {tls_probe_s:.2f} s = "
+                  f"{tls_connect_s + tls_probe_s:.2f} s (target < 10 s)")  # fmt: skip
             print(f"  direct fio servers: probe {direct_probe_s:.2f} s")
-            over_ssh, ssh_wall = _run(base, "ssh", ",".join(h.label for h in lab.hosts),
-                                      scenario, env)  # fmt: skip
-            plain, direct_wall = _run(base, "direct", ",".join(h.label for h in direct),
-                                      scenario, env)  # fmt: skip
+            ways = {
+                "SSH": ",".join(h.label for h in lab.hosts),
+                "TLS": agents.hosts_arg,
+                "direct": ",".join(h.label for h in direct),
+            }
+            figures = {way: _run(base, way, hosts, scenario, env) for way, hosts in ways.items()}
+            plain, direct_wall = figures["direct"]
             print(f"paced run, {args.hosts} × {args.rate} IOPS = {expected} expected:")
-            print(f"  SSH:    {over_ssh:8.0f} IOPS ({over_ssh / expected:.3f} of expected), "
-                  f"run {ssh_wall:.1f} s")  # fmt: skip
-            print(f"  direct: {plain:8.0f} IOPS ({plain / expected:.3f} of expected), "
-                  f"run {direct_wall:.1f} s")  # fmt: skip
-            print(f"  SSH / direct: IOPS {over_ssh / plain:.3f}, wall time "
-                  f"{ssh_wall / direct_wall:.2f}")  # fmt: skip
+            for way, (iops, wall) in figures.items():
+                print(f"  {way + ':':7} {iops:8.0f} IOPS ({iops / expected:.3f} of expected), "
+                      f"run {wall:.1f} s; against direct: IOPS {iops / plain:.3f}, "
+                      f"wall time {wall / direct_wall:.2f}")  # fmt: skip
     finally:
         shutil.rmtree(base, ignore_errors=True)
 
