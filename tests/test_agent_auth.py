@@ -422,3 +422,42 @@ def test_an_agent_without_authentication_warns_at_start_and_names_every_connecti
     assert "warning: no authentication on 10.99.0.1:8765 (--insecure-no-auth)" in text
     assert text.count("warning: unauthenticated connection from 10.99.0.1") >= 2
     assert agent.returncode == 0 and "iorig agent: stopped" in text
+
+
+@pytest.mark.fio
+@pytest.mark.system
+def test_a_driver_killed_mid_phase_leaves_no_job_running_on_an_agent(tmp_path):
+    scenario = tmp_path / "long.yaml"
+    scenario.write_text(paced_scenario(500, duration="30s"))
+    with token_agents(1, tmp_path) as lab:
+        agent = lab.agents[0]
+        idle = len(agent.processes())  # the agent and its fio server
+        driver = subprocess.Popen(
+            [sys.executable, "-m", "iorig", "--db", str(tmp_path / "r.sqlite"), "run",
+             str(scenario), "--hosts", lab.hosts_arg],
+            cwd=REPO, env={**os.environ, **lab.env}, start_new_session=True,
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )  # fmt: skip
+        try:
+            deadline = time.monotonic() + 60
+            while len(agent.processes()) <= idle and time.monotonic() < deadline:
+                time.sleep(0.2)  # until fio's job runs on the agent
+            busy = len(agent.processes())
+            time.sleep(2)  # into the measured phase
+            os.killpg(driver.pid, signal.SIGKILL)  # iorig and its fio clients, at once
+            driver.wait(10)
+            killed = time.monotonic()
+            while len(agent.processes()) > idle and time.monotonic() - killed < 10:
+                time.sleep(0.1)
+            gone_s = time.monotonic() - killed
+            after = len(agent.processes())
+        finally:
+            if driver.poll() is None:
+                os.killpg(driver.pid, signal.SIGKILL)
+        alive = agent.proc.poll() is None
+    print(
+        f"agent processes: idle {idle}, running a job {busy}, {gone_s:.1f} s after the kill {after}"
+    )
+    assert busy > idle
+    assert after == idle and gone_s < 5  # the relay's end closed fio's connection: jobs killed
+    assert alive  # and the agent serves on

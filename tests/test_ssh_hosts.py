@@ -28,6 +28,7 @@ from tests.sshd import ssh_hosts
 
 from iorig.errors import UserError
 from iorig.fio.hosts import HostAddress, SshHost, parse_entry, parse_hosts
+from iorig.fio.server import process_tree
 from iorig.fio.ssh import CONFIG_ENV, ssh_command
 
 PACED_IOPS = 2000
@@ -141,8 +142,11 @@ def test_a_paced_run_over_ssh_matches_direct_servers_and_leaves_nothing(tmp_path
         )  # fmt: skip
         seen: list[tuple[str, str]] = []
         sockets: dict[str, int] = {}
-        while proc.poll() is None:  # what listens while the run goes on
-            seen += [ln for ln in _listeners() if ln not in seen]
+        while proc.poll() is None:  # what this run's processes listen on, here and on the hosts
+            ours = {*process_tree(proc.pid), *(p for i in range(2) for p in lab.sessions(i))}
+            found = [(a, who) for a, who in _listeners()
+                     if {int(p) for p in re.findall(r"pid=(\d+)", who)} & ours]  # fmt: skip
+            seen += [ln for ln in found if ln not in seen]
             sockets.update(_private_ssh_sockets())
             time.sleep(0.5)
         out, err = proc.communicate()
@@ -153,12 +157,10 @@ def test_a_paced_run_over_ssh_matches_direct_servers_and_leaves_nothing(tmp_path
     assert doc["run"]["hosts"] == [h.label for h in lab.hosts]
     assert left == [], left
     # fio's client reaches each host through a Unix socket in a directory
-    # only this user may enter: neither ssh nor fio listens on TCP (sshd of
-    # the test is on 127.0.0.x), and iorig itself only on loopback (learning
-    # the local fio's protocol)
+    # only this user may enter: neither ssh nor fio listens on TCP, and
+    # iorig itself only on loopback (learning the local fio's protocol)
     assert [(a, p) for a, p in seen if re.search(r'"(ssh|fio)"', p)] == []
-    ours = [(a, p) for a, p in seen if re.search(r'"python3?"', p)]
-    assert all(a.startswith("127.") for a, _ in ours), ours
+    assert all(a.startswith("127.") for a, _ in seen), seen
     forwarded = {path: mode for path, mode in sockets.items() if path.endswith("/fio.sock")}
     assert len(forwarded) == 2, sockets
     assert set(forwarded.values()) == {0o700}, forwarded

@@ -130,8 +130,7 @@ def agent(
     try:
         with contextlib.ExitStack() as stack:
             if auth is None:
-                server = _serve_unauthenticated(stack, fio_path, address, workdir,
-                                                insecure_no_auth)  # fmt: skip
+                server = _serve_unauthenticated(stack, fio_path, address, workdir)
                 how = "no authentication"
             else:
                 server = _serve_authenticated(stack, fio_path, address, workdir, auth)
@@ -156,9 +155,8 @@ def agent(
 
 
 def _serve_unauthenticated(
-    stack: contextlib.ExitStack, fio: str, address: HostAddress, workdir: Path,
-    insecure_no_auth: bool,
-) -> FioServer:  # fmt: skip
+    stack: contextlib.ExitStack, fio: str, address: HostAddress, workdir: Path
+) -> FioServer:
     """fio's server behind a plain listener on ``address`` (loopback, or
     --insecure-no-auth: then every connection is named) and the control port
     next to it."""

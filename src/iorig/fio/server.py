@@ -196,15 +196,15 @@ class FioServer:
         self._lock = threading.Lock()
         self._watching = threading.Event()
         # the control port (stop-host / start-host events), see fio.control
-        tcp = isinstance(address, HostAddress)
-        self._control = ControlServer(address, self._tree, on_control) if control and tcp else None
+        self._control = (
+            ControlServer(address, self.processes, on_control)
+            if control and isinstance(address, HostAddress)
+            else None
+        )
         self.control_problem: str | None = None
 
     def processes(self) -> list[int]:
         """The server and every process it forked, now (what STOP freezes)."""
-        return self._tree()
-
-    def _tree(self) -> list[int]:
         pid = self.pid
         return process_tree(pid) if pid is not None and self.running else []
 
