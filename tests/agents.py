@@ -19,11 +19,13 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tests.conftest import REPO
+from tests.fioservers import free_address
+
 from iorig.fio.agentauth import CERT_ENV, TOKEN_ENV
 from iorig.fio.hosts import HostAddress, TlsHost
-from iorig.fio.server import port_available, process_tree
+from iorig.fio.server import process_tree
 
-REPO = Path(__file__).resolve().parent.parent
 _WORKER = int(os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw") or 0)
 PORTS = range(23000 + 100 * _WORKER, 23100 + 100 * _WORKER)
 FIRST_IP = 30
@@ -56,14 +58,6 @@ class AgentLab:
     @property
     def hosts_arg(self) -> str:
         return ",".join(h.label for h in self.hosts)
-
-
-def _address(index: int, taken: set[int]) -> HostAddress:
-    ip = f"127.0.0.{FIRST_IP + index}"
-    for port in PORTS:
-        if port not in taken and port_available(HostAddress(ip, port)) is None:
-            return HostAddress(ip, port)
-    raise RuntimeError(f"no free port on {ip} in {PORTS}")
 
 
 def iorig(*args: str, env: dict[str, str] | None = None, **kwargs) -> subprocess.CompletedProcess:
@@ -115,7 +109,8 @@ def agents(base: Path, auth_args: list[list[str]], env: dict[str, str]) -> Itera
     with contextlib.ExitStack() as stack:
         lab = AgentLab([], env)
         for index, args in enumerate(auth_args):
-            address = _address(index, {a.host.port for a in lab.agents})
+            taken = {a.host.port for a in lab.agents}
+            address = free_address(index, taken, first_ip=FIRST_IP, ports=PORTS)
             agent = start_agent(base, address, args)
             stack.callback(stop_agent, agent)
             lab.agents.append(agent)

@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import shutil
-from collections.abc import Iterator
+import subprocess
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from iorig.fio.hosts import HostAddress
@@ -35,13 +37,16 @@ def server_log(base: Path, host: HostAddress) -> Path:
     return base / f"server-{host.host}-{host.port}.log"
 
 
-def _free_address(index: int, taken: set[int]) -> HostAddress:
-    ip = f"127.0.0.{2 + index}"
-    for port in PORTS:
+def free_address(
+    index: int, taken: set[int], *, first_ip: int = 2, ports: range = PORTS
+) -> HostAddress:
+    """A free port on 127.0.0.{first_ip + index}, none of ``taken``."""
+    ip = f"127.0.0.{first_ip + index}"
+    for port in ports:
         candidate = HostAddress(ip, port)
         if port not in taken and port_available(candidate) is None:
             return candidate
-    raise RuntimeError(f"no free port for a fio server on {ip} in {PORTS}")
+    raise RuntimeError(f"no free port on {ip} in {ports}")
 
 
 @contextlib.contextmanager
@@ -51,7 +56,7 @@ def fio_servers(count: int, base: Path, *, fio: str | None = None) -> Iterator[l
     with contextlib.ExitStack() as stack:
         hosts: list[HostAddress] = []
         for index in range(count):
-            address = _free_address(index, {h.port for h in hosts})
+            address = free_address(index, {h.port for h in hosts})
             server = FioServer(
                 fio, address, server_dir(base, address), log_path=server_log(base, address)
             )
@@ -65,13 +70,27 @@ def fio_servers(count: int, base: Path, *, fio: str | None = None) -> Iterator[l
 def fio_server(base: Path, *, index: int = 0, fio: str | None = None) -> Iterator[FioServer]:
     """One running fio server (the ``FioServer`` itself, for pid and stop)."""
     fio = fio or shutil.which("fio") or "fio"
-    address = _free_address(index, set())
+    address = free_address(index, set())
     server = FioServer(fio, address, server_dir(base, address), log_path=server_log(base, address))
     try:
         server.start()
         yield server
     finally:
         server.stop()
+
+
+def tcp_listeners(pids: Iterable[int]) -> list[tuple[str, str]]:
+    """What the processes ``pids`` listen on over TCP: (address:port, ss's
+    process column) per listening socket."""
+    wanted = set(pids)
+    done = subprocess.run(["ss", "-Hltnp"], capture_output=True, text=True, check=True)
+    found = []
+    for line in done.stdout.splitlines():
+        fields = line.split()
+        who = " ".join(fields[5:])
+        if {int(pid) for pid in re.findall(r"pid=(\d+)", who)} & wanted:
+            found.append((fields[3], who))
+    return found
 
 
 def paced_scenario(rate_iops: int, duration: str = "6s", iodepth: int = 4) -> str:

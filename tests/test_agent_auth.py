@@ -36,7 +36,7 @@ from tests.agents import (
     token_agents,
 )
 from tests.conftest import REPO, run_iorig
-from tests.fioservers import paced_scenario
+from tests.fioservers import paced_scenario, tcp_listeners
 
 from iorig.errors import UserError
 from iorig.fio import agentauth
@@ -190,16 +190,6 @@ def _refusals(agent, count: int, wait_s: float = 8.0) -> list[str]:
         time.sleep(0.1)
 
 
-def _listeners(pids: list[int]) -> list[str]:
-    """The TCP addresses the processes ``pids`` listen on."""
-    done = subprocess.run(["ss", "-Hltnp"], capture_output=True, text=True, check=True)
-    return [
-        line.split()[3]
-        for line in done.stdout.splitlines()
-        if any(f"pid={pid}," in line for pid in pids)
-    ]
-
-
 @pytest.mark.fio
 @pytest.mark.system
 def test_nothing_but_the_token_gets_anything_from_an_agent(tmp_path):
@@ -213,7 +203,7 @@ def test_nothing_but_the_token_gets_anything_from_an_agent(tmp_path):
         agent, host = lab.agents[0], lab.hosts[0]
         tree = agent.processes()
         # fio listens only on its socket: the agent's TLS port is all there is
-        assert _listeners(tree) == [f"{host.host}:{host.port}"]
+        assert [a for a, _ in tcp_listeners(tree)] == [f"{host.host}:{host.port}"]
         # 1. a bare fio client, on the agent's port (and on the port next to it)
         bare = subprocess.run(
             ["fio", f"--client={host.host},{host.port}", str(job)],

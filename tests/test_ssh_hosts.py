@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 from tests.conftest import REPO, cli_in_process, run_iorig
 from tests.fake_fio_server import FakeFioServer
-from tests.fioservers import fio_servers, paced_scenario
+from tests.fioservers import fio_servers, paced_scenario, tcp_listeners
 from tests.sshd import ssh_hosts
 
 from iorig.errors import UserError
@@ -96,16 +96,6 @@ def test_a_hostile_hosts_file_is_refused_naming_its_line_before_any_connection(t
 # ---------------------------------------------------------------- real sshd
 
 
-def _listeners() -> list[tuple[str, str]]:
-    """Every TCP listener on this machine: (address:port, process)."""
-    done = subprocess.run(["ss", "-Hltnp"], capture_output=True, text=True, check=True)
-    out = []
-    for line in done.stdout.splitlines():
-        fields = line.split()
-        out.append((fields[3], " ".join(fields[5:])))
-    return out
-
-
 def _private_ssh_sockets() -> dict[str, int]:
     """The Unix sockets ssh listens on, by path: the mode of the directory
     that holds each (who else may connect)."""
@@ -144,9 +134,7 @@ def test_a_paced_run_over_ssh_matches_direct_servers_and_leaves_nothing(tmp_path
         sockets: dict[str, int] = {}
         while proc.poll() is None:  # what this run's processes listen on, here and on the hosts
             ours = {*process_tree(proc.pid), *(p for i in range(2) for p in lab.sessions(i))}
-            found = [(a, who) for a, who in _listeners()
-                     if {int(p) for p in re.findall(r"pid=(\d+)", who)} & ours]  # fmt: skip
-            seen += [ln for ln in found if ln not in seen]
+            seen += [ln for ln in tcp_listeners(ours) if ln not in seen]
             sockets.update(_private_ssh_sockets())
             time.sleep(0.5)
         out, err = proc.communicate()

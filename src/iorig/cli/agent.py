@@ -20,7 +20,7 @@ from rich.table import Table
 from iorig.cli.common import FioOpt, HostsFileOpt, app, console, host_list
 from iorig.errors import UserError
 from iorig.fio import agentauth, runner
-from iorig.fio.control import ControlServer, control_port
+from iorig.fio.control import ControlServer, control_port, no_control_port
 from iorig.fio.hosts import (
     DEFAULT_PORT,
     HostAddress,
@@ -175,11 +175,7 @@ def _serve_unauthenticated(
         control.start()
         stack.callback(control.close)
     except OSError as exc:
-        why = escape(exc.strerror or str(exc))
-        console.print(
-            f"[yellow]no control port {control_port(address.port)} ({why}): runs cannot "
-            "stop and resume this host (stop-host/start-host events)[/]"
-        )
+        console.print(f"[yellow]{escape(no_control_port(address.port, exc))}[/]")
     if exposed:
         console.print(
             f"[yellow]warning: no authentication on {escape(address.label)} "
@@ -233,7 +229,10 @@ def _offset(facts: HostFacts) -> str:
 def hosts_check(
     hosts: Annotated[
         str | None,
-        typer.Argument(help="ssh://[USER@]HOST[:PORT] or an agent's HOST[:PORT], comma-separated"),
+        typer.Argument(
+            help="ssh://[USER@]HOST[:PORT], tls://HOST[:PORT] or a loopback agent's "
+            "HOST[:PORT], comma-separated"
+        ),
     ] = None,
     hosts_file: HostsFileOpt = None,
     target: Annotated[

@@ -177,6 +177,25 @@ def _read_line(reader: object) -> str:
     return data.decode("ascii", "replace").strip()
 
 
+def read_clock(ask_time: Callable[[], str]) -> tuple[float, float]:
+    """A host's clock minus this one's, in seconds, from ``ask_time()`` (the
+    host's answer to TIME) taken at the middle of its round trip, and the
+    error of that figure: half the round trip. ValueError for an answer
+    that is not a time."""
+    sent = time.time()
+    answer = ask_time()
+    came = time.time()
+    return float(answer) - (sent + came) / 2, (came - sent) / 2
+
+
+def no_control_port(fio_port: int, exc: OSError) -> str:
+    """Why a host cannot be stopped and resumed: its control port failed."""
+    return (
+        f"no control port {control_port(fio_port)} ({exc.strerror or exc}): "
+        "runs cannot stop and resume this host (stop-host/start-host events)"
+    )
+
+
 class ControlError(Exception):
     """The agent could not be reached or refused (the message says which)."""
 
@@ -235,17 +254,12 @@ class HostControl:
             self._ask(conn, "PING")
 
     def clock(self) -> tuple[float, float]:
-        """The host's clock against this one's, in seconds, and the error of
-        that figure: half the round trip of the request."""
+        """The host's clock against this one's and its error (``read_clock``)."""
         with self._connect() as conn:
-            sent = time.time()
-            answer = self._ask(conn, "TIME")
-            came = time.time()
-        try:
-            theirs = float(answer)
-        except ValueError:
-            raise ControlError(f"the agent at {self.where} sent no time: {answer:.60}") from None
-        return theirs - (sent + came) / 2, (came - sent) / 2
+            try:
+                return read_clock(lambda: self._ask(conn, "TIME"))
+            except ValueError:
+                raise ControlError(f"the agent at {self.where} sent no time") from None
 
     def stop(self, max_s: float) -> str:
         conn = self._connect()

@@ -15,11 +15,10 @@ import socket
 import subprocess
 import threading
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 from iorig.errors import UserError
-from iorig.fio.control import ControlServer, control_port
+from iorig.fio.control import ControlServer, no_control_port
 from iorig.fio.hosts import Endpoint, HostAddress, SocketEndpoint, is_any_address, is_loopback
 from iorig.fio.process import spawn
 
@@ -171,8 +170,7 @@ class FioServer:
     Listens only on a loopback address or a socket (fio's server has no
     authentication) unless ``insecure_no_auth`` is set. ``log_path``: where
     fio's stdout/stderr go (None: inherited, e.g. for ``iorig agent`` in a
-    terminal); ``control``: a control port next to a TCP address;
-    ``on_control`` is told the address of every connection to it.
+    terminal); ``control``: a control port next to a TCP address.
     """
 
     def __init__(
@@ -184,7 +182,6 @@ class FioServer:
         insecure_no_auth: bool = False,
         log_path: Path | None = None,
         control: bool = True,
-        on_control: Callable[[str], None] | None = None,
     ) -> None:
         if isinstance(address, HostAddress):
             refuse_unauthenticated(address, insecure_no_auth=insecure_no_auth)
@@ -197,7 +194,7 @@ class FioServer:
         self._watching = threading.Event()
         # the control port (stop-host / start-host events), see fio.control
         self._control = (
-            ControlServer(address, self.processes, on_control)
+            ControlServer(address, self.processes)
             if control and isinstance(address, HostAddress)
             else None
         )
@@ -282,10 +279,7 @@ class FioServer:
             self._control.start()
         except OSError as exc:
             self._control = None
-            self.control_problem = (
-                f"no control port {control_port(self.address.port)} ({exc.strerror or exc}): "
-                "runs cannot stop and resume this host (stop-host/start-host events)"
-            )
+            self.control_problem = no_control_port(self.address.port, exc)
 
     def _ready(self) -> bool:
         assert self._proc is not None

@@ -13,13 +13,12 @@ certificate is a host with that problem.
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from iorig.errors import UserError
 from iorig.fio import runner, ssh, tlsrelay
-from iorig.fio.control import ControlError, HostControl
+from iorig.fio.control import ControlError, HostControl, read_clock
 from iorig.fio.hosts import HostAddress, HostSpec, SshHost, TlsHost
 from iorig.fio.protocol import ServerInfo, local_protocol_version, server_versions
 
@@ -82,13 +81,6 @@ def _clock(sample: Callable[[], Clock]) -> Clock | None:
     return best
 
 
-def _keeper_clock(connection: ssh.SshConnection) -> Clock:
-    before = time.time()
-    remote = float(connection.request("TIME"))
-    after = time.time()
-    return remote - (before + after) / 2, (after - before) / 2
-
-
 def _ssh_facts(connection: ssh.SshConnection, target: str | None) -> dict:
     where = target if target and target.startswith("/") else connection.remote_dir
     out = connection.run(["sh", "-c", FACTS, "iorig", where], timeout_s=15.0) or ""
@@ -103,7 +95,7 @@ def _ssh_facts(connection: ssh.SshConnection, target: str | None) -> dict:
             facts["target_kind"] = value.strip()
         elif key == "free" and value.isdigit():
             facts["free_bytes"] = int(value)
-    if (clock := _clock(lambda: _keeper_clock(connection))) is not None:
+    if (clock := _clock(lambda: read_clock(lambda: connection.request("TIME")))) is not None:
         facts["clock_offset_s"], facts["clock_error_s"] = clock
     return facts
 
