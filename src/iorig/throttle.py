@@ -4,7 +4,8 @@ device's IOPS or bandwidth (a degraded disk, a rebuild eating bandwidth).
 It uses cgroup v1's root ``blkio.throttle.*_device`` files, which cap every
 process of the root blkio cgroup — fio started by iorig among them. Direct
 I/O is capped; buffered writes reach the device through writeback, outside
-the cap. On cgroup v2 only machines (``io.max`` cannot be set on the root)
+the cap. Caps that were on a device before an event are put back when the
+event's cap is lifted. On cgroup v2 only machines (``io.max`` cannot be set on the root)
 throttle events are refused before the run, saying so.
 """
 
@@ -63,11 +64,34 @@ def _write(name: str, majmin: str, value: int) -> None:
     (V1 / f"blkio.throttle.{name}_device").write_text(f"{majmin} {value}\n")
 
 
-def apply(majmin: str, *, iops: int | None = None, bytes_per_s: int | None = None) -> None:
-    """Cap reads and writes of ``majmin`` at ``iops`` or ``bytes_per_s`` each."""
+def rules(majmin: str) -> dict[str, int]:
+    """The caps on ``majmin`` now, one per throttle file (0: none)."""
+    found = dict.fromkeys(_FILES, 0)
+    for name in _FILES:
+        for line in (V1 / f"blkio.throttle.{name}_device").read_text().splitlines():
+            device, _, value = line.partition(" ")
+            if device == majmin and value.strip().isdigit():
+                found[name] = int(value)
+    return found
+
+
+def apply(
+    majmin: str, *, iops: int | None = None, bytes_per_s: int | None = None
+) -> dict[str, int]:
+    """Cap reads and writes of ``majmin`` at ``iops`` or ``bytes_per_s``
+    each; the caps that were there before, for :func:`restore`."""
+    before = rules(majmin)
     remove(majmin)
     for name in ("read_iops", "write_iops") if iops else ("read_bps", "write_bps"):
         _write(name, majmin, iops or bytes_per_s or 0)
+    return before
+
+
+def restore(majmin: str, before: dict[str, int]) -> None:
+    """Put back the caps :func:`apply` found: a cap the machine's owner had
+    set outlives iorig's, rather than being lifted with it."""
+    for name in _FILES:
+        _write(name, majmin, before.get(name, 0))
 
 
 def remove(majmin: str) -> None:

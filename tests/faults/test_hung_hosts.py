@@ -188,6 +188,7 @@ def test_a_killed_client_leaves_no_jobs_running_on_its_server(tmp_path):
             time.sleep(0.1)
             left = process_tree(victim.pid)
         gone_after = time.monotonic() - killed_at
+        print(f"killed client: server jobs gone after {gone_after:.2f} s")
         out, err = proc.communicate(timeout=90)
     # the server's job process and its workers are gone within seconds, not
     # after the seconds the phase had left

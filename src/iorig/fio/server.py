@@ -24,7 +24,9 @@ from iorig.fio.process import spawn
 
 
 def _proc_table() -> dict[int, tuple[int, int]]:
-    """pid -> (parent pid, session id) of every process."""
+    """pid -> (parent pid, session id) of every live process. Zombies are
+    left out: they hold nothing, and one handed to an init that reaps slowly
+    (a container's) would look like a job still running."""
     table: dict[int, tuple[int, int]] = {}
     for entry in os.scandir("/proc"):
         if not entry.name.isdigit():
@@ -35,6 +37,8 @@ def _proc_table() -> dict[int, tuple[int, int]]:
         except OSError:
             continue
         fields = stat[stat.rindex(b")") + 2 :].split()  # state, ppid, pgrp, session, …
+        if fields[0] == b"Z":
+            continue
         table[int(entry.name)] = (int(fields[1]), int(fields[3]))
     return table
 

@@ -162,6 +162,7 @@ class PhaseEvents:
     controls: Callable[[HostSpec], HostControl | SshControl] = HostControl  # type: ignore[assignment]
     _stopped: dict[str, tuple[HostControl | SshControl, float]] = field(default_factory=dict)
     _throttled: dict[str, str] = field(default_factory=dict)  # role -> major:minor
+    _caps_before: dict[str, dict[str, int]] = field(default_factory=dict)  # major:minor -> caps
     _commands: list[_Command] = field(default_factory=list)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -237,15 +238,21 @@ class PhaseEvents:
         if kind is EventAction.THROTTLE:
             target = self.plan.targets[action.subject]
             majmin = throttle.device_of(action.subject, target.path)
-            throttle.apply(majmin, iops=action.iops, bytes_per_s=action.bytes_per_s)
+            before = throttle.apply(majmin, iops=action.iops, bytes_per_s=action.bytes_per_s)
+            self._caps_before.setdefault(majmin, before)  # the first throttle saw the owner's
             self._throttled[action.subject] = majmin
             return f"device {majmin} capped"
         if kind is EventAction.UNTHROTTLE:
             if action.subject not in self._throttled:
                 raise UserError(f"{action.subject} was not throttled (its throttle failed)")
             majmin = self._throttled.pop(action.subject)
-            throttle.remove(majmin)
-            return f"device {majmin} uncapped"
+            sharing = sorted(r for r, m in self._throttled.items() if m == majmin)
+            if sharing:  # the cap is the device's: it stays until its last role is lifted
+                return f"device {majmin} stays capped for {', '.join(sharing)}"
+            before = self._caps_before.pop(majmin)
+            throttle.restore(majmin, before)
+            kept = ", ".join(f"{name} {value}" for name, value in before.items() if value)
+            return f"device {majmin} uncapped" + (f" (its own caps back: {kept})" if kept else "")
         line = self.grants[action.subject]
         output = tempfile.TemporaryFile()  # noqa: SIM115 - closed when the command is recorded
         proc = subprocess.Popen(
@@ -282,9 +289,10 @@ class PhaseEvents:
                 control.resume()
             self.pauses.setdefault(label, []).append((since, time.time()))
         self._stopped.clear()
-        for majmin in self._throttled.values():
+        for majmin, before in self._caps_before.items():
             with contextlib.suppress(OSError):
-                throttle.remove(majmin)
+                throttle.restore(majmin, before)
+        self._caps_before.clear()
         self._throttled.clear()
         deadline = time.time() + GRACE_S
         for command in self._commands:
