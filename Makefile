@@ -19,10 +19,12 @@ demo: setup
 # the unit tier: no fio, no root, no browser, no process or socket
 UNIT := not (fio or blockdev or truth or browser or system)
 
-# Everything, as CI runs it: the tests that do not need the machine to
-# themselves on both cores, then truth and timing-sensitive ones one at a time.
+# Everything, as CI runs it: the tests that keep both cores busy on three
+# workers; then those that time seconds or pace rates, beside each other only
+# (they wait more than they compute); then truth and CPU measurements alone.
 test: setup-test lint
-	$(BIN)/pytest -n 3 --dist worksteal -m "not serial"
+	$(BIN)/pytest -n 3 --dist worksteal -m "not serial and not timing"
+	$(BIN)/pytest -n 4 --dist worksteal -m timing
 	$(BIN)/pytest -m serial
 
 check: setup-test lint

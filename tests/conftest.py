@@ -161,6 +161,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if "truth" in item.keywords:
             item.add_marker(pytest.mark.serial)  # a cap measured on a shared CPU is not a cap
+        if "timing" in item.keywords and "serial" in item.keywords:
+            raise pytest.UsageError(f"{item.nodeid}: timing and serial are two stages; pick one")
         if not HAS_FIO and "fio" in item.keywords:
             item.add_marker(skip)
 

@@ -2,7 +2,9 @@
 own port, with a host key and a client key made for the test, and an ssh
 configuration file that trusts exactly them (passed to iorig through
 ``IORIG_SSH_CONFIG``). Every sshd, and every session it forked, is stopped
-when the test ends.
+when the test ends. Labs take turns across pytest-xdist's workers (a file
+lock): what a keeper leaves is looked for machine-wide (``/var/tmp/iorig.*``,
+fio under it), so a lab running beside another would see the other's.
 
     with ssh_hosts(2, tmp_path) as lab:      # lab.hosts: list[SshHost]
         env = lab.env                        # IORIG_SSH_CONFIG=…
@@ -11,11 +13,13 @@ when the test ends.
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import os
 import shutil
 import signal
 import socket
 import subprocess
+import tempfile
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -110,6 +114,12 @@ def _free_port(address: str, taken: set[int]) -> int:
 def ssh_hosts(count: int, base: Path, *, first: int = 20) -> Iterator[SshLab]:
     """``count`` running sshd on 127.0.0.<first>, … that accept the test's key as root."""
     need_sshd()
+    with open(Path(tempfile.gettempdir()) / "iorig-tests-sshlab.lock", "a") as turn:
+        fcntl.flock(turn, fcntl.LOCK_EX)  # released when the file closes, even if killed
+        yield from _lab(count, base, first)
+
+
+def _lab(count: int, base: Path, first: int) -> Iterator[SshLab]:
     base = base / "sshlab"
     base.mkdir(mode=0o700)
     _keygen(base / "host_key")

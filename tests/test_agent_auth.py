@@ -333,7 +333,7 @@ def test_a_paced_run_through_authenticated_agents_gets_the_paced_rate(tmp_path):
 
 @pytest.mark.fio
 @pytest.mark.system
-@pytest.mark.serial
+@pytest.mark.timing
 def test_stop_host_and_start_host_work_through_an_authenticated_agent(tmp_path):
     quick_iops = 500  # the availability scenario's quick profile, per host
     db = tmp_path / "r.sqlite"

@@ -25,7 +25,7 @@ def _iorig(db, *args: str) -> CliResult:
 
 
 # paced rates and a host stopped for seconds: measured figures a busy machine bends
-@pytest.mark.serial
+@pytest.mark.timing
 def test_the_availability_scenario_measures_a_host_failure_and_checks_every_hosts_data(tmp_path):
     db = tmp_path / "results.sqlite"
     with fio_servers(2, tmp_path) as hosts:

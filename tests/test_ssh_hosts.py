@@ -188,7 +188,7 @@ def test_a_host_that_asks_for_a_password_fails_at_once_naming_it(tmp_path, monke
 # paced rates and a host stopped for seconds: measured figures a busy machine bends
 @pytest.mark.fio
 @pytest.mark.system
-@pytest.mark.serial
+@pytest.mark.timing
 def test_stop_host_and_start_host_work_over_ssh(tmp_path, monkeypatch):
     quick_iops = 500  # the availability scenario's quick profile, per host
     with ssh_hosts(2, tmp_path) as lab:

@@ -30,7 +30,7 @@ from iorig.fio.server import FioServer, process_tree
 
 # Ctrl-C must end a run within seconds: on a busy machine a healthy
 # shutdown took 5.4 s against the 5 s bound, so the machine to themselves
-pytestmark = [pytest.mark.fio, pytest.mark.serial]
+pytestmark = [pytest.mark.fio, pytest.mark.timing]
 
 # a prefill, then one measured phase of random reads: paced (light), or
 # free-running (only a free-running job is judged for stalls: a paced one

@@ -27,7 +27,7 @@ from tests.sshd import SshLab, ssh_hosts
 from iorig.fio.ssh import CONFIG_ENV
 
 # Ctrl-C within seconds is a timing bound: the machine to itself
-pytestmark = [pytest.mark.fio, pytest.mark.system, pytest.mark.serial]
+pytestmark = [pytest.mark.fio, pytest.mark.system, pytest.mark.timing]
 
 PACED = paced_scenario(1000, duration="10s")
 
