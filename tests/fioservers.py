@@ -109,3 +109,12 @@ phases:
     duration: {duration}
     workloads: [{{rw: randread, bs: 4k, iodepth: {iodepth}, rate_iops: {rate_iops}}}]
 """
+
+
+def stopped_for_s(detail: str) -> float:
+    """How long a stop-host held its host, from start-host's detail ("resumed
+    after 2.9 s"): the events fire on the driver's clock, so a busy machine
+    moves the figure by a tenth of a second or so."""
+    found = re.search(r"resumed after ([\d.]+) s", detail)
+    assert found is not None, detail
+    return float(found[1])

@@ -36,7 +36,7 @@ from tests.agents import (
     token_agents,
 )
 from tests.conftest import REPO, run_iorig
-from tests.fioservers import paced_scenario, tcp_listeners
+from tests.fioservers import paced_scenario, stopped_for_s, tcp_listeners
 
 from iorig.errors import UserError
 from iorig.fio import agentauth
@@ -346,7 +346,7 @@ def test_stop_host_and_start_host_work_through_an_authenticated_agent(tmp_path):
     stop, start = doc["events"]
     assert (stop["action"], stop["status"], start["action"], start["status"]) == (
         "stop-host", "done", "start-host", "done")  # fmt: skip
-    assert "resumed after 3" in start["detail"]
+    assert stopped_for_s(start["detail"]) == pytest.approx(3.0, abs=0.3), start["detail"]
     assert int(re.search(r"stopped (\d+) processes", stop["detail"])[1]) >= 3
     impact = stop["impact"]
     print(f"availability --quick through TLS agents, stop-host 2 of 2: {impact}")

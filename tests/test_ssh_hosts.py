@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 from tests.conftest import REPO, cli_in_process, run_iorig
 from tests.fake_fio_server import FakeFioServer
-from tests.fioservers import fio_servers, paced_scenario, tcp_listeners
+from tests.fioservers import fio_servers, paced_scenario, stopped_for_s, tcp_listeners
 from tests.sshd import ssh_hosts
 
 from iorig.errors import UserError
@@ -202,7 +202,7 @@ def test_stop_host_and_start_host_work_over_ssh(tmp_path, monkeypatch):
     stop, start = doc["events"]
     assert (stop["action"], stop["status"], start["action"], start["status"]) == (
         "stop-host", "done", "start-host", "done")  # fmt: skip
-    assert "resumed after 3" in start["detail"]
+    assert stopped_for_s(start["detail"]) == pytest.approx(3.0, abs=0.3), start["detail"]
     # the server, its connection and the job: fio's jobs lead sessions of
     # their own, so a process-group stop would miss them and the host went on
     stopped = int(re.search(r"stopped (\d+) processes", stop["detail"])[1])
