@@ -205,6 +205,57 @@ def test_every_json_output_has_a_format_version(db, monkeypatch, capsys):
         assert json.loads(out)["format_version"] == FORMAT_VERSION, args
 
 
+def _strict(text: str):
+    def refuse(constant: str):
+        raise AssertionError(f"{constant} is not JSON")
+
+    return json.loads(text, parse_constant=refuse)
+
+
+def test_json_outputs_are_strict_and_judge_a_per_host_requirement_per_host(
+    tmp_path, monkeypatch, capsys
+):
+    # issue 26: `"limit": NaN` on a reported-only criterion made show --json
+    # unreadable to strict parsers; and a per-host requirement is judged per host
+    h1, h2 = _level(1000.0, 4), _level(500.0, 5)
+    scopes = (
+        builders.scope(h1 + h2),
+        builders.scope(h1, where=Scope(host="h1")),
+        builders.scope(h2, where=Scope(host="h2")),
+    )
+    criteria = [
+        {"name": "IOPS per host", "metric": "iops", "min": 800.0, "per": "host"},
+        {"name": "latency, reported", "metric": "lat_mean"},
+    ]
+    runs = [
+        builders.stored(run_id, label, [builders.phase("random-read", h1 + h2, scopes=scopes)],
+                        hosts=["h1", "h2"], resolved={"criteria": criteria})
+        for run_id, label in (("eeee00000005", "first"), ("ffff00000006", "second"))
+    ]  # fmt: skip
+    db = tmp_path / "strict.sqlite"
+    with Store(db) as store:
+        store.add_runs(runs)
+    for args in (
+        ("show", "first", "--json"),
+        ("show", "first", "--disclosure", "--json"),
+        ("runs", "--json"),
+        ("compare", "first", "second", "--format", "json"),
+        ("report", "first", "--format", "json"),
+    ):
+        code, out, err = iorig(db, monkeypatch, capsys, *args)
+        assert code == 0, (args, err)
+        _strict(out)
+    code, out, _ = iorig(db, monkeypatch, capsys, "show", "first", "--json")
+    doc = _strict(out)
+    rows = [(v["name"], v["host"], v["passed"]) for v in doc["verdicts"]]
+    assert rows == [("IOPS per host", "h1", True), ("IOPS per host", "h2", False),
+                    ("latency, reported", None, True)]  # fmt: skip
+    assert doc["verdicts"][2]["limit"] is None
+    assert doc["verdict"] == "FAIL on h2"
+    code, out, _ = iorig(db, monkeypatch, capsys, "show", "first")
+    assert "Verdict: FAIL on h2" in out and "each host judged on its own share" in out
+
+
 def test_csv_rows_have_one_shape_in_show_report_and_compare(db, monkeypatch, capsys):
     tables = {}
     for args in (

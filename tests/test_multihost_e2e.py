@@ -74,6 +74,11 @@ def test_quick_peak_across_three_servers_stores_hosts_and_aggregate(iorig, tmp_p
     assert leftovers == []  # the data files in the servers' directories were removed
     shown = json.loads(iorig("show", "last", "--json", check=True).stdout)
     assert shown["run"]["hosts"] == [h.label for h in hosts]
+    # every host's target, not only the first's (issue 26)
+    assert [t["host"] for t in shown["run"]["targets"]] == [h.label for h in hosts]
+    assert all(t["role"] == "data" for t in shown["run"]["targets"])
+    shown_text = iorig("show", "last", check=True).stdout
+    assert all(f"target data@{h.label}" in shown_text for h in hosts), shown_text
     assert len(shown["phases"]) == 4
     assert "Per host" in result.stdout and "average per host" in result.stdout
     with sqlite3.connect(db_path) as conn:

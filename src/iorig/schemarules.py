@@ -46,10 +46,16 @@ class Criterion(_Model):
     IOPS) or ``max`` (latency, with a unit: ``20ms``); without either the
     figure is reported beside the verdicts but judges nothing (Jetstress
     reports database write latency that way).
+
+    ``per``: ``run`` judges the figure over every host together; ``host``
+    judges each host's own share against the limit, as Jetstress judges each
+    server (a sizing "per host" must not be met by the hosts' sum), and the
+    run passes only when every host does.
     """
 
     name: str
     metric: CriterionMetric
+    per: Literal["run", "host"] = "run"
     phase: str | None = None  # a measured phase (default: every measured phase)
     workloads: list[str] | None = None
     ddir: Literal["read", "write", "all"] = "all"

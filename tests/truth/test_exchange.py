@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from tests.fioservers import fio_servers
 from tests.truth.device import Capped
 
 pytestmark = [pytest.mark.fio, pytest.mark.truth]
@@ -108,3 +109,41 @@ def test_database_read_latency_queues_on_the_cap_thread_by_thread(capped, truth_
     assert none.returncode == 3, none.stdout + none.stderr
     assert "no thread count tried passes every criterion" in none.stdout
     assert "Verdict: FAIL" in none.stdout and "short by" in none.stdout
+
+
+def test_two_hosts_are_each_judged_against_their_own_target(capped, truth_db, tmp_path):
+    """Truth 7 (issue 26): two hosts, each database capped at 300 read and
+    200 write IOPS, so each host does at most 500 transactional IOPS; with
+    10,000 mailboxes per host (670 IOPS each) every host fails, though the
+    two together exceed one host's target. The run's verdict is the worst."""
+    if capped(size_bytes=MiB).how != "v1":
+        pytest.skip("the fio servers' jobs are capped only by cgroup v1's root throttle")
+    per_host_cap = 300 + 200
+    devices = [
+        (capped(size_bytes=128 * MiB, read_iops=300, write_iops=200), capped(size_bytes=128 * MiB))
+        for _ in range(2)
+    ]
+    with fio_servers(2, tmp_path) as hosts:
+        targets = ",".join(
+            f"{role}@{host.label}={device.path}"
+            for host, (db, log) in zip(hosts, devices, strict=True)
+            for role, device in (("db", db), ("log", log))
+        )
+        done = devices[0][0].iorig(
+            truth_db, "run", "exchange", "--quick", "--hosts", ",".join(h.label for h in hosts),
+            "--target", targets, "--allow-destroy", "--db-size", "32MiB", "--log-size", "16MiB",
+            "--duration", "4s", "--maintenance-rate", "64KiB", "--mailboxes", "10000",
+        )  # fmt: skip
+    assert done.returncode == 3, done.stdout + done.stderr
+    shown = json.loads(devices[0][0].iorig(truth_db, "show", "last", "--json").stdout)
+    iops = [v for v in shown["verdicts"] if v["metric"] == "iops"]
+    print(f"truth 7: per-host transactional IOPS {[round(v['value']) for v in iops]}, "
+          f"target {iops[0]['limit']:.0f} each, verdict {shown['verdict']}")  # fmt: skip
+    assert sorted(v["host"] for v in iops) == sorted(h.label for h in hosts)
+    for v in iops:
+        assert v["limit"] == pytest.approx(10000 * 0.067)
+        assert v["value"] <= 1.05 * per_host_cap and not v["passed"], v
+    # what the old verdict judged: the hosts' sum passes one host's target
+    assert sum(v["value"] for v in iops) > iops[0]["limit"]
+    assert shown["verdict"].startswith("FAIL on "), shown["verdict"]
+    assert "Verdict: FAIL on" in done.stdout and "host" in done.stdout

@@ -35,6 +35,7 @@ class Verdict:
     # Room left: for a minimum, value / limit − 1 ("exceeded the target by
     # 247 %"); for a maximum, 1 − value / limit (share of the limit unused).
     margin: float
+    host: str | None = None  # a per-host criterion's host; None: over every host
 
 
 def criteria_of(resolved: dict[str, Any]) -> list[Criterion]:
@@ -118,18 +119,32 @@ def evaluate(criteria: Sequence[Criterion], phases: Sequence[PhaseResult]) -> li
         for c in criteria:
             if not _matches(c, repeats[0]):
                 continue
-            value = figure(c, repeats)
-            limit = c.limit
-            if c.bound == "info":
-                passed, margin = True, math.nan
-            elif math.isnan(value):
-                passed, margin = False, math.nan
-            elif c.bound == "min":
-                passed, margin = value >= limit, (value / limit - 1 if limit else math.inf)
-            else:
-                passed, margin = value <= limit, (1 - value / limit if limit else -math.inf)
-            out.append(Verdict(c.name, name, c.metric, c.bound, limit, value, passed, margin))
+            for host in _judged_hosts(c, repeats):
+                out.append(_judge(c, name, figure(c, repeats, host), host))
     return out
+
+
+def _judged_hosts(criterion: Criterion, repeats: Sequence[PhaseResult]) -> list[str | None]:
+    """None (every host together), or each host of a multi-host phase for a
+    per-host criterion: a host that stored nothing is judged on nothing (NaN
+    fails), not left out."""
+    hosts = list(dict.fromkeys(s.scope.host for p in repeats for s in p.host_scopes))
+    if criterion.per != "host" or len(hosts) < 2:
+        return [None]
+    return hosts
+
+
+def _judge(c: Criterion, phase: str, value: float, host: str | None) -> Verdict:
+    limit = c.limit
+    if c.bound == "info":
+        passed, margin = True, math.nan
+    elif math.isnan(value):
+        passed, margin = False, math.nan
+    elif c.bound == "min":
+        passed, margin = value >= limit, (value / limit - 1 if limit else math.inf)
+    else:
+        passed, margin = value <= limit, (1 - value / limit if limit else -math.inf)
+    return Verdict(c.name, phase, c.metric, c.bound, limit, value, passed, margin, host)
 
 
 def overall(verdicts: Sequence[Verdict]) -> str | None:
@@ -145,7 +160,8 @@ def overall(verdicts: Sequence[Verdict]) -> str | None:
     if all(by_phase.values()):
         return "PASS"
     if len(by_phase) == 1:
-        return "FAIL"
+        hosts = list(dict.fromkeys(v.host for v in verdicts if not v.passed and v.host))
+        return f"FAIL on {', '.join(hosts)}" if hosts else "FAIL"
     passing = [name for name, ok in by_phase.items() if ok]
     if not passing:
         return "FAIL at every point"

@@ -4,7 +4,6 @@ foreground) and ``iorig hosts check`` (whether hosts can run one)."""
 from __future__ import annotations
 
 import contextlib
-import json
 import signal
 import sys
 import tempfile
@@ -31,6 +30,7 @@ from iorig.fio.hosts import (
 )
 from iorig.fio.server import FioServer, refuse_unauthenticated
 from iorig.fio.tlsrelay import AgentListener
+from iorig.report.tabular import to_json
 from iorig.run.hostcheck import HostFacts, check_hosts
 from iorig.targets import bind_host_targets
 from iorig.units import format_bytes
@@ -253,7 +253,7 @@ def hosts_check(
     facts = check_hosts(found, runner.find_fio(fio), paths)
     if as_json:
         doc = {"format_version": 1, "hosts": [asdict(f) for f in facts]}
-        sys.stdout.write(json.dumps(doc, indent=1) + "\n")
+        sys.stdout.write(to_json(doc))
     else:
         table = Table("host", "way", "fio", "engines", "clock offset", "CPUs", "target",
                       "free", "problems")  # fmt: skip

@@ -3,7 +3,6 @@ doctor and scenarios. Each reads as its list of steps."""
 
 from __future__ import annotations
 
-import json
 import sys
 from collections.abc import Callable
 from dataclasses import asdict
@@ -73,7 +72,7 @@ from iorig.report.exporters import render
 from iorig.report.options import Limit
 from iorig.report.sparkline import timeline_lines
 from iorig.report.suttables import sut_view
-from iorig.report.tabular import FORMAT_VERSION, run_dict, series_dict, sut_dict
+from iorig.report.tabular import FORMAT_VERSION, run_dict, series_dict, sut_dict, to_json
 from iorig.report.text import tables_text
 from iorig.report.timeline import build_timeline
 from iorig.run.events import RunOutcome
@@ -256,8 +255,7 @@ def runs(
                 for name, m, v in headlines[r.id]
             ]
             out.append(item)
-        sys.stdout.write(json.dumps({"format_version": FORMAT_VERSION, "runs": out}, indent=1))
-        sys.stdout.write("\n")
+        sys.stdout.write(to_json({"format_version": FORMAT_VERSION, "runs": out}))
         return
     if not records:
         console.print(
@@ -329,8 +327,7 @@ def show(
                 "interface_limit": None if limit is None else asdict(limit),
                 "sut": sut_dict(analysis.run),
             }
-            sys.stdout.write(json.dumps({"format_version": FORMAT_VERSION} | data, indent=1))
-            sys.stdout.write("\n")
+            sys.stdout.write(to_json({"format_version": FORMAT_VERSION} | data))
         else:
             console.print(terminal.disclosure_view(analysis.run))
             console.print(sut_view(analysis.run))

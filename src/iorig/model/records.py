@@ -102,7 +102,7 @@ class RunRecord:
     resolved: dict[str, Any]  # the scenario after parameters, as JSON
     params: dict[str, Any]  # name -> {"value", "text", "origin"}
     profile: str | None
-    targets: list[dict[str, Any]]  # role, path, kind, size_bytes, …
+    targets: list[dict[str, Any]]  # role, path, kind, size_bytes, … (host: on several hosts)
     hosts: list[str]
     command: str
     iorig_version: str
@@ -123,6 +123,11 @@ class RunRecord:
     def name(self) -> str:
         """How comparisons and reports call the run: its label, else its id."""
         return self.label or self.id
+
+
+def target_name(target: dict[str, Any]) -> str:
+    """A stored target's role, with its host on a multi-host run (``db@h2:8765``)."""
+    return target["role"] + (f"@{target['host']}" if target.get("host") else "")
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ import jinja2
 
 from iorig import __version__
 from iorig.analyze.analysis import RunAnalysis
-from iorig.model.records import flatten
+from iorig.model.records import flatten, target_name
 from iorig.report.searchtables import search_tables
 from iorig.report.suttables import sut_tables
 from iorig.report.tablemodel import TableModel
@@ -64,7 +64,7 @@ def disclosure_context(analysis: RunAnalysis) -> dict[str, Any]:
             "hosts": ", ".join(run.hosts),
             "params": [f"{name}={p['text']}" for name, p in run.params.items()],
             "targets": [
-                f"{t['role']}: {t['path']} ({t['kind']}, {format_bytes(t['size_bytes'])})"
+                f"{target_name(t)}: {t['path']} ({t['kind']}, {format_bytes(t['size_bytes'])})"
                 for t in run.targets
             ],
         },

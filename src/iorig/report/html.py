@@ -21,7 +21,7 @@ from iorig import __version__
 from iorig.analyze.analysis import Comparison, RunAnalysis
 from iorig.analyze.search import CurveResult, KneeResult, LoadPointResult, SweepResult
 from iorig.model import ALL, Metric, PhaseKind, PhaseResult, StoredRun, histogram
-from iorig.model.records import flatten
+from iorig.model.records import flatten, target_name
 from iorig.report.cmptables import comparison_notes, comparison_tables, run_limit_table
 from iorig.report.metrics import metric
 from iorig.report.options import RenderOptions
@@ -70,7 +70,7 @@ def _run_header(r: ReportRun) -> dict[str, Any]:
         "duration": format_duration(ended - run.started_at),
         "targets": [
             {
-                "role": t["role"],
+                "role": target_name(t),
                 "path": t["path"],
                 "kind": t["kind"],
                 "size": format_bytes(t["size_bytes"]),

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from iorig.analyze.analysis import Comparison, RunAnalysis
+from iorig.model.records import target_name
 from iorig.report.cmptables import comparison_notes, comparison_tables, run_limit_table
 from iorig.report.options import RenderOptions
 from iorig.report.searchtables import search_tables
@@ -23,7 +24,9 @@ class MarkdownExporter:
             parts.append(
                 f"- profile {run.profile}: shortened for a fast look, not figures to decide on"
             )
-        parts += [md_text(f"- target {t['role']}: {t['path']} ({t['kind']})") for t in run.targets]
+        parts += [
+            md_text(f"- target {target_name(t)}: {t['path']} ({t['kind']})") for t in run.targets
+        ]
         parts += [f"- fio: {run.fio_version}", ""]
         parts.append(sut_markdown(run))
         findings = sorted(run.warnings, key=lambda w: w.severity != "warning")

@@ -97,11 +97,14 @@ def _criterion_value(name: str, value: float) -> str:
 
 
 def verdict_table(verdicts: tuple[Verdict, ...], result: str | None) -> TableModel:
-    """Jetstress-style verdicts: each requirement with its figure, PASS or FAIL."""
+    """Jetstress-style verdicts: each requirement with its figure, PASS or FAIL
+    (per host for a per-host requirement on several hosts)."""
+    by_host = any(v.host for v in verdicts)
     rows = []
     for v in verdicts:
+        where = (v.phase, v.host or "all") if by_host else (v.phase,)
         if v.bound == "info":
-            rows.append((v.name, v.phase, _criterion_value(v.metric, v.value), "-", "info", "-"))
+            rows.append((v.name, *where, _criterion_value(v.metric, v.value), "-", "info", "-"))
             continue
         if math.isnan(v.margin):
             margin = "-"
@@ -112,21 +115,26 @@ def verdict_table(verdicts: tuple[Verdict, ...], result: str | None) -> TableMod
         else:
             margin = f"{-v.margin * 100:.0f}% over the limit"
         rows.append(
-            (v.name, v.phase, _criterion_value(v.metric, v.value),
+            (v.name, *where, _criterion_value(v.metric, v.value),
              ("≥ " if v.bound == "min" else "≤ ") + _criterion_value(v.metric, v.limit),
              "PASS" if v.passed else "FAIL", margin)
         )  # fmt: skip
+    scope = (
+        "each host judged on its own share of the named workloads (a requirement per host); "
+        if by_host
+        else "figures over the named workloads on all hosts: rates add up, "
+    )
     return TableModel(
         f"Verdict: {result}",
-        ("requirement", "phase", "achieved", "limit", "result", "margin"),
+        ("requirement", "phase", *(("host",) if by_host else ()), "achieved", "limit", "result",
+         "margin"),
         tuple(rows),
-        ("l", "l", "r", "r", "c", "l"),
+        ("l", "l", *(("l",) if by_host else ()), "r", "r", "c", "l"),
         (
-            "figures over the named workloads on all hosts: rates add up, latency is fio's "
-            "completion latency (the maximum is the worst one-second average unless it says "
-            "single I/O)",
+            scope + "latency is fio's completion latency (the maximum is the worst one-second "
+            "average unless it says single I/O)",
         ),
-    )
+    )  # fmt: skip
 
 
 def timed_table(summaries: tuple[PhaseSummary, ...]) -> TableModel | None:

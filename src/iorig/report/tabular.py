@@ -163,9 +163,9 @@ def run_document(analysis: RunAnalysis) -> dict[str, Any]:
                          if s.kind is not PhaseKind.MEASURE],
         "search": search_dict(analysis.search),
         "verdicts": [
-            {"name": v.name, "phase": v.phase, "metric": v.metric, "bound": v.bound,
-             "limit": v.limit, "value": _num(v.value), "passed": v.passed,
-             "margin": _num(v.margin)}
+            {"name": v.name, "phase": v.phase, "host": v.host, "metric": v.metric,
+             "bound": v.bound, "limit": _num(v.limit), "value": _num(v.value),
+             "passed": v.passed, "margin": _num(v.margin)}
             for v in analysis.verdicts
         ],
         "verdict": analysis.verdict,
@@ -444,14 +444,30 @@ def series_records(stored: StoredRun) -> list[dict[str, Any]]:
     return out
 
 
+def finite(value: Any) -> Any:
+    """``value`` with every non-finite float (NaN, ±inf) as None, through
+    dicts, lists and tuples: NaN is not JSON, and strict parsers reject it."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: finite(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [finite(v) for v in value]
+    return value
+
+
+def to_json(doc: Any) -> str:
+    """Every JSON document iorig prints: strict JSON (no NaN), one newline."""
+    return json.dumps(finite(doc), indent=1, allow_nan=False) + "\n"
+
+
 class JsonExporter:
     def run(self, analysis: RunAnalysis, options: RenderOptions) -> str:
-        doc = {"format_version": FORMAT_VERSION, "kind": "run"} | run_document(analysis)
-        return json.dumps(doc, indent=1) + "\n"
+        return to_json({"format_version": FORMAT_VERSION, "kind": "run"} | run_document(analysis))
 
     def comparison(self, cmp: Comparison, options: RenderOptions) -> str:
         doc = {"format_version": FORMAT_VERSION, "kind": "comparison"} | comparison_document(cmp)
-        return json.dumps(doc, indent=1) + "\n"
+        return to_json(doc)
 
 
 class CsvExporter:

@@ -18,7 +18,7 @@ from iorig.model import (
     RunRecord,
     series_stats,
 )
-from iorig.model.records import flatten
+from iorig.model.records import flatten, target_name
 from iorig.report.metrics import metric
 from iorig.report.tablemodel import TableModel
 from iorig.scenario import ResolvedScenario, ScenarioSource
@@ -67,7 +67,7 @@ def run_header(run: RunRecord, engines: list[str]) -> Table:
         add_row(grid, "error", Text(run.error, style="red"))
     for t in run.targets:
         size = format_bytes(t["size_bytes"])
-        add_row(grid, f"target {t['role']}", f"{t['path']} ({t['kind']}, {size})")
+        add_row(grid, f"target {target_name(t)}", f"{t['path']} ({t['kind']}, {size})")
     add_row(grid, "host", ", ".join(run.hosts))
     add_row(grid, "fio", run.fio_version + (f", engine {', '.join(engines)}" if engines else ""))
     ended = run.ended_at or run.started_at

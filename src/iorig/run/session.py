@@ -19,6 +19,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import asdict, replace
 from pathlib import Path
+from typing import Any
 
 from iorig import __version__
 from iorig.analyze import audit
@@ -79,6 +80,18 @@ def signals_call(action: Callable[[], None]) -> Iterator[None]:
             signal.signal(s, h)
 
 
+def _targets(plan: Plan) -> list[dict[str, Any]]:
+    """The run's targets as stored: each host's own on fio servers (their
+    paths, kinds and sizes differ by host), else the local ones."""
+    if plan.host_targets:
+        return [
+            asdict(t) | {"path": str(t.path), "host": host}
+            for host, roles in plan.host_targets.items()
+            for t in roles.values()
+        ]
+    return [asdict(t) | {"path": str(t.path)} for t in plan.targets.values()]
+
+
 def run_record(plan: Plan, run_id: str, command: str, label: str | None, search: dict
                ) -> RunRecord:  # fmt: skip
     """The new run as it is stored before its first phase (``running``)."""
@@ -106,7 +119,7 @@ def run_record(plan: Plan, run_id: str, command: str, label: str | None, search:
         resolved=scenario.model_dump(mode="json"),
         params=params,
         profile=resolved.profile,
-        targets=[asdict(t) | {"path": str(t.path)} for t in plan.targets.values()],
+        targets=_targets(plan),
         hosts=plan.host_labels,
         command=command,
         iorig_version=__version__,
