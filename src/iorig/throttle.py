@@ -5,8 +5,8 @@ It uses cgroup v1's root ``blkio.throttle.*_device`` files, which cap every
 process of the root blkio cgroup — fio started by iorig among them. Direct
 I/O is capped; buffered writes reach the device through writeback, outside
 the cap. Caps that were on a device before an event are put back when the
-event's cap is lifted. On cgroup v2 only machines (``io.max`` cannot be set on the root)
-throttle events are refused before the run, saying so.
+event's cap is lifted. On cgroup v2 only machines (``io.max`` cannot be set
+on the root) throttle events are refused before the run, saying so.
 """
 
 from __future__ import annotations
@@ -81,9 +81,13 @@ def apply(
     """Cap reads and writes of ``majmin`` at ``iops`` or ``bytes_per_s``
     each; the caps that were there before, for :func:`restore`."""
     before = rules(majmin)
-    remove(majmin)
-    for name in ("read_iops", "write_iops") if iops else ("read_bps", "write_bps"):
-        _write(name, majmin, iops or bytes_per_s or 0)
+    try:
+        remove(majmin)
+        for name in ("read_iops", "write_iops") if iops else ("read_bps", "write_bps"):
+            _write(name, majmin, iops or bytes_per_s or 0)
+    except OSError:
+        restore(majmin, before)  # half a cap is worse than none: the owner's, as found
+        raise
     return before
 
 
