@@ -24,7 +24,7 @@ DATA = Path(__file__).resolve().parent / "data"
 HAS_FIO = shutil.which("fio") is not None
 
 
-def _supports_direct_io(directory: Path) -> bool:
+def supports_direct_io(directory: Path) -> bool:
     probe = directory / ".direct-probe"
     try:
         fd = os.open(probe, os.O_CREAT | os.O_WRONLY | os.O_DIRECT, 0o600)
@@ -43,7 +43,7 @@ def scratch(tmp_path: Path) -> Iterator[Path]:
     /tmp is tmpfs on some machines (no O_DIRECT); fall back to a folder in
     the repository, which is on a real disk.
     """
-    if _supports_direct_io(tmp_path):
+    if supports_direct_io(tmp_path):
         yield tmp_path
         return
     fallback = REPO / ".test-scratch" / tmp_path.name
@@ -159,10 +159,10 @@ SYSTEM_MARKERS = ("fio", "blockdev", "truth", "browser", "system")
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     skip = pytest.mark.skip(reason="fio is not installed (make test installs it)")
     for item in items:
-        if "truth" in item.keywords:
-            item.add_marker(pytest.mark.serial)  # a cap measured on a shared CPU is not a cap
-        if "timing" in item.keywords and "serial" in item.keywords:
-            raise pytest.UsageError(f"{item.nodeid}: timing and serial are two stages; pick one")
+        # make test's stages (Makefile): timing, truth two at a time, serial alone
+        for other in ("serial", "truth"):
+            if "timing" in item.keywords and other in item.keywords:
+                raise pytest.UsageError(f"{item.nodeid}: timing and {other} are two stages")
         if not HAS_FIO and "fio" in item.keywords:
             item.add_marker(skip)
 

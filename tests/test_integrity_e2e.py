@@ -195,7 +195,7 @@ def test_a_fault_mid_write_is_checked_up_to_what_fio_had_acknowledged(
     # power cut's script would
     cut = 'cut=touch "$IORIG_TRIGGER" && echo "$IORIG_TRIGGER"'
     proc = _start(scratch, db_path, work, "--set", "duration=60s", "--keep-files",
-                  "--event", "mixed@1.5s=run cut", "--event-command", cut)  # fmt: skip
+                  "--event", "mixed@3s=run cut", "--event-command", cut)  # fmt: skip
     try:
         out, err = proc.communicate(timeout=120)
     finally:

@@ -22,7 +22,8 @@ from tests.truth.device import REPO, read_iops
 
 from iorig.store import Store
 
-pytestmark = [pytest.mark.fio, pytest.mark.truth]
+# serial: the generator's CPU is measured
+pytestmark = [pytest.mark.fio, pytest.mark.truth, pytest.mark.serial]
 
 CAP = 5_000
 GENERATOR_CODES = {"generator-limit", "cpu-bound", "generator-ceiling"}
