@@ -333,7 +333,10 @@ def test_a_paced_run_through_authenticated_agents_gets_the_paced_rate(tmp_path):
 
 @pytest.mark.fio
 @pytest.mark.system
-@pytest.mark.timing
+# serial: the events count from the phase's launch, not from fio's first I/O,
+# so agents slowed by a busy CPU leave too few seconds before the stop for a
+# baseline (a defect noted for the next round, not hidden by a later stop)
+@pytest.mark.serial
 def test_stop_host_and_start_host_work_through_an_authenticated_agent(tmp_path):
     quick_iops = 500  # the availability scenario's quick profile, per host
     db = tmp_path / "r.sqlite"
