@@ -8,6 +8,7 @@ contains C (the cap is the known answer).
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -19,7 +20,7 @@ MAX_S = 60
 
 
 @pytest.fixture
-def backing(scratch):
+def backing(scratch: Path) -> Path:
     """The device's file on disk, not in memory: over memory the live view's
     seconds (from fio's status) scattered too much to stop before 60 s,
     though the logged seconds were constant, likely because the throttle's
