@@ -87,3 +87,7 @@ if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
     "$venv/bin/python" -m pip install --quiet --no-deps --no-build-isolation -e .
     echo "$want" > "$stamp"
 fi
+# Bytecode for iorig's sources, read by every later start even where
+# PYTHONDONTWRITEBYTECODE keeps Python from writing it: without it each
+# `iorig` compiles its 130 modules again (0.3-0.5 s of CPU a start).
+"$venv/bin/python" -m compileall -q src

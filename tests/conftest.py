@@ -134,6 +134,31 @@ def cli_in_process(db: Path, *args: str, columns: int = 160, check: bool = False
     return CliResult(code, out.getvalue(), err.getvalue())
 
 
+def refused_in_process(db: Path, *args: str, columns: int = 160) -> CliResult:
+    """A command iorig must refuse before it starts a run, through
+    ``iorig.cli.main`` in this process (no interpreter start: about a second
+    of CPU); a run it starts instead fails the test at once, before fio."""
+    from iorig.run.session import RunSession
+
+    def started(self: RunSession) -> RunSession:
+        raise AssertionError(f"iorig {' '.join(args)}: accepted, a run started")
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(RunSession, "__enter__", started)
+        return cli_in_process(db, *args, columns=columns)
+
+
+@pytest.fixture
+def refused(db_path: Path):
+    """``refused(*args)``: a command that must be refused before any run, in
+    this process (refused_in_process), against the test database."""
+
+    def run(*args: str) -> CliResult:
+        return refused_in_process(db_path, *args)
+
+    return run
+
+
 @pytest.fixture
 def cli():
     """``cli(db, *args, columns=160, check=False)``: the command line in process."""

@@ -131,15 +131,15 @@ def test_the_store_rewrites_a_runs_ab_link(db_path):
 
 
 @pytest.mark.system
-def test_the_cli_refuses_a_bad_side_before_any_run_or_file(iorig, scratch, db_path):
+def test_the_cli_refuses_a_bad_side_before_any_run_or_file(refused, scratch, db_path):
     x, y = scratch / "x.dat", scratch / "y.dat"
-    done = iorig("ab", "--rw", "randread", "--duration", "1s", "--size", "4MiB",
+    done = refused("ab", "--rw", "randread", "--duration", "1s", "--size", "4MiB",
                  "--a", f"target={x}", "--b", f"target={y},iodepth=zero")  # fmt: skip
     assert done.returncode == 2 and "side B" in done.stderr, done.stderr
     assert not x.exists() and not y.exists()
-    done = iorig("ab", "--rw", "randread", "--a", f"target={x}", "--b", "nonsense")
+    done = refused("ab", "--rw", "randread", "--a", f"target={x}", "--b", "nonsense")
     assert done.returncode == 2 and "--b 'nonsense': expected name=value" in done.stderr
-    done = iorig("ab", "--rw", "randread", "--a", f"target={x}")
+    done = refused("ab", "--rw", "randread", "--a", f"target={x}")
     assert done.returncode == 2 and "side B is not given" in done.stderr
     if db_path.exists():
         with Store(db_path) as store:

@@ -102,14 +102,14 @@ def test_libyaml_is_the_default_parser_where_pyyaml_has_it():
 
 
 @pytest.mark.fio
-def test_what_fio_refuses_is_found_before_the_run_row_and_the_file(iorig, db_path, scratch):
+def test_what_fio_refuses_is_found_before_the_run_row_and_the_file(refused, db_path, scratch):
     """fio's own parser refuses this distribution (its zones add up to 110 %);
     the pre-flight finds it before the run is stored or the file is made."""
     scenario = scratch / "dist.yaml"
     scenario.write_text(SMALL % ', distribution: "zoned:50/50:60/50"')
     target = scratch / "target"
     target.mkdir()
-    done = iorig("run", str(scenario), "--target", f"{target}/", timeout=60)
+    done = refused("run", str(scenario), "--target", f"{target}/")
     assert done.returncode == 2, done.stdout + done.stderr
     assert "phase 'm': fio refuses its job file" in done.stderr
     assert "random_distribution" in done.stderr
@@ -119,10 +119,10 @@ def test_what_fio_refuses_is_found_before_the_run_row_and_the_file(iorig, db_pat
 
 @pytest.mark.fio
 @pytest.mark.parametrize("name", ["f.dat", "new/deeper/f.dat"])
-def test_a_refused_plan_leaves_no_file_target_behind(iorig, db_path, scratch, name):
+def test_a_refused_plan_leaves_no_file_target_behind(refused, db_path, scratch, name):
     target = scratch / "target"
     target.mkdir()
-    done = iorig("run", "peak", "--quick", "--target", str(target / name), "--set", "size=1B")
+    done = refused("run", "peak", "--quick", "--target", str(target / name), "--set", "size=1B")
     assert done.returncode == 2, done.stdout + done.stderr
     assert "smaller than one block" in done.stderr
     assert _runs(db_path) == 0
@@ -138,9 +138,9 @@ def test_a_refused_plan_leaves_no_file_target_behind(iorig, db_path, scratch, na
         ("random_bs=2g", "larger than fio takes"),
     ],
 )
-def test_values_fio_cannot_take_are_refused_with_the_parameter(iorig, db_path, tmp_path, setting,
+def test_values_fio_cannot_take_are_refused_with_the_parameter(refused, db_path, tmp_path, setting,
                                                                 field):  # fmt: skip
-    done = iorig("run", "peak", "--quick", "--target", f"{tmp_path}/t/", "--set", setting)
+    done = refused("run", "peak", "--quick", "--target", f"{tmp_path}/t/", "--set", setting)
     assert done.returncode == 2, done.stdout + done.stderr
     assert field in done.stderr and setting.split("=")[0] in done.stderr
     assert _runs(db_path) == 0
@@ -185,8 +185,8 @@ def test_last_with_a_count_too_large_is_a_clear_error(iorig):
 
 
 @pytest.mark.fio
-def test_doctor_on_a_missing_path_fails(iorig, tmp_path):
-    done = iorig("doctor", str(tmp_path / "nonexistent") + "/")
+def test_doctor_on_a_missing_path_fails(refused, tmp_path):
+    done = refused("doctor", str(tmp_path / "nonexistent") + "/")
     assert done.returncode == 2, done.stdout
     assert "does not exist" in done.stderr
     assert not (tmp_path / "nonexistent").exists()
@@ -203,10 +203,10 @@ def test_doctor_on_a_missing_path_fails(iorig, tmp_path):
         ("/dev/null", "a character device, not a regular file, directory or block device"),
     ],
 )
-def test_special_targets_are_refused_for_the_true_reason(iorig, db_path, target, reason):
+def test_special_targets_are_refused_for_the_true_reason(refused, db_path, target, reason):
     for args in (["doctor", target], ["run", "--rw", "read", "--bs", "4k", "--duration", "1s",
                                       "--size", "1MiB", "--target", target]):  # fmt: skip
-        done = iorig(*args, timeout=60)
+        done = refused(*args)
         assert done.returncode == 2, done.stdout + done.stderr
         assert reason in " ".join(done.stderr.split())
         assert "free" not in done.stderr

@@ -21,6 +21,7 @@ from tests.truth.device import Capped
 pytestmark = [pytest.mark.fio, pytest.mark.truth]
 
 MiB = 1 << 20
+LOG_SLACK_NS = 250_000  # the scheduler's latency on a busy 2-core machine
 
 
 def _exchange(db: Capped, log: Capped, truth_db, *args: str, duration: str = "4s"):
@@ -53,7 +54,11 @@ def test_a_slow_database_does_not_fail_the_log_and_sizes_are_honoured(capped, tr
         f"truth 5: log write average {log_avg['value'] / 1e3:.0f} µs, the log device alone "
         f"{bare / 1e3:.0f} µs (database capped at 150 IOPS)"
     )
-    assert log_avg["passed"] and log_avg["value"] <= 1.5 * bare, (log_avg["value"], bare)
+    # the fault this guards against adds the database's milliseconds (150 IOPS:
+    # 6.7 ms an I/O) to each log write; a device in memory answers in tens of
+    # µs, where a neighbour's CPU alone adds as much (104 µs against 42 bare)
+    assert log_avg["passed"] and log_avg["value"] <= 1.5 * bare + LOG_SLACK_NS, (
+        log_avg["value"], bare)  # fmt: skip
     # the database is what is slow: its reads queue on the cap
     assert not by_name["Database reads, average latency"]["passed"]
     writes = by_name["Database writes, average latency (reported, as Jetstress does; no limit)"]
