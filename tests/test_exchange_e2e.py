@@ -31,13 +31,15 @@ def _targets(scratch) -> tuple[str, ...]:
 
 
 def test_quick_exchange_run_gives_a_verdict_with_headroom(iorig, scratch, db_path):
-    # parameters and targets as options of their own (the command line)
+    # parameters and targets as options of their own (the command line);
+    # 100 mailboxes ask 6.7 IOPS, which the disk gives with room even while the
+    # suite's other tests share it (500 asked 33.5 and once got 14, reads at 366 ms)
     result = iorig(
         "run",
         "exchange",
         "--quick",
         "--mailboxes",
-        "500",
+        "100",
         "--duration",
         "3s",
         "--target-db",
@@ -54,7 +56,7 @@ def test_quick_exchange_run_gives_a_verdict_with_headroom(iorig, scratch, db_pat
     assert checksum["io_bytes"] == 96 * 2**20 and checksum["status"] == "ok"
     assert shown["verdict"] == "PASS"
     iops = next(v for v in shown["verdicts"] if v["metric"] == "iops")
-    assert iops["limit"] == pytest.approx(500 * 0.067) and iops["margin"] > 0
+    assert iops["limit"] == pytest.approx(100 * 0.067) and iops["margin"] > 0
     assert {v["metric"] for v in shown["verdicts"]} == {"iops", "lat_mean", "lat_mean_max", "data"}
     # the checksum's own row: every 32 KiB page of both databases read back
     data = next(v for v in shown["verdicts"] if v["metric"] == "data")
