@@ -2,9 +2,10 @@
 own port, with a host key and a client key made for the test, and an ssh
 configuration file that trusts exactly them (passed to iorig through
 ``IORIG_SSH_CONFIG``). Every sshd, and every session it forked, is stopped
-when the test ends. Labs take turns across pytest-xdist's workers (a file
-lock): what a keeper leaves is looked for machine-wide (``/var/tmp/iorig.*``,
-fio under it), so a lab running beside another would see the other's.
+when the test ends. The sessions' TMPDIR is the lab's own directory, where
+iorig's keepers make theirs: what one leaves (``iorig.*``, fio under it) is
+looked for there, so labs on pytest-xdist's workers run side by side (each
+worker has its own ports).
 
     with ssh_hosts(2, tmp_path) as lab:      # lab.hosts: list[SshHost]
         env = lab.env                        # IORIG_SSH_CONFIG=…
@@ -13,7 +14,6 @@ fio under it), so a lab running beside another would see the other's.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import os
 import shutil
 import signal
@@ -51,6 +51,8 @@ class SshLab:
     base: Path
     sshd: list[subprocess.Popen]
 
+    remote_tmp: Path  # the sessions' TMPDIR, where the hosts' keepers make their directories
+
     @property
     def env(self) -> dict[str, str]:
         return {**os.environ, CONFIG_ENV: str(self.config)}
@@ -79,8 +81,10 @@ class SshLab:
         deadline = time.monotonic() + wait_s
         while True:
             left = [f"sshd {i}: {pid}" for i in range(len(self.hosts)) for pid in self.sessions(i)]
-            left += [f"fio {pid}" for pid in processes_with(b"fio", b"/var/tmp/iorig.")]
-            left += [str(p) for p in Path("/var/tmp").glob("iorig.*")]
+            left += [
+                f"fio {pid}" for pid in processes_with(b"fio", f"{self.remote_tmp}/iorig.".encode())
+            ]
+            left += [str(p) for p in self.remote_tmp.glob("iorig.*")]
             left += [f"ssh {pid}" for pid in processes_with(b"ssh\0", str(self.config).encode())]
             if not left or time.monotonic() > deadline:
                 return left
@@ -114,9 +118,7 @@ def _free_port(address: str, taken: set[int]) -> int:
 def ssh_hosts(count: int, base: Path, *, first: int = 20) -> Iterator[SshLab]:
     """``count`` running sshd on 127.0.0.<first>, … that accept the test's key as root."""
     need_sshd()
-    with open(Path(tempfile.gettempdir()) / "iorig-tests-sshlab.lock", "a") as turn:
-        fcntl.flock(turn, fcntl.LOCK_EX)  # released when the file closes, even if killed
-        yield from _lab(count, base, first)
+    yield from _lab(count, base, first)
 
 
 def _lab(count: int, base: Path, first: int) -> Iterator[SshLab]:
@@ -125,6 +127,9 @@ def _lab(count: int, base: Path, first: int) -> Iterator[SshLab]:
     _keygen(base / "host_key")
     _keygen(base / "id")
     (base / "authorized_keys").write_text((base / "id.pub").read_text())
+    # short: a keeper's fio socket goes under it, and a socket's path has
+    # room for 107 bytes (the test's own directory is longer)
+    remote_tmp = Path(tempfile.mkdtemp(prefix="iorig-lab-", dir="/tmp"))
     Path("/run/sshd").mkdir(mode=0o755, exist_ok=True)  # sshd's privilege separation
     hosts, procs, known = [], [], []
     host_pub = (base / "host_key.pub").read_text().split()
@@ -142,6 +147,7 @@ def _lab(count: int, base: Path, first: int) -> Iterator[SshLab]:
                 "KbdInteractiveAuthentication no\nPermitRootLogin prohibit-password\n"
                 "AllowTcpForwarding yes\nAllowStreamLocalForwarding yes\n"
                 "MaxSessions 64\nMaxStartups 100\nLogLevel ERROR\n"
+                f"SetEnv TMPDIR={remote_tmp}\n"
             )
             procs.append(subprocess.Popen(
                 [SSHD, "-D", "-e", "-f", str(config)], stdin=subprocess.DEVNULL,
@@ -165,7 +171,7 @@ def _lab(count: int, base: Path, first: int) -> Iterator[SshLab]:
                     log = (base / f"sshd-{procs.index(proc)}.log").read_text()
                     raise RuntimeError(f"sshd on {host.label} did not start: {log[-500:]}")
                 time.sleep(0.02)
-        yield SshLab(hosts, config, base, procs)
+        yield SshLab(hosts, config, base, procs, remote_tmp)
     finally:
         for proc in procs:
             pids = [p for p in process_tree(proc.pid) if p != proc.pid]
@@ -176,3 +182,4 @@ def _lab(count: int, base: Path, first: int) -> Iterator[SshLab]:
                     os.kill(pid, signal.SIGKILL)
             with contextlib.suppress(subprocess.TimeoutExpired):
                 proc.wait(5)
+        shutil.rmtree(remote_tmp, ignore_errors=True)

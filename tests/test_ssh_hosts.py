@@ -23,8 +23,9 @@ from pathlib import Path
 import pytest
 from tests.conftest import REPO, cli_in_process, run_iorig
 from tests.fake_fio_server import FakeFioServer
+from tests.faults.watch import processes_with
 from tests.fioservers import fio_servers, paced_scenario, stopped_for_s, tcp_listeners
-from tests.sshd import ssh_hosts
+from tests.sshd import SshLab, ssh_hosts
 
 from iorig.errors import UserError
 from iorig.fio.hosts import HostAddress, SshHost, parse_entry, parse_hosts
@@ -96,14 +97,17 @@ def test_a_hostile_hosts_file_is_refused_naming_its_line_before_any_connection(t
 # ---------------------------------------------------------------- real sshd
 
 
-def _private_ssh_sockets() -> dict[str, int]:
-    """The Unix sockets ssh listens on, by path: the mode of the directory
-    that holds each (who else may connect)."""
+def _private_ssh_sockets(lab: SshLab) -> dict[str, int]:
+    """The Unix sockets the lab's ssh clients listen on, by path: the mode of
+    the directory that holds each (who else may connect). Other labs run
+    beside this one: their clients are not ours."""
+    ours = set(processes_with(b"ssh\0", str(lab.config).encode()))
     done = subprocess.run(["ss", "-Hlxp"], capture_output=True, text=True, check=True)
     found = {}
     for line in done.stdout.splitlines():
         fields = line.split()
-        if '"ssh"' in line and fields[4].startswith("/"):
+        pids = {int(p) for p in re.findall(r"pid=(\d+)", line)}
+        if '"ssh"' in line and pids & ours and fields[4].startswith("/"):
             with contextlib.suppress(OSError):
                 found[fields[4]] = Path(fields[4]).parent.stat().st_mode & 0o777
     return found
@@ -120,7 +124,6 @@ def _aggregate_iops(db: Path) -> float:
 def test_a_paced_run_over_ssh_matches_direct_servers_and_leaves_nothing(tmp_path, monkeypatch):
     scenario = tmp_path / "paced.yaml"
     scenario.write_text(PACED)
-    before = {str(p) for p in Path("/var/tmp").glob("iorig.*")}
     with ssh_hosts(2, tmp_path) as lab:
         monkeypatch.setenv(CONFIG_ENV, str(lab.config))
         db = tmp_path / "ssh.sqlite"
@@ -135,11 +138,11 @@ def test_a_paced_run_over_ssh_matches_direct_servers_and_leaves_nothing(tmp_path
         while proc.poll() is None:  # what this run's processes listen on, here and on the hosts
             ours = {*process_tree(proc.pid), *(p for i in range(2) for p in lab.sessions(i))}
             seen += [ln for ln in tcp_listeners(ours) if ln not in seen]
-            sockets.update(_private_ssh_sockets())
+            sockets.update(_private_ssh_sockets(lab))
             time.sleep(0.5)
         out, err = proc.communicate()
         assert proc.returncode == 0, out + err
-        left = [x for x in lab.leftovers(wait_s=0.5) if x not in before]
+        left = lab.leftovers(wait_s=0.5)
     over_ssh = _aggregate_iops(db)
     doc = json.loads(run_iorig(db, "show", "last", "--json", check=True).stdout)
     assert doc["run"]["hosts"] == [h.label for h in lab.hosts]

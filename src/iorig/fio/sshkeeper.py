@@ -3,7 +3,8 @@ docs/hosts.md). Sent as text through the SSH session's standard input and
 run by the host's ``python3`` with nothing but the standard library: it is
 never imported by iorig itself.
 
-It makes a private directory (mode 0700, under /var/tmp), starts
+It makes a private directory (mode 0700, under $TMPDIR when the SSH
+user's environment sets one, else /var/tmp), starts
 ``fio --server`` there on a Unix socket in its own process group, says
 ``IORIG-SSH 1 READY <dir>`` and then serves one line
 per request on the same channel::
@@ -89,12 +90,24 @@ def lines(into):
     into.put(None)
 
 
+def private_base():
+    """$TMPDIR when the host's user set one (a host whose /var/tmp is small
+    or shared chose it), else /var/tmp, else Python's default. A $TMPDIR
+    too long for fio's socket path (107 bytes: "bind: Invalid argument")
+    is passed over."""
+    chosen = os.environ.get("TMPDIR")
+    fits = chosen and len(os.fsencode(chosen)) + len("/iorig.12345678/fio.sock") <= 107
+    if fits and os.path.isdir(chosen) and os.access(chosen, os.W_OK):
+        return chosen
+    return "/var/tmp" if os.access("/var/tmp", os.W_OK) else None
+
+
 def main():
     fio = shutil.which("fio")
     if fio is None:
         say(MAGIC + " ERROR fio is not installed on this host (or not on the SSH user's PATH)")
         return 3
-    base = "/var/tmp" if os.access("/var/tmp", os.W_OK) else None
+    base = private_base()
     home = tempfile.mkdtemp(prefix="iorig.", dir=base)
     keep = False
     proc = None

@@ -26,7 +26,7 @@ ENGINES = ("libaio", "io_uring", "posixaio", "psync")
 CLOCK_LIMIT_S = 0.5  # hosts' seconds are aligned to within half a second plus this
 CLOCK_SAMPLES = 3
 PROBE_S = 5.0
-# facts of an SSH host, one line each; the target (or the keeper's /var/tmp) is $1
+# facts of an SSH host, one line each; the target (or the keeper's directory) is $1
 FACTS = r"""
 echo "cpus $(nproc 2>/dev/null || echo 0)"
 for e in libaio io_uring posixaio psync; do
