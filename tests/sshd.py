@@ -50,7 +50,6 @@ class SshLab:
     config: Path
     base: Path
     sshd: list[subprocess.Popen]
-
     remote_tmp: Path  # the sessions' TMPDIR, where the hosts' keepers make their directories
 
     @property

@@ -135,10 +135,12 @@ def test_a_paced_run_over_ssh_matches_direct_servers_and_leaves_nothing(tmp_path
         )  # fmt: skip
         seen: list[tuple[str, str]] = []
         sockets: dict[str, int] = {}
+        keepers: set[Path] = set()
         while proc.poll() is None:  # what this run's processes listen on, here and on the hosts
             ours = {*process_tree(proc.pid), *(p for i in range(2) for p in lab.sessions(i))}
             seen += [ln for ln in tcp_listeners(ours) if ln not in seen]
             sockets.update(_private_ssh_sockets(lab))
+            keepers |= set(lab.remote_tmp.glob("iorig.*"))
             time.sleep(0.5)
         out, err = proc.communicate()
         assert proc.returncode == 0, out + err
@@ -147,6 +149,7 @@ def test_a_paced_run_over_ssh_matches_direct_servers_and_leaves_nothing(tmp_path
     doc = json.loads(run_iorig(db, "show", "last", "--json", check=True).stdout)
     assert doc["run"]["hosts"] == [h.label for h in lab.hosts]
     assert left == [], left
+    assert len(keepers) == 2, keepers  # each host's keeper under its session's TMPDIR
     # fio's client reaches each host through a Unix socket in a directory
     # only this user may enter: neither ssh nor fio listens on TCP, and
     # iorig itself only on loopback (learning the local fio's protocol)
@@ -259,3 +262,26 @@ def test_hosts_check_reports_each_host_and_names_those_that_would_spoil_a_run(tm
     assert "127.0.0.9:18999: its fio server did not answer" in spoiled.stderr
     assert lab.hosts[0].label in spoiled.stdout  # the table shows the good host too
     assert left == []
+
+
+# ---------------------------------------------------------------- the keeper
+
+
+def test_the_keeper_works_under_tmpdir_unless_fios_socket_would_not_fit(tmp_path, monkeypatch):
+    from iorig.fio import sshkeeper
+
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    assert sshkeeper.private_base() == str(tmp_path)
+    # a socket's path holds 107 bytes: DIR/iorig.XXXXXXXX/fio.sock must fit
+    deep = tmp_path / ("d" * (106 - len(str(tmp_path)) - len("/iorig.12345678/fio.sock")))
+    deep.mkdir()
+    monkeypatch.setenv("TMPDIR", str(deep))
+    assert sshkeeper.private_base() == str(deep)
+    deeper = tmp_path / (deep.name + "d")
+    deeper.mkdir()
+    monkeypatch.setenv("TMPDIR", str(deeper))
+    assert sshkeeper.private_base() == "/var/tmp"
+    monkeypatch.setenv("TMPDIR", str(tmp_path / "missing"))
+    assert sshkeeper.private_base() == "/var/tmp"
+    monkeypatch.delenv("TMPDIR")
+    assert sshkeeper.private_base() == "/var/tmp"
