@@ -71,6 +71,10 @@ class SshLab:
         pid = self.sshd[index].pid
         return [p for p in process_tree(pid) if p != pid]
 
+    def ssh_clients(self) -> list[int]:
+        """The ssh clients here that use this lab's configuration (iorig's)."""
+        return processes_with(b"ssh\0", str(self.config).encode())
+
     def leftovers(self, wait_s: float = 3.0) -> list[str]:
         """What iorig left, waited for up to ``wait_s`` (a keeper stops fio
         within ~2 s of its input ending): sessions under the test's sshd,
@@ -84,7 +88,7 @@ class SshLab:
                 f"fio {pid}" for pid in processes_with(b"fio", f"{self.remote_tmp}/iorig.".encode())
             ]
             left += [str(p) for p in self.remote_tmp.glob("iorig.*")]
-            left += [f"ssh {pid}" for pid in processes_with(b"ssh\0", str(self.config).encode())]
+            left += [f"ssh {pid}" for pid in self.ssh_clients()]
             if not left or time.monotonic() > deadline:
                 return left
             time.sleep(0.1)

@@ -23,7 +23,6 @@ from pathlib import Path
 import pytest
 from tests.conftest import REPO, cli_in_process, run_iorig
 from tests.fake_fio_server import FakeFioServer
-from tests.faults.watch import processes_with
 from tests.fioservers import fio_servers, paced_scenario, stopped_for_s, tcp_listeners
 from tests.sshd import SshLab, ssh_hosts
 
@@ -101,7 +100,7 @@ def _private_ssh_sockets(lab: SshLab) -> dict[str, int]:
     """The Unix sockets the lab's ssh clients listen on, by path: the mode of
     the directory that holds each (who else may connect). Other labs run
     beside this one: their clients are not ours."""
-    ours = set(processes_with(b"ssh\0", str(lab.config).encode()))
+    ours = set(lab.ssh_clients())
     done = subprocess.run(["ss", "-Hlxp"], capture_output=True, text=True, check=True)
     found = {}
     for line in done.stdout.splitlines():
@@ -273,7 +272,9 @@ def test_the_keeper_works_under_tmpdir_unless_fios_socket_would_not_fit(tmp_path
     monkeypatch.setenv("TMPDIR", str(tmp_path))
     assert sshkeeper.private_base() == str(tmp_path)
     # a socket's path holds 107 bytes: DIR/iorig.XXXXXXXX/fio.sock must fit
-    deep = tmp_path / ("d" * (106 - len(str(tmp_path)) - len("/iorig.12345678/fio.sock")))
+    assert sshkeeper.SOCKET_PATH_MAX == 107
+    under = len("/iorig.12345678/fio.sock")
+    deep = tmp_path / ("d" * (107 - len(str(tmp_path)) - 1 - under))
     deep.mkdir()
     monkeypatch.setenv("TMPDIR", str(deep))
     assert sshkeeper.private_base() == str(deep)

@@ -36,6 +36,9 @@ import time
 MAGIC = "IORIG-SSH 1"
 LOST_S = 30.0  # iorig pings every few seconds; this long without a line: gone
 START_S = 10.0
+PREFIX = "iorig."  # the private directory: PREFIX and 8 random characters
+SOCKET = "fio.sock"  # fio's server socket in it
+SOCKET_PATH_MAX = 107  # bytes a Unix socket's path may hold (sun_path, less its NUL)
 
 
 def say(text):
@@ -93,10 +96,11 @@ def lines(into):
 def private_base():
     """$TMPDIR when the host's user set one (a host whose /var/tmp is small
     or shared chose it), else /var/tmp, else Python's default. A $TMPDIR
-    too long for fio's socket path (107 bytes: "bind: Invalid argument")
-    is passed over."""
+    too long for fio's socket path (fio: "bind: Invalid argument") is
+    passed over."""
     chosen = os.environ.get("TMPDIR")
-    fits = chosen and len(os.fsencode(chosen)) + len("/iorig.12345678/fio.sock") <= 107
+    under = len(f"/{PREFIX}12345678/{SOCKET}")
+    fits = chosen and len(os.fsencode(chosen)) + under <= SOCKET_PATH_MAX
     if fits and os.path.isdir(chosen) and os.access(chosen, os.W_OK):
         return chosen
     return "/var/tmp" if os.access("/var/tmp", os.W_OK) else None
@@ -108,7 +112,7 @@ def main():
         say(MAGIC + " ERROR fio is not installed on this host (or not on the SSH user's PATH)")
         return 3
     base = private_base()
-    home = tempfile.mkdtemp(prefix="iorig.", dir=base)
+    home = tempfile.mkdtemp(prefix=PREFIX, dir=base)
     keep = False
     proc = None
     stopped = {}
@@ -120,7 +124,7 @@ def main():
     signal.signal(signal.SIGTERM, finish)
     signal.signal(signal.SIGHUP, finish)
     try:
-        sock = os.path.join(home, "fio.sock")
+        sock = os.path.join(home, SOCKET)
         with open(os.path.join(home, "server.log"), "wb") as log:
             proc = subprocess.Popen(
                 [fio, "--server=sock:" + sock],
@@ -178,7 +182,7 @@ def main():
             signal_all(freeze(proc.pid), signal.SIGKILL)
             proc.wait()
         if keep:
-            for name in ("fio.sock", "server.log"):
+            for name in (SOCKET, "server.log"):
                 with contextlib.suppress(OSError):
                     os.unlink(os.path.join(home, name))
         else:
