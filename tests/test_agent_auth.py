@@ -16,12 +16,14 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import signal
 import socket
 import ssl
 import stat
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -315,9 +317,12 @@ def test_a_paced_run_through_authenticated_agents_gets_the_paced_rate(tmp_path):
     scenario = tmp_path / "paced.yaml"
     scenario.write_text(paced_scenario(PACED_IOPS))
     db = tmp_path / "r.sqlite"
+    # a $TMPDIR too deep for a socket's path (a CI workspace): the relays'
+    # sockets go to /tmp instead of failing the run (fio.sockdir)
+    (deep := tmp_path / ("deep-" + "d" * 60)).mkdir()
     with token_agents(2, tmp_path) as lab:
         done = iorig("--db", str(db), "run", str(scenario), "--hosts", lab.hosts_arg,
-                     env=lab.env, timeout=120)  # fmt: skip
+                     env={**lab.env, "TMPDIR": str(deep)}, timeout=120)  # fmt: skip
         shown = iorig("--db", str(db), "show", "last", "--json", timeout=60)
         left = [len(a.processes()) for a in lab.agents]
         dirs = [sorted(p.name for p in a.workdir.iterdir()) for a in lab.agents]
@@ -425,11 +430,15 @@ def test_a_driver_killed_mid_phase_leaves_no_job_running_on_an_agent(tmp_path):
     with token_agents(1, tmp_path) as lab:
         agent = lab.agents[0]
         idle = len(agent.processes())  # the agent and its fio server
+        # kill -9 leaves the driver's relay sockets and job files: in a
+        # directory of this test's, short enough for a socket's path
+        killed_tmp = Path(tempfile.mkdtemp(prefix="iorig-test-"))
         driver = subprocess.Popen(
             [sys.executable, "-m", "iorig", "--db", str(tmp_path / "r.sqlite"), "run",
              str(scenario), "--hosts", lab.hosts_arg],
-            cwd=REPO, env={**os.environ, **lab.env}, start_new_session=True,
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            cwd=REPO, env={**os.environ, **lab.env, "TMPDIR": str(killed_tmp)},
+            start_new_session=True,
+            stdout=(log := (tmp_path / "driver.log").open("w")), stderr=subprocess.STDOUT,
         )  # fmt: skip
         try:
             deadline = time.monotonic() + 60
@@ -447,10 +456,12 @@ def test_a_driver_killed_mid_phase_leaves_no_job_running_on_an_agent(tmp_path):
         finally:
             if driver.poll() is None:
                 os.killpg(driver.pid, signal.SIGKILL)
+            shutil.rmtree(killed_tmp, ignore_errors=True)
         alive = agent.proc.poll() is None
     print(
         f"agent processes: idle {idle}, running a job {busy}, {gone_s:.1f} s after the kill {after}"
     )
-    assert busy > idle
+    log.close()
+    assert busy > idle, (tmp_path / "driver.log").read_text()[-2000:]
     assert after == idle and gone_s < 5  # the relay's end closed fio's connection: jobs killed
     assert alive  # and the agent serves on

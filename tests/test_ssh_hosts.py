@@ -15,8 +15,11 @@ import contextlib
 import json
 import os
 import re
+import shutil
+import stat
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -286,3 +289,34 @@ def test_the_keeper_works_under_tmpdir_unless_fios_socket_would_not_fit(tmp_path
     assert sshkeeper.private_base() == "/var/tmp"
     monkeypatch.delenv("TMPDIR")
     assert sshkeeper.private_base() == "/var/tmp"
+
+
+def test_sockets_here_go_where_their_path_fits(monkeypatch):
+    """SSH forwards, agent relays and an agent's fio server listen in
+    fio.sockdir's directories: under $TMPDIR when a socket's path fits the
+    kernel's 107 bytes, else /tmp, else a clear error (a traceback before)."""
+    from iorig.fio import sockdir
+
+    longest = "t2.control.sock"
+    base = Path(tempfile.mkdtemp(prefix="s", dir="/tmp"))  # short: room to grow
+    try:
+        # exactly 107 bytes fits; one more does not
+        room = sockdir.SOCKET_PATH_MAX - len(f"/iorig-test-12345678/{longest}")
+        exact = base / ("d" * (room - len(str(base)) - 1))
+        exact.mkdir()
+        monkeypatch.setattr(tempfile, "tempdir", str(exact))
+        made = sockdir.socket_dir("iorig-test-", longest)
+        assert made.parent == exact and len(str(made / longest)) == sockdir.SOCKET_PATH_MAX
+        assert stat.S_IMODE(made.stat().st_mode) == 0o700  # only this user reaches a socket
+        deeper = base / (exact.name + "d")
+        deeper.mkdir()
+        monkeypatch.setattr(tempfile, "tempdir", str(deeper))
+        made = sockdir.socket_dir("iorig-test-", longest)
+        assert made.parent == Path("/tmp")
+        made.rmdir()
+        monkeypatch.setattr(sockdir, "FALLBACKS", (str(deeper), str(base / "missing")))
+        with pytest.raises(UserError, match="too long for a socket's path") as refused:
+            sockdir.socket_dir("iorig-test-", longest)
+        assert "TMPDIR" in (refused.value.hint or "")
+    finally:
+        shutil.rmtree(base)

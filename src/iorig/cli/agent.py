@@ -4,9 +4,9 @@ foreground) and ``iorig hosts check`` (whether hosts can run one)."""
 from __future__ import annotations
 
 import contextlib
+import shutil
 import signal
 import sys
-import tempfile
 import threading
 from dataclasses import asdict
 from pathlib import Path
@@ -29,6 +29,7 @@ from iorig.fio.hosts import (
     parse_host,
 )
 from iorig.fio.server import FioServer, refuse_unauthenticated
+from iorig.fio.sockdir import socket_dir
 from iorig.fio.tlsrelay import AgentListener
 from iorig.report.tabular import to_json
 from iorig.run.hostcheck import HostFacts, check_hosts
@@ -154,6 +155,14 @@ def agent(
     console.print("iorig agent: stopped")
 
 
+def _private_dir(stack: contextlib.ExitStack) -> Path:
+    """The directory of fio's server socket, only this user's; removed when
+    the agent stops."""
+    private = socket_dir("iorig-agent-", "fio.sock")
+    stack.callback(shutil.rmtree, private, ignore_errors=True)
+    return private
+
+
 def _serve_unauthenticated(
     stack: contextlib.ExitStack, fio: str, address: HostAddress, workdir: Path
 ) -> FioServer:
@@ -162,7 +171,7 @@ def _serve_unauthenticated(
     next to it."""
     exposed = not is_loopback(address.host)  # allowed by --insecure-no-auth: warn
     watch = _warn_connection if exposed else None
-    private = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="iorig-agent-")))
+    private = _private_dir(stack)
     server = FioServer(fio, SocketEndpoint(str(private / "fio.sock")), workdir)
     stack.callback(server.stop)
     control = ControlServer(address, server.processes, watch)
@@ -203,7 +212,7 @@ def _serve_authenticated(
 ) -> FioServer:  # fmt: skip
     """fio's server on a Unix socket in a private directory, reached only
     through the TLS listener on ``address`` (fio.tlsrelay)."""
-    private = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="iorig-agent-")))
+    private = _private_dir(stack)
     server = FioServer(fio, SocketEndpoint(str(private / "fio.sock")), workdir)
     stack.callback(server.stop)
     listener = AgentListener(

@@ -30,7 +30,6 @@ import shlex
 import shutil
 import signal
 import subprocess
-import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -40,6 +39,7 @@ from iorig.errors import UserError
 from iorig.fio.control import ControlError
 from iorig.fio.hosts import SocketEndpoint, SshHost
 from iorig.fio.process import stop_group
+from iorig.fio.sockdir import socket_dir
 
 KEEPER = Path(__file__).with_name("sshkeeper.py")
 MAGIC = "IORIG-SSH 1"
@@ -291,7 +291,8 @@ def connect_each(
     """Open every host's connection at once. Returns the private directory
     of the control sockets (for ``close_all``), the connections that opened
     and, by label, why the others did not."""
-    workdir = Path(tempfile.mkdtemp(prefix="iorig-ssh-"))  # mode 0700
+    # ssh makes its control socket as ``cm.<16 random characters>`` first
+    workdir = socket_dir("iorig-ssh-", f"h{len(hosts)}/cm.{'x' * 16}")
     connections = {}
     for i, host in enumerate(hosts):
         (workdir / f"h{i}").mkdir(mode=0o700)

@@ -22,7 +22,6 @@ import contextlib
 import shutil
 import socket
 import ssl
-import tempfile
 import threading
 from collections.abc import Callable, Coroutine, Sequence
 from pathlib import Path
@@ -33,6 +32,7 @@ from iorig.fio import agentauth
 from iorig.fio.agentauth import Auth, AuthRefused, CertAuth
 from iorig.fio.control import ControlError, ControlServer, HostControl
 from iorig.fio.hosts import HostAddress, SocketEndpoint, TlsHost
+from iorig.fio.sockdir import socket_dir
 
 HANDSHAKE_S = 5.0  # TLS and the token's lines, from the connection's first byte
 MAX_HANDSHAKES = 32  # unauthenticated connections at once; more are closed at once
@@ -341,7 +341,8 @@ class AgentLinks:
 
     def __init__(self, hosts: Sequence[TlsHost]) -> None:
         auth = agentauth.driver_auth()
-        self.workdir = Path(tempfile.mkdtemp(prefix="iorig-tls-"))  # mode 0700
+        longest = f"t{len(hosts)}.{max(agentauth.CHANNELS, key=len).lower()}.sock"
+        self.workdir = socket_dir("iorig-tls-", longest)
         self.relays = AgentRelays(auth, self.workdir)
         self._links = {h.label: (h, *self.relays.add(i, h)) for i, h in enumerate(hosts)}
 
