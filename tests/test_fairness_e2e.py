@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from iorig.doctor import SAMPLE_BYTES, measure_data_pattern
+
 pytestmark = pytest.mark.fio
 
 
@@ -162,11 +164,13 @@ def test_doctor_data_measures_real_compressibility(iorig):
     half = iorig("doctor", "--data", "--compress", "50", check=True).stdout
     ratio = float(half.split("compresses it to ")[1].split("%")[0])
     assert 45 <= ratio <= 56
-    default = iorig("doctor", "--data", check=True).stdout
-    assert float(default.split("compresses it to ")[1].split("%")[0]) > 98
-    dedupe = iorig("doctor", "--data", "--dedupe", "30", check=True).stdout
-    duplicates = float(dedupe.split("% of its 4 KiB blocks")[0].split()[-1])
-    assert 25 <= duplicates <= 40
+    # the other patterns in this process, on a quarter of the sample (4,096
+    # blocks of 4 KiB): fio writes them the same way
+    default = measure_data_pattern(0, 0, sample_bytes=SAMPLE_BYTES // 4)
+    assert default.sample_bytes == SAMPLE_BYTES // 4 and default.zlib_ratio > 0.98
+    assert default.duplicate_fraction < 0.01
+    dedupe = measure_data_pattern(0, 30, sample_bytes=SAMPLE_BYTES // 4)
+    assert 0.25 <= dedupe.duplicate_fraction <= 0.40
 
 
 def test_doctor_target_checks_without_writing(iorig, scratch):

@@ -133,9 +133,11 @@ def measure_data_pattern(
     dedupe_pct: float,
     directory: Path | None = None,
     fio_path: str | None = None,
+    sample_bytes: int = SAMPLE_BYTES,
 ) -> DataPatternReport:
-    """Write a sample with fio using iorig's data options, then measure what a
-    real compressor (zlib, level 6) and 4 KiB block deduplication achieve."""
+    """Write a sample of ``sample_bytes`` with fio using iorig's data
+    options, then measure what a real compressor (zlib, level 6) and 4 KiB
+    block deduplication achieve."""
     fio = runner.find_fio(fio_path)
     with tempfile.TemporaryDirectory(prefix="iorig-data-", dir=directory) as tmp:
         sample = Path(tmp) / "sample.bin"
@@ -143,7 +145,7 @@ def measure_data_pattern(
             "filename": str(sample),
             "rw": "write",
             "bs": 128 * 1024,
-            "size": SAMPLE_BYTES,
+            "size": sample_bytes,
             "refill_buffers": True,
         }
         if compress_pct:

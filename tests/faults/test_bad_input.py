@@ -260,11 +260,12 @@ class _ListenerStandIn(_StandIn):
 def _agent(monkeypatch, tmp_path, *args: str) -> int | str | None:
     import iorig.cli.agent as agent_mod
     from iorig import cli
+    from iorig.fio import tlsrelay
 
     _StandIn.made = []
     monkeypatch.setattr(agent_mod, "FioServer", _StandIn)
     monkeypatch.setattr(agent_mod, "ControlServer", _StandIn)
-    monkeypatch.setattr(agent_mod, "AgentListener", _ListenerStandIn)
+    monkeypatch.setattr(tlsrelay, "AgentListener", _ListenerStandIn)  # imported when used
     monkeypatch.setattr(sys, "argv", ["iorig", "agent", *args, "--dir", str(tmp_path),
                                       "--port", "18757"])  # fmt: skip
     for console in (agent_mod.console, common.err_console):

@@ -10,7 +10,7 @@ import sys
 import threading
 from dataclasses import asdict
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.markup import escape
@@ -30,11 +30,13 @@ from iorig.fio.hosts import (
 )
 from iorig.fio.server import FioServer, refuse_unauthenticated
 from iorig.fio.sockdir import socket_dir
-from iorig.fio.tlsrelay import AgentListener
 from iorig.report.tabular import to_json
 from iorig.run.hostcheck import HostFacts, check_hosts
 from iorig.targets import bind_host_targets
 from iorig.units import format_bytes
+
+if TYPE_CHECKING:
+    from iorig.fio import tlsrelay
 
 
 def _warn_connection(peer: str) -> None:
@@ -175,6 +177,8 @@ def _serve_unauthenticated(
     server = FioServer(fio, SocketEndpoint(str(private / "fio.sock")), workdir)
     stack.callback(server.stop)
     control = ControlServer(address, server.processes, watch)
+    from iorig.fio.tlsrelay import AgentListener  # asyncio and ssl: agents only
+
     listener = AgentListener(address, None, str(private / "fio.sock"), control, _refused,
                              on_connection=watch)  # fmt: skip
     server.start()
@@ -195,7 +199,7 @@ def _serve_unauthenticated(
     return server
 
 
-def _listen(listener: AgentListener, address: HostAddress) -> None:
+def _listen(listener: tlsrelay.AgentListener, address: HostAddress) -> None:
     try:
         listener.start()
     except OSError as exc:
@@ -215,6 +219,8 @@ def _serve_authenticated(
     private = _private_dir(stack)
     server = FioServer(fio, SocketEndpoint(str(private / "fio.sock")), workdir)
     stack.callback(server.stop)
+    from iorig.fio.tlsrelay import AgentListener  # asyncio and ssl: agents only
+
     listener = AgentListener(
         address, auth, str(private / "fio.sock"), ControlServer(None, server.processes), _refused
     )

@@ -13,7 +13,6 @@ from rich.markup import escape
 from iorig.analyze.analysis import analyse
 from iorig.cli.common import app, console, write_atomically
 from iorig.cli.refs import resolve_run_id
-from iorig.report.disclosure import render_disclosure
 from iorig.store import Store
 from iorig.sut import check_sut_file, template
 
@@ -36,6 +35,8 @@ def sut_check(file: Annotated[Path, typer.Argument(help="a --sut YAML file")]) -
 
 def write_disclosure(db: Path, ref: str, output: Path) -> None:
     """The full-disclosure HTML page of one run (or load-point curve)."""
+    from iorig.report.disclosure import render_disclosure  # jinja2: when asked for
+
     with Store(db) as store:
         run_id = resolve_run_id(store, ref)
         analysis = analyse(store.load_run(run_id), store.job_texts(run_id))

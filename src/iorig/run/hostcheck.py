@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from iorig.errors import UserError
-from iorig.fio import runner, ssh, tlsrelay
+from iorig.fio import runner, ssh
 from iorig.fio.control import ControlError, HostControl, read_clock
 from iorig.fio.hosts import HostAddress, HostSpec, SshHost, TlsHost
 from iorig.fio.protocol import ServerInfo, local_protocol_version, server_versions
@@ -117,7 +117,11 @@ def check_hosts(
     connections: dict[str, ssh.SshConnection] = {}
     problems: dict[str, list[str]] = {h.label: [] for h in hosts}
     workdir = None
-    agents = tlsrelay.AgentLinks(over_tls) if over_tls else None
+    agents = None
+    if over_tls:
+        from iorig.fio import tlsrelay  # asyncio and ssl: for tls:// hosts only
+
+        agents = tlsrelay.AgentLinks(over_tls)
     if over_ssh:
         workdir, connections, failed = ssh.connect_each(over_ssh)
         for label, error in failed.items():

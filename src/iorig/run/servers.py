@@ -39,9 +39,10 @@ import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import asdict, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from iorig.errors import UserError
-from iorig.fio import parse, ssh, tlsrelay
+from iorig.fio import parse, ssh
 from iorig.fio.control import HostControl
 from iorig.fio.hosts import Endpoint, HostAddress, HostSpec, SocketEndpoint, SshHost, TlsHost
 from iorig.fio.jobfile import Section, render
@@ -56,6 +57,9 @@ from iorig.run.probe import probe_engine, probe_spot
 from iorig.scenario import ResolvedScenario
 from iorig.sysinfo import collect_fio, disclose
 from iorig.targets import Target, remote_target
+
+if TYPE_CHECKING:
+    from iorig.fio import tlsrelay
 
 PROBE_TIMEOUT_S = 5.0
 SLACK_S = 90.0  # fio drops a silent server after ~42 s; then iorig's deadline
@@ -114,6 +118,8 @@ class ServerBackend:
         relays (all or none; once)."""
         over_tls = [h for h in self.specs if isinstance(h, TlsHost)]
         if over_tls and self._agents is None:
+            from iorig.fio import tlsrelay  # asyncio and ssl: for tls:// hosts only
+
             self._agents = tlsrelay.connect_agents(over_tls)
         over_ssh = [h for h in self.specs if isinstance(h, SshHost)]
         if over_ssh and self._ssh_dir is None:
