@@ -13,6 +13,7 @@ from iorig.units import (
     format_rate,
     format_si,
     parse_duration,
+    parse_limit,
     parse_percent,
     parse_rate,
     parse_size,
@@ -60,6 +61,23 @@ def test_parse_percent_and_rate():
     assert parse_rate("25Gb/s") == 25e9 / 8
     with pytest.raises(ValueError):
         parse_rate("fast")
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [("500kIOPS", (5e5, "iops")), ("3.5GB/s", (3.5e9, "bytes_per_s")),
+     ("600MBps", (6e8, "bytes_per_s")), ("10gbit", (1.25e9, "bytes_per_s")),
+     ("25Gb/s", (25e9 / 8, "bytes_per_s"))],
+)  # fmt: skip
+def test_a_limit_is_read_with_its_unit(text, expected):
+    assert parse_limit(text) == expected
+
+
+@pytest.mark.parametrize("bad", ["8k", "8000", "3.5GB", "1M", "fast", "8kIOP"])
+def test_a_limit_without_a_unit_per_second_is_refused(bad):
+    """``8k`` was 8 kB/s, silently: IOPS or bytes a second is the user's to say."""
+    with pytest.raises(ValueError, match="not a limit"):
+        parse_limit(bad)
 
 
 def test_formatting():

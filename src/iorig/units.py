@@ -205,9 +205,14 @@ def parse_rate(value: str) -> float:
 _IOPS_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kKmMgG]?)\s*iops\s*$", re.IGNORECASE)
 
 
+_PER_SECOND_RE = re.compile(r"(/\s*s|ps|bit)\s*$", re.IGNORECASE)
+
+
 def parse_limit(value: str) -> tuple[float, str]:
     """A rated figure: ``500kIOPS`` -> (500000, "iops"); ``3.5GB/s`` ->
-    (3.5e9, "bytes_per_s")."""
+    (3.5e9, "bytes_per_s"). The unit is required: ``8k`` could be IOPS or
+    bytes per second, and a limit read the wrong way makes every percentage
+    wrong."""
     match = _IOPS_RE.match(str(value))
     if match:
         number, prefix = match.groups()
@@ -216,12 +221,13 @@ def parse_limit(value: str) -> tuple[float, str]:
             return _finite(float(number) * factor, value), "iops"
         except ValueError:
             raise ValueError(f"not a limit: {value!r} (too large)") from None
+    example = "a bandwidth such as 3.5GB/s, or IOPS such as 500kIOPS"
+    if not _PER_SECOND_RE.search(str(value)):
+        raise ValueError(f"not a limit: {value!r} has no unit per second ({example})")
     try:
         return parse_rate(value), "bytes_per_s"
     except ValueError:
-        raise ValueError(
-            f"not a limit: {value!r} (a bandwidth such as 3.5GB/s, or IOPS such as 500kIOPS)"
-        ) from None
+        raise ValueError(f"not a limit: {value!r} ({example})") from None
 
 
 _LATENCY_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ns|us|µs|ms|s)\s*$")

@@ -28,7 +28,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from iorig.analyze.stats import RatioTest, batch_means, welch_ratio
+from iorig.analyze.precision import limit_share
+from iorig.analyze.stats import LimitShare, RatioTest, batch_means, welch_ratio
 from iorig.model import (
     ALL,
     InterfaceLimit,
@@ -152,6 +153,16 @@ def _change(new: float, old: float) -> float:
     if not old or math.isnan(old) or math.isnan(new):
         return math.nan
     return (new - old) / old
+
+
+def phase_limit_share(phase: RunPhase, limit: float, metric: Metric) -> LimitShare | None:
+    """``phase`` against a limit, with its noise. None when the limit is not
+    of the phase's kind: an IOPS rating is a small-block random figure, and a
+    phase scored in bytes/s (sequential) is not held to it."""
+    if metric is Metric.IOPS and phase.headline is not Metric.IOPS:
+        return None
+    level = phase.iops if metric is Metric.IOPS else phase.bytes_per_s
+    return limit_share(level, phase.per_second, limit, phase.repeat_levels)
 
 
 def _level_samples(a: RunPhase, b: RunPhase) -> tuple[list[float], list[float], str]:

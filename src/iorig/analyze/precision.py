@@ -45,7 +45,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from iorig.analyze.stats import RESOLUTION, t_quantile
+from iorig.analyze.stats import RESOLUTION, LimitShare, mean_interval, t_quantile
 from iorig.model import PrecisionState
 
 MIN_BATCHES = 8  # fewer leave the standard error too uncertain to trust
@@ -172,6 +172,38 @@ def median_interval(series: Sequence[float], confidence: float = 0.95) -> Median
     high = _quantile(ordered, min(1.0, 0.5 + step))
     half = max(median - low, high - median) / abs(median) * 100 if median else math.inf
     return _resolved(MedianInterval(median, low, high, half, n, batch_s, confidence))
+
+
+MIN_SECONDS_ALL_ABOVE = 3  # too short for an interval: every one of 3 seconds above
+
+
+def limit_share(
+    level: float, per_second: Sequence[float], limit: float, repeat_levels: Sequence[float] = ()
+) -> LimitShare:
+    """``level`` / ``limit`` and the interval its noise allows, scaled to the
+    level: from the repeats' levels (two or more), else the median second's
+    interval (batch means allowing for autocorrelation; its coverage is
+    tested in tests/test_precision.py), else, too short for one, the range
+    of its seconds (above only when its slowest second was)."""
+    share = level / limit
+    if len(repeat_levels) >= 2:
+        interval = mean_interval(repeat_levels, REPORTED_CONFIDENCE)
+        centre, method = float(np.mean(repeat_levels)), "repeats"
+    else:
+        median = median_interval(per_second, REPORTED_CONFIDENCE)
+        known = median.low is not None and median.high is not None
+        interval = (median.low, median.high) if known else None  # type: ignore[assignment]
+        centre, method = median.median, "the median second's interval"
+    if interval is not None and centre > 0:
+        return LimitShare(share, share * interval[0] / centre, share * interval[1] / centre,
+                          method)  # fmt: skip
+    seconds = np.asarray(per_second, dtype=float)
+    seconds = seconds[np.isfinite(seconds)]
+    if seconds.size >= MIN_SECONDS_ALL_ABOVE and seconds.mean() > 0:
+        scale = share / float(seconds.mean())
+        return LimitShare(share, float(seconds.min()) * scale, float(seconds.max()) * scale,
+                          "the range of its seconds")  # fmt: skip
+    return LimitShare(share, None, None, "none")
 
 
 def _resolved(interval: MedianInterval) -> MedianInterval:

@@ -156,3 +156,30 @@ def batch_means(values: Sequence[float], batches: int = 10, min_batch: int = 2) 
         return []  # too short to judge within one run (8 s at least): say untestable
     size = data.size // count
     return [float(data[i * size : (i + 1) * size].mean()) for i in range(count)]
+
+
+def mean_interval(samples: Sequence[float], confidence: float) -> tuple[float, float] | None:
+    """The Student-t interval of the mean of independent ``samples`` (repeat
+    levels or batch means, never raw seconds); None with fewer than two."""
+    data = np.asarray([v for v in samples if not math.isnan(v)], dtype=float)
+    if data.size < 2:
+        return None
+    half = t_quantile(0.5 + confidence / 2, data.size - 1) * data.std(ddof=1) / math.sqrt(data.size)
+    return float(data.mean() - half), float(data.mean() + half)
+
+
+@dataclass(frozen=True)
+class LimitShare:
+    """A phase's throughput as a fraction of a limit, and the interval its
+    own noise allows (analyze.precision.limit_share); no interval when it
+    is too short to tell."""
+
+    share: float
+    low: float | None
+    high: float | None
+    method: str  # where the interval comes from
+
+    @property
+    def above(self) -> bool:
+        """Above the limit beyond the noise: a cache or data reduction answered."""
+        return self.low is not None and self.low > 1.0

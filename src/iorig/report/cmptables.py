@@ -14,9 +14,11 @@ from iorig.analyze.compare import (
     PhaseComparison,
     RunPhase,
     percent,
+    phase_limit_share,
     verdict_text,
 )
-from iorig.model import ALL, Metric, PhaseKind, spread
+from iorig.analyze.stats import LimitShare
+from iorig.model import ALL, PhaseKind, spread
 from iorig.report.abtables import ab_lines, rounds_table
 from iorig.report.eventtables import event_comparison_table
 from iorig.report.metrics import metric
@@ -144,21 +146,25 @@ def _limit_table(
 ) -> TableModel:
     fmt = metric(limit.metric)
     headers = ("Test", *(f"{label} % of limit" for label in labels))
-    rows, above = [], []
+    rows, notes, other_kind = [], [], []
     for name, entries in phases:
         row = [name]
         for label, entry in zip(labels, entries, strict=True):
-            if entry is None:
+            share = None if entry is None else phase_limit_share(entry, limit.value, limit.metric)
+            if share is None:
                 row.append("-")
+                if entry is not None and name not in other_kind:
+                    other_kind.append(name)
                 continue
-            level = entry.iops if limit.metric is Metric.IOPS else entry.bytes_per_s
-            row.append(f"{level / limit.value * 100:.1f}%")
-            if level > limit.value:
-                above.append(
-                    f"{name}: {label} is above the limit — a cache or data reduction "
-                    "answered, not the device"
-                )
+            row.append(f"{share.share * 100:.1f}%")
+            if note := _above_note(name, label, share):
+                notes.append(note)
         rows.append(tuple(row))
+    if other_kind:
+        notes.append(
+            f"{', '.join(other_kind)}: scored in bytes/s, not held to an IOPS limit (a "
+            "small-block random rating)"
+        )
     source = f", {limit.source}" if limit.source and limit.source != "--limit" else ""
     title = f"Percent of the interface limit ({fmt.with_unit(limit.value)}{source})"
     return TableModel(
@@ -166,8 +172,28 @@ def _limit_table(
         headers,
         tuple(rows),
         ("l", *("c" for _ in headers[1:])),
-        tuple(above),
+        tuple(notes),
     )
+
+
+def _above_note(name: str, label: str, share: LimitShare) -> str | None:
+    """Whether a phase above the limit is above it beyond its own noise (a
+    throttle's slices let a short phase overshoot by a hair)."""
+    if share.share <= 1.0:
+        return None
+    if share.low is None or share.high is None:
+        return (
+            f"{name}: {label} at {share.share * 100:.1f}% has too few seconds to tell whether "
+            "it is above the limit"
+        )
+    interval = f"{share.low * 100:.1f}–{share.high * 100:.1f}% by {share.method}"
+    if share.above:
+        return (
+            f"{name}: {label} is above the limit beyond its noise ({interval}) — a cache or "
+            "data reduction answered, not the device"
+        )
+    at = f"{share.share * 100:.1f}%"
+    return f"{name}: {label} at {at} is within its noise of the limit ({interval})"
 
 
 def host_spread_table(cmp: Comparison) -> TableModel | None:
