@@ -24,8 +24,11 @@ def _iorig(db, *args: str) -> CliResult:
     return run_iorig(db, *args, columns=200, timeout=180)
 
 
-# paced rates and a host stopped for seconds: measured figures a busy machine bends
-@pytest.mark.timing
+# serial: the events count from the phase's launch, not from fio's first I/O,
+# so servers slowed by a busy CPU leave too few seconds before the stop for a
+# baseline (in the timing stage, one fresh-clone run of five stored none); a
+# defect noted for the next round, as for the agents' twin of this test
+@pytest.mark.serial
 def test_the_availability_scenario_measures_a_host_failure_and_checks_every_hosts_data(tmp_path):
     db = tmp_path / "results.sqlite"
     with fio_servers(2, tmp_path) as hosts:
