@@ -12,6 +12,7 @@ from tests import builders
 from iorig.analyze.analysis import analyse
 from iorig.analyze.analysis import compare as compare_analyses
 from iorig.analyze.compare import NO_DIFFERENCE, phase_limit_share, pool_phases, verdict_text
+from iorig.analyze.precision import limit_share
 from iorig.analyze.stats import batch_means, t_cdf, t_quantile, welch_ratio
 from iorig.model import Metric, PhaseResult, StoredRun
 from iorig.report.cmptables import comparison_tables, run_limit_table
@@ -254,3 +255,12 @@ def test_the_limit_table_says_whether_a_phase_is_above_it_beyond_its_noise():
     # a bandwidth limit holds every phase to it
     table = run_limit_table(analysis, Limit(1e9, Metric.BYTES_PER_S, "--limit"))
     assert all(row[1] != "-" for row in table.rows)
+
+
+def test_a_hair_over_the_limit_is_never_above_it_however_steady():
+    """Identical repeats, or seconds all 0.05 % over a cap (a throttle's
+    slices), are within what one logged second is known to (0.1 %)."""
+    assert not limit_share(10_005, [], 10_000, repeat_levels=(10_005, 10_005)).above
+    assert not limit_share(10_005, [10_005.0] * 5, 10_000).above
+    assert not limit_share(10_005, [10_005.0] * 30, 10_000).above
+    assert limit_share(10_500, [10_500.0] * 30, 10_000).above

@@ -184,7 +184,9 @@ def limit_share(
     level: from the repeats' levels (two or more), else the median second's
     interval (batch means allowing for autocorrelation; its coverage is
     tested in tests/test_precision.py), else, too short for one, the range
-    of its seconds (above only when its slowest second was)."""
+    of its seconds (above only when its slowest second was). Never narrower
+    than what one logged second is known to (``RESOLUTION``): identical
+    repeats or seconds a hair over a cap are not above it."""
     share = level / limit
     if len(repeat_levels) >= 2:
         interval = mean_interval(repeat_levels, REPORTED_CONFIDENCE)
@@ -194,16 +196,16 @@ def limit_share(
         known = median.low is not None and median.high is not None
         interval = (median.low, median.high) if known else None  # type: ignore[assignment]
         centre, method = median.median, "the median second's interval"
-    if interval is not None and centre > 0:
-        return LimitShare(share, share * interval[0] / centre, share * interval[1] / centre,
-                          method)  # fmt: skip
-    seconds = np.asarray(per_second, dtype=float)
-    seconds = seconds[np.isfinite(seconds)]
-    if seconds.size >= MIN_SECONDS_ALL_ABOVE and seconds.mean() > 0:
-        scale = share / float(seconds.mean())
-        return LimitShare(share, float(seconds.min()) * scale, float(seconds.max()) * scale,
-                          "the range of its seconds")  # fmt: skip
-    return LimitShare(share, None, None, "none")
+    if interval is None or not centre > 0:
+        seconds = np.asarray(per_second, dtype=float)
+        seconds = seconds[np.isfinite(seconds)]
+        if seconds.size < MIN_SECONDS_ALL_ABOVE or not seconds.mean() > 0:
+            return LimitShare(share, None, None, "none")
+        interval, centre = (float(seconds.min()), float(seconds.max())), float(seconds.mean())
+        method = "the range of its seconds"
+    low = min(share * interval[0] / centre, share * (1 - RESOLUTION))
+    high = max(share * interval[1] / centre, share * (1 + RESOLUTION))
+    return LimitShare(share, low, high, method)
 
 
 def _resolved(interval: MedianInterval) -> MedianInterval:
