@@ -279,9 +279,13 @@ def test_nothing_but_the_token_gets_anything_from_an_agent(tmp_path):
 @pytest.mark.fio
 @pytest.mark.system
 def test_mutual_tls_refuses_a_client_without_a_certificate_of_its_authority(tmp_path):
+    # a $TMPDIR too deep for a socket's path (a CI workspace): the relays'
+    # sockets go to /tmp instead of a traceback (fio.sockdir)
+    (deep := tmp_path / ("deep-" + "d" * 60)).mkdir()
     with certificate_agents(1, tmp_path) as lab:
         agent, host = lab.agents[0], lab.hosts[0]
-        good = iorig("hosts", "check", lab.hosts_arg, "--json", env=lab.env, timeout=60)
+        good = iorig("hosts", "check", lab.hosts_arg, "--json", timeout=60,
+                     env={**lab.env, "TMPDIR": str(deep)})  # fmt: skip
         # no certificate at all
         context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
         context.load_verify_locations(lab.env["IORIG_AGENT_CA"])
@@ -311,20 +315,27 @@ def test_mutual_tls_refuses_a_client_without_a_certificate_of_its_authority(tmp_
     assert text.count("TLS failed") >= 3, text
 
 
+def _settled(count, expected, within_s: float = 5.0):
+    """``count()`` once it equals ``expected``, or its last value after
+    ``within_s``: fio's server ends the child that served a client a moment
+    after the client has gone (3 of 14 runs counted it right after)."""
+    deadline = time.monotonic() + within_s
+    while (now := count()) != expected and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return now
+
+
 @pytest.mark.fio
 @pytest.mark.system
 def test_a_paced_run_through_authenticated_agents_gets_the_paced_rate(tmp_path):
     scenario = tmp_path / "paced.yaml"
     scenario.write_text(paced_scenario(PACED_IOPS))
     db = tmp_path / "r.sqlite"
-    # a $TMPDIR too deep for a socket's path (a CI workspace): the relays'
-    # sockets go to /tmp instead of failing the run (fio.sockdir)
-    (deep := tmp_path / ("deep-" + "d" * 60)).mkdir()
     with token_agents(2, tmp_path) as lab:
         done = iorig("--db", str(db), "run", str(scenario), "--hosts", lab.hosts_arg,
-                     env={**lab.env, "TMPDIR": str(deep)}, timeout=120)  # fmt: skip
+                     env=lab.env, timeout=120)  # fmt: skip
         shown = iorig("--db", str(db), "show", "last", "--json", timeout=60)
-        left = [len(a.processes()) for a in lab.agents]
+        left = _settled(lambda: [len(a.processes()) for a in lab.agents], [2, 2])
         dirs = [sorted(p.name for p in a.workdir.iterdir()) for a in lab.agents]
     assert done.returncode == 0, done.stdout + done.stderr
     doc = json.loads(shown.stdout)
