@@ -62,11 +62,12 @@ def test_knee_search_doubles_refines_and_remeasures(iorig, scratch):
     assert concurrencies[:2] == [1, 2] and max(concurrencies) <= 8
     assert search["knee"]["concurrency"] in concurrencies
     assert search["reason"]
-    # the two best points were measured twice: a band with its noise (a noisy
-    # fall while doubling is measured again too, and joins the candidates)
+    # the two best points were measured at least twice: a band with its noise
+    # (a noisy fall while doubling has both ends of its step measured again,
+    # and two such rechecks can share a point: one fresh-clone run had 3)
     assert search["plateau"] is not None
     counts = [c["n"] for c in search["plateau"]["candidates"]]
-    assert len(counts) >= 2 and set(counts) == {2}, counts
+    assert len(counts) >= 2 and min(counts) >= 2, counts
     # Little's law: a file on a local disk keeps the requested queue
     assert all(p["in_flight"] > 0 for p in search["points"])
     assert "Knee" in result.stdout and "concurrency" in result.stdout
