@@ -328,8 +328,8 @@ def _settled(count, expected, within_s: float = 5.0):
 @pytest.mark.fio
 @pytest.mark.system
 # timing: beside four other workers it twice measured 665 and 2,192 of 4,000
-# paced IOPS, stored ok (a run's hosts starting apart; under investigation in
-# issue 27's figures iorig cannot vouch for); alone it measures 3,977–4,049
+# paced IOPS, stored ok (cause unknown: a defect of issue 27's class, a
+# figure iorig cannot vouch for); alone it measures 3,977–4,049
 @pytest.mark.timing
 def test_a_paced_run_through_authenticated_agents_gets_the_paced_rate(tmp_path):
     scenario = tmp_path / "paced.yaml"
