@@ -51,8 +51,11 @@ def test_random_read_median_is_the_iops_cap(capped, truth_db):
 def test_sequential_read_is_the_bandwidth_cap_and_its_percent_of_the_limit(capped, truth_db):
     device = capped(read_bps=BPS_CAP)
     for label in ("first", "second"):
+        # 4 s, not 3: a loaded fio may not log its last second, and the
+        # median of the two left is half its first, which starts slow on a
+        # busy machine (CI measured 94.7 % of the cap that way)
         run = _run(device, truth_db, "--rw", "read", "--bs", "128k", "--iodepth", "8",
-                   "--duration", "3s", "--label", label)  # fmt: skip
+                   "--duration", "4s", "--label", label)  # fmt: skip
         (phase,) = run["phases"]
         assert phase["metric"] == "bytes_per_s"
         assert phase["per_second"]["median"] == pytest.approx(BPS_CAP, rel=0.03)
