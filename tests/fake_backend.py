@@ -15,6 +15,7 @@ import json
 import os
 import signal
 import threading
+import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -137,7 +138,7 @@ class FakeBackend:
     def run_phase(self, job: PhaseJob) -> Iterator[Progress | RawPhase]:
         step = self.steps(job.phase, job.repeat)
         self.ran.append((job.phase.name, job.repeat))
-        yield Progress(0.5, 0.5, None)
+        yield Progress(0.5, 0.5, None, time.time())
         if step.interrupt:
             os.kill(os.getpid(), signal.SIGINT)
             self._stop.wait(5)

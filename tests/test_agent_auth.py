@@ -45,6 +45,7 @@ from iorig.fio import agentauth
 from iorig.fio.agentauth import AuthRefused, CertAuth, TokenAuth
 from iorig.fio.control import MAGIC as CONTROL_MAGIC
 from iorig.fio.hosts import TlsHost, parse_entry
+from iorig.store import Store
 
 PACED_IOPS = 2000
 
@@ -353,10 +354,8 @@ def test_a_paced_run_through_authenticated_agents_gets_the_paced_rate(tmp_path):
 
 @pytest.mark.fio
 @pytest.mark.system
-# serial: the events count from the phase's launch, not from fio's first I/O,
-# so agents slowed by a busy CPU leave too few seconds before the stop for a
-# baseline (a defect noted for the next round, not hidden by a later stop)
-@pytest.mark.serial
+# timing: paced hosts (the events count from the hosts' jobs' start)
+@pytest.mark.timing
 def test_stop_host_and_start_host_work_through_an_authenticated_agent(tmp_path):
     quick_iops = 500  # the availability scenario's quick profile, per host
     db = tmp_path / "r.sqlite"
@@ -371,6 +370,10 @@ def test_stop_host_and_start_host_work_through_an_authenticated_agent(tmp_path):
         "stop-host", "done", "start-host", "done")  # fmt: skip
     assert stopped_for_s(start["detail"]) == pytest.approx(3.0, abs=0.3), start["detail"]
     assert int(re.search(r"stopped (\d+) processes", stop["detail"])[1]) >= 3
+    with Store(db) as store:
+        steady = next(p for p in store.load_run(doc["run"]["id"]).phases if p.name == "steady")
+    # at fail_at (5 s) of the hosts' I/O: the agents tell when their jobs began
+    assert stop["started_at"] - steady.origin == pytest.approx(5.0, abs=0.3)
     impact = stop["impact"]
     print(f"availability --quick through TLS agents, stop-host 2 of 2: {impact}")
     assert impact["baseline"] == pytest.approx(2 * quick_iops, rel=0.15)

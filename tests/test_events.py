@@ -7,6 +7,7 @@ import json
 import os
 import sqlite3
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -220,16 +221,21 @@ def test_a_granted_command_runs_at_its_time_and_is_stored(iorig, tmp_path, scrat
     assert status == "ok"
     row = (
         sqlite3.connect(db_path)
-        .execute("SELECT started_at, events_json FROM phases WHERE run_id = ?", (run_id,))
+        .execute(
+            "SELECT started_at, series_origin, events_json FROM phases WHERE run_id = ?",
+            (run_id,),
+        )
         .fetchone()
     )
-    started, events = row[0], json.loads(row[1])["data"]
+    launched, began, events = row[0], row[1], json.loads(row[2])["data"]
+    # fio's status told when its jobs began; the events count from there
+    assert began is not None and launched < began < launched + 2, (launched, began)
     assert [e["action"] for e in events] == ["mark", "command", "mark"]
     command = events[1]
     assert command["exit_code"] == 5 and command["status"] == "failed"
     assert command["detail"].strip() == "probing" and "exit 5" in command["command"]
     for event in events:
-        assert abs(event["started_at"] - started - event["at_s"]) < 0.5
+        assert abs(event["started_at"] - began - event["at_s"]) < 0.3
     warnings = sqlite3.connect(db_path).execute("SELECT warnings_json FROM runs").fetchone()[0]
     assert "event 'command probe' at 2s failed" in warnings
     assert os.path.exists(marker)
@@ -250,3 +256,99 @@ def test_every_control_connection_is_reported_with_its_address():
     finally:
         server.close()
     assert len(seen) == 2 and all(peer.startswith("127.") for peer in seen), seen
+
+
+# ---------------------------------------------------------------- the events' clock
+
+CLOCKED = SCENARIO.replace('      - {at: 2s, do: "run probe"}\n', "")
+
+
+def _clocked_phase():
+    from tests.fake_backend import FakeBackend
+
+    from iorig.scenario import resolve, source_from_text
+
+    plan = FakeBackend().prepare(resolve(source_from_text(CLOCKED, "s.yaml")), {},
+                                 allow_destroy=False, repeats=1)  # fmt: skip
+    phase = next(p for p in plan.phases if p.events)
+    return plan, replace(
+        phase, events=tuple(e.model_copy(update={"at": 0.2}) for e in phase.events)
+    )
+
+
+def test_events_count_from_when_the_jobs_began_not_from_the_launch():
+    """fio's jobs began 0.3 s after the launch (told 0.4 s after it): an
+    event at 0.2 s happens at 0.5 s, not at 0.2 s when the I/O had not begun."""
+    from iorig.run.actions import PhaseEvents
+
+    plan, phase = _clocked_phase()
+    launched = time.time()
+    with PhaseEvents(plan, phase) as events:
+        time.sleep(0.4)
+        events.begin(launched + 0.3)
+        time.sleep(0.5)
+    (mark,) = events.records
+    assert mark.status.value == "done"
+    assert 0.2 <= mark.started_at - events.origin < 0.3, mark.started_at - events.origin
+    assert mark.started_at - launched >= 0.5
+
+
+def test_events_of_a_phase_whose_jobs_never_began_are_skipped_saying_so():
+    from iorig.run.actions import PhaseEvents
+
+    plan, phase = _clocked_phase()
+    with PhaseEvents(plan, phase) as events:
+        time.sleep(0.3)
+    (mark,) = events.records
+    assert mark.status.value == "skipped" and "before its jobs began" in mark.detail
+
+
+def test_the_jobs_start_is_the_status_time_less_the_longest_runtime():
+    from iorig.fio import status
+
+    # two fio 3.33 status documents' fields: at 1 s the jobs had run 860 ms
+    doc = {"timestamp_ms": 1795586633312,
+           "jobs": [{"job_runtime": 860, "elapsed": 1, "read": {"total_ios": 9}},
+                    {"job_runtime": 840, "elapsed": 1, "read": {"total_ios": 9}}]}  # fmt: skip
+    assert status.io_started_at(status.snapshot(doc)) == pytest.approx(1795586632.452)
+    doc["jobs"] = [{"job_runtime": 0, "elapsed": 1}]  # still laying out its file
+    assert status.io_started_at(status.snapshot(doc)) is None
+
+
+@pytest.mark.system
+@needs_fio
+def test_the_control_port_tells_when_the_servers_jobs_began(tmp_path):
+    """The truth is the client's launch and the moment the answer came: the
+    jobs began between them, and no job is told before or after."""
+    import shutil
+    import subprocess
+
+    from iorig.fio.control import JobsWatch
+
+    job = tmp_path / "paced.fio"
+    job.write_text(f"[paced]\nfilename={tmp_path}/paced.dat\nsize=1m\nrw=randread\n"
+                   "time_based=1\nruntime=3\nrate_iops=50\n")  # fmt: skip
+    with fio_server(tmp_path, index=5) as server:
+        control = HostControl(server.address)
+        assert control.jobs_started() is None  # idle
+        launched = time.time()
+        watch = JobsWatch([control.jobs_started], launched)
+        client = subprocess.Popen(
+            [shutil.which("fio") or "fio", f"--client={server.address.fio_client_arg()}",
+             str(job), "--output=/dev/null"], stdout=subprocess.DEVNULL,
+        )  # fmt: skip
+        try:
+            deadline = time.time() + 10
+            while watch.started_at is None and time.time() < deadline:
+                time.sleep(0.05)
+            told = time.time()
+            began = watch.started_at
+            again = control.jobs_started()
+        finally:
+            watch.close()
+            client.wait(timeout=30)
+        after = control.jobs_started()
+    print(f"fio server jobs began {began - launched:.2f} s after the client's launch")
+    assert began is not None and launched - 0.05 <= began <= told, (launched, began, told)
+    assert again == pytest.approx(began, abs=0.05)  # the same jobs, asked again
+    assert after is None  # the phase over, no job runs

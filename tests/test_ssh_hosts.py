@@ -33,6 +33,7 @@ from iorig.errors import UserError
 from iorig.fio.hosts import HostAddress, SshHost, parse_entry, parse_hosts
 from iorig.fio.server import process_tree
 from iorig.fio.ssh import CONFIG_ENV, ssh_command
+from iorig.store import Store
 
 PACED_IOPS = 2000
 PACED = paced_scenario(PACED_IOPS)
@@ -215,6 +216,10 @@ def test_stop_host_and_start_host_work_over_ssh(tmp_path, monkeypatch):
     # their own, so a process-group stop would miss them and the host went on
     stopped = int(re.search(r"stopped (\d+) processes", stop["detail"])[1])
     assert stopped >= 3, stop["detail"]
+    with Store(db) as store:
+        steady = next(p for p in store.load_run(doc["run"]["id"]).phases if p.name == "steady")
+    # at fail_at (5 s) of the hosts' I/O: the keepers tell when their jobs began
+    assert stop["started_at"] - steady.origin == pytest.approx(5.0, abs=0.3)
     impact = stop["impact"]
     print(f"availability --quick over SSH, stop-host 2 of 2: {impact}")
     # two hosts at quick_iops each; one stopped leaves half: 50 % is the expected dip

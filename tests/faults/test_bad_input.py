@@ -247,6 +247,7 @@ class _StandIn:
 
     running = False
     processes = None
+    jobs_age_s = None
 
     def stop(self):
         pass

@@ -197,9 +197,8 @@ def phase_impacts(
 
     The event is placed at ``event.started_at - phase.origin``: exact where
     fio's logs carry wall-clock times (fio servers); on this machine the
-    origin is when iorig launched fio and the series counts from when fio's
-    jobs started, so the event is placed to within fio's start-up (typically
-    under 0.5 s; it may really be that much earlier on the series' axis).
+    origin is when fio's live status said its jobs began (runs stored
+    before it: when iorig launched fio, up to fio's start-up early).
 
     Errors are the phase's (fio reports them per phase, not per second):
     every I/O error fio reported, or for runs stored before iorig counted

@@ -176,7 +176,7 @@ def _serve_unauthenticated(
     private = _private_dir(stack)
     server = FioServer(fio, SocketEndpoint(str(private / "fio.sock")), workdir)
     stack.callback(server.stop)
-    control = ControlServer(address, server.processes, watch)
+    control = ControlServer(address, server.processes, watch, jobs=server.jobs_age_s)
     from iorig.fio.tlsrelay import AgentListener  # asyncio and ssl: agents only
 
     listener = AgentListener(address, None, str(private / "fio.sock"), control, _refused,
@@ -222,8 +222,9 @@ def _serve_authenticated(
     from iorig.fio.tlsrelay import AgentListener  # asyncio and ssl: agents only
 
     listener = AgentListener(
-        address, auth, str(private / "fio.sock"), ControlServer(None, server.processes), _refused
-    )
+        address, auth, str(private / "fio.sock"),
+        ControlServer(None, server.processes, jobs=server.jobs_age_s), _refused,
+    )  # fmt: skip
     server.start()
     _listen(listener, address)
     stack.callback(listener.close)

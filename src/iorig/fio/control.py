@@ -8,13 +8,17 @@ One line per request, one line per answer::
     IORIG-AGENT 1 TIME          -> OK 1795555402.123456 (the host's clock)
     IORIG-AGENT 1 STOP <max_s>  -> OK stopped N processes
     IORIG-AGENT 1 CONT          -> OK resumed after 12.3 s
+    IORIG-AGENT 1 JOBS          -> OK 0.84 (seconds since the newest fio job
+                                   started) or OK none (no job running)
 
 STOP freezes the fio server and every process it forked (SIGSTOP): its jobs
 stop doing I/O and it stops answering its client, as a failed node would.
 It lasts until CONT on the same connection, the connection closes (iorig
 ended, whatever the reason) or ``max_s`` passes: a host is never left
-frozen. On this port there is no authentication, like fio's own, which
-already runs any job sent to it; it is bound where fio is. An agent with
+frozen. JOBS is how a run's events count from when the hosts' jobs began,
+not from when iorig launched them. On this port there is no
+authentication, like fio's own, which already runs any job sent to it; it
+is bound where fio is. An agent with
 authentication has no such port: the same requests come through its TLS
 channel (fio.tlsrelay) and reach ``ControlServer.handle``.
 """
@@ -27,15 +31,17 @@ import signal
 import socket
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from iorig.errors import UserError
 from iorig.fio.hosts import HostAddress, SocketEndpoint
 
 MAGIC = "IORIG-AGENT 1"
 MAX_LINE = 128
 MAX_STOP_S = 24 * 3600.0
 CONNECT_S = 3.0
+LAUNCH_SLACK_S = 0.5  # a job age's error (clock ticks, the round trip)
 
 
 def control_port(fio_port: int) -> int:
@@ -79,9 +85,12 @@ class ControlServer:
         address: HostAddress | None,
         processes: Callable[[], list[int]],
         on_connection: Callable[[str], None] | None = None,
+        *,
+        jobs: Callable[[], float | None] = lambda: None,
     ) -> None:
         self.address = address
         self.processes = processes
+        self.jobs = jobs  # seconds since the newest job started, None when none runs
         self.on_connection = on_connection  # told each peer's address
         self._sock: socket.socket | None = None
         self._stopped = threading.Lock()  # held while the fio server is frozen
@@ -140,6 +149,9 @@ class ControlServer:
                 conn.sendall(b"OK iorig-agent\n")
             elif words == ["TIME"]:
                 conn.sendall(f"OK {time.time():.6f}\n".encode())
+            elif words == ["JOBS"]:
+                age = self.jobs()
+                conn.sendall(f"OK {'none' if age is None else f'{age:.3f}'}\n".encode())
             elif len(words) == 2 and words[0] == "STOP":
                 self._stop(conn, reader, words[1])
             else:
@@ -186,6 +198,24 @@ def read_clock(ask_time: Callable[[], str]) -> tuple[float, float]:
     answer = ask_time()
     came = time.time()
     return float(answer) - (sent + came) / 2, (came - sent) / 2
+
+
+def jobs_started(ask_jobs: Callable[[], str], where: str) -> float | None:
+    """When a host's newest job started, on this machine's clock, from
+    ``ask_jobs()`` (the host's answer to JOBS: an age in seconds, or none),
+    taking the age at the middle of the round trip."""
+    sent = time.time()
+    answer = ask_jobs()
+    came = time.time()
+    if answer == "none":
+        return None
+    try:
+        age = float(answer)
+    except ValueError:
+        raise ControlError(f"the agent at {where} sent no job age: {answer[:40]!r}") from None
+    if not 0 <= age < MAX_STOP_S:
+        raise ControlError(f"the agent at {where} sent an impossible job age: {answer[:40]!r}")
+    return (sent + came) / 2 - age
 
 
 def no_control_port(fio_port: int, exc: OSError) -> str:
@@ -261,6 +291,12 @@ class HostControl:
             except ValueError:
                 raise ControlError(f"the agent at {self.where} sent no time") from None
 
+    def jobs_started(self) -> float | None:
+        """When (on this machine's clock) the host's newest fio job started;
+        None while it runs none."""
+        with self._connect() as conn:
+            return jobs_started(lambda: self._ask(conn, "JOBS"), self.where)
+
     def stop(self, max_s: float) -> str:
         conn = self._connect()
         try:
@@ -282,3 +318,59 @@ class HostControl:
     @property
     def stopped(self) -> bool:
         return self._conn is not None
+
+
+class JobsWatch:
+    """When every host's fio jobs have begun: each host is asked (its control
+    channel's JOBS) every ``poll_s`` until it tells, from a thread of its
+    own, so a hung host holds up only itself. A host that cannot tell (a fio
+    server without iorig's agent, an agent older than JOBS, jobs run as
+    threads: no job process for ``quiet_s``) is left out; when none can,
+    the phase's launch stands in."""
+
+    def __init__(
+        self,
+        asks: Sequence[Callable[[], float | None]],
+        launched: float,
+        poll_s: float = 0.1,
+        quiet_s: float = 10.0,
+    ) -> None:
+        self.launched = launched
+        self.poll_s = poll_s
+        self.quiet_s = quiet_s
+        self._told: dict[int, float | None] = {}
+        self._closed = threading.Event()
+        self._threads = [
+            threading.Thread(target=self._watch, args=(i, ask), daemon=True)
+            for i, ask in enumerate(asks)
+        ]
+        for thread in self._threads:
+            thread.start()
+
+    def _watch(self, i: int, ask: Callable[[], float | None]) -> None:
+        while not self._closed.is_set():
+            try:
+                began = ask()
+            except (ControlError, UserError, OSError):  # UserError: a host not connected
+                self._told[i] = None  # cannot tell: not waited for
+                return
+            # a job older than the launch is the last phase's, still ending
+            if began is not None and began >= self.launched - LAUNCH_SLACK_S:
+                self._told[i] = began
+                return
+            if time.time() - self.launched > self.quiet_s:
+                self._told[i] = None
+                return
+            self._closed.wait(self.poll_s)
+
+    @property
+    def started_at(self) -> float | None:
+        """Unix seconds (this machine's clock) when the last host's jobs
+        began; None until every host has told or is known unable to."""
+        if len(self._told) < len(self._threads):
+            return None
+        told = [t for t in self._told.values() if t is not None]
+        return max(told) if told else self.launched
+
+    def close(self) -> None:
+        self._closed.set()

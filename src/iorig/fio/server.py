@@ -69,6 +69,30 @@ def process_tree(pid: int, *, include_root: bool = True) -> list[int]:
     return list(tree)
 
 
+def jobs_age_s(server_pid: int) -> float | None:
+    """Seconds since the newest of the server's job processes started (fio
+    forks them when its jobs begin, each leading a session of its own), or
+    None while it runs no job. Ages, not clock times: the driver subtracts
+    them from its own clock, whatever this host's says."""
+    if not os.path.isdir("/proc"):
+        return None
+    starts = []
+    for pid in process_tree(server_pid):
+        try:
+            with open(f"/proc/{pid}/stat", "rb") as f:
+                stat = f.read()
+        except OSError:
+            continue
+        fields = stat[stat.rindex(b")") + 2 :].split()  # field 3 (state) is fields[0]
+        if pid != server_pid and int(fields[3]) == pid:
+            starts.append(int(fields[19]))  # field 22: start time, clock ticks after boot
+    if not starts:
+        return None
+    with open("/proc/uptime", "rb") as f:
+        uptime_s = float(f.read().split()[0])
+    return max(0.0, uptime_s - max(starts) / os.sysconf("SC_CLK_TCK"))
+
+
 def orphaned_jobs(server_pid: int) -> list[int]:
     """Processes of the server's session whose parent has left it: job
     processes whose connection (their client) is gone."""
@@ -198,7 +222,7 @@ class FioServer:
         self._watching = threading.Event()
         # the control port (stop-host / start-host events), see fio.control
         self._control = (
-            ControlServer(address, self.processes)
+            ControlServer(address, self.processes, jobs=self.jobs_age_s)
             if control and isinstance(address, HostAddress)
             else None
         )
@@ -208,6 +232,11 @@ class FioServer:
         """The server and every process it forked, now (what STOP freezes)."""
         pid = self.pid
         return process_tree(pid) if pid is not None and self.running else []
+
+    def jobs_age_s(self) -> float | None:
+        """Seconds since its newest job started; None while it runs none."""
+        pid = self.pid
+        return jobs_age_s(pid) if pid is not None and self.running else None
 
     @property
     def pid(self) -> int | None:

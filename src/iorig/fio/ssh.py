@@ -36,7 +36,7 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
 from iorig.errors import UserError
-from iorig.fio.control import ControlError
+from iorig.fio.control import ControlError, jobs_started
 from iorig.fio.hosts import SocketEndpoint, SshHost
 from iorig.fio.process import stop_group
 from iorig.fio.sockdir import socket_dir
@@ -263,6 +263,10 @@ class SshControl:
 
     def ping(self) -> None:
         self.connection.request("PING")
+
+    def jobs_started(self) -> float | None:
+        """When (on this machine's clock) the host's newest fio job started."""
+        return jobs_started(lambda: self.connection.request("JOBS"), self.where)
 
     def stop(self, max_s: float) -> str:
         answer = self.connection.request(f"STOP {max_s:.1f}")

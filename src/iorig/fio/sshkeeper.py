@@ -14,6 +14,8 @@ per request on the same channel::
     STOP <max_s>  -> OK stopped N processes (SIGSTOP to the fio server and
                                       all it forked; resumed after max_s)
     CONT          -> OK resumed after 12.3 s
+    JOBS          -> OK 0.84 (seconds since the newest fio job started; the
+                     jobs lead sessions of their own) or OK none
     KEEP          -> OK keeping <dir> (--keep-files: the data files stay)
 
 When its input ends (iorig ended or its connection was lost), when iorig
@@ -66,6 +68,27 @@ def tree(root):
         found.append(pid)
         todo += children.get(pid, [])
     return found
+
+
+def jobs_age(root):
+    """Seconds since the newest job process below ``root`` started (fio's
+    jobs lead sessions of their own), or None while none runs; as
+    iorig.fio.server.jobs_age_s, which this file cannot import."""
+    starts = []
+    for pid in tree(root):
+        try:
+            with open(f"/proc/{pid}/stat", "rb") as f:
+                stat = f.read()
+        except OSError:
+            continue
+        fields = stat[stat.rindex(b")") + 2 :].split()
+        if pid != root and int(fields[3]) == pid:
+            starts.append(int(fields[19]))
+    if not starts:
+        return None
+    with open("/proc/uptime", "rb") as f:
+        uptime = float(f.read().split()[0])
+    return max(0.0, uptime - max(starts) / os.sysconf("SC_CLK_TCK"))
 
 
 def signal_all(pids, sig):
@@ -157,6 +180,9 @@ def main():
                 say("OK")
             elif words[:1] == ["TIME"]:
                 say(f"OK {time.time():.6f}")
+            elif words[:1] == ["JOBS"]:
+                age = jobs_age(proc.pid)
+                say("OK none" if age is None else f"OK {age:.3f}")
             elif words[:1] == ["STOP"] and len(words) == 2 and "at" not in stopped:
                 max_s = min(max(float(words[1]), 0.0), 86400.0)
                 pids = freeze(proc.pid)

@@ -14,6 +14,7 @@ class Snapshot:
     ios: int
     io_bytes: int
     lat_sum_ns: float  # sum of completion latencies so far
+    runtime_ms: int = 0  # the longest-running job's time doing I/O so far
 
 
 @dataclass(frozen=True)
@@ -38,7 +39,17 @@ def snapshot(doc: dict) -> Snapshot:
             io_bytes += int(d.get("io_bytes", 0))
             lat_sum += float((d.get("clat_ns") or {}).get("mean", 0.0)) * n
     elapsed = max((float(j.get("elapsed", 0)) for j in jobs), default=0.0)
-    return Snapshot(int(doc.get("timestamp_ms", 0)), elapsed, ios, io_bytes, lat_sum)
+    runtime_ms = max((int(j.get("job_runtime", 0) or 0) for j in jobs), default=0)
+    return Snapshot(int(doc.get("timestamp_ms", 0)), elapsed, ios, io_bytes, lat_sum, runtime_ms)
+
+
+def io_started_at(snap: Snapshot) -> float | None:
+    """Unix seconds when the jobs began I/O (the status's time less the
+    longest job's runtime): second 0 of the phase's per-second logs. None
+    before any job has run or without the status's clock."""
+    if snap.runtime_ms <= 0 or snap.t_ms <= 0:
+        return None
+    return (snap.t_ms - snap.runtime_ms) / 1000
 
 
 def rates(previous: Snapshot | None, current: Snapshot) -> LiveRates:

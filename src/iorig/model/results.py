@@ -177,8 +177,9 @@ class PhaseResult:
     # load point. Empty for an ordinary scenario phase.
     point: dict[str, Any] = field(default_factory=dict)
     events: tuple[EventRecord, ...] = ()  # what was done to the system during the phase
-    # unix seconds at t_s = 0 of the series, where fio's logs tell (fio servers' wall-clock
-    # logs); else None and started_at stands in for it (fio's start-up later)
+    # unix seconds at t_s = 0 of the series: where fio servers' wall-clock logs
+    # tell, else when fio's live status said its jobs began; None (runs stored
+    # before, phases too short for a status) and started_at stands in for it
     series_origin: float | None = None
     # I/O errors fio reported, per type and host: every one where a workload
     # sets continue_on_error (fio prints each), else the error that ended a job

@@ -143,9 +143,12 @@ class _Command:
 
 @dataclass
 class PhaseEvents:
-    """Performs a phase's events from ``__enter__`` (the phase's start) on;
-    ``records`` and ``pauses`` (host -> stopped intervals, unix seconds)
-    are complete after ``__exit__``."""
+    """Performs a phase's events, each ``at`` seconds after the phase's jobs
+    began I/O (``begin``: the backend tells when it knows; fio takes from
+    milliseconds to seconds after its launch, on fio servers more, and an
+    event counted from the launch left too few seconds before it for a
+    baseline). ``records`` and ``pauses`` (host -> stopped intervals, unix
+    seconds) are complete after ``__exit__``."""
 
     plan: Plan
     phase: PlannedPhase
@@ -155,8 +158,9 @@ class PhaseEvents:
     trigger: Path | None = None
     records: list[EventRecord] = field(default_factory=list)
     pauses: dict[str, list[tuple[float, float]]] = field(default_factory=dict)
-    origin: float = 0.0
+    origin: float = 0.0  # when the jobs began I/O, once ``begin`` told
     _done: threading.Event = field(default_factory=threading.Event)
+    _begun: threading.Event = field(default_factory=threading.Event)
     _thread: threading.Thread | None = None
     # how a stop-host/start-host reaches a host (the backend's connection to it)
     controls: Callable[[HostSpec], HostControl | SshControl] = HostControl  # type: ignore[assignment]
@@ -167,11 +171,17 @@ class PhaseEvents:
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def __enter__(self) -> PhaseEvents:
-        self.origin = time.time()
         if self.phase.events:
             self._thread = threading.Thread(target=self._run, daemon=True)
             self._thread.start()
         return self
+
+    def begin(self, io_started_at: float) -> None:
+        """The jobs began I/O at ``io_started_at`` (unix seconds): the events'
+        clock starts there (the first call counts)."""
+        if not self._begun.is_set():
+            self.origin = io_started_at
+            self._begun.set()
 
     def __exit__(self, *exc: object) -> None:
         self._done.set()
@@ -191,7 +201,12 @@ class PhaseEvents:
         ]  # fmt: skip
 
     def _run(self) -> None:
+        while not (self._begun.is_set() or self._done.is_set()):
+            self._done.wait(0.05)
         for spec in sorted(self.phase.events, key=lambda e: e.at):
+            if not self._begun.is_set():
+                self._add(spec, EventStatus.SKIPPED, 0.0, "the phase ended before its jobs began")
+                continue
             if self._done.wait(max(0.0, self.origin + spec.at - time.time())):
                 self._add(spec, EventStatus.SKIPPED, 0.0, "the phase ended before its time")
                 continue

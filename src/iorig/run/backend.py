@@ -35,6 +35,9 @@ class Progress:
     elapsed_s: float
     fraction: float | None  # 0..1 when the phase's length is known
     rates: LiveRates | None  # None where fio streams no status (its client mode)
+    # unix seconds when the phase's jobs began I/O, once the backend knows
+    # (the phase's events count from it); the launch where it cannot tell
+    io_started_at: float | None = None
 
 
 @dataclass(frozen=True)
@@ -66,6 +69,9 @@ class RawPhase:
     # why a host brought nothing back, where the backend knows (host -> reason)
     host_problems: Mapping[str, str] = field(default_factory=dict)
     problem: str | None = None  # what else failed the phase (e.g. a target replaced)
+    # unix seconds when fio's jobs began I/O, where fio's live status told
+    # (this machine): second 0 of logs that count from the jobs' start
+    io_started_at: float | None = None
 
 
 TRIGGER = "trigger"  # in a run's state directory: fio saves its write states at once

@@ -205,6 +205,7 @@ class LocalBackend:
         watch = SteadyWatch(phase.steady) if phase.steady else None
         precise = precision_watch(phase)
         previous: status.Snapshot | None = None
+        io_started: float | None = None
         started = time.time()
         timeout_s = phase.timeout_s(SLACK_S, job.plan.min_bytes_per_s)
         for _ in proc.ticks(self._stop, timeout_s, hurry=self._hurry):
@@ -212,11 +213,12 @@ class LocalBackend:
                 snap = status.snapshot(doc)
                 live = status.rates(previous, snap)
                 previous = snap
+                io_started = io_started or status.io_started_at(snap)
                 if phase.duration_s:
                     fraction = live.elapsed_s / phase.duration_s
                 else:
                     fraction = live.io_bytes / max(phase.bytes_to_write, 1)
-                yield Progress(live.elapsed_s, min(fraction, 1.0), live)
+                yield Progress(live.elapsed_s, min(fraction, 1.0), live, io_started)
                 # a steady-state warm-up ends as soon as its window holds
                 if watch is not None and watch.feed(snap.t_ms, snap.ios, snap.io_bytes):
                     proc.request_stop()
@@ -238,6 +240,7 @@ class LocalBackend:
             exit_code_counts=True,
             steady=watch.state if watch is not None else None,
             problem=self._target_change(job.plan),
+            io_started_at=io_started,
         )
 
     def _not_run(self, job: PhaseJob, problem: str) -> RawPhase:

@@ -38,12 +38,13 @@ import threading
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import asdict, replace
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from iorig.errors import UserError
 from iorig.fio import parse, ssh
-from iorig.fio.control import HostControl
+from iorig.fio.control import HostControl, JobsWatch
 from iorig.fio.hosts import Endpoint, HostAddress, HostSpec, SocketEndpoint, SshHost, TlsHost
 from iorig.fio.jobfile import Section, render
 from iorig.fio.protocol import ServerInfo, check_versions, local_protocol_version, server_versions
@@ -138,6 +139,9 @@ class ServerBackend:
             return {}
         workdir, connections, self._ssh_dir = self._ssh_dir, self._ssh, None
         return ssh.close_all(workdir, connections, keep_files=keep_files)
+
+    def _jobs_started(self, host: HostSpec) -> float | None:
+        return self.control(host).jobs_started()
 
     def control(self, host: HostSpec) -> HostControl | ssh.SshControl:
         """How a stop-host/start-host event reaches ``host``."""
@@ -341,8 +345,18 @@ class ServerBackend:
         duration = phase.duration_s
         started = time.time()
         timeout_s = phase.timeout_s(SLACK_S, job.plan.min_bytes_per_s)
-        for elapsed in _run_all(clients.values(), self._stop, timeout_s, self._hurry):
-            yield Progress(elapsed, min(elapsed / duration, 1.0) if duration else None, None)
+        # a phase's events count from when every host's jobs began (fio's client
+        # takes a second or more to start them, longer on a busy machine)
+        asks = [partial(self._jobs_started, h) for h in self.specs]
+        jobs = JobsWatch(asks, started) if phase.events else None
+        try:
+            for elapsed in _run_all(clients.values(), self._stop, timeout_s, self._hurry):
+                fraction = min(elapsed / duration, 1.0) if duration else None
+                began = jobs.started_at if jobs is not None else started
+                yield Progress(elapsed, fraction, None, began)
+        finally:
+            if jobs is not None:
+                jobs.close()
         yield RawPhase(
             started_at=started,
             ended_at=time.time(),

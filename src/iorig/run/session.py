@@ -324,6 +324,8 @@ class RunSession:
                 if isinstance(item, RawPhase):
                     raw = item
                 else:
+                    if item.io_started_at is not None:
+                        events.begin(item.io_started_at)
                     self.on_event(PhaseProgress(job.phase, job.repeat, item.elapsed_s,
                                                 item.fraction, item.rates))  # fmt: skip
         assert raw is not None, "a backend ends a phase with its raw result"
@@ -401,7 +403,8 @@ def phase_result(
         fio_stderr=raw.exit.stderr,
         error=error,
         steady=raw.steady,
-        series_origin=collected.origin_s,
+        # wall-clock logs say when each host began; else fio's live status did
+        series_origin=collected.origin_s if collected.origin_s is not None else raw.io_started_at,
         io_errors=collected.io_errors,
     )
     if raw.exit.stopped_by == "request":
