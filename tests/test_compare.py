@@ -11,11 +11,18 @@ from tests import builders
 
 from iorig.analyze.analysis import analyse
 from iorig.analyze.analysis import compare as compare_analyses
-from iorig.analyze.compare import NO_DIFFERENCE, phase_limit_share, pool_phases, verdict_text
+from iorig.analyze.compare import (
+    NO_DIFFERENCE,
+    compare_phases,
+    phase_limit_share,
+    pool_phases,
+    verdict_text,
+)
 from iorig.analyze.precision import limit_share
 from iorig.analyze.stats import batch_means, t_cdf, t_quantile, welch_ratio
 from iorig.model import Metric, PhaseResult, StoredRun
-from iorig.report.cmptables import comparison_tables, run_limit_table
+from iorig.report.cmptables import comparison_notes, comparison_tables, run_limit_table
+from iorig.report.fit import fit
 from iorig.report.options import Limit, RenderOptions
 from iorig.report.tables import to_markdown
 
@@ -264,3 +271,89 @@ def test_a_hair_over_the_limit_is_never_above_it_however_steady():
     assert not limit_share(10_005, [10_005.0] * 5, 10_000).above
     assert not limit_share(10_005, [10_005.0] * 30, 10_000).above
     assert limit_share(10_500, [10_500.0] * 30, 10_000).above
+
+
+# ------------------------------------------------------------ item 10: compare's wording
+
+
+def _figure_rows(cmp) -> list[tuple[str, tuple[str, ...]]]:
+    """(table, row) of the Median, Maximum and Minimum tables."""
+    return [(t.title, row) for t in comparison_tables(cmp, RenderOptions())[:3] for row in t.rows]
+
+
+def _contradicts(winner: str, significance: str) -> bool:
+    """'no significant difference' beside a significance cell that calls a
+    difference significant."""
+    return winner == NO_DIFFERENCE and "significant (" in significance
+
+
+def test_a_minimum_against_a_significant_throughput_is_not_called_no_difference():
+    """Issue 26 item 10: B's throughput is 20 % above A's beyond the noise,
+    but one slow second put B's minimum below A's. The Minimum row said "no
+    significant difference" beside "significant (CI …)": the winner of a
+    minimum needs the throughput test and the minimum to agree, and when
+    they did not the decision fell back to a claim the test contradicts."""
+    a = _run("a1", "A", [_phase("random-read", "iops", _noisy(100e3, seed=3))])
+    slow_second = _noisy(120e3, seed=4)
+    slow_second[30] = 50e3
+    b = _run("b2", "B", [_phase("random-read", "iops", slow_second)])
+    cmp = compare([a, b])
+    assert cmp.phases[0].differences[1].verdict == "better"
+    rows = dict(_figure_rows(cmp))
+    assert rows["Median"][-2] == "B" and rows["Maximum"][-2] == "B"
+    winner, significance = rows["Minimum"][-2:]
+    assert significance.startswith("significant (CI +")
+    assert not _contradicts(winner, significance), (winner, significance)
+    assert winner == "none: the minimum moved against the throughput"
+
+
+def test_winner_and_significance_never_contradict():
+    """Over many constructed comparisons of two and three runs (levels apart
+    or not, noisy or steady, with and without a slow or fast second), no
+    row's winner says "no significant difference" where its significance
+    column calls a difference significant."""
+    rng = np.random.default_rng(2610)
+    checked = 0
+    for _ in range(100):
+        runs = []
+        for _i in range(int(rng.integers(2, 4))):
+            level = 100e3 * (1 + rng.choice([0.0, 0.01, 0.05, 0.2, -0.2]))
+            seconds = _noisy(level, n=int(rng.integers(10, 60)), spread=rng.choice([0.002, 0.05]),
+                             seed=int(rng.integers(1 << 30)))  # fmt: skip
+            if rng.random() < 0.5:
+                seconds[int(rng.integers(seconds.size))] *= rng.choice([0.4, 1.6])
+            runs.append(pool_phases([_phase("rr", "iops", seconds)]))
+        labels = tuple(f"R{i}" for i in range(len(runs)))
+        (phase,), _ = compare_phases(runs, labels, 0.02, 0.95)
+        significance = " / ".join(verdict_text(d) for d in phase.differences if d is not None)
+        for figure in ("median", "max", "min"):
+            winner = phase.winner(labels, figure)
+            assert not _contradicts(winner, significance), (figure, winner, significance)
+            checked += 1
+    assert checked == 300
+
+
+def test_the_footer_of_an_untestable_comparison_is_a_sentence():
+    """Issue 26 item 10: "significance by too few samples to test"."""
+    a = _run("a1", "A", [_phase("rr", "iops", _noisy(100e3, n=5, seed=1))])
+    b = _run("b2", "B", [_phase("rr", "iops", _noisy(48e3, n=5, seed=2))])
+    notes = comparison_notes(compare([a, b]))
+    (why,) = [n for n in notes if "too few" in n]
+    assert why[0].isupper() and why.endswith("."), why
+    assert "significance by too few" not in why.lower()
+    assert "--repeat" in why and "8 seconds" in why, why  # what to do about it
+
+
+def test_a_narrow_terminal_keeps_the_winner_and_the_significance():
+    """Issue 26 item 10: at 80 columns compare left the winner out first.
+    The % column goes before them (the significance carries the change's
+    interval, and the two figures beside each other show it)."""
+    a = _run("01c0ffee0001", None, [_phase("sequential-read", "bytes_per_s", _noisy(2.6e9))])
+    b = _run("05c0ffee0005", "with passthrough, cache off",
+             [_phase("sequential-read", "bytes_per_s", _noisy(2.75e9, seed=5))])  # fmt: skip
+    cmp = compare([a, b])
+    for table in comparison_tables(cmp, RenderOptions())[:3]:
+        kept = fit(table, 80).model.headers
+        assert "Winner" in kept and "Significance" in kept, (table.title, kept)
+        # every run's figure stays too: what the winner won with
+        assert sum(h.endswith(f"({table.title})") for h in kept) == 2, kept

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from iorig.analyze.precision import limit_share
-from iorig.analyze.stats import LimitShare, RatioTest, batch_means, welch_ratio
+from iorig.analyze.stats import MIN_SECONDS, LimitShare, RatioTest, batch_means, welch_ratio
 from iorig.model import (
     ALL,
     InterfaceLimit,
@@ -205,21 +205,29 @@ class PhaseComparison:
     differences: tuple[Difference | None, ...]  # vs the baseline; None for it or when absent
 
     def winner(self, labels: tuple[str, ...], figure: str) -> str:
-        """The winner of one table ("median", "max", "min"), no significant
-        difference, or not testable.
+        """The winner of one table ("median", "max", "min"), or why there is
+        none: no significant difference, not testable, the figure moved
+        against the throughput, or runs both better and worse.
 
         A run wins only where the level test says it differs from the
         baseline and the table's own figure moves the same way. Without a
-        winner, a difference that could not be tested makes the column say
-        so: "no significant difference" is a claim a test has to back.
+        winner, the column never says "no significant difference" beside a
+        difference the test found significant (issue 26: a Minimum row said
+        it beside "significant (CI +4.7…+39.4 %)"): that claim needs every
+        test to find none.
         """
         best, best_change = None, 0.0
         baseline_beaten_by_all = True
+        against, worse = False, []
         for i, diff in enumerate(self.differences):
             if diff is None or self.entries[i] is None:
                 continue
             change = getattr(diff, f"change_{figure}")
             agrees = diff.significant and (change > 0) == (diff.verdict == "better")
+            if diff.significant and not agrees:
+                against = True
+            elif diff.verdict == "worse":
+                worse.append(labels[i])
             if diff.verdict != "worse" or not agrees:
                 baseline_beaten_by_all = False
             if diff.verdict == "better" and agrees and change > best_change:
@@ -229,9 +237,22 @@ class PhaseComparison:
         others = [d for d in self.differences if d is not None]
         if others and baseline_beaten_by_all:
             return labels[0]
+        if against:
+            return against_text(figure)
+        if worse:  # worse than the baseline, which the others do not beat either
+            return f"no single winner ({', '.join(worse)} worse)"
         if any(d.verdict == "untestable" for d in others):
             return NOT_TESTABLE
         return NO_DIFFERENCE
+
+
+def against_text(figure: str) -> str:
+    """The winner cell where the throughput differs beyond the noise but the
+    table's figure moved the other way."""
+    return f"none: the {_FIGURE_NAMES[figure]} moved against the throughput"
+
+
+_FIGURE_NAMES = {"median": "median", "max": "maximum", "min": "minimum"}
 
 
 def compare_phases(
@@ -376,11 +397,15 @@ def verdict_text(diff: Difference | None) -> str:
     return f"significant ({ci})"
 
 
-METHOD_NOTES = {
-    "repeats": "Welch's t-test on the throughput of each repeat (fresh fio runs)",
-    "batch means": "Welch's t-test on batch means of the per-second samples within each run "
-    "— weaker: it cannot see run-to-run variation; use --repeat N for a firmer verdict",
-    "paired rounds": "a paired t-test on the log ratios of the per-round medians of an "
-    "interleaved A/B (iorig ab: A and B in a random order in every round, so drift cancels)",
-    "none": "too few samples to test",
+METHOD_NOTES = {  # one sentence each, under a comparison's tables
+    "repeats": "Significance by Welch's t-test on the throughput of each repeat (fresh fio runs).",
+    "batch means": "Significance by Welch's t-test on batch means of the per-second samples "
+    "within each run — weaker: it cannot see run-to-run variation; use --repeat N for a firmer "
+    "verdict.",
+    "paired rounds": "Significance by a paired t-test on the log ratios of the per-round medians "
+    "of an interleaved A/B (iorig ab: A and B in a random order in every round, so drift "
+    "cancels).",
+    "none": f"Not testable where a run has too few samples to test: fewer than {MIN_SECONDS} "
+    "seconds of per-second samples and no repeats (a longer duration, or --repeat N, gives the "
+    "test something to work on).",
 }

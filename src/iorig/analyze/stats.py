@@ -139,9 +139,13 @@ def welch_ratio(
 
 
 MIN_BATCHES = 4  # fewer batch means give a variance too poor to call anything significant
+MIN_BATCH_S = 2
+MIN_SECONDS = MIN_BATCHES * MIN_BATCH_S  # the shortest series batch means can test
 
 
-def batch_means(values: Sequence[float], batches: int = 10, min_batch: int = 2) -> list[float]:
+def batch_means(
+    values: Sequence[float], batches: int = 10, min_batch: int = MIN_BATCH_S
+) -> list[float]:
     """Means of consecutive, equal batches of a per-second series.
 
     Per-second samples are autocorrelated (a slow second is followed by slow

@@ -64,9 +64,10 @@ def figure_table(cmp: Comparison, figure: str, title: str) -> TableModel:
         )
         rows.append(tuple(row))
     align = ("l", *("c" for _ in headers[1:-1]), "l")
-    # a narrow terminal keeps every run's figure, then the % columns and the
-    # significance; the winner goes first (the % and the significance say it)
-    priority = (0, 1, *(p for _ in labels[1:] for p in (2, 3)), 5, 4)
+    # the winner and the significance are the point of a comparison: a narrow
+    # terminal leaves out the % columns first (the significance holds the
+    # change's interval), then the runs' figures from the last run back
+    priority = (0, 3, *(p for _ in labels[1:] for p in (3, 4)), 1, 2)
     return TableModel(title, tuple(headers), tuple(rows), align, priority=priority)
 
 
@@ -262,9 +263,9 @@ def comparison_notes(cmp: Comparison) -> list[str]:
     notes.append(
         f"'{NO_DIFFERENCE}' (n.s.): the {cmp.confidence * 100:.0f}% confidence interval (CI) of "
         f"the change in throughput includes zero, or the change is under the "
-        f"{cmp.threshold * 100:g}% threshold. A maximum or minimum only wins where that test "
-        "agrees."
+        f"{cmp.threshold * 100:g}% threshold. A median, maximum or minimum only wins where that "
+        "test agrees; where it moved the other way the winner column says so."
     )
     methods = {d.method for p in cmp.phases for d in p.differences if d is not None}
-    notes += [f"significance by {METHOD_NOTES[m]}" for m in sorted(methods)]
+    notes += [METHOD_NOTES[m] for m in sorted(methods)]
     return ab_lines(cmp) + notes if cmp.ab is not None else notes + ab_lines(cmp)
