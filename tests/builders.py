@@ -56,8 +56,9 @@ def totals(
     )
 
 
-def series(per_second: np.ndarray, headline: Metric = Metric.IOPS, *, lat_ns: float = 1e6,
-           bs: int = 8192) -> Series:  # fmt: skip
+def series(per_second: np.ndarray, headline: Metric = Metric.IOPS, *,
+           lat_ns: float | np.ndarray = 1e6, bs: int = 8192) -> Series:  # fmt: skip
+    """``lat_ns``: every second's mean latency, or one per second."""
     n = per_second.size
     iops = per_second if headline is Metric.IOPS else per_second / bs
     return Series(
@@ -65,7 +66,7 @@ def series(per_second: np.ndarray, headline: Metric = Metric.IOPS, *, lat_ns: fl
         np.arange(1, n + 1),
         np.asarray(iops, dtype=float),
         np.asarray(iops * bs, dtype=float),
-        np.full(n, lat_ns),
+        np.broadcast_to(np.asarray(lat_ns, dtype=float), (n,)).copy(),
         np.zeros((n, histogram.NR_BINS), dtype=np.uint64),
     )
 
@@ -76,14 +77,15 @@ def scope(
     where: Scope = AGGREGATE,
     *,
     cpu: float = 10.0,
-    lat_ns: float = 1e6,
+    lat_ns: float | np.ndarray = 1e6,
     hist: np.ndarray | None = None,
 ) -> ScopeResult:
+    """``lat_ns``: the mean latency, or each second's (the phase's is their mean)."""
     level = float(np.mean(per_second)) if per_second.size else 0.0
     return ScopeResult(
         where,
         1,
-        {ALL: totals(level, per_second.size, headline, lat_ns=lat_ns, hist=hist)},
+        {ALL: totals(level, per_second.size, headline, lat_ns=float(np.mean(lat_ns)), hist=hist)},
         {ALL: series(per_second, headline, lat_ns=lat_ns)},
         cpu,
         0.0,

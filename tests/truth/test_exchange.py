@@ -18,6 +18,8 @@ import pytest
 from tests.fioservers import fio_servers
 from tests.truth.device import Capped
 
+from iorig.units import format_si
+
 pytestmark = [pytest.mark.fio, pytest.mark.truth]
 
 MiB = 1 << 20
@@ -158,3 +160,48 @@ def test_two_hosts_are_each_judged_against_their_own_target(capped, truth_db, tm
     assert sum(v["value"] for v in iops) > iops[0]["limit"]
     assert shown["verdict"].startswith("FAIL on "), shown["verdict"]
     assert "Verdict: FAIL on" in done.stdout and "host" in done.stdout
+
+
+MAILBOXES = 5000  # 335 transactional IOPS asked (0.067 each)
+
+
+def test_compare_of_a_passing_and_a_failing_run_shows_both_verdicts(capped, truth_db):
+    """Truth 8 (issue 26 item 3): the same 5,000 mailboxes (335 IOPS) on a
+    database capped at 300 read and 200 write IOPS (at most 500
+    transactional IOPS: PASS) and on one capped at 120 and 80 (at most 200:
+    FAIL). The reads are 60 % of the I/Os, so both caps fill together and
+    each side's transactional IOPS is its caps' sum. compare says PASS vs
+    FAIL and shows each side's transactional IOPS, not only the total of
+    every stream. 10 s runs: enough seconds for batch means to test the
+    difference."""
+    caps = {"fast": (300, 200), "slow": (120, 80)}
+    log = capped(size_bytes=32 * MiB)
+    devices = {}
+    for label, (reads, writes) in caps.items():
+        db = devices[label] = capped(size_bytes=128 * MiB, read_iops=reads, write_iops=writes)
+        done = _exchange(db, log, truth_db, "--mailboxes", str(MAILBOXES), "--db-size", "32MiB",
+                         "--label", label, duration="10s")  # fmt: skip
+        assert done.returncode in (0, 3), done.stdout + done.stderr
+    fast = devices["fast"]
+    out = fast.iorig(truth_db, "compare", "fast", "slow").stdout
+    print(out)
+    verdicts = next(line for line in out.splitlines() if "PASS" in line or "FAIL" in line)
+    assert "PASS" in verdicts and "FAIL" in verdicts, verdicts
+    row = next(line for line in out.splitlines() if "transactional" in line)
+    assert "PASS" in row and "FAIL" in row, row
+    doc = json.loads(fast.iorig(truth_db, "compare", "fast", "slow", "--format", "json").stdout)
+    compared = doc["verdicts"]
+    assert [r["verdict"] for r in compared["runs"]] == ["PASS", "FAIL"]
+    iops = next(r for r in compared["requirements"] if r["metric"] == "iops")
+    for side, label in zip(iops["runs"], caps, strict=True):
+        cap = sum(caps[label])
+        print(f"truth 8: {label}: transactional IOPS {side['value']:.0f}, caps {cap}, target "
+              f"{side['limit']:.0f}: {'PASS' if side['passed'] else 'FAIL'}")  # fmt: skip
+        assert 0.75 * cap <= side["value"] <= 1.05 * cap, (label, side["value"], cap)
+        assert side["limit"] == pytest.approx(MAILBOXES * 0.067)
+    assert [s["passed"] for s in iops["runs"]] == [True, False]
+    # 500 against 200: a difference far beyond any noise
+    assert iops["runs"][1]["verdict"] == "worse", iops["runs"][1]
+    # the text shows both sides' figures as the verdict table writes them
+    for side in iops["runs"]:
+        assert f"{format_si(side['value'])} IOPS" in row, (row, side["value"])

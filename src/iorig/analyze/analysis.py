@@ -30,6 +30,7 @@ from iorig.analyze.integrity import DataCheck, data_check, data_verdict
 from iorig.analyze.search import SearchResult, search_result
 from iorig.analyze.summary import PhaseSummary, summarize_phase
 from iorig.analyze.sweepcmp import SweepComparison, sweep_comparisons
+from iorig.analyze.verdictcmp import VerdictComparison, verdict_comparison
 from iorig.model import PhaseKind, PhaseStatus, RunRecord, RunStatus, StoredRun
 
 
@@ -143,6 +144,9 @@ class Comparison:
     # the two runs of one interleaved A/B (iorig ab): the rounds and their paired
     # verdicts, which replace the unpaired ones; None for runs that were not interleaved
     ab: AbComparison | None = None
+    # application workloads: each requirement's figure run by run and every
+    # run's verdict; None when no run has criteria or a data check
+    verdicts: VerdictComparison | None = None
 
 
 def compare(
@@ -169,4 +173,5 @@ def compare(
         confidence=confidence,
         sweeps=tuple(sweep_comparisons(labels, phases, [r.search for r in runs])),
         ab=ab,
+        verdicts=verdict_comparison(runs, threshold, confidence),
     )

@@ -171,19 +171,28 @@ def _level_samples(a: RunPhase, b: RunPhase) -> tuple[list[float], list[float], 
     return batch_means(a.per_second), batch_means(b.per_second), "batch means"
 
 
+def judge(
+    test: RatioTest | None, threshold: float, higher_is_better: bool = True
+) -> tuple[str, bool]:
+    """A change's verdict — "better", "worse", "same" or "untestable" — and
+    whether a real change was "same" for being under the practical
+    threshold. ``higher_is_better``: False for a latency."""
+    if test is None:
+        return "untestable", False
+    if not test.excludes_no_change():
+        return "same", False
+    if abs(test.change) < threshold:
+        return "same", True
+    return ("better" if (test.ratio > 1) == higher_is_better else "worse"), False
+
+
 def difference(a: RunPhase, b: RunPhase, threshold: float, confidence: float) -> Difference:
     sa, sb = a.stats, b.stats
     samples_a, samples_b, method = _level_samples(a, b)
     test = welch_ratio(samples_a, samples_b, confidence)
-    below = False
+    verdict, below = judge(test, threshold)
     if test is None:
-        verdict, method = "untestable", method if samples_a and samples_b else "none"
-    elif not test.excludes_no_change():
-        verdict = "same"
-    elif abs(test.change) < threshold:
-        verdict, below = "same", True
-    else:
-        verdict = "better" if test.ratio > 1 else "worse"
+        method = method if samples_a and samples_b else "none"
     return Difference(
         change_median=_change(sb.median, sa.median),
         change_max=_change(sb.maximum, sa.maximum),
@@ -388,12 +397,19 @@ def verdict_text(diff: Difference | None) -> str:
         return ""
     if diff.test is None:
         return "not testable: too few samples"
-    t = diff.test
+    return significance_text(diff.test, diff.verdict, diff.below_threshold, diff.equivalent)
+
+
+def significance_text(
+    test: RatioTest, verdict: str, below_threshold: bool, equivalent: bool = False
+) -> str:
+    """ "significant (CI +3.2…+4.4%, p=6e-11)", "n.s. (…)", "n.s., under threshold (…)"."""
+    t = test
     ci = f"CI {(t.ci_low - 1) * 100:+.1f}…{(t.ci_high - 1) * 100:+.1f}%, p={t.p_value:.2g}"
-    if diff.verdict == "same" and diff.equivalent:
+    if verdict == "same" and equivalent:
         return f"n.s., equivalent ({ci})"
-    if diff.verdict == "same":
-        return f"n.s., under threshold ({ci})" if diff.below_threshold else f"n.s. ({ci})"
+    if verdict == "same":
+        return f"n.s., under threshold ({ci})" if below_threshold else f"n.s. ({ci})"
     return f"significant ({ci})"
 
 

@@ -87,6 +87,27 @@ def figure(criterion: Criterion, repeats: Sequence[PhaseResult], host: str | Non
     return histogram.percentiles(histogram.merge(t.hist for t in totals), (p,))[p]
 
 
+def figure_seconds(
+    criterion: Criterion, repeats: Sequence[PhaseResult], host: str | None = None
+) -> np.ndarray:
+    """The criterion's metric second by second, the repeats one after
+    another: a rate, or the mean latency of each second (NaN without
+    completions). Empty for a metric no second has (a percentile, a maximum):
+    those are one figure per run."""
+    if criterion.metric not in ("iops", "bytes_per_s", "lat_mean"):
+        return np.zeros(0)
+    ddir = criterion.ddir if criterion.ddir != "all" else ALL
+    values = []
+    for phase in repeats:
+        scopes = _selected(phase, criterion.workloads, host)
+        per_second = [s.series[ddir] for s in scopes if ddir in s.series]
+        if per_second:
+            combined = combine_series(ddir, per_second)
+            name = "lat_mean_ns" if criterion.metric == "lat_mean" else criterion.metric
+            values.append(np.asarray(getattr(combined, name), dtype=float))
+    return np.concatenate(values) if values else np.zeros(0)
+
+
 def latency_columns(criteria: Sequence[Criterion]) -> list[tuple[str, Criterion]]:
     """The mean-latency criteria (judged or only reported) with a short label
     each ("db read lat"), for tables that show them beside other figures:

@@ -25,6 +25,7 @@ from iorig.report.metrics import metric
 from iorig.report.options import Limit, RenderOptions
 from iorig.report.searchtables import comparison_search_tables
 from iorig.report.tables import TableModel
+from iorig.report.verdicttables import requirements_table, verdicts_table
 from iorig.units import format_latency
 
 FIGURES = (("median", "Median"), ("max", "Maximum"), ("min", "Minimum"))
@@ -238,7 +239,9 @@ def host_spread_table(cmp: Comparison) -> TableModel | None:
 
 def comparison_tables(cmp: Comparison, options: RenderOptions) -> list[TableModel]:
     """Every table of a comparison, in the order every format shows them."""
-    tables = [figure_table(cmp, figure, title) for figure, title in FIGURES]
+    # an application workload's verdicts first: what the runs are judged on
+    tables = [t for t in (verdicts_table(cmp), requirements_table(cmp)) if t is not None]
+    tables += [figure_table(cmp, figure, title) for figure, title in FIGURES]
     tables.append(latency_table(cmp))
     if (rounds := rounds_table(cmp)) is not None:
         tables.append(rounds)

@@ -88,7 +88,7 @@ def summary_tables(summaries: list[PhaseSummary]) -> list[TableModel]:
     return [throughput, latency]
 
 
-def _criterion_value(name: str, value: float) -> str:
+def criterion_value(name: str, value: float) -> str:
     if value is None or math.isnan(value):
         return "-"
     if name in ("iops", "bytes_per_s"):
@@ -104,7 +104,7 @@ def verdict_table(verdicts: tuple[Verdict, ...], result: str | None) -> TableMod
     for v in verdicts:
         where = (v.phase, v.host or "all") if by_host else (v.phase,)
         if v.bound == "info":
-            rows.append((v.name, *where, _criterion_value(v.metric, v.value), "-", "info", "-"))
+            rows.append((v.name, *where, criterion_value(v.metric, v.value), "-", "info", "-"))
             continue
         if math.isnan(v.margin):
             margin = "-"
@@ -115,8 +115,8 @@ def verdict_table(verdicts: tuple[Verdict, ...], result: str | None) -> TableMod
         else:
             margin = f"{-v.margin * 100:.0f}% over the limit"
         rows.append(
-            (v.name, *where, _criterion_value(v.metric, v.value),
-             ("≥ " if v.bound == "min" else "≤ ") + _criterion_value(v.metric, v.limit),
+            (v.name, *where, criterion_value(v.metric, v.value),
+             ("≥ " if v.bound == "min" else "≤ ") + criterion_value(v.metric, v.limit),
              "PASS" if v.passed else "FAIL", margin)
         )  # fmt: skip
     scope = (

@@ -21,14 +21,17 @@ from typing import Any
 
 from iorig.analyze.analysis import Comparison, RunAnalysis
 from iorig.analyze.compare import Difference, RunPhase
+from iorig.analyze.criteria import Verdict
 from iorig.analyze.impact import EventImpact
 from iorig.analyze.knee import Point
 from iorig.analyze.perhost import HostPhase, per_host
 from iorig.analyze.search import CurveResult, KneeResult, LoadPointResult, SearchResult, SweepResult
 from iorig.analyze.summary import PhaseSummary
+from iorig.analyze.verdictcmp import FigureChange, host_verdicts
 from iorig.model import PhaseKind, PrecisionState, RunRecord, SeriesStats, StoredRun
 from iorig.report.abtables import ab_dict
 from iorig.report.options import RenderOptions
+from iorig.report.verdicttables import verdicts_dict
 
 FORMAT_VERSION = 1
 
@@ -357,26 +360,74 @@ def phase_record(
         "ci_low": test.ci_low if test else None,
         "ci_high": test.ci_high if test else None,
         "p_value": test.p_value if test else None,
-    }
+    } | _REQUIREMENT_BLANK
+
+
+# the columns of a requirement's row (application workloads), empty in a phase's
+_REQUIREMENT_BLANK: dict[str, Any] = dict.fromkeys(
+    ("record", "requirement", "host", "bound", "limit", "value", "passed", "change",
+     "run_verdict", "host_verdict")
+) | {"record": "phase"}  # fmt: skip
+
+
+def requirement_record(
+    v: Verdict, run_id: str, label: str, *, baseline: bool, change: FigureChange | None,
+    run_verdict: str | None, host_verdict: str | None,
+) -> dict[str, Any]:  # fmt: skip
+    """One run's requirement (a criterion on a phase, per host where it is
+    judged per host) in the CSV's row shape: its limit, figure and result,
+    and against the baseline the figure's change and its test."""
+    test = change.test if change else None
+    blank = dict.fromkeys(CSV_COLUMNS)
+    return blank | {
+        "record": "requirement", "phase": v.phase, "metric": v.metric, "run_id": run_id,
+        "label": label, "baseline": baseline, "requirement": v.name, "host": v.host,
+        "bound": v.bound, "limit": _num(v.limit), "value": _num(v.value), "passed": v.passed,
+        "change": _num(change.change) if change else None,
+        "verdict": change.verdict if change else None,
+        "method": change.method if change else None,
+        "ratio": test.ratio if test else None, "ci_low": test.ci_low if test else None,
+        "ci_high": test.ci_high if test else None, "p_value": test.p_value if test else None,
+        "run_verdict": run_verdict, "host_verdict": host_verdict,
+    }  # fmt: skip
 
 
 def comparison_records(cmp: Comparison) -> list[dict[str, Any]]:
-    """One flat record per run and phase, with the numbers behind the tables."""
-    return [
+    """One flat record per run and phase, with the numbers behind the tables;
+    then, for application workloads, one per run and requirement."""
+    phases = [
         phase_record(entry, cmp.runs[i].run.id, cmp.labels[i], baseline=i == 0,
-                     diff=phase.differences[i])
+                     diff=phase.differences[i]) | {"run_verdict": cmp.runs[i].verdict}
         for phase in cmp.phases
         for i, entry in enumerate(phase.entries)
         if entry is not None
     ]  # fmt: skip
+    vc = cmp.verdicts
+    if vc is None:
+        return phases
+    return phases + [
+        requirement_record(v, cmp.runs[i].run.id, cmp.labels[i], baseline=i == 0,
+                           change=row.changes[i], run_verdict=vc.runs[i].verdict,
+                           host_verdict=dict(vc.runs[i].hosts).get(v.host or ""))
+        for row in vc.requirements
+        for i, v in enumerate(row.verdicts)
+        if v is not None
+    ]  # fmt: skip
 
 
 def run_records(analysis: RunAnalysis) -> list[dict[str, Any]]:
-    """A run on its own in the comparison's row shape: one row per measured phase."""
+    """A run on its own in the comparison's row shape: one row per measured
+    phase, then one per requirement its verdict judged."""
+    run, hosts = analysis.run, dict(host_verdicts(analysis.verdicts))
     return [
-        phase_record(entry, analysis.run.id, analysis.run.name, baseline=True, diff=None)
+        phase_record(entry, run.id, run.name, baseline=True, diff=None)
+        | {"run_verdict": analysis.verdict}
         for entry in analysis.pooled.values()
-    ]
+    ] + [
+        requirement_record(v, run.id, run.name, baseline=True, change=None,
+                           run_verdict=analysis.verdict, host_verdict=hosts.get(v.host or ""))
+        for v in analysis.verdicts
+    ]  # fmt: skip
 
 
 def comparison_document(cmp: Comparison) -> dict[str, Any]:
@@ -391,6 +442,8 @@ def comparison_document(cmp: Comparison) -> dict[str, Any]:
         "only_in": [{"phase": p, "label": label} for p, label in cmp.only_in],
         "phases": comparison_records(cmp),
         "ab": ab_dict(cmp),  # the rounds of an interleaved A/B (iorig ab), else null
+        # application workloads: each requirement run by run and every verdict, else null
+        "verdicts": verdicts_dict(cmp),
         "sweeps": [
             {"a": sc.label_a, "b": sc.label_b, "x_axis": sc.x_axis, "sentences": sc.sentences(),
              "points": [asdict(p) | {"verdict": v} for p, v in zip(sc.pairs, sc.verdicts,
@@ -400,11 +453,12 @@ def comparison_document(cmp: Comparison) -> dict[str, Any]:
     }  # fmt: skip
 
 
-CSV_COLUMNS = (  # the keys of phase_record, in order
+CSV_COLUMNS = (  # the keys of phase_record and requirement_record, in order
     "phase", "metric", "run_id", "label", "baseline", "seconds", "median", "max", "min", "mean",
     "cov", "repeats", "lat_mean_ns", "lat_p99_ns", "change_median", "change_max", "change_min",
     "change_lat_mean", "change_lat_p99", "verdict", "method", "ratio", "ci_low", "ci_high",
-    "p_value",
+    "p_value", "record", "requirement", "host", "bound", "limit", "value", "passed", "change",
+    "run_verdict", "host_verdict",
 )  # fmt: skip
 
 
