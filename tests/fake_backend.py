@@ -45,6 +45,10 @@ class Step:
     drop_host: str | None = None  # this host gives no results
     late_ms: Mapping[str, int] | None = None  # hosts starting this many ms late
     cpu_pct: float | None = None  # each fio job's usr CPU (% of one CPU), else as recorded
+    # what a broken or hostile fio would report: each job's JSON entry, and
+    # each log sample's value, passed through these before they are returned
+    edit_job: Callable[[dict], None] | None = None
+    edit_log_value: Callable[[str, float], float] | None = None
 
 
 def _recorded() -> tuple[dict, dict]:
@@ -60,8 +64,16 @@ def _scaled_job(job: dict, name: str, scale: float) -> dict:
     job = copy.deepcopy(job)
     job["jobname"] = name
     read = job["read"]
-    for key in ("iops", "bw", "bw_bytes", "io_bytes", "io_kbytes", "total_ios", "iops_mean"):
-        read[key] = type(read[key])(read[key] * scale)
+    # the figures scaled as a fio that did ``scale`` times the I/Os would print
+    # them: whole I/Os of the recorded size, rates their totals over the runtime
+    ios = round(read["total_ios"] * scale)
+    io_bytes = ios * read["io_bytes"] // read["total_ios"] if read["total_ios"] else 0
+    runtime_ms = read["runtime"]
+    read |= {
+        "total_ios": ios, "io_bytes": io_bytes, "io_kbytes": io_bytes // 1024,
+        "iops": ios * 1000 / runtime_ms, "bw_bytes": io_bytes * 1000 // runtime_ms,
+        "bw": io_bytes * 1000 // runtime_ms // 1024, "iops_mean": read["iops_mean"] * scale,
+    }  # fmt: skip
     # completions counted in the histogram follow the I/O count
     bins = read["clat_ns"]["bins"]
     read["clat_ns"]["bins"] = {k: max(1, round(v * scale)) for k, v in bins.items()}
@@ -83,6 +95,19 @@ def _scaled_logs(scale: float, shift_ms: int) -> dict[int, dict[str, list[Any]]]
             for kind, samples in kinds.items()
         }
     return out
+
+
+def _edited(
+    logs: dict[int, dict[str, list[Any]]], edit: Callable[[str, float], float] | None
+) -> dict[int, dict[str, list[Any]]]:
+    if edit is None:
+        return logs
+    return {
+        number: {kind: [replace(s, value=edit(kind, s.value)) if hasattr(s, "value") else s
+                        for s in samples]
+                 for kind, samples in kinds.items()}
+        for number, kinds in logs.items()
+    }  # fmt: skip
 
 
 class FakeBackend:
@@ -162,6 +187,8 @@ class FakeBackend:
                     entry = _scaled_job(job, w.label, step.scale)
                     if step.cpu_pct is not None:
                         entry |= {"usr_cpu": step.cpu_pct, "sys_cpu": 0.0}
+                    if step.edit_job is not None:
+                        step.edit_job(entry)
                     if self.remote:
                         address, port = host.label.rsplit(":", 1)
                         entry |= {"hostname": address, "port": int(port)}
@@ -169,7 +196,9 @@ class FakeBackend:
                 late = (step.late_ms or {}).get(host.label, 0)
                 shift = EPOCH_MS + late if self.remote else 0
                 suffix = host.label.rsplit(":", 1)[0] if self.remote else None
-                logs[(w.label + host.log_suffix, suffix)] = _scaled_logs(step.scale, shift)
+                logs[(w.label + host.log_suffix, suffix)] = _edited(
+                    _scaled_logs(step.scale, shift), step.edit_log_value
+                )
         doc.pop("jobs")
         doc["client_stats" if self.remote else "jobs"] = entries
         exit_ = FioExit(0, json.dumps(doc), "", stopped, 1.0)

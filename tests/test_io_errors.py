@@ -118,8 +118,11 @@ def _raw(stderr: str, output: str) -> RawPhase:
 
 def test_collect_counts_them_and_a_job_going_on_past_io_errors_did_not_fail():
     stderr, output = (DATA / "stderr.txt").read_text(), (DATA / "output.json").read_text()
-    # what collect reads of a planned phase: its kind and its workloads' labels
-    phase = SimpleNamespace(kind=PhaseKind.MEASURE, workloads=[SimpleNamespace(label="rw")])
+    # what collect reads of a planned phase: its kind and length, its workloads'
+    # labels and what they asked of fio (record.sh: randrw, 4k, QD 1)
+    spec = Workload(rw="randrw", bs="4k")
+    phase = SimpleNamespace(kind=PhaseKind.MEASURE, duration_s=2.0, name="m", bytes_to_write=0,
+                            workloads=[SimpleNamespace(label="rw", spec=spec)])  # fmt: skip
     got = collect(_raw(stderr, output), phase)  # type: ignore[arg-type]
     assert got.problem is None  # fio's "error": 5 is the first error it went on past
     assert sum(c.count for c in got.io_errors) == _fio_total(output)

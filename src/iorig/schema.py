@@ -195,12 +195,18 @@ class Workload(_Model):
             raise ValueError("the block size is larger than the files")
         return self
 
+    @property
+    def block_sizes(self) -> tuple[int, ...]:
+        """Every size its I/Os may have: ``bs`` and the sizes of ``bssplit``."""
+        split = [int(i.split("/")[0]) for i in (self.bssplit or "").split(":") if i]
+        return (self.bs, *split)
+
     @model_validator(mode="after")
     def _verify_interval(self) -> Workload:
         interval = self.verify_interval
         if interval is None:
             return self
-        sizes = [self.bs] + [int(i.split("/")[0]) for i in (self.bssplit or "").split(":") if i]
+        sizes = list(self.block_sizes)
         if interval < 512 or interval % 512 or any(size % interval for size in sizes):
             raise ValueError(
                 f"verify_interval {interval} must be a multiple of 512 bytes that divides the "

@@ -24,6 +24,7 @@ from iorig.model import IoErrorCount, PhaseKind, Scope, ScopeResult
 from iorig.model.combine import window
 from iorig.plan import PlannedPhase
 from iorig.run.backend import HostLogs, RawPhase
+from iorig.run.plausible import did_nothing, implausible_jobs, implausible_series
 
 
 @dataclass(frozen=True)
@@ -110,6 +111,10 @@ def collect(
         by_prefix[prefix] = jobs
     if phase.kind is PhaseKind.VERIFY:
         output = replace(output, jobs=tuple(_reads_only(j) for j in output.jobs))
+    wall_s = raw.ended_at - raw.started_at if raw.ended_at > raw.started_at > 0 else None
+    if impossible := implausible_jobs(output.jobs, phase, wall_s):
+        # no figure of it is stored; fio's output is, to be looked at
+        return Collected((), output.version, impossible, io_errors=parse.io_errors(raw.exit.stderr))
     present = {j.host for j in output.jobs}
     missing = [h for h in raw.hosts if h.label not in present]
     starts = _host_starts(raw.hosts, phase, by_prefix) if raw.wallclock_logs else {}
@@ -132,7 +137,9 @@ def collect(
             sections.append(SectionData(w.label, host.label, jobs, job_logs))
     shifts = {h: round((s - first) / 1000) for h, s in starts.items()}
     scopes = list(build_scopes(sections, shifts, per_host=several)) if sections else []
-    problems = []
+    if impossible := implausible_series(scopes):
+        return Collected((), output.version, impossible, io_errors=parse.io_errors(raw.exit.stderr))
+    problems = [p for p in (did_nothing(output.jobs, phase),) if p]
     stalls = find_stalls(raw, phase, by_prefix, output.jobs, starts, paused)
     if stalls:
         scopes = [_before_stalls(sc, stalls, shifts) for sc in scopes]
