@@ -186,7 +186,7 @@ def check_block_device(dev: Path, allow_destroy: bool) -> None:
 
 def _is_marked(path: Path) -> bool:
     try:
-        return os.getxattr(path, MARK_XATTR) == b"1"
+        return os.getxattr(path, MARK_XATTR, follow_symlinks=False) == b"1"
     except OSError:
         return False
 
@@ -195,7 +195,7 @@ def _mark(path: Path) -> None:
     with contextlib.suppress(
         OSError
     ):  # filesystems without user xattrs: reuse needs --allow-destroy
-        os.setxattr(path, MARK_XATTR, b"1")
+        os.setxattr(path, MARK_XATTR, b"1", follow_symlinks=False)  # never a link's target
 
 
 def _existing_ancestor(path: Path) -> Path:
@@ -219,8 +219,20 @@ def _check_space(path: Path, needed: int, existing: int) -> None:
         )
 
 
+def _no_link(path: Path) -> None:
+    """Refuse a symbolic link where iorig writes a file it names itself:
+    following it would write wherever the link points."""
+    if path.is_symlink():
+        raise UserError(
+            f"{path} is a symbolic link (to {os.readlink(path)}): iorig does not write through "
+            "a link it did not create",
+            hint="remove the link, or give the file it points to as the target",
+        )
+
+
 def _prepare_file(path: Path, size: int, allow_destroy: bool) -> bool:
     """Create (or vet) the data file; True when iorig created it now."""
+    _no_link(path)
     if path.exists():
         if not path.is_file():
             raise UserError(f"{path} exists and is neither a regular file nor a block device")
@@ -240,7 +252,7 @@ def _prepare_file(path: Path, size: int, allow_destroy: bool) -> bool:
     _check_space(path, size, 0)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
         os.close(fd)
     except OSError as exc:
         reason = "permission denied" if exc.errno in (errno.EACCES, errno.EPERM) else exc.strerror
@@ -262,7 +274,7 @@ def _allocate(path: Path, size: int) -> None:
     """
     if path.stat().st_size >= size:
         return
-    fd = os.open(path, os.O_WRONLY)
+    fd = os.open(path, os.O_WRONLY | os.O_NOFOLLOW)  # a link swapped in since: ELOOP
     try:
         try:
             os.posix_fallocate(fd, 0, size)
@@ -396,7 +408,8 @@ def _prepare_fileset(directory: Path, role: str, size: int, allow_destroy: bool)
             f"a file-set target needs a directory, and {directory} is not one",
             hint="give a directory on the filesystem to test, e.g. --target /mnt/nfs/",
         )
-    home = (directory / FILESET_DIR_NAME.format(role=role)).resolve()
+    home = directory.resolve() / FILESET_DIR_NAME.format(role=role)
+    _no_link(home)
     created = not home.exists()
     if not created:
         if not home.is_dir():
@@ -406,6 +419,8 @@ def _prepare_fileset(directory: Path, role: str, size: int, allow_destroy: bool)
                 f"refusing to use {home}: it holds files that iorig did not create",
                 hint="choose another directory, or pass --allow-destroy to overwrite them",
             )
+    if not created and (link := linked_entry(home)):
+        _no_link(link)
     used = sum(f.stat().st_size for f in home.rglob("*") if f.is_file()) if not created else 0
     _check_space(home / "x", size, used)
     try:
@@ -512,9 +527,9 @@ def resolve_target(
     if given.endswith("/") or path.is_dir():
         if path.exists() and not path.is_dir():
             raise UserError(f"{given} ends with '/' but is not a directory")
-        data = path / DATA_FILE_NAME.format(role=role)
-        created = _prepare_file(data.resolve(), size, allow_destroy)
-        return Target(role, given, "directory", data.resolve(), size, None, created, created)
+        data = path.resolve() / DATA_FILE_NAME.format(role=role)
+        created = _prepare_file(data, size, allow_destroy)
+        return Target(role, given, "directory", data, size, None, created, created)
     created = _prepare_file(path.resolve(), size, allow_destroy)
     return Target(role, given, "file", path.resolve(), size, None, created, False)
 
@@ -527,7 +542,7 @@ def identity(target: Target) -> Identity | None:
     of a block device; device and inode of a file set's directory; device,
     inode and size of a data file. None when nothing is at its path."""
     try:
-        st = os.stat(target.path)
+        st = os.stat(target.path) if target.kind == "block" else os.lstat(target.path)
     except OSError:
         return None
     if target.kind == "block":
@@ -537,8 +552,23 @@ def identity(target: Target) -> Identity | None:
     return (st.st_dev, st.st_ino, st.st_size)
 
 
+def linked_entry(directory: Path) -> Path | None:
+    """The first symbolic link anywhere under ``directory`` (not followed),
+    or None: fio opens a file set's files by name and would write through one."""
+    for root, dirs, files in os.walk(directory, followlinks=False):
+        for name in (*dirs, *files):
+            if os.path.islink(os.path.join(root, name)):
+                return Path(root, name)
+    return None
+
+
 def identity_change(target: Target, before: Identity, now: Identity | None) -> str | None:
     """How a target changed since ``before`` (None: it did not)."""
+    if target.kind == "fileset" and now is not None and (link := linked_entry(target.path)):
+        return (
+            f"{link} in the file set of target {target.role!r} is a symbolic link now (to "
+            f"{os.readlink(link)}): iorig does not write through a link it did not create"
+        )
     if now == before:
         return None
     if now is None:
