@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 
 from iorig.errors import UserError
-from iorig.targets import MARK_XATTR, release, resolve_target, signature
+from iorig.targets import MARK_XATTR, release, resolve_target
+from iorig.targets.block import signature
 
 MiB = 1024 * 1024
 
