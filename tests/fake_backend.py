@@ -49,6 +49,10 @@ class Step:
     # each log sample's value, passed through these before they are returned
     edit_job: Callable[[dict], None] | None = None
     edit_log_value: Callable[[str, float], float] | None = None
+    # a synthesised per-second series instead of the recorded 2 s: each
+    # second's throughput as a multiple of the recorded mean (× scale); the
+    # totals follow the series' mean
+    seconds: tuple[float, ...] | None = None
 
 
 def _recorded() -> tuple[dict, dict]:
@@ -78,6 +82,47 @@ def _scaled_job(job: dict, name: str, scale: float) -> dict:
     bins = read["clat_ns"]["bins"]
     read["clat_ns"]["bins"] = {k: max(1, round(v * scale)) for k, v in bins.items()}
     return job
+
+
+def _lasting(job: dict, seconds: int) -> dict:
+    """A job entry that ran ``seconds`` at the same rate (counts follow)."""
+    read = job["read"]
+    ios = read["total_ios"] * seconds * 1000 // job["job_runtime"]
+    io_bytes = ios * read["io_bytes"] // read["total_ios"] if read["total_ios"] else 0
+    runtime_ms = seconds * 1000 + 1
+    read |= {
+        "total_ios": ios, "io_bytes": io_bytes, "io_kbytes": io_bytes // 1024,
+        "iops": ios * 1000 / runtime_ms, "bw_bytes": io_bytes * 1000 // runtime_ms,
+        "bw": io_bytes * 1000 // runtime_ms // 1024, "runtime": runtime_ms,
+    }  # fmt: skip
+    job["job_runtime"] = seconds * 1000
+    return job
+
+
+def _mean(samples: list[Any]) -> float:
+    return sum(s.value for s in samples) / len(samples)
+
+
+def _synthetic_logs(
+    scale: float, seconds: tuple[float, ...], shift_ms: int
+) -> dict[int, dict[str, list[Any]]]:
+    """Logs of len(seconds) whole seconds: each job's IOPS and bandwidth at
+    its recorded mean × scale × the second's multiple, its first latency
+    samples repeated."""
+    out: dict[int, dict[str, list[Any]]] = {}
+    for number, kinds in _LOGS.items():
+        out[number] = {}
+        for kind, samples in kinds.items():
+            first = samples[0]
+            rows = []
+            for k, m in enumerate(seconds, start=1):
+                t_ms = 1000 * k + shift_ms
+                if kind in ("iops", "bw"):
+                    rows.append(replace(first, t_ms=t_ms, value=_mean(samples) * scale * m))
+                else:
+                    rows.append(replace(first, t_ms=t_ms))
+            out[number][kind] = rows
+    return out
 
 
 def _scaled_logs(scale: float, shift_ms: int) -> dict[int, dict[str, list[Any]]]:
@@ -118,8 +163,12 @@ class FakeBackend:
         *,
         usable_cpus: float | None = None,
         null_iops: float = 1e6,
+        engine: str = "libaio",
+        fio_version: str = "fio-3.33",
     ) -> None:
         self._hosts = hosts
+        self.engine = engine  # what "auto" resolves to
+        self.fio_version = fio_version
         self.steps = steps
         self.usable_cpus = usable_cpus  # disclosed as the CPUs fio may use
         self.null_iops = null_iops  # what run_jobs' null engine "generates"
@@ -150,10 +199,10 @@ class FakeBackend:
                          None, False, False)
             for role, spec in resolved.scenario.targets.items()
         }  # fmt: skip
-        engines = _Engines()
-        plan = build_plan(resolved, targets, engines, "fio", "fio-3.33", repeats)
+        engines = _Engines(self.engine)
+        plan = build_plan(resolved, targets, engines, "fio", self.fio_version, repeats)
         if not self.remote:
-            sections: dict = {"fio": {"version": "fio-3.33"}}
+            sections: dict = {"fio": {"version": self.fio_version}}
             if self.usable_cpus is not None:
                 sections["cpu"] = {"usable_cpus": self.usable_cpus}
             return replace(plan, disclosure=Disclosure(sections))
@@ -178,13 +227,17 @@ class FakeBackend:
             exit_ = FioExit(1, "", step.fail, stopped, 1.0)
             return self._wrap(exit_, {}, hosts)
         doc = copy.deepcopy(_DOC)
+        doc["fio version"] = self.fio_version
         entries, logs = [], {}
+        level = step.scale * (sum(step.seconds) / len(step.seconds) if step.seconds else 1.0)
         for host in hosts:
             if host.label == step.drop_host:
                 continue
             for w in phase.workloads:
                 for job in _DOC["jobs"]:
-                    entry = _scaled_job(job, w.label, step.scale)
+                    entry = _scaled_job(job, w.label, level)
+                    if step.seconds:
+                        entry = _lasting(entry, len(step.seconds))
                     if step.cpu_pct is not None:
                         entry |= {"usr_cpu": step.cpu_pct, "sys_cpu": 0.0}
                     if step.edit_job is not None:
@@ -197,17 +250,23 @@ class FakeBackend:
                 shift = EPOCH_MS + late if self.remote else 0
                 suffix = host.label.rsplit(":", 1)[0] if self.remote else None
                 logs[(w.label + host.log_suffix, suffix)] = _edited(
-                    _scaled_logs(step.scale, shift), step.edit_log_value
+                    _synthetic_logs(step.scale, step.seconds, shift)
+                    if step.seconds
+                    else _scaled_logs(step.scale, shift),
+                    step.edit_log_value,
                 )
         doc.pop("jobs")
         doc["client_stats" if self.remote else "jobs"] = entries
         exit_ = FioExit(0, json.dumps(doc), "", stopped, 1.0)
-        return self._wrap(exit_, logs, hosts)
+        took_s = max((e["job_runtime"] for e in entries), default=3000) / 1000
+        return self._wrap(exit_, logs, hosts, took_s)
 
-    def _wrap(self, exit_: FioExit, logs: dict, hosts: tuple[HostLogs, ...]) -> RawPhase:
+    def _wrap(
+        self, exit_: FioExit, logs: dict, hosts: tuple[HostLogs, ...], took_s: float = 3.0
+    ) -> RawPhase:
         return RawPhase(
             started_at=1000.0,
-            ended_at=1003.0,
+            ended_at=1000.0 + took_s,
             job_text="[fake]\n",
             command=("fio", "fake"),
             exit=exit_,
@@ -243,5 +302,9 @@ class FakeBackend:
 
 
 class _Engines(dict):
+    def __init__(self, engine: str) -> None:
+        super().__init__()
+        self.engine = engine
+
     def __missing__(self, key: object) -> str:
-        return "libaio"
+        return self.engine

@@ -3,18 +3,25 @@ scenario, and the analyses of constructed runs (knee, curve, sweep A/B)."""
 
 from __future__ import annotations
 
+import shutil
+from pathlib import Path
+
 import numpy as np
 import pytest
 from tests import builders
 
 from iorig.analyze.analysis import analyse, compare
 from iorig.analyze.search import CurveResult, KneeResult, SweepResult
+from iorig.cli.refs import resolve_run_id
 from iorig.errors import UserError
 from iorig.model import Metric, PhaseResult, StoredRun, histogram
 from iorig.report.searchtables import comparison_search_tables, search_tables
 from iorig.scenario import source_from_text
+from iorig.store import Store
 from iorig.sweep import parse_grid, resolve_with_sweep
 from iorig.units import parse_latency_limit
+
+DATA = Path(__file__).resolve().parent / "data"
 
 SCENARIO = """
 name: grid
@@ -267,3 +274,21 @@ def test_sweep_comparison_summarises_ratio_ranges_per_group():
     tables = comparison_search_tables(cmp)
     assert tables[0].title == "NVMe/RoCE against iSCSI across the sweep"
     assert len(tables[0].rows) == 6 and tables[0].rows[0][4] == "130%"
+
+
+def test_a_recorded_io_uring_knee_says_what_fio_kept_in_flight(tmp_path):
+    # issue 26 item 6: a real knee search (schema-v2 fixture: io_uring, fio
+    # 3.33) refined 2 -> 4 at iodepth=3, which fio ran with 4 in flight
+    # (3.96 by Little's law); the table showed it without a word
+    shutil.copy(DATA / "schema-v2" / "results.sqlite", tmp_path / "v2.sqlite")
+    with Store(tmp_path / "v2.sqlite") as store:
+        run = store.load_run(resolve_run_id(store, "d6327933792d"))
+    k = knee_of(run)
+    curve, verdict = search_tables(k)
+    row = next(r for r in curve.rows if r[0] == "3")
+    assert row[6] == "4.0"  # in flight
+    assert "fio kept 4 in flight" in row[-1]
+    rows = dict(verdict.rows)
+    assert "3 kept 4" in rows["depths"] and "power of two" in rows["depths"]
+    assert "3: 4.0 I/Os in flight on average of 3 requested" in rows["Little's law"]
+    assert [c.deeper for c in k.little] == [False, False, True, False]

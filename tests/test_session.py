@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
+import numpy as np
 import pytest
 from tests.fake_backend import FakeBackend, Step
 
@@ -20,9 +21,10 @@ from iorig.errors import UserError
 from iorig.fio import parse
 from iorig.model import ALL, PhaseKind, PhaseStatus, RunStatus, Scope, ScopeKind
 from iorig.plan import PlannedPhase
+from iorig.report.searchtables import search_tables
 from iorig.run.events import PhaseFinished, PhaseProgress, PhaseStarted, RunStarted
 from iorig.run.preflight import preflight
-from iorig.run.searches import CurveSettings, KneeSettings, run_curve, run_knee
+from iorig.run.searches import CurveSettings, KneeSettings, check_knee, run_curve, run_knee
 from iorig.run.session import RunSession, execute, phase_result
 from iorig.scenario import resolve, source_from_text
 from iorig.store import Store
@@ -416,3 +418,106 @@ def test_the_preflight_parses_each_distinct_job_text_once_and_names_the_refused_
     with pytest.raises(UserError, match=r"phase 'two': fio refuses its job file: bad bs"):
         preflight(str(fio), plan, texts({"two": 3, "three": 3}))
     assert len(calls.read_text().split("==\n")[:-1]) == 2  # bs=4 once, then two's bs=3
+
+
+# ------------------------------------------------ re-measured points (issue 26)
+
+CAPPED = {1: 0.34, 2: 0.67, 4: 1.0}  # throughput per concurrency, as a share of the cap
+
+
+def _noisy_seconds(concurrency: int, repeat: int, level: float) -> tuple[float, ...]:
+    """30 s of a steady device: 2 % noise per second, its own for each run."""
+    rng = np.random.default_rng(1000 * concurrency + repeat)
+    return tuple(level * (1 + 0.02 * rng.standard_normal(30)))
+
+
+def _glitch_at_4(long: bool):
+    """The device of issue 26 item 5 (a 30 K cap reached at 4): the first
+    reading at 4 comes out at 20 K, every later one at the cap."""
+
+    def step(phase: PlannedPhase, repeat: int) -> Step:
+        concurrency = phase.point.get("concurrency")
+        if concurrency is None:
+            return Step()
+        level = CAPPED.get(concurrency, 1.0)
+        if concurrency == 4 and repeat == 0:
+            level = 0.67
+        if long:
+            return Step(seconds=_noisy_seconds(concurrency, repeat, level))
+        return Step(scale=level)
+
+    return step
+
+
+def _knee_search(db_path, backend: FakeBackend, rule: KneeRule | None = None):
+    source = adhoc_source("randread", name="knee", title="knee")
+    resolved = resolve(source, None, {"duration": "3s", "size": "16MiB", "jobs": "1"})
+    plan = backend.prepare(resolved, {}, allow_destroy=False, repeats=1)
+    settings = KneeSettings(scale="iodepth",
+                            rule=rule or KneeRule(min_gain=0.10, max_concurrency=64))  # fmt: skip
+    with Store(db_path) as store:
+        session = RunSession(plan, store, backend, command="test", search=settings.as_dict())
+        with session:
+            run_knee(session, settings)
+        stored = store.load_run(session.run_id)
+    result = analyse(stored).search
+    assert isinstance(result, KneeResult) and result.knee.point is not None
+    return result, [(n, r) for n, r in backend.ran if n.startswith("iodepth=")]
+
+
+def test_a_glitch_the_remeasure_disagrees_with_is_measured_again_and_left_out(db_path):
+    # issue 26 item 5: 20 K at 4, then 29.9 K, pooled to 24.9 K, moved the knee to 8
+    backend = FakeBackend(steps=_glitch_at_4(long=True))
+    result, ran = _knee_search(db_path, backend)
+    assert result.knee.point.concurrency == 4, result.knee.reason
+    # the re-measure disagreed with the first reading beyond both runs' noise:
+    # a third reading, which agreed with the second, settled it
+    assert ran[:6] == [("iodepth=1", 0), ("iodepth=2", 0), ("iodepth=4", 0),
+                       ("iodepth=2", 1), ("iodepth=4", 1), ("iodepth=4", 2)]  # fmt: skip
+    (four,) = [s for s in result.remeasured if s.concurrency == 4]
+    assert four.settled.state == "glitch" and four.settled.left_out == (0,)
+    by_c = {p.concurrency: p for p in result.points}
+    assert by_c[4].throughput == pytest.approx(FIXTURE_IOPS, rel=0.02)  # the glitch not in it
+    assert result.uncertain is None
+    verdict = dict(search_tables(result)[1].rows)
+    assert "left out" in verdict["re-measured"] and "4" in verdict["re-measured"]
+
+
+def test_readings_too_short_for_their_noise_leave_the_knee_uncertain_between_them(db_path):
+    # 2 s points: no interval of their seconds, so whether 20 K or 30 K is
+    # the glitch cannot be told; the knee is 4 if 30 K is right, 8 if 20 K is
+    backend = FakeBackend(steps=_glitch_at_4(long=False))
+    result, ran = _knee_search(db_path, backend)
+    assert result.uncertain == (4, 8)
+    assert ("iodepth=4", 2) not in ran  # more of the same cannot settle it
+    verdict = dict(search_tables(result)[1].rows)
+    assert verdict["knee"].startswith("uncertain between concurrency 4 and 8")
+    assert "no estimate of their noise (2 s: at least 8 are needed)" in verdict["re-measured"]
+
+
+def _flat_after_2(phase: PlannedPhase, repeat: int) -> Step:
+    concurrency = phase.point.get("concurrency")
+    return Step() if concurrency is None else Step(scale=min(concurrency, 2) / 2)
+
+
+@pytest.mark.parametrize(("fio_version", "runs_3"), [("fio-3.33", False), ("fio-3.39", True)])
+def test_a_knee_search_runs_only_depths_the_engine_keeps(db_path, fio_version, runs_3):
+    # issue 26 item 6: io_uring before fio 3.39 keeps 4 in flight at iodepth=3;
+    # the step 2 -> 4 stops paying and would be refined at 3
+    backend = FakeBackend(steps=_flat_after_2, engine="io_uring", fio_version=fio_version)
+    result, ran = _knee_search(db_path, backend)
+    assert (("iodepth=3", 0) in ran) is runs_3
+    assert {n for n, _ in ran} >= {"iodepth=1", "iodepth=2", "iodepth=4"}
+    verdict = dict(search_tables(result)[1].rows)
+    assert ("powers of two" in verdict.get("depths", "")) is not runs_3
+
+
+def test_a_knee_search_raising_jobs_refuses_a_depth_the_engine_would_not_keep():
+    backend = FakeBackend(engine="io_uring")
+    source = adhoc_source("randread", name="knee", title="knee")
+    resolved = resolve(source, None, {"duration": "3s", "size": "16MiB", "iodepth": "3"})
+    plan = backend.prepare(resolved, {}, allow_destroy=False, repeats=1)
+    settings = KneeSettings(scale="jobs", rule=KneeRule())
+    with pytest.raises(UserError, match=r"iodepth=3.*keeps 4 in flight"):
+        check_knee(plan, settings)
+    check_knee(plan, KneeSettings(scale="iodepth", rule=KneeRule()))  # it raises iodepth itself

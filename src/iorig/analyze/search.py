@@ -33,6 +33,7 @@ from iorig.analyze.knee import (
     plateau,
     usl_fit,
 )
+from iorig.analyze.kneesteps import KneeStep, knee_span, knee_steps
 from iorig.analyze.loadpoints import (
     LoadPoint,
     Validity,
@@ -41,6 +42,7 @@ from iorig.analyze.loadpoints import (
     point_validity,
 )
 from iorig.model import ALL, Metric, PhaseKind, PhaseResult, StoredRun, histogram
+from iorig.model.depth import ROUNDING_NOTE, rounds_iodepth
 
 
 def latency_stat(phase: RunPhase, stat: str) -> float:
@@ -168,30 +170,22 @@ def _sweep(
 # ------------------------------------------------------------------ knee
 
 
-def point_of(phase: RunPhase) -> Point | None:
-    """A knee step as the knee analysis sees it (None for other phases)."""
-    concurrency = phase.point.get("concurrency")
-    if not concurrency:
-        return None
-    return Point(
-        concurrency=int(concurrency),
-        throughput=phase.level,
-        iops=phase.iops,
-        lat_mean_ns=phase.lat_mean_ns,
-        total_lat_mean_ns=phase.total_lat_mean_ns,
-        lat_p99_ns=phase.lat_p99_ns,
-    )
-
-
 @dataclass(frozen=True)
 class KneeResult:
     settings: dict[str, Any]  # as stored by the knee command (scale, min_gain, slo …)
     headline: Metric
-    points: tuple[Point, ...]  # one per concurrency, repeats pooled, ascending
+    points: tuple[Point, ...]  # one per concurrency, kept readings pooled, ascending
     knee: Knee
     little: tuple[LittleCheck, ...]  # per point
     usl: UslFit | None
     plateau: Plateau | None  # of the re-measured candidates
+    # concurrencies measured more than once whose readings did not all agree
+    remeasured: tuple[KneeStep, ...] = ()
+    # the lowest and highest knee the unsettled readings allow (None: one knee)
+    uncertain: tuple[int, int] | None = None
+    # per point: jobs × the depth fio really kept, when not the label's
+    kept: tuple[int | None, ...] = ()
+    rounding: str | None = None  # the engine's depth rounding, when it has one
 
     @property
     def rule(self) -> KneeRule:
@@ -206,24 +200,31 @@ def knee_rule(settings: Mapping[str, Any]) -> KneeRule:
     )
 
 
-def _knee(settings: dict[str, Any], pooled: Mapping[str, RunPhase]) -> KneeResult | None:
-    steps = [ph for ph in pooled.values() if point_of(ph)]
+def _knee(settings: dict[str, Any], phases: Sequence[PhaseResult]) -> KneeResult | None:
+    steps = knee_steps(phases)
     if not steps:
         return None
-    points = tuple(sorted((p for p in map(point_of, steps) if p), key=lambda p: p.concurrency))
-    repeats = {
-        int(ph.point["concurrency"]): list(ph.repeat_levels)
-        for ph in steps
-        if len(ph.repeat_levels) > 1
-    }
+    rule = knee_rule(settings)
+    points = tuple(s.point for s in steps.values())
+    repeats = {c: s.kept_levels for c, s in steps.items() if len(s.kept_levels) > 1}
+    first = next(iter(steps.values())).phases[0]
+    rounding = None
+    if settings.get("scale", "iodepth") == "iodepth" and rounds_iodepth(
+        first.engine, first.fio_version
+    ):
+        rounding = f"{ROUNDING_NOTE} ({first.fio_version})"
     return KneeResult(
         settings=settings,
-        headline=steps[0].headline,
+        headline=first.headline,
         points=points,
-        knee=find_knee(points, knee_rule(settings)),
+        knee=find_knee(points, rule),
         little=tuple(littles_law(p) for p in points),
         usl=usl_fit(points),
         plateau=plateau(repeats) if repeats else None,
+        remeasured=tuple(s for s in steps.values() if s.settled.state != "agree"),
+        uncertain=knee_span(steps, rule),
+        kept=tuple(s.kept_concurrency for s in steps.values()),
+        rounding=rounding,
     )
 
 
@@ -481,7 +482,7 @@ def search_result(
     if kind in ("sweep", "threads"):
         return _sweep(stored, pooled, verdicts)
     if kind == "knee":
-        return _knee(settings, pooled)
+        return _knee(settings, stored.phases)
     if kind == "curve":
         return _curve(
             settings, pooled, _measured_by_name(stored), stored.run.disclosure.usable_cpus

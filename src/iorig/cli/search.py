@@ -56,7 +56,14 @@ from iorig.report.searchtables import ort_table
 from iorig.report.tables import to_rich
 from iorig.run.backend import PhaseBackend
 from iorig.run.events import RunOutcome
-from iorig.run.searches import CurveSettings, KneeSettings, run_curve, run_knee, template_phase
+from iorig.run.searches import (
+    CurveSettings,
+    KneeSettings,
+    check_knee,
+    run_curve,
+    run_knee,
+    template_phase,
+)
 from iorig.run.session import RunSession, execute
 from iorig.scenario import read_source, resolve
 from iorig.schema import READS
@@ -274,6 +281,7 @@ def knee(
         confirm=confirm,
         top=top,
     )
+    check_knee(planned[0], settings)
     _search(ctx, planned, settings.as_dict(), lambda s: run_knee(s, settings), label=label,
             keep_files=keep_files)  # fmt: skip
 

@@ -4,9 +4,11 @@ plain TableModels, rendered by the terminal, Markdown and HTML front ends."""
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 from iorig.analyze.analysis import Comparison
 from iorig.analyze.generator import GeneratorLoad
+from iorig.analyze.kneesteps import KneeStep
 from iorig.analyze.loadpoints import LoadRow, spec_rules
 from iorig.analyze.search import (
     BusinessPoint,
@@ -99,16 +101,26 @@ def knee_tables(result: KneeResult) -> list[TableModel]:
     scale = result.settings.get("scale", "iodepth")
     knee_c = result.knee.point.concurrency if result.knee.point else None
     steps = {s.c2: s for s in result.knee.efficiency}
+    states = {s.concurrency: s.settled.state for s in result.remeasured}
+    kept = result.kept or (None,) * len(result.points)
     rows = []
-    for p, little in zip(result.points, result.little, strict=True):
+    for p, little, really in zip(result.points, result.little, kept, strict=True):
         step = steps.get(p.concurrency)
         mark = []
-        if p.concurrency == knee_c:
+        if p.concurrency == knee_c and result.uncertain is None:
             mark.append("knee")
+        elif p.concurrency == knee_c:
+            mark.append("knee of the pooled readings")
         if result.knee.slo_best and p.concurrency == result.knee.slo_best.concurrency:
             mark.append("best within SLO")
         if little.short:
             mark.append("queue not kept")
+        if really is not None:
+            mark.append(f"fio kept {really} in flight")
+        elif little.deeper:
+            mark.append("queue deeper than asked")
+        if p.concurrency in states:
+            mark.append(_STATE_MARK[states[p.concurrency]])
         rows.append(
             (
                 str(p.concurrency),
@@ -137,6 +149,45 @@ def knee_tables(result: KneeResult) -> list[TableModel]:
     return [curve, knee_verdict_table(result)]
 
 
+_STATE_MARK = {
+    "glitch": "a reading left out",
+    "disagree": "readings disagree",
+    "unknown": "readings differ",
+}
+
+
+def _levels(levels: list[float], fmt: Callable[[float], str]) -> str:
+    return ", ".join(fmt(v) for v in levels)
+
+
+def _remeasured_text(step: KneeStep, fmt: Callable[[float], str]) -> str:
+    """What a concurrency's readings said together, in words."""
+    settled = step.settled
+    n = len(settled.readings)
+    widths = [r.half_width_pct for r in settled.readings if r.half_width_pct is not None]
+    noise = f"±{max(widths):.1f} %" if widths else ""
+    if settled.state == "glitch":
+        out = [r for r in settled.readings if r.repeat in settled.left_out]
+        kept = [r.level for r in settled.kept_readings]
+        which = ", ".join(f"run {r.repeat + 1} of {n} ({fmt(r.level)})" for r in out)
+        return (
+            f"at {step.concurrency}: {which} left out as a glitch, beyond the noise "
+            f"({noise}) of the {len(kept)} others ({_levels(kept, fmt)}), which agree"
+        )
+    levels = _levels([r.level for r in settled.readings], fmt)
+    if settled.state == "disagree":
+        return (
+            f"at {step.concurrency}: its {n} runs ({levels}) disagree beyond their noise "
+            f"({noise}) and no two of them outvote the rest: uncertain between "
+            f"{fmt(settled.lowest.level)} and {fmt(settled.highest.level)}"
+        )
+    why = next(r.why for r in settled.readings if not r.known)
+    return (
+        f"at {step.concurrency}: its {n} runs ({levels}) differ, and their seconds give no "
+        f"estimate of their noise ({why}): uncertain between them"
+    )
+
+
 def knee_verdict_table(result: KneeResult) -> TableModel:
     rows: list[tuple[str, str]] = []
     knee = result.knee
@@ -144,14 +195,33 @@ def knee_verdict_table(result: KneeResult) -> TableModel:
     throughput = metric(result.headline).with_unit
     if knee.point is not None:
         p = knee.point
-        rows.append(
-            (
-                "knee",
-                f"concurrency {p.concurrency}: {throughput(p.throughput)}, "
-                f"mean {format_latency(p.lat_mean_ns)}, p99 {format_latency(p.lat_p99_ns)}",
-            )
+        at = (
+            f"concurrency {p.concurrency}: {throughput(p.throughput)}, "
+            f"mean {format_latency(p.lat_mean_ns)}, p99 {format_latency(p.lat_p99_ns)}"
         )
+        if result.uncertain is not None:
+            lo, hi = result.uncertain
+            at = (
+                f"uncertain between concurrency {lo} and {hi}: readings that cannot be "
+                f"settled allow either (see re-measured); with them pooled, {at}"
+            )
+        rows.append(("knee", at))
     rows.append(("why", knee.reason))
+    said = [
+        _remeasured_text(s, throughput)
+        for s in result.remeasured
+        if s.settled.state != "unknown" or result.uncertain is not None
+    ]
+    if said:
+        rows.append(("re-measured", "; ".join(said)))
+    if result.rounding is not None or any(result.kept):
+        ran = [f"{p.concurrency} kept {k}" for p, k in zip(result.points, result.kept,
+                                                            strict=True) if k]  # fmt: skip
+        text = "; ".join(filter(None, [
+            f"powers of two only: {result.rounding}" if result.rounding else "",
+            f"in flight: {', '.join(ran)}, more than their labels" if ran else "",
+        ]))  # fmt: skip
+        rows.append(("depths", text))
     if rule.slo_p99_ns is not None:
         best = knee.slo_best
         rows.append(
@@ -166,9 +236,9 @@ def knee_verdict_table(result: KneeResult) -> TableModel:
         )
     if result.plateau is not None:
         rows.append(("peak", result.plateau.describe(throughput)))
-    short = [c for c in result.little if c.short]
-    if short:
-        rows.append(("Little's law", "; ".join(f"{c.requested}: {c.message}" for c in short)))
+    odd = [c for c in result.little if c.short or c.deeper]
+    if odd:
+        rows.append(("Little's law", "; ".join(f"{c.requested}: {c.message}" for c in odd)))
     if result.usl is not None:
         fit = result.usl
         peak = (
@@ -399,6 +469,12 @@ def sweep_comparison_table(sc: SweepComparison) -> TableModel:
     )  # fmt: skip
 
 
+def _knee_cell(k: KneeResult) -> str:
+    if k.uncertain is not None:
+        return f"uncertain: {k.uncertain[0]}–{k.uncertain[1]}"
+    return str(k.knee.point.concurrency) if k.knee.point else "-"
+
+
 def _side_by_side(title: str, labels: tuple[str, ...], rows: list[tuple[str, ...]]) -> TableModel:
     return TableModel(title, ("", *labels), tuple(rows), ("l", *("r" for _ in labels)))
 
@@ -411,8 +487,7 @@ def comparison_search_tables(cmp: Comparison) -> list[TableModel]:
     knees = [k for k in results if isinstance(k, KneeResult)]
     if len(knees) == len(results):
         rows = [
-            ("knee concurrency", *(str(k.knee.point.concurrency) if k.knee.point else "-"
-                                   for k in knees)),
+            ("knee concurrency", *(_knee_cell(k) for k in knees)),
             ("throughput at the knee", *(metric(k.headline).with_unit(k.knee.point.throughput)
                                          if k.knee.point else "-" for k in knees)),
             ("p99 at the knee", *(format_latency(k.knee.point.lat_p99_ns)

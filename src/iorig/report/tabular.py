@@ -249,11 +249,23 @@ def search_dict(result: SearchResult | None) -> dict[str, Any] | None:
             "settings": k.settings,
             "metric": k.headline,
             "points": [
-                _knee_point(p) | {"in_flight": c.outstanding, "queue_kept": not c.short}
-                for p, c in zip(k.points, k.little, strict=True)
+                _knee_point(p) | {"in_flight": c.outstanding, "queue_kept": not c.short,
+                                  "queue_deeper": c.deeper, "kept_concurrency": kept}
+                for p, c, kept in zip(k.points, k.little, k.kept or (None,) * len(k.points),
+                                      strict=True)
             ],
             "knee": _knee_point(k.knee.point) if k.knee.point else None,
             "reason": k.knee.reason,
+            "uncertain_between": list(k.uncertain) if k.uncertain else None,
+            "remeasured": [
+                {"concurrency": s.concurrency, "state": s.settled.state,
+                 "left_out": [r + 1 for r in s.settled.left_out],
+                 "runs": [{"run": r.repeat + 1, "throughput": r.level, "low": r.low,
+                           "high": r.high, "seconds": r.seconds}
+                          for r in s.settled.readings]}
+                for s in k.remeasured
+            ],
+            "depth_rounding": k.rounding,
             "slo_best": _knee_point(k.knee.slo_best) if k.knee.slo_best else None,
             "plateau": {
                 "best": k.plateau.best.concurrency,

@@ -26,9 +26,11 @@ from iorig.analyze.knee import (
     stops_on_throughput,
 )
 from iorig.analyze.knee import top_candidates as knee_top_candidates
-from iorig.analyze.search import latency_stat, point_of
+from iorig.analyze.kneesteps import knee_steps
+from iorig.analyze.search import latency_stat
 from iorig.errors import UserError
-from iorig.model import ALL, PhaseKind, PhaseResult
+from iorig.model import ALL, PhaseKind
+from iorig.model.depth import ROUNDING_NOTE, honoured, kept_iodepth
 from iorig.plan import Plan, PlannedPhase, build_plan
 from iorig.run.session import RunSession
 from iorig.scenario import ScenarioSource, resolve
@@ -75,6 +77,9 @@ class KneeSettings:
     confirm: int = 3  # measurements of each top candidate, the first included
     top: int = 3  # candidates re-measured
     refine: int = 1  # points tried between the last two of the doubling stage
+    # more fio runs of a concurrency whose readings disagree beyond their
+    # noise (analyze.readings): to tell a glitch from the device, boundedly
+    settle: int = 2
 
     def as_dict(self) -> dict:
         return {
@@ -86,6 +91,7 @@ class KneeSettings:
             "confirm": self.confirm,
             "top": self.top,
             "refine": self.refine,
+            "settle": self.settle,
         }
 
 
@@ -93,9 +99,25 @@ def knee_name(scale: str, value: int) -> str:
     return f"{scale}={value}"
 
 
+def check_knee(plan: Plan, settings: KneeSettings) -> None:
+    """Refuse, before any run, a search whose fixed depth the engine would
+    not keep: every point would measure more I/O in flight than its label."""
+    (w,) = template_phase(plan).workloads
+    depth = w.spec.iodepth
+    if settings.scale == "jobs" and not honoured(w.engine, plan.fio_version, depth):
+        kept = kept_iodepth(w.engine, plan.fio_version, depth)
+        raise UserError(
+            f"iodepth={depth} on {w.engine} with {plan.fio_version}: fio keeps {kept} in flight "
+            f"per job ({ROUNDING_NOTE}), so every point would measure more than its label",
+            hint=f"give --iodepth {kept} or {kept // 2}, or --engine libaio",
+        )
+
+
 def run_knee(session: RunSession, settings: KneeSettings) -> None:
     """Double the scaled variable until throughput stops paying, refine,
-    then re-measure the best candidates (each measurement a fresh fio)."""
+    then re-measure the best candidates (each measurement a fresh fio).
+    Only depths the engine keeps are run; a concurrency whose readings
+    disagree beyond their noise is measured again, ``settle`` times at most."""
     plan = session.plan
     template = template_phase(plan)
     if not _run_before(session, template):
@@ -104,10 +126,14 @@ def run_knee(session: RunSession, settings: KneeSettings) -> None:
     fixed = w.spec.jobs if settings.scale == "iodepth" else w.spec.iodepth
     phases: dict[int, PlannedPhase] = {}  # by concurrency
     runs: dict[int, int] = {}  # fio runs so far, by concurrency
+    extra: dict[int, int] = {}  # of them, to settle disagreeing readings
     seq = max(p.seq for p in plan.phases) + 1
 
-    def measure(concurrency: int) -> PhaseResult:
-        """One more fresh fio run at ``concurrency`` (its next repeat)."""
+    def kept(value: int) -> bool:
+        """Whether fio keeps this value of the scaled variable as asked."""
+        return settings.scale == "jobs" or honoured(w.engine, plan.fio_version, value)
+
+    def run_once(concurrency: int) -> None:
         nonlocal seq
         if concurrency not in phases:
             value = concurrency // fixed
@@ -119,10 +145,21 @@ def run_knee(session: RunSession, settings: KneeSettings) -> None:
             )  # fmt: skip
             seq += 1
         runs[concurrency] = runs.get(concurrency, 0) + 1
-        return session.run_phase(phases[concurrency], runs[concurrency] - 1)
+        session.run_phase(phases[concurrency], runs[concurrency] - 1)
+
+    def measure(concurrency: int) -> None:
+        """One more fresh fio run at ``concurrency``; more while its readings
+        disagree beyond their noise and another may settle them."""
+        run_once(concurrency)
+        while not session.stopped and extra.get(concurrency, 0) < settings.settle:
+            step = knee_steps(session.results).get(concurrency)
+            if step is None or step.settled.state != "disagree":
+                return
+            extra[concurrency] = extra.get(concurrency, 0) + 1
+            run_once(concurrency)
 
     def points() -> list[Point]:
-        return [p for p in (point_of(ph) for ph in pool_phases(session.results).values()) if p]
+        return [s.point for s in knee_steps(session.results).values()]
 
     rule = settings.rule
     concurrency: int | None = fixed
@@ -145,8 +182,12 @@ def run_knee(session: RunSession, settings: KneeSettings) -> None:
         if doubling_stop(measured, rule) is not None:
             break
         nxt = next_doubling(measured, rule)
-        # only whole multiples of the fixed factor can be run
-        concurrency = None if nxt is None else max(fixed, nxt - nxt % fixed)
+        # only whole multiples of the fixed factor can be run, and only
+        # depths the engine keeps (a capped last doubling may not be one)
+        value = None if nxt is None else max(1, nxt // fixed)
+        while value is not None and value > 1 and not kept(value):
+            value -= 1
+        concurrency = None if value is None else value * fixed
         if concurrency is not None and concurrency in phases:
             break
     measured = sorted(points(), key=lambda p: p.concurrency)
@@ -156,6 +197,8 @@ def run_knee(session: RunSession, settings: KneeSettings) -> None:
         for c in refine_between(
             lo // fixed, hi // fixed, {x // fixed for x in done}, settings.refine
         ):
+            if not kept(c):
+                continue  # io_uring before fio 3.39 would run the next power of two
             measure(c * fixed)
             if session.stopped:
                 return
