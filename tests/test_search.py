@@ -234,19 +234,25 @@ def test_curve_of_a_stored_run_computes_ort_and_validity():
     assert any("coordinated omission" in n for n in table.notes)
 
 
-def _sweep_run(run_id: str, label: str, scale: float) -> StoredRun:
+def _sweep_run(
+    run_id: str,
+    label: str,
+    scale: float,
+    other: tuple[str, tuple[str, str]] = ("rw", ("read", "write")),
+) -> StoredRun:
     phases = []
     seq = 0
-    for rw in ("read", "write"):
+    axis, values = other
+    for rw in values:
         for bs, base in (("4KiB", 20e3), ("64KiB", 5e3), ("1MiB", 700.0)):
             for repeat in range(3):
                 iops = base * scale * (1 + 0.002 * repeat) * (1.0 if rw == "read" else 0.8)
                 phases.append(
                     _phase(
-                        f"measure:bs={bs},rw={rw}",
+                        f"measure:bs={bs},{axis}={rw}",
                         iops,
                         1e9 / iops,
-                        {"bs": bs, "rw": rw},
+                        {"bs": bs, axis: rw},
                         seq,
                         repeat,
                     )
@@ -255,7 +261,7 @@ def _sweep_run(run_id: str, label: str, scale: float) -> StoredRun:
     return _run(
         run_id,
         phases,
-        {"kind": "sweep", "grid": {"bs": ["4KiB", "64KiB", "1MiB"], "rw": ["read", "write"]}},
+        {"kind": "sweep", "grid": {"bs": ["4KiB", "64KiB", "1MiB"], axis: list(values)}},
         label,
     )
 
@@ -274,6 +280,20 @@ def test_sweep_comparison_summarises_ratio_ranges_per_group():
     tables = comparison_search_tables(cmp)
     assert tables[0].title == "NVMe/RoCE against iSCSI across the sweep"
     assert len(tables[0].rows) == 6 and tables[0].rows[0][4] == "130%"
+    assert tables[0].headers[:2] == ("rw", "bs") and tables[0].rows[0][0] == "read"
+
+
+def test_a_sweep_comparison_grouped_by_a_number_names_the_parameter():
+    # issue 26 item 10: "46 % more 1 throughput", under a column headed "group"
+    depth = ("iodepth", ("1", "8"))
+    a, b = _sweep_run("ab01", "A", 1.0, depth), _sweep_run("ab02", "B", 1.46, depth)
+    cmp = compare([analyse(a), analyse(b)])
+    (sc,) = cmp.sweeps
+    first, second = sc.sentences()
+    assert first.startswith("With iodepth=1, B delivered 46 % more throughput, at 68 % of")
+    assert second.startswith("With iodepth=8, B delivered 46 % more throughput")
+    (table,) = comparison_search_tables(cmp)
+    assert table.headers[:2] == ("iodepth", "bs") and table.rows[0][0] == "1"
 
 
 def test_a_recorded_io_uring_knee_says_what_fio_kept_in_flight(tmp_path):

@@ -154,3 +154,24 @@ def test_single_point_group():
 def test_zero_baseline_is_an_error():
     with pytest.raises(ValueError, match="bs=4k"):
         ratio_ranges([PointPair("read", "bs=4k", 0.0, 10.0, 1e6, 1e6, True)])
+
+
+def test_a_group_that_is_not_a_word_is_named_with_its_parameter():
+    # issue 26 item 10: a sweep over bs and iodepth said "46 % more 1 throughput"
+    region = Region("bs=4k", "bs=1m", 9, 1.46, 1.46, 0.68, 0.68)
+    summary = GroupSummary("1", 9, 9, 9, (region,), what="", condition="iodepth=1")
+    assert describe(summary, "A", "B") == (
+        "With iodepth=1, B delivered 46 % more throughput, at 68 % of the latency; "
+        "significant at all 9 points"
+    )
+    both = GroupSummary("rw=read,iodepth=1", 9, 9, 9, (region,), what="read",
+                        condition="iodepth=1")  # fmt: skip
+    assert describe(both, "A", "B").startswith("With iodepth=1, B delivered 46 % more read")
+    [same] = ratio_ranges(
+        [PointPair("1", "bs=4k", 100, 100.1, 1e6, 1e6, False, "", "iodepth=1"),
+         PointPair("1", "bs=8k", 100, 99.9, 1e6, 1e6, False, "", "iodepth=1")]
+    )  # fmt: skip
+    assert describe(same, "A", "B") == (
+        "B: no significant difference in throughput from A with iodepth=1; "
+        "not significant at either point"
+    )

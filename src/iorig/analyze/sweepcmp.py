@@ -27,13 +27,17 @@ from iorig.analyze.search import SearchResult, SweepResult
 
 @dataclass(frozen=True)
 class PointPair:
-    group: str  # e.g. "read"
+    group: str  # the other coordinates: "read", or "rw=read,iodepth=1"
     point: str  # e.g. "bs=4k"
     throughput_a: float
     throughput_b: float
     lat_mean_ns_a: float
     lat_mean_ns_b: float
     significant: bool | None = None  # None: not testable (e.g. no repeats)
+    # how a sentence names the group: the words before "throughput" ("read";
+    # None: the group itself) and the values that are not words ("iodepth=1")
+    what: str | None = None
+    condition: str = ""
 
 
 @dataclass(frozen=True)
@@ -65,6 +69,8 @@ class GroupSummary:
     regions: tuple[Region, ...]  # of the significant points (of all when none was testable)
     not_significant: tuple[str, ...] = ()  # tested, no significant difference
     untested: tuple[str, ...] = ()  # not testable, while others were
+    what: str | None = None  # as PointPair's
+    condition: str = ""
 
 
 def _ratio(b: float, a: float, what: str, pair: PointPair) -> float:
@@ -114,6 +120,8 @@ def ratio_ranges(pairs: Sequence[PointPair]) -> list[GroupSummary]:
                 regions=_regions(basis),
                 not_significant=tuple(p.point for p in members if p.significant is False),
                 untested=tuple(p.point for p in members if p.significant is None and tested),
+                what=members[0].what,
+                condition=members[0].condition,
             )
         )
     return out
@@ -180,10 +188,14 @@ def _significance_clause(summary: GroupSummary) -> str:
 
 def describe(summary: GroupSummary, label_a: str, label_b: str) -> str:
     """One sentence, e.g. "B delivered 23–41 % more read throughput, at 71–81 % of
-    the latency; significant at 7 of 9 points"."""
-    what = f"{summary.group} throughput" if summary.group else "throughput"
+    the latency; significant at 7 of 9 points", or for a group that is not
+    a word "With iodepth=1, B delivered …"."""
+    words = summary.group if summary.what is None else summary.what
+    what = f"{words} throughput" if words else "throughput"
+    condition = summary.condition
     if not summary.regions:  # tested everywhere, significant nowhere
-        return f"{label_b}: no significant difference in {what} from {label_a}; " + (
+        where = f" with {condition}" if condition else ""
+        return f"{label_b}: no significant difference in {what} from {label_a}{where}; " + (
             _significance_clause(summary)
         )
     whole = len(summary.regions) == 1 and summary.regions[0].points == summary.points
@@ -193,7 +205,8 @@ def describe(summary: GroupSummary, label_a: str, label_b: str) -> str:
         clauses.append(
             f"{_throughput_clause(region, what, label_a)}{where}, {_latency_clause(region)}"
         )
-    return f"{label_b} delivered {'; '.join(clauses)}; {_significance_clause(summary)}"
+    lead = f"With {condition}, {label_b}" if condition else label_b
+    return f"{lead} delivered {'; '.join(clauses)}; {_significance_clause(summary)}"
 
 
 @dataclass(frozen=True)
@@ -206,9 +219,16 @@ class SweepComparison:
     pairs: tuple[PointPair, ...]
     verdicts: tuple[str, ...]  # per pair: the comparison's verdict text
     summaries: tuple[GroupSummary, ...]
+    group_title: str = ""  # what a pair's group holds: "rw", "test, rw, iodepth"; "": nothing
 
     def sentences(self) -> list[str]:
         return [describe(s, self.label_a, self.label_b) for s in self.summaries]
+
+
+def _word(value: str) -> bool:
+    """Whether a parameter's value reads as a word ("read", "libaio"), not
+    a number or size ("1", "4KiB")."""
+    return value[:1].isalpha()
 
 
 def sweep_comparisons(
@@ -233,7 +253,6 @@ def sweep_comparisons(
             if a is None or b is None or point is None or a.level <= 0 or a.lat_mean_ns <= 0:
                 continue
             others = base.axes[1:]
-            # one other axis reads naturally as its value ("read throughput")
             group = (
                 point.coords[others[0]]
                 if len(others) == 1
@@ -241,6 +260,12 @@ def sweep_comparisons(
             )
             if several_tests:  # several measured phases per point
                 group = f"{point.test} {group}".strip()
+            # a value that is a word reads as one ("read throughput"); a
+            # number needs its name ("with iodepth=1", not "1 throughput")
+            words = [point.test] if several_tests else []
+            words += [point.coords[k] for k in others if _word(point.coords[k])]
+            condition = ", ".join(f"{k}={point.coords[k]}" for k in others
+                                  if not _word(point.coords[k]))  # fmt: skip
             significant = None
             if diff is not None and diff.verdict != "untestable":
                 significant = diff.significant
@@ -253,6 +278,8 @@ def sweep_comparisons(
                     lat_mean_ns_a=a.lat_mean_ns,
                     lat_mean_ns_b=b.lat_mean_ns,
                     significant=significant,
+                    what=" ".join(words),
+                    condition=condition,
                 )
             )
             verdicts.append(verdict_text(diff))
@@ -261,6 +288,7 @@ def sweep_comparisons(
                 SweepComparison(
                     labels[0], labels[i], base.x_axis, tuple(pairs), tuple(verdicts),
                     tuple(ratio_ranges(pairs)),
+                    ", ".join((["test"] if several_tests else []) + list(base.axes[1:])),
                 )
             )  # fmt: skip
     return out

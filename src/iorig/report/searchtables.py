@@ -443,11 +443,14 @@ def search_tables(result: SearchResult | None) -> list[TableModel]:
 
 
 def sweep_comparison_table(sc: SweepComparison) -> TableModel:
+    """Per point, A and B side by side; first the point's other coordinates,
+    headed by what they are (a column only when there are any)."""
+    grouped = bool(sc.group_title)
     rows = []
     for pair, verdict in zip(sc.pairs, sc.verdicts, strict=True):
         rows.append(
             (
-                pair.group or "-",
+                *((pair.group or "-",) if grouped else ()),
                 pair.point.split("=", 1)[1],
                 format_si(pair.throughput_a),
                 format_si(pair.throughput_b),
@@ -459,24 +462,25 @@ def sweep_comparison_table(sc: SweepComparison) -> TableModel:
             )
         )
     a, b = sc.label_a, sc.label_b
+    lead = (sc.group_title,) if grouped else ()
     return TableModel(
         f"{b} against {a} across the sweep",
-        ("group", sc.x_axis, f"{a}", f"{b}", f"{b}/{a}", f"{a} lat", f"{b} lat",
-         f"{b}/{a} lat", "significance"),
+        (*lead, sc.x_axis, f"{a}", f"{b}", f"{b}/{a}", f"{a} lat", f"{b} lat", f"{b}/{a} lat",
+         "significance"),
         tuple(rows),
-        ("l", "l", "r", "r", "r", "r", "r", "r", "l"),
+        ("l",) * (len(lead) + 1) + ("r",) * 6 + ("l",),
         tuple(sc.sentences()),
     )  # fmt: skip
+
+
+def _side_by_side(title: str, labels: tuple[str, ...], rows: list[tuple[str, ...]]) -> TableModel:
+    return TableModel(title, ("", *labels), tuple(rows), ("l", *("r" for _ in labels)))
 
 
 def _knee_cell(k: KneeResult) -> str:
     if k.uncertain is not None:
         return f"uncertain: {k.uncertain[0]}–{k.uncertain[1]}"
     return str(k.knee.point.concurrency) if k.knee.point else "-"
-
-
-def _side_by_side(title: str, labels: tuple[str, ...], rows: list[tuple[str, ...]]) -> TableModel:
-    return TableModel(title, ("", *labels), tuple(rows), ("l", *("r" for _ in labels)))
 
 
 def comparison_search_tables(cmp: Comparison) -> list[TableModel]:
