@@ -312,3 +312,29 @@ def test_a_recorded_io_uring_knee_says_what_fio_kept_in_flight(tmp_path):
     assert "3 kept 4" in rows["depths"] and "power of two" in rows["depths"]
     assert "3: 4.0 I/Os in flight on average of 3 requested" in rows["Little's law"]
     assert [c.deeper for c in k.little] == [False, False, True, False]
+
+
+def test_two_readings_apart_beyond_their_noise_leave_the_knee_uncertain():
+    # 30 s runs with 1 % noise per second: 20 K and 30 K at 4 are far apart,
+    # and with two readings which one is off cannot be told
+    rng = np.random.default_rng(4)
+    levels = {1: [10e3], 2: [20e3], 4: [20e3, 30e3], 8: [30.2e3]}
+    phases = []
+    for seq, (c, runs) in enumerate(levels.items()):
+        for repeat, level in enumerate(runs):
+            seconds = level * (1 + 0.01 * rng.standard_normal(30))
+            point = {"concurrency": c, "iodepth": c, "jobs": 1}
+            phases.append(
+                builders.phase(f"iodepth={c}", seconds, seq=seq, repeat=repeat, point=point)
+            )
+    k = knee_of(_run("ee01", phases, {"kind": "knee", "scale": "iodepth", "min_gain": 0.10}))
+    (four,) = k.remeasured
+    assert four.concurrency == 4 and four.settled.state == "disagree"
+    assert k.uncertain == (4, 8)  # 4 if 30 K holds, 8 if 20 K does
+    rows = dict(search_tables(k)[1].rows)
+    assert rows["knee"].startswith("uncertain between concurrency 4 and 8")
+    assert rows["re-measured"].startswith("at 4: its 2 runs (19.99K IOPS, 30.03K IOPS) disagree")
+    search = {"kind": "knee", "scale": "iodepth"}
+    runs = [analyse(_run(run_id, phases, search)) for run_id in ("ee01", "ee02")]
+    (knees,) = comparison_search_tables(compare(runs))
+    assert knees.rows[0][1:] == ("uncertain: 4–8", "uncertain: 4–8")

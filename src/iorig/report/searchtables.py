@@ -165,20 +165,20 @@ def _remeasured_text(step: KneeStep, fmt: Callable[[float], str]) -> str:
     settled = step.settled
     n = len(settled.readings)
     widths = [r.half_width_pct for r in settled.readings if r.half_width_pct is not None]
-    noise = f"±{max(widths):.1f} %" if widths else ""
+    noise = f"each run's seconds ±{max(widths):.1f} % at most" if widths else ""
     if settled.state == "glitch":
         out = [r for r in settled.readings if r.repeat in settled.left_out]
         kept = [r.level for r in settled.kept_readings]
         which = ", ".join(f"run {r.repeat + 1} of {n} ({fmt(r.level)})" for r in out)
         return (
-            f"at {step.concurrency}: {which} left out as a glitch, beyond the noise "
-            f"({noise}) of the {len(kept)} others ({_levels(kept, fmt)}), which agree"
+            f"at {step.concurrency}: {which} left out as a glitch, apart beyond the noise "
+            f"({noise}) from the {len(kept)} others ({_levels(kept, fmt)}), which agree"
         )
     levels = _levels([r.level for r in settled.readings], fmt)
     if settled.state == "disagree":
         return (
-            f"at {step.concurrency}: its {n} runs ({levels}) disagree beyond their noise "
-            f"({noise}) and no two of them outvote the rest: uncertain between "
+            f"at {step.concurrency}: its {n} runs ({levels}) disagree beyond the noise "
+            f"({noise}), none apart from others that agree: uncertain between "
             f"{fmt(settled.lowest.level)} and {fmt(settled.highest.level)}"
         )
     why = next(r.why for r in settled.readings if not r.known)
