@@ -521,3 +521,15 @@ def test_a_knee_search_raising_jobs_refuses_a_depth_the_engine_would_not_keep():
     with pytest.raises(UserError, match=r"iodepth=3.*keeps 4 in flight"):
         check_knee(plan, settings)
     check_knee(plan, KneeSettings(scale="iodepth", rule=KneeRule()))  # it raises iodepth itself
+
+
+def test_a_capped_last_doubling_the_engine_would_round_is_not_run(db_path):
+    # the maximum 24 is not a power of two: io_uring in fio 3.33 would keep 32
+    def rising(phase: PlannedPhase, repeat: int) -> Step:
+        concurrency = phase.point.get("concurrency")
+        return Step() if concurrency is None else Step(scale=concurrency / 32)
+
+    backend = FakeBackend(steps=rising, engine="io_uring")
+    result, ran = _knee_search(db_path, backend, KneeRule(min_gain=0.10, max_concurrency=24))
+    assert {n for n, _ in ran} == {f"iodepth={c}" for c in (1, 2, 4, 8, 16)}
+    assert result.knee.point.concurrency == 16
