@@ -39,9 +39,12 @@ def test_knee_of_a_capped_device(capped, truth_db):
     assert knee["throughput"] >= 0.9 * CAP, search
     assert knee["concurrency"] <= 2 * lowest, (knee, lowest)
     low, high = search["plateau"]["ci"]
+    runs = {r["concurrency"]: [round(x["throughput"]) for x in r["runs"]]
+            for r in search["remeasured"]}  # fmt: skip
     print(
         f"truth 2: cap {CAP}; bare fio reaches 90 % at QD {lowest}; "
         f"knee at {knee['concurrency']} with {knee['throughput']:.0f} IOPS; "
-        f"peak band {low:.0f}–{high:.0f}"
+        f"peak band {low:.0f}–{high:.0f}; uncertain between {search['uncertain_between']}; "
+        f"readings apart: {runs}"
     )
     assert low * (1 - SLACK) <= CAP <= high * (1 + SLACK), (low, high)
