@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 import typer.main
+from rich.color import ColorSystem
 
 REPO = Path(__file__).resolve().parent.parent
 DATA = Path(__file__).resolve().parent / "data"
@@ -105,10 +106,13 @@ def built_once(patch: pytest.MonkeyPatch) -> None:
     patch.setattr(typer.main, "get_command", _GET_COMMAND)
 
 
-def cli_in_process(db: Path, *args: str, columns: int = 160, check: bool = False) -> CliResult:
+def cli_in_process(
+    db: Path, *args: str, columns: int = 160, check: bool = False, terminal: bool = False
+) -> CliResult:
     """``iorig`` through ``iorig.cli.main`` in this process, as a subprocess
     would run it (piped, no colour, ``columns`` wide, SystemExit as the exit
-    code): the unit tier's way to test what the command line prints."""
+    code): the unit tier's way to test what the command line prints.
+    ``terminal``: as under a terminal instead (colours, rich's styling)."""
     from iorig import cli
     from iorig.cli import common
 
@@ -123,6 +127,10 @@ def cli_in_process(db: Path, *args: str, columns: int = 160, check: bool = False
         patch.setattr(sys, "argv", ["iorig", *args])
         for console in (common.console, common.err_console):
             patch.setattr(console, "width", columns)
+            if terminal:
+                patch.setattr(console, "_force_terminal", True)
+                patch.setattr(console, "no_color", False)
+                patch.setattr(console, "_color_system", ColorSystem.TRUECOLOR)
         stack.enter_context(contextlib.redirect_stdout(out))
         stack.enter_context(contextlib.redirect_stderr(err))
         try:

@@ -21,6 +21,7 @@ from iorig.model.sut import (
     parse_description,
 )
 from iorig.scenario import ResolvedScenario, format_errors
+from iorig.untrusted import check_text, read_input
 from iorig.yamlsource import load_yaml
 
 MAX_FILE_BYTES = 1_000_000
@@ -29,14 +30,7 @@ MAX_FILE_BYTES = 1_000_000
 def load_sut_file(path: Path) -> dict[str, Any]:
     """The description in ``path``, validated; errors name file and line.
     Returns it as given (for merging): unfilled fields are simply absent."""
-    try:
-        if path.stat().st_size > MAX_FILE_BYTES:
-            raise UserError(f"--sut {path}: larger than {MAX_FILE_BYTES:,} bytes")
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise UserError(f"cannot read --sut {path}: {exc.strerror}") from None
-    except UnicodeDecodeError:
-        raise UserError(f"--sut {path}: not UTF-8 text") from None
+    text = read_input(path, "--sut", limit_bytes=MAX_FILE_BYTES)
     doc = load_yaml(text, str(path))
     data = doc.data
     if isinstance(data, dict) and set(data) == {"sut"}:  # a scenario's section copied whole
@@ -77,8 +71,7 @@ def check_notes(notes: Sequence[str]) -> tuple[str, ...]:
             raise UserError("--note is empty", hint='e.g. --note "write cache disabled"')
         if len(note) > NOTE_LIMIT:
             raise UserError(f"--note has {len(note):,} characters; at most {NOTE_LIMIT:,}")
-        if any(ord(c) < 32 and c not in "\n\t" for c in note):
-            raise UserError("--note holds control characters", hint="write plain text")
+        check_text(note, "--note", allow="\n\t")  # newlines and tabs: a note may have lines
     return tuple(notes)
 
 

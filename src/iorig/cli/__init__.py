@@ -14,6 +14,7 @@ from iorig.cli import commands as _commands  # noqa: F401 - registers the comman
 from iorig.cli import search as _search  # noqa: F401
 from iorig.cli.common import app, err_console
 from iorig.errors import UserError
+from iorig.untrusted import check_argv, visible
 
 
 def main() -> None:
@@ -24,10 +25,15 @@ def main() -> None:
     if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
         signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
+        # before anything is read or made: an argument that is not UTF-8, or
+        # that holds what a terminal would act on (typer's own errors quote it)
+        check_argv(sys.argv[1:])
         app()
     except UserError as exc:
-        # messages quote user input: Text, never markup or highlighting
-        err_console.print(Text.assemble(("error:", "bold red"), " ", exc.message))
-        if exc.hint:
-            err_console.print(Text.assemble("  ", ("hint:", "cyan"), " ", exc.hint))
+        # messages quote user input: Text, never markup or highlighting, shown
+        # visibly by the console
+        message, hint = visible(exc.message, lines=True), exc.hint and visible(exc.hint, lines=True)
+        err_console.print(Text.assemble(("error:", "bold red"), " ", message))
+        if hint:
+            err_console.print(Text.assemble("  ", ("hint:", "cyan"), " ", hint))
         sys.exit(2)

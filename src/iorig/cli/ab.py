@@ -9,7 +9,6 @@ from dataclasses import replace
 from typing import Annotated
 
 import typer
-from rich.console import Console
 from rich.markup import escape
 
 from iorig.analyze.ab import MAX_ROUNDS, MIN_AUTO_ROUNDS
@@ -34,6 +33,7 @@ from iorig.cli.common import (
     SizeOpt,
     TargetOpt,
     app,
+    check_label,
     collect_overrides,
     command_line,
     console,
@@ -44,6 +44,7 @@ from iorig.cli.common import (
 )
 from iorig.errors import UserError
 from iorig.plan import Plan
+from iorig.report.console import SafeConsole
 from iorig.run.ab import AbOutcome, AbSettings, Side, SideKey, check_sides, run_ab
 from iorig.run.backend import PhaseBackend
 from iorig.run.events import Event, PhaseStarted
@@ -144,8 +145,8 @@ def ab_cmd(
     ] = None,
     a: SideOpt = None,
     b: SideOpt = None,
-    a_label: Annotated[str, typer.Option(help="label of side A's run")] = "A",
-    b_label: Annotated[str, typer.Option(help="label of side B's run")] = "B",
+    a_label: Annotated[str, typer.Option(help="label of side A's run", callback=check_label)] = "A",
+    b_label: Annotated[str, typer.Option(help="label of side B's run", callback=check_label)] = "B",
     rounds: Annotated[
         str,
         typer.Option(
@@ -241,7 +242,7 @@ def ab_cmd(
     raise typer.Exit(code)
 
 
-def _report(ctx: typer.Context, outcome: AbOutcome, kept: list, err: Console) -> None:
+def _report(ctx: typer.Context, outcome: AbOutcome, kept: list, err: SafeConsole) -> None:
     """Where the two runs are, how many rounds ran and how they ended."""
     a, b = outcome.a, outcome.b
     err.print(

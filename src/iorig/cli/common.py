@@ -15,7 +15,6 @@ from typing import Annotated
 
 import typer
 from pydantic import ValidationError
-from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, Progress, TaskID, TextColumn
 from rich.text import Text
@@ -28,10 +27,11 @@ from iorig.eventspec import EventSpec, parse_cli_event
 from iorig.fio.hosts import HostSpec, parse_entry, parse_hosts
 from iorig.model import ALL, PhaseKind, RunStatus
 from iorig.plan import Plan
+from iorig.report.console import SafeConsole
 from iorig.report.exporters import render
 from iorig.report.metrics import metric
 from iorig.report.options import RenderOptions
-from iorig.report.terminal import TITLE_CHARS, clip
+from iorig.report.terminal import DESCRIPTION_CHARS, TITLE_CHARS, clip
 from iorig.run import make_backend
 from iorig.run.actions import check_events, parse_grants
 from iorig.run.backend import PhaseBackend
@@ -50,12 +50,14 @@ from iorig.store import Store, default_db_path
 from iorig.sut import system_under_test
 from iorig.targets import bind_host_targets, bind_targets
 from iorig.units import format_bytes, format_latency, format_rate, format_si, parse_rate
+from iorig.untrusted import check_text, check_utf8_path, read_input
 
 EXIT_CODES = {RunStatus.OK: 0, RunStatus.FAILED: 1, RunStatus.ABORTED: 130}
 EXIT_VERDICT_FAILED = 3
 
-console = Console(highlight=False)  # user text is never re-styled
-err_console = Console(stderr=True, highlight=False)
+# every text printed is shown visibly (report/console.py), never re-styled
+console = SafeConsole()
+err_console = SafeConsole(stderr=True)
 
 app = typer.Typer(
     add_completion=False,
@@ -116,8 +118,18 @@ PrecisionOpt = Annotated[
         "duration becomes the maximum) and warm up until steady"
     ),
 ]
+
+
+def check_label(param: typer.CallbackParam, value: str | None) -> str | None:
+    """``--label`` (and ``ab``'s side labels): one line of plain text."""
+    return None if value is None else check_text(value, param.opts[0] if param.opts else "label")
+
+
 LabelOpt = Annotated[
-    str | None, typer.Option(help="a name for this run in comparisons, e.g. 'with passthrough'")
+    str | None,
+    typer.Option(
+        help="a name for this run in comparisons, e.g. 'with passthrough'", callback=check_label
+    ),
 ]
 FioOpt = Annotated[str | None, typer.Option(help="fio binary (default: $IORIG_FIO or PATH)")]
 HostsOpt = Annotated[
@@ -164,10 +176,7 @@ def host_list(hosts: str | None, hosts_file: Path | None) -> list[HostSpec]:
     if hosts:
         found += parse_hosts(hosts)
     if hosts_file is not None:
-        try:
-            lines = hosts_file.read_text(encoding="utf-8").splitlines()
-        except OSError as exc:
-            raise UserError(f"cannot read --hosts-file {hosts_file}: {exc.strerror}") from None
+        lines = read_input(hosts_file, "--hosts-file").splitlines()
         for number, line in enumerate(lines, start=1):
             entry = line.split("#", 1)[0].strip()
             if not entry:
@@ -270,6 +279,8 @@ def plan_for(
             hint="run the scenario without --hosts",
         )
     local = {} if hosts else bind_targets(roles, targets)
+    for path in local.values():
+        check_utf8_path(path)
     check_events(resolved, grants, hosts, local)  # a command not granted: nothing runs
     check_workdir_space()  # before any target file exists
     backend = make_backend(hosts, fio)
@@ -352,7 +363,7 @@ def main_options(
 class ProgressView:
     """Live view of a run: one progress line per phase with current rates."""
 
-    def __init__(self, out: Console) -> None:
+    def __init__(self, out: SafeConsole) -> None:
         self.console = out
         self.progress = Progress(
             TextColumn("{task.description}"),
@@ -387,13 +398,16 @@ class ProgressView:
             )
             if plan.resolved.profile:
                 self.console.print(
-                    f"[yellow]profile {plan.resolved.profile}: shortened phases for a fast look[/]"
+                    f"[yellow]profile {escape(plan.resolved.profile)}: shortened phases for a "
+                    "fast look[/]"
                 )
         elif isinstance(event, PhaseStarted):
             p = event.phase
             again = f" #{event.repeat + 1}" if event.repeat else ""
             self.tasks[(p.seq, event.repeat)] = self.progress.add_task(
-                escape(f"[{event.index + 1}/{event.total or '?'}] {p.name}{again} ({p.kind})"),
+                escape(
+                    f"[{event.index + 1}/{event.total or '?'}] {clip(p.name)}{again} ({p.kind})"
+                ),
                 total=1.0,
                 clock="",
                 stats="",
@@ -430,7 +444,7 @@ class ProgressView:
                     stats += f" [{len(hosts)} hosts: {each}]"
             if result.error:
                 stats += f" ({result.error})"
-            stats = escape(stats)
+            stats = escape(clip(stats, DESCRIPTION_CHARS))
             key = (event.phase.seq, event.result.repeat)
             self.progress.update(self.tasks[key], completed=1.0, stats=stats)
 

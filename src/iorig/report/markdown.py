@@ -1,4 +1,6 @@
-"""Markdown output: seed 000's tables, ready to paste into a blog or a ticket."""
+"""Markdown output: seed 000's tables, ready to paste into a blog or a ticket.
+User text goes in through ``md_text`` (one line, HTML and terminal controls
+shown as typed); the whole document is made visible once more at the end."""
 
 from __future__ import annotations
 
@@ -11,6 +13,7 @@ from iorig.report.options import RenderOptions
 from iorig.report.searchtables import search_tables
 from iorig.report.suttables import sut_markdown
 from iorig.report.tables import md_text, run_tables, summary_tables, to_markdown
+from iorig.untrusted import visible
 
 
 class MarkdownExporter:
@@ -27,7 +30,7 @@ class MarkdownExporter:
         parts += [
             md_text(f"- target {target_name(t)}: {t['path']} ({t['kind']})") for t in run.targets
         ]
-        parts += [f"- fio: {run.fio_version}", ""]
+        parts += [md_text(f"- fio: {run.fio_version}"), ""]
         parts.append(sut_markdown(run))
         findings = sorted(run.warnings, key=lambda w: w.severity != "warning")
         if findings:
@@ -41,7 +44,7 @@ class MarkdownExporter:
         if options.limit is not None:
             tables.append(run_limit_table(analysis, options.limit))
         parts += [to_markdown(t) for t in tables + run_tables(analysis)]
-        return "\n".join(parts) + "\n"
+        return visible("\n".join(parts) + "\n", lines=True)
 
     def comparison(self, cmp: Comparison, options: RenderOptions) -> str:
         parts = [md_text("## Comparison: " + " vs ".join(cmp.labels)), ""]
@@ -61,4 +64,4 @@ class MarkdownExporter:
         for label, analysis in zip(cmp.labels, cmp.runs, strict=True):
             for table in run_tables(analysis):
                 parts.append(to_markdown(replace(table, title=f"{table.title} — {label}")))
-        return "\n".join(parts) + "\n"
+        return visible("\n".join(parts) + "\n", lines=True)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import html
 import math
+from dataclasses import replace
 
 from rich.table import Table
 from rich.text import Text
@@ -21,6 +22,7 @@ from iorig.report.eventtables import event_table
 from iorig.report.metrics import metric
 from iorig.report.tablemodel import TableModel
 from iorig.units import format_bytes, format_duration, format_latency, format_rate
+from iorig.untrusted import visible
 
 
 def phase_label(s: PhaseSummary) -> str:
@@ -213,6 +215,19 @@ def run_tables(analysis: RunAnalysis) -> list[TableModel]:
 # ------------------------------------------------------------------ renderers
 
 
+def visible_model(model: TableModel) -> TableModel:
+    """The table's text as a terminal shows it (``untrusted.visible``): each
+    cell is measured and fitted on what is shown, and a newline in a label
+    cannot start a row of its own."""
+    return replace(
+        model,
+        title=visible(model.title),
+        headers=tuple(visible(h) for h in model.headers),
+        rows=tuple(tuple(visible(c) for c in row) for row in model.rows),
+        notes=tuple(visible(n) for n in model.notes),
+    )
+
+
 def to_rich(
     model: TableModel,
     widths: tuple[int, ...] | None = None,
@@ -223,6 +238,7 @@ def to_rich(
     for its column wraps between words; a word that still does not fit is cut
     with an ellipsis, never folded. ``styles``: per header, a style per cell
     text (a run's status in its colour)."""
+    model = visible_model(model)
     # as wide as its title, so that a narrow table does not fold it
     title_width = min(len(model.title), 300)
     if widths is not None:
@@ -252,8 +268,10 @@ def to_rich(
 
 def md_text(text: object) -> str:
     """User text (labels, titles, paths, a SUT description) as Markdown shows
-    it: HTML that a renderer would obey becomes entities, shown as typed."""
-    return html.escape(str(text), quote=False)
+    it: HTML that a renderer would obey becomes entities, shown as typed, and
+    what a terminal would act on (a newline too: it would start a heading or
+    a row) becomes an escape."""
+    return html.escape(visible(str(text)), quote=False)
 
 
 def _md_cell(text: str) -> str:

@@ -32,6 +32,7 @@ from iorig.model import PhaseKind, PrecisionState, RunRecord, SeriesStats, Store
 from iorig.report.abtables import ab_dict
 from iorig.report.options import RenderOptions
 from iorig.report.verdicttables import verdicts_dict
+from iorig.untrusted import visible
 
 FORMAT_VERSION = 1
 
@@ -474,12 +475,23 @@ CSV_COLUMNS = (  # the keys of phase_record and requirement_record, in order
 )  # fmt: skip
 
 
+def csv_text(value: Any) -> Any:
+    """A text cell as a spreadsheet should take it: what a terminal would act
+    on as an escape (``untrusted.visible``: a newline too), and a cell that
+    starts like a formula (``=``, ``+``, ``-``, ``@``: a label
+    ``=HYPERLINK(…)``) quoted with ``'`` so that it stays text."""
+    if not isinstance(value, str):
+        return value
+    value = visible(value)
+    return "'" + value if value.startswith(("=", "+", "-", "@")) else value
+
+
 def records_csv(records: list[dict[str, Any]]) -> str:
     """The rows under one fixed header (also when there are none)."""
     out = io.StringIO()
     writer = csv.DictWriter(out, fieldnames=CSV_COLUMNS)
     writer.writeheader()
-    writer.writerows(records)
+    writer.writerows({k: csv_text(v) for k, v in r.items()} for r in records)
     return out.getvalue()
 
 

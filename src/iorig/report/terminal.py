@@ -23,17 +23,23 @@ from iorig.report.metrics import metric
 from iorig.report.tablemodel import TableModel
 from iorig.scenario import ResolvedScenario, ScenarioSource
 from iorig.units import format_bytes, format_duration, format_rate, format_si
+from iorig.untrusted import visible
 
 # User text (titles, labels, paths, descriptions) is shown as rich Text, never
-# parsed for markup or highlighted, and clipped where a table or a heading shows
-# it: rich's wrapping of a megabyte title takes seconds.
+# parsed for markup or highlighted, made visible (a control or text-direction
+# character as an escape: report/console.py) and clipped where a table or a
+# heading shows it: rich's wrapping of a megabyte title takes seconds.
 CELL_CHARS = 300
 TITLE_CHARS = 200
 DESCRIPTION_CHARS = 2000
 
 
-def clip(text: str, limit: int = CELL_CHARS) -> str:
-    """``text`` cut to ``limit`` characters, an ellipsis marking the cut."""
+def clip(text: str, limit: int = CELL_CHARS, *, lines: bool = False) -> str:
+    """User text for where it is shown: every character a terminal would
+    act on as an escape — a newline too unless ``lines`` (a description of
+    several lines), so that it cannot start a line of its own —, cut to
+    ``limit`` characters, an ellipsis marking the cut."""
+    text = visible(text, lines=lines)
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
@@ -64,7 +70,7 @@ def run_header(run: RunRecord, engines: list[str]) -> Table:
     add_row(grid, "scenario", f"{run.scenario} v{run.scenario_version} ({run.scenario_origin})")
     add_row(grid, "status", status_text(run.status))
     if run.error:
-        add_row(grid, "error", Text(run.error, style="red"))
+        add_row(grid, "error", Text(clip(run.error), style="red"))
     for t in run.targets:
         size = format_bytes(t["size_bytes"])
         add_row(grid, f"target {target_name(t)}", f"{t['path']} ({t['kind']}, {size})")
@@ -102,9 +108,9 @@ def findings_block(findings: tuple[Finding, ...] | list[Finding]) -> list[Text]:
     out = []
     for f in sorted(findings, key=lambda f: f.severity != "warning"):
         mark = ("warning: ", "bold yellow") if f.severity == "warning" else ("note: ", "cyan")
-        out.append(Text.assemble(mark, f.message))
+        out.append(Text.assemble(mark, clip(f.message, DESCRIPTION_CHARS)))
         if f.advice:
-            out.append(Text(f"    advice: {f.advice}", style="dim"))
+            out.append(Text(f"    advice: {clip(f.advice, DESCRIPTION_CHARS)}", style="dim"))
     return out
 
 
@@ -133,7 +139,7 @@ def steady_lines(phases: tuple[PhaseResult, ...]) -> list[Text]:
         if st.converged:
             out.append(
                 Text(
-                    f"{p.name}: steady after {len(st.rounds)} rounds of {st.round_s:g} s "
+                    f"{clip(p.name)}: steady after {len(st.rounds)} rounds of {st.round_s:g} s "
                     f"(window rounds {st.window_start + 1}-{len(st.rounds)}: {rounds})",
                     style="green",
                 )
@@ -141,7 +147,7 @@ def steady_lines(phases: tuple[PhaseResult, ...]) -> list[Text]:
         else:
             out.append(
                 Text(
-                    f"{p.name}: did NOT reach steady state in {len(st.rounds)} rounds of "
+                    f"{clip(p.name)}: did NOT reach steady state in {len(st.rounds)} rounds of "
                     f"{st.round_s:g} s (last rounds: {rounds or 'none'})",
                     style="bold red",
                 )
@@ -197,7 +203,7 @@ def scenario_detail(resolved: ResolvedScenario) -> Group:
     head = Text.assemble(
         (f"{s.name} v{s.version}", "bold"),
         f" — {clip(s.title, TITLE_CHARS)}\n",
-        clip(s.description.strip(), DESCRIPTION_CHARS),
+        clip(s.description.strip(), DESCRIPTION_CHARS, lines=True),
     )
     params = Table(title="Parameters", title_justify="left", header_style="bold")
     for col in ("name", "type", "default", *s.profiles.keys(), "help"):

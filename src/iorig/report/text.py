@@ -5,16 +5,18 @@ from __future__ import annotations
 
 import io
 
-from rich.console import Console, RenderableType
+from rich.console import RenderableType
 from rich.text import Text
 
 from iorig.analyze.analysis import Comparison, RunAnalysis
 from iorig.report import terminal
 from iorig.report.cmptables import comparison_notes, comparison_tables, run_limit_table
+from iorig.report.console import SafeConsole
 from iorig.report.fit import fit
 from iorig.report.options import RenderOptions
 from iorig.report.searchtables import search_tables
-from iorig.report.tables import TableModel, run_tables, summary_tables, to_rich
+from iorig.report.tables import TableModel, run_tables, summary_tables, to_rich, visible_model
+from iorig.untrusted import visible
 
 # a pipe's "width": wide enough that rich wraps nothing (its lines are then
 # cut of their trailing padding)
@@ -23,12 +25,11 @@ PIPED_WIDTH = 100_000
 
 def _to_text(parts: list[RenderableType], options: RenderOptions) -> str:
     buffer = io.StringIO()
-    console = Console(
+    console = SafeConsole(  # user text shown as it is: never re-styled, no control acts
         file=buffer,
         width=PIPED_WIDTH if options.piped else options.width or 100,
         force_terminal=options.color,
         no_color=not options.color,
-        highlight=False,  # user text is shown as it is, never re-styled
         emoji=False,
     )
     for part in parts:
@@ -43,7 +44,7 @@ def table_parts(
     table: TableModel, options: RenderOptions, styles: dict[str, dict[str, str]] | None = None
 ) -> list[RenderableType]:
     """A table fitted to the terminal (whole in a pipe), then its notes."""
-    fitted = fit(table, None if options.piped else options.width or 100)
+    fitted = fit(visible_model(table), None if options.piped else options.width or 100)
     out: list[RenderableType] = [to_rich(fitted.model, fitted.widths, styles)]
     return out + [Text(f"  {note}", style="dim") for note in fitted.model.notes]
 
@@ -72,7 +73,8 @@ def run_view(analysis: RunAnalysis, options: RenderOptions) -> list[RenderableTy
     measured = analysis.measured
     if measured:
         parts += _tables(summary_tables(measured), options)
-        parts += [Text(f"{s.name}: {s.error}", style="red") for s in measured if s.error]
+        parts += [Text(terminal.clip(f"{s.name}: {s.error}", terminal.DESCRIPTION_CHARS),
+                       style="red") for s in measured if s.error]  # fmt: skip
     else:
         parts.append(Text("no measured phase finished", style="yellow"))
     parts += _tables(run_tables(analysis) + search_tables(analysis.search), options)
@@ -80,27 +82,34 @@ def run_view(analysis: RunAnalysis, options: RenderOptions) -> list[RenderableTy
         parts += _tables([run_limit_table(analysis, options.limit)], options)
     if options.jobs:
         for name, text in analysis.job_texts.items():
-            parts.append(Text(f"\n; phase {name}", style="bold"))
-            parts.append(Text(text))
+            parts.append(Text(f"\n; phase {terminal.clip(name)}", style="bold"))
+            # fio breaks lines at \n only: a CR, VT, FF, NEL or U+2028 in a
+            # value is part of it, shown as an escape, never as a line break
+            parts.append(Text(visible(text, lines=True)))
     return parts
 
 
 def comparison_view(cmp: Comparison, options: RenderOptions) -> list[RenderableType]:
     parts: list[RenderableType] = []
     for note in cmp.definition_differences:
-        parts.append(Text.assemble(("differs: ", "yellow"), note))
+        parts.append(
+            Text.assemble(("differs: ", "yellow"), terminal.clip(note, terminal.DESCRIPTION_CHARS))
+        )
     for label, analysis in zip(cmp.labels, cmp.runs, strict=True):
         found = [w for w in analysis.run.warnings if w.severity == "warning"]
         if found:
             codes = ", ".join(dict.fromkeys(w.code for w in found))
             parts.append(
                 Text.assemble(
-                    (f"audit of {label}: ", "yellow"),
-                    f"{codes} (see `iorig show {analysis.run.id}`)",
+                    (f"audit of {terminal.clip(label)}: ", "yellow"),
+                    terminal.clip(f"{codes} (see `iorig show {analysis.run.id}`)"),
                 )
             )
     parts += _tables(comparison_tables(cmp, options), options)
-    parts += [Text(note, style="dim") for note in comparison_notes(cmp)]
+    parts += [
+        Text(terminal.clip(note, terminal.DESCRIPTION_CHARS), style="dim")
+        for note in comparison_notes(cmp)
+    ]
     return parts
 
 
