@@ -9,6 +9,7 @@ that order of precedence. Every error names the file, the line and the field.
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass, field
 from importlib import resources
@@ -25,6 +26,7 @@ from iorig.schema import (
     coerce_parameter,
     value_text,
 )
+from iorig.untrusted import read_input
 from iorig.yamlsource import Path_, YamlDoc, load_yaml
 
 _TEMPLATE_RE = re.compile(r"\$\{([^}]*)\}")
@@ -89,15 +91,13 @@ def builtin_names() -> list[str]:
 def read_source(ref: str) -> ScenarioSource:
     """A built-in scenario by name, or a user's YAML file by path."""
     path = Path(ref)
-    if ref.endswith((".yaml", ".yml")) or path.is_file():
-        try:
-            text = path.read_text(encoding="utf-8")
-        except FileNotFoundError:
-            raise UserError(f"scenario file {ref} does not exist") from None
-        except (OSError, UnicodeDecodeError) as exc:
-            raise UserError(f"cannot read scenario file {ref}: {exc}") from None
+    builtin = ref in builtin_names()
+    # a path that is there (not a built-in's name: a folder `peak` in the working
+    # directory does not hide it) is read as a file, or refused for what it is
+    if ref.endswith((".yaml", ".yml")) or path.is_file() or (not builtin and os.path.lexists(path)):
+        text = read_input(path, "scenario file")
         return ScenarioSource(text, str(path), load_yaml(text, str(path)))
-    if ref in builtin_names():
+    if builtin:
         text = (resources.files("iorig") / "scenarios" / f"{ref}.yaml").read_text(encoding="utf-8")
         return ScenarioSource(text, f"builtin:{ref}", load_yaml(text, f"{ref}.yaml"))
     raise UserError(

@@ -8,7 +8,6 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable
 from enum import StrEnum
-from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -70,6 +69,7 @@ from iorig.schema import READS
 from iorig.store import Store
 from iorig.sweep import parse_grid, resolve_with_sweep, search_settings
 from iorig.units import parse_latency_limit
+from iorig.untrusted import read_input
 
 
 class Scale(StrEnum):
@@ -409,17 +409,15 @@ def ort(
         console.print(f"[yellow]not a valid SPEC load-point set:[/] {escape(problem)}")
 
 
-_TABLE_LIMIT = 4_000_000  # characters: a full disclosure report is ~30 k
+_TABLE_LIMIT = 4_000_000  # bytes of a file, characters of stdin: a full disclosure report is ~30 k
 
 
 def _read_table(name: str) -> str:
     """The table's text: a file or standard input, UTF-8, of a sane size."""
+    if name != "-":  # a file: regular, bounded, UTF-8
+        return read_input(name, "load-point table", limit_bytes=_TABLE_LIMIT)
     try:
-        if name == "-":
-            text = sys.stdin.read(_TABLE_LIMIT + 1)
-        else:
-            with Path(name).open(encoding="utf-8") as handle:
-                text = handle.read(_TABLE_LIMIT + 1)
+        text = sys.stdin.read(_TABLE_LIMIT + 1)
     except OSError as exc:
         raise UserError(f"cannot read {name}: {exc.strerror}") from None
     except UnicodeDecodeError as exc:

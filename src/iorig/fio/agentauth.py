@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from iorig.errors import UserError
+from iorig.untrusted import read_input
 
 MAGIC = "IORIG-AGENT-AUTH 1"
 MAX_LINE = 200
@@ -107,7 +108,8 @@ def read_token(path: Path) -> TokenAuth:
     """The token in ``path``; UserError naming the file when it is missing,
     malformed, not a plain file, or readable by anyone but its owner."""
     try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+        # O_NONBLOCK: a FIFO in the token's place does not hang the open (refused below)
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0))
     except FileNotFoundError:
         raise UserError(
             f"no agent token at {path}",
@@ -246,7 +248,7 @@ def agent_context(auth: Auth) -> tuple[ssl.SSLContext, bytes]:
         _load_authority(context, auth.ca)
         context.verify_mode = ssl.CERT_REQUIRED  # no certificate, no connection
         try:
-            binding = _first_certificate_hash(auth.cert.read_text(errors="replace"))
+            binding = _first_certificate_hash(read_input(auth.cert, "certificate"))
         except ValueError:
             raise UserError(f"{auth.cert} holds no PEM certificate") from None
         return context, binding

@@ -33,6 +33,7 @@ from iorig.fio.ssh import SshControl
 from iorig.model import EventAction, EventRecord, EventStatus, Finding
 from iorig.plan import Plan, PlannedPhase
 from iorig.scenario import ResolvedScenario
+from iorig.untrusted import read_input
 
 OUTPUT_LIMIT = 64 << 10  # a command's output kept with the run
 GRACE_S = 10.0  # a command still running when its phase ends gets this long
@@ -46,9 +47,10 @@ def parse_grants(items: Sequence[str], files: Sequence[Path]) -> dict[str, str]:
     """``NAME=COMMAND`` items and YAML files of ``NAME: COMMAND`` as one map."""
     grants: dict[str, str] = {}
     for path in files:
+        text = read_input(path, "--allow-commands")
         try:
-            data = yaml.safe_load(path.read_text())
-        except (OSError, yaml.YAMLError) as exc:
+            data = yaml.safe_load(text)
+        except yaml.YAMLError as exc:
             raise UserError(f"--allow-commands {path}: {exc}") from None
         if not isinstance(data, dict) or not all(
             isinstance(k, str) and isinstance(v, str) for k, v in data.items()

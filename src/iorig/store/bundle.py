@@ -20,6 +20,7 @@ from iorig.errors import UserError
 from iorig.model import StoredRun
 from iorig.store.checks import InvalidRun, check_run
 from iorig.store.repository import Store, recovery_path
+from iorig.untrusted import regular_file
 
 SQLITE_HEADER = b"SQLite format 3\x00"
 
@@ -79,8 +80,7 @@ def import_runs(store: Store, path: Path) -> list[tuple[str, bool]]:
     importing twice duplicates nothing — except that a recovery file
     completes its unfinished run (``Store.add_runs``). All or nothing.
     """
-    if not path.is_file():
-        raise UserError(f"{path} does not exist")
+    regular_file(path, "bundle")  # a device or a FIFO is never opened
     if path.resolve() == store.path.resolve():
         raise UserError("cannot import a database into itself")
     not_ours = UserError(
