@@ -70,7 +70,7 @@ def run_header(run: RunRecord, engines: list[str]) -> Table:
     add_row(grid, "scenario", f"{run.scenario} v{run.scenario_version} ({run.scenario_origin})")
     add_row(grid, "status", status_text(run.status))
     if run.error:
-        add_row(grid, "error", Text(clip(run.error), style="red"))
+        add_row(grid, "error", Text(clip(run.error, DESCRIPTION_CHARS), style="red"))
     for t in run.targets:
         size = format_bytes(t["size_bytes"])
         add_row(grid, f"target {target_name(t)}", f"{t['path']} ({t['kind']}, {size})")
