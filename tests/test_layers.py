@@ -54,9 +54,13 @@ TOP_LEVEL = {
             "sweep",
             "eventspec",
             "sut",
+            "fiofile",
+            "fiopolicy",
+            "fiojobs",
         ),
         "scenario",
     ),
+    "discard": "targets",
     "__main__": "cli",
 }
 

@@ -14,7 +14,7 @@ from iorig.eventspec import EventSpec
 from iorig.fio.hosts import HostSpec
 from iorig.model import Disclosure, InterfaceLimit, Metric, PhaseKind, PhaseResult, SutRecord
 from iorig.scenario import ResolvedScenario
-from iorig.schema import DEFAULT_PRECISE_MIN_S, Phase, SteadyRule, Workload
+from iorig.schema import DEFAULT_PRECISE_MIN_S, TRIMS, Phase, SteadyRule, Workload
 from iorig.targets import Target
 from iorig.units import format_bytes
 
@@ -256,6 +256,34 @@ def check_replays(phases: Iterable[PlannedPhase]) -> None:
             index += w.spec.jobs
 
 
+def trim_engine(where: str, w: Workload, target: Target, chosen: str) -> str:
+    """The engine of a trim workload. fio discards on a block device with any
+    engine; it trims a file only with its falloc engine, which punches holes
+    and whose "writes" only allocate, so a file takes trim and randtrim, not
+    trimwrite. Whether the target takes them is iorig.discard's to ask."""
+    if target.kind == "block":
+        return chosen
+    if target.kind == "remote":
+        raise UserError(
+            f"{where}: trims on fio servers: iorig cannot ask whether a host's target takes "
+            "discards",
+            hint="run the trims on this machine",
+        )
+    if w.rw not in ("trim", "randtrim"):
+        raise UserError(
+            f"{where}: rw {w.rw} on a file: fio trims a file by punching holes (its falloc "
+            "engine), which cannot also write the blocks",
+            hint="use a block device, or rw trim / randtrim on the file",
+        )
+    if w.engine != "auto":
+        raise UserError(
+            f"{where}: engine {w.engine} cannot trim a file: fio trims a file only with its "
+            "falloc engine (hole punches)",
+            hint="leave the engine to iorig (auto; in a fio job file: ioengine=falloc)",
+        )
+    return "falloc"
+
+
 def build_plan(
     resolved: ResolvedScenario,
     targets: dict[str, Target],
@@ -308,6 +336,9 @@ def build_plan(
                     hint="raise --size",
                 )
             engine = w.engine if w.engine != "auto" else engines[(w.target, w.direct)]
+            if w.rw in TRIMS:
+                engine = trim_engine(f"phase {phase.name!r}, workload {w.label!r}", w, target,
+                                     engine)  # fmt: skip
             planned.append(PlannedWorkload(w.label, w, target, size, w.offset, engine, loops))
         phases.append(
             PlannedPhase(

@@ -20,6 +20,8 @@ from pydantic import ValidationError
 
 from iorig.errors import UserError
 from iorig.expr import evaluate
+from iorig.fiofile import looks_like_job_file, parse_job_file
+from iorig.fiojobs import translate
 from iorig.schema import (
     Parameter,
     Scenario,
@@ -41,9 +43,11 @@ _SIZE_PARAMETER_RE = re.compile(r"^\s*\$\{\s*size\s*\}\s*$")
 class ScenarioSource:
     """A scenario file as read: its text, where it came from, its YAML tree."""
 
-    text: str
-    origin: str  # "builtin:peak" or a path
-    doc: YamlDoc
+    text: str  # as given: a scenario's YAML, or a fio job file (stored with each run)
+    origin: str  # "builtin:peak", a path, or "fio:PATH" (a fio job file)
+    doc: YamlDoc  # the scenario (a fio job file's as iorig.fiojobs translated it)
+    target: str | None = None  # the target the source names itself (a job file's filename)
+    notes: tuple[str, ...] = ()  # what iorig did with the source (options not passed)
 
     @property
     def name(self) -> str:
@@ -88,14 +92,36 @@ def builtin_names() -> list[str]:
     return sorted(p.name[:-5] for p in folder.iterdir() if p.name.endswith(".yaml"))
 
 
+def is_job_file(ref: str, text: str) -> bool:
+    """A fio job file, not a scenario: a name ending .fio, or a file not named
+    .yaml/.yml whose first line that is not blank or a comment is [section]."""
+    return ref.endswith(".fio") or (
+        not ref.endswith((".yaml", ".yml")) and looks_like_job_file(text)
+    )
+
+
+def job_file_source(text: str, path: Path) -> ScenarioSource:
+    """A fio job file as a scenario (iorig.fiojobs); its text kept as given."""
+    found = translate(parse_job_file(text, str(path)), path.absolute())
+    doc = load_yaml(found.yaml_text, f"{path} (as iorig's scenario)")
+    return ScenarioSource(text, f"fio:{path.absolute()}", doc, found.target, found.notes)
+
+
 def read_source(ref: str) -> ScenarioSource:
-    """A built-in scenario by name, or a user's YAML file by path."""
+    """A built-in scenario by name, or a user's YAML or fio job file by path."""
     path = Path(ref)
     builtin = ref in builtin_names()
     # a path that is there (not a built-in's name: a folder `peak` in the working
     # directory does not hide it) is read as a file, or refused for what it is
-    if ref.endswith((".yaml", ".yml")) or path.is_file() or (not builtin and os.path.lexists(path)):
-        text = read_input(path, "scenario file")
+    if (
+        ref.endswith((".yaml", ".yml", ".fio"))
+        or path.is_file()
+        or (not builtin and os.path.lexists(path))
+    ):
+        what = "job file" if ref.endswith(".fio") else "scenario file"
+        text = read_input(path, what)
+        if is_job_file(ref, text):
+            return job_file_source(text, path)
         return ScenarioSource(text, str(path), load_yaml(text, str(path)))
     if builtin:
         text = (resources.files("iorig") / "scenarios" / f"{ref}.yaml").read_text(encoding="utf-8")
@@ -293,7 +319,7 @@ def resolve(
             if names
         }
         raise UserError(format_errors(exc.errors(), source.doc, described)) from None
-    return ResolvedScenario(scenario, source, values, origins, profile)
+    return ResolvedScenario(scenario, source, values, origins, profile, notes=source.notes)
 
 
 def load(

@@ -17,6 +17,7 @@ from pydantic import (
 )
 
 from iorig.eventspec import EventSpec, ImpactRule, check_phase_events
+from iorig.fiopolicy import passed_value
 from iorig.model import Metric, PhaseKind, SystemUnderTest
 from iorig.schemarules import (
     Criterion,
@@ -54,12 +55,18 @@ def _strict_bool(value: Any) -> bool:
 
 Bool = Annotated[bool, BeforeValidator(_strict_bool)]
 
-RW = Literal["read", "write", "randread", "randwrite", "randrw", "rw"]
+RW = Literal[
+    "read", "write", "randread", "randwrite", "randrw", "rw", "trim", "randtrim", "trimwrite",
+    "randtrimwrite",
+]  # fmt: skip
 # fio's continue_on_error classes: io is read and write, all adds verify
 ContinueOnError = Literal["none", "read", "write", "io", "verify", "all"]
-SEQUENTIAL = frozenset({"read", "write", "rw"})
+SEQUENTIAL = frozenset({"read", "write", "rw", "trim", "trimwrite"})
 READS = frozenset({"read", "randread", "randrw", "rw"})
-WRITES = frozenset({"write", "randwrite", "randrw", "rw"})
+WRITES = frozenset({"write", "randwrite", "randrw", "rw", "trimwrite", "randtrimwrite"})
+# discards: where the target accepts them (iorig.discard); trimwrite trims
+# each block, then writes it
+TRIMS = frozenset({"trim", "randtrim", "trimwrite", "randtrimwrite"})
 
 
 _DISTRIBUTION_RE = re.compile(
@@ -86,7 +93,9 @@ class Workload(_Model):
     direct: Bool = True
     # "null": fio's null engine, which touches no storage (the generator's own
     # ceiling); every report marks such a phase
-    engine: Literal["auto", "io_uring", "libaio", "psync", "null"] = "auto"
+    engine: Literal[
+        "auto", "io_uring", "libaio", "psync", "null", "sync", "pvsync", "pvsync2", "posixaio"
+    ] = "auto"
     compress: Percent = 0.0  # share of each buffer that compresses (fio buffer_compress_percentage)
     dedupe: Percent = 0.0  # share of buffers that repeat earlier ones (fio dedupe_percentage)
     distribution: str = "random"  # fio random_distribution: zipf:1.2, pareto:0.9, zoned:...
@@ -104,6 +113,9 @@ class Workload(_Model):
     # the first error ends the job); iorig then counts every error by type.
     continue_on_error: ContinueOnError | None = None
     enabled: Bool = True
+    # fio options passed as given (from a fio job file: iorig.fiojobs), only
+    # those iorig.fiopolicy passes, each value read as fio reads it
+    fio_options: dict[str, str | int | bool] = Field(default_factory=dict, max_length=64)
     # File sets (a fileset target): each job works on ``files`` files of
     # ``file_size`` in the set ``fileset``, spread over ``dirs`` directories;
     # workloads naming the same set share its files. ``op: stat`` stats them
@@ -124,6 +136,11 @@ class Workload(_Model):
     def _unlimited(cls, value: Any) -> Any:
         # 0 is no limit, so a template can turn pacing off (rate_iops: ${write_iops})
         return None if isinstance(value, int | str) and str(value).strip() == "0" else value
+
+    @field_validator("fio_options")
+    @classmethod
+    def _passed(cls, value: dict[str, str | int | bool]) -> dict[str, str | int | bool]:
+        return {name: passed_value(name, v) for name, v in value.items()}
 
     @field_validator("bs")
     @classmethod

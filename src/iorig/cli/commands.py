@@ -88,7 +88,8 @@ from iorig.units import parse_limit, parse_size
 def run(
     ctx: typer.Context,
     scenario: Annotated[
-        str | None, typer.Argument(help="built-in scenario name or path to a scenario YAML")
+        str | None,
+        typer.Argument(help="built-in scenario name, a scenario YAML or a fio job file (.fio)"),
     ] = None,
     target: TargetOpt = None,
     size: SizeOpt = None,
@@ -139,7 +140,8 @@ def run(
         [*(set_ or []), *extra_sets], size=size, bs=bs, iodepth=iodepth, jobs=jobs,
         duration=duration, read_pct=read_pct, engine=engine,
     )  # fmt: skip
-    target = [*(target or []), *extra_targets]
+    # a fio job file's own filename= or directory= unless --target is given
+    target = [*(target or []), *extra_targets] or ([source.target] if source.target else [])
     grid = parse_grid(param or [])
     auto = threads_option(threads, overrides, grid)
     profile = "quick" if quick else profile

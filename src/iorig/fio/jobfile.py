@@ -17,8 +17,12 @@ from iorig.errors import UserError
 
 OptionValue = str | int | float | bool | tuple[str, ...]
 
-ENGINES = ("io_uring", "libaio", "psync", "filestat", "null")
-RW_MODES = ("read", "write", "randread", "randwrite", "randrw", "rw", "trim", "randtrim")
+# sync … posixaio: a user's fio job file may name them; falloc: trims of a file
+# (fio punches holes with it; its other engines trim block devices only)
+ENGINES = ("io_uring", "libaio", "psync", "filestat", "null", "sync", "pvsync", "pvsync2",
+           "posixaio", "falloc")  # fmt: skip
+RW_MODES = ("read", "write", "randread", "randwrite", "randrw", "rw", "trim", "randtrim",
+            "trimwrite", "randtrimwrite")  # fmt: skip
 CONTINUE_ON_ERROR = ("none", "read", "write", "io", "verify", "all")  # fio's classes
 _FORBIDDEN_CHARS = {
     "$": "fio expands $VAR",
@@ -222,6 +226,36 @@ WHITELIST: dict[str, Callable[[str, OptionValue], str | None]] = {
     "thread": _flag,
     "fallocate": _choice("none", "native", "posix", "keep"),
     "allow_file_create": _bool,
+    # what a fio job file may pass as written (iorig.fiopolicy.PASSED)
+    "fsync": _int(0, _U32),
+    "fdatasync": _int(0, _U32),
+    "end_fsync": _bool,
+    "fsync_on_close": _bool,
+    "sync": _choice("0", "1", "none", "sync", "dsync"),
+    "thinktime": _int(0, _U64),
+    "thinktime_spin": _int(0, _U64),
+    "thinktime_blocks": _int(1, _U32),
+    "thinktime_blocks_type": _choice("complete", "issue"),
+    "iodepth_batch": _int(0, 65536),
+    "iodepth_batch_complete_min": _int(0, 65536),
+    "iodepth_batch_complete_max": _int(0, 65536),
+    "iodepth_low": _int(0, 65536),
+    "allrandrepeat": _bool,
+    "randseed": _int(0, _U64),
+    "random_generator": _choice("tausworthe", "lfsr", "tausworthe64"),
+    "percentage_random": _int(0, 100),
+    "scramble_buffers": _bool,
+    "zero_buffers": _bool,
+    "invalidate": _bool,
+    "hipri": _bool,
+    "fixedbufs": _bool,
+    "registerfiles": _bool,
+    "sqthread_poll": _bool,
+    "nowait": _bool,
+    "userspace_reap": _bool,
+    "nice": _int(-20, 19),
+    "prio": _int(0, 7),
+    "prioclass": _int(0, 3),
 }
 
 _NAME_CHARS = set("abcdefghijklmnopqrstuvwxyz0123456789-_.")

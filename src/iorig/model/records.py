@@ -88,6 +88,9 @@ class Finding:
         return asdict(self)
 
 
+JOB_FILE_ORIGIN = "fio:"  # a run's scenario_origin when it ran a fio job file
+
+
 @dataclass(frozen=True)
 class RunRecord:
     """One run as stored. The store maps these fields to its columns."""
@@ -123,6 +126,14 @@ class RunRecord:
     def name(self) -> str:
         """How comparisons and reports call the run: its label, else its id."""
         return self.label or self.id
+
+    @property
+    def job_file(self) -> tuple[str, str] | None:
+        """(path, text) of the fio job file the run ran, as it was given; None
+        for a scenario (``scenario_text`` then holds the scenario's YAML)."""
+        if not self.scenario_origin.startswith(JOB_FILE_ORIGIN):
+            return None
+        return self.scenario_origin.removeprefix(JOB_FILE_ORIGIN), self.scenario_text
 
 
 def target_name(target: dict[str, Any]) -> str:

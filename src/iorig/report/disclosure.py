@@ -45,6 +45,7 @@ def _group(tables: list[TableModel], prefixes: tuple[str, ...]) -> list[TableMod
 def disclosure_context(analysis: RunAnalysis) -> dict[str, Any]:
     """What the page shows, in its order (pure: tested without a browser)."""
     run = analysis.run
+    given = run.job_file
     described = sut_tables(run.sut)
     product, bill = _group(described, _PRODUCT), _group(described, _BILL)
     configuration = [t for t in described if t not in product and t not in bill]
@@ -78,7 +79,9 @@ def disclosure_context(analysis: RunAnalysis) -> dict[str, Any]:
         ],
         "limit": limit_text(run.disclosure.interface_limit) if run.disclosure else None,
         "findings": sorted(run.warnings, key=lambda w: w.severity != "warning"),
-        "jobs": list(analysis.job_texts.items()),
+        # the fio job file the run ran, as given, before each phase's as run
+        "jobs": ([] if given is None else [(f"the fio job file as given: {given[0]}", given[1])])
+        + list(analysis.job_texts.items()),
     }
 
 

@@ -81,6 +81,9 @@ def run_view(analysis: RunAnalysis, options: RenderOptions) -> list[RenderableTy
     if options.limit is not None:
         parts += _tables([run_limit_table(analysis, options.limit)], options)
     if options.jobs:
+        if (given := run.job_file) is not None:
+            parts.append(Text(f"\n; the fio job file as given: {given[0]}", style="bold"))
+            parts.append(Text(given[1]))
         for name, text in analysis.job_texts.items():
             parts.append(Text(f"\n; phase {terminal.clip(name)}", style="bold"))
             # fio breaks lines at \n only: a CR, VT, FF, NEL or U+2028 in a

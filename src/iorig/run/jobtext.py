@@ -87,7 +87,9 @@ def _options(
         options["ramp_time"] = round(phase.ramp_s * 1000)
     if target is not None and target.host:
         options["log_unix_epoch"] = True
-    return options
+    # a fio job file's own options, as it gives them (iorig.fiopolicy passes
+    # none that names a file, a log or the time base)
+    return options | dict(w.spec.fio_options)
 
 
 def state_role(phase: PlannedPhase, w: PlannedWorkload) -> str | None:

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from iorig.analyze.precision import PrecisionWatch
 from iorig.analyze.steady import SteadyWatch
+from iorig.discard import discard_problem
 from iorig.errors import UserError
 from iorig.fio import parse, runner, status
 from iorig.fio.control import HostControl
@@ -22,6 +23,7 @@ from iorig.run.jobtext import fileset_layout, job_text, state_role
 from iorig.run.preflight import preflight
 from iorig.run.probe import ProbeSpot, probe_engine, probe_spot
 from iorig.scenario import ResolvedScenario
+from iorig.schema import TRIMS, Scenario
 from iorig.sysinfo import collect_fio, disclose
 from iorig.targets import (
     Identity,
@@ -67,6 +69,25 @@ def precision_watch(phase: PlannedPhase) -> PrecisionWatch | None:
         str(phase.headline),
         skip_s=phase.ramp_s or 0.0,
     )
+
+
+def check_discards(scenario: Scenario, targets: Mapping[str, Target]) -> None:
+    """Refuse trims where the target would fail them (iorig.discard), before
+    anything runs: each target asked once."""
+    asked: dict[str, str | None] = {}
+    for phase in scenario.phases:
+        for w in phase.workloads:
+            if not (phase.enabled and w.enabled and w.rw in TRIMS):
+                continue
+            target = targets[w.target]
+            if w.target not in asked:
+                asked[w.target] = discard_problem(target.path, target.kind == "block")
+            if (problem := asked[w.target]) is not None:
+                raise UserError(
+                    f"phase {phase.name!r}, workload {w.label!r}: rw {w.rw} trims, and {problem}",
+                    hint="trim a device that takes discards (a loop device over a file does), "
+                    "or a file on a filesystem that punches holes (ext4, xfs, tmpfs)",
+                )
 
 
 class LocalBackend:
@@ -123,6 +144,7 @@ class LocalBackend:
                     hint="install a newer fio, or run without stat operations (the built-in "
                     "ai-image takes --set stat_ops=false)",
                 )
+            check_discards(scenario, targets)
             engines = self._probe_engines(resolved, targets)
             plan = build_plan(resolved, targets, engines, self.fio, self.fio_version, repeats)
             preflight(self.fio, plan, self.host_jobs)
