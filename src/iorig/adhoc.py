@@ -8,7 +8,7 @@ from typing import Any
 import yaml
 
 from iorig.scenario import ScenarioSource, source_from_text
-from iorig.schema import READS
+from iorig.schema import READS, TRIMS
 
 # fio's own defaults where fio has one; a one-minute phase on 1 GiB otherwise.
 ADHOC_DEFAULTS: dict[str, Any] = {
@@ -23,7 +23,8 @@ ADHOC_DEFAULTS: dict[str, Any] = {
 }
 
 
-RW_CHOICES = ["read", "write", "randread", "randwrite", "randrw", "rw"]
+RW_CHOICES = ["read", "write", "randread", "randwrite", "randrw", "rw", "trim", "randtrim",
+              "trimwrite", "randtrimwrite"]  # fmt: skip
 
 
 def adhoc_source(
@@ -34,7 +35,8 @@ def adhoc_source(
     name: str = "adhoc",
     title: str | None = None,
 ) -> ScenarioSource:
-    """A scenario with one measured phase of ``rw``, filled first when it reads.
+    """A scenario with one measured phase of ``rw``, filled first when it reads
+    or trims (a discard of blocks never written measures nothing).
 
     Every other figure is a parameter, so ``--bs`` and friends (or ``--set``)
     set them and the stored run lists them like any scenario's parameters.
@@ -71,7 +73,7 @@ def adhoc_source(
         parameters["read_pct"] = {"type": "percent", "default": ADHOC_DEFAULTS["read_pct"]}
         workload["read_pct"] = "${read_pct}"
     phases: list[dict[str, Any]] = []
-    if prefill if prefill is not None else (rw in READS or mixed):
+    if prefill if prefill is not None else (rw in READS | TRIMS or mixed):
         phases.append(
             {
                 "name": "fill",

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
-import ctypes.util
 import errno
 import os
 import tempfile
@@ -45,7 +44,7 @@ def device_problem(device: Path, queue: Path | None = None) -> str | None:
 
 
 def _fallocate() -> Any:
-    libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
+    libc = ctypes.CDLL(None, use_errno=True)  # this process's libc (no ldconfig run)
     function = libc.fallocate
     function.argtypes = (ctypes.c_int, ctypes.c_int, ctypes.c_int64, ctypes.c_int64)
     function.restype = ctypes.c_int

@@ -58,7 +58,7 @@ class Criterion(_Model):
     per: Literal["run", "host"] = "run"
     phase: str | None = None  # a measured phase (default: every measured phase)
     workloads: list[str] | None = None
-    ddir: Literal["read", "write", "all"] = "all"
+    ddir: Literal["read", "write", "trim", "all"] = "all"
     min: float | None = None
     max: float | None = None
 

@@ -3,23 +3,38 @@ series, stability figures, and latency percentiles from merged histograms."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 import numpy as np
 
 from iorig.model import (
     ALL,
+    DDIRS,
     Metric,
     PhaseKind,
     PhaseResult,
     PhaseStatus,
     PrecisionState,
     SeriesStats,
+    Totals,
     series_stats,
 )
 
 REPORTED_PERCENTILES = (50.0, 90.0, 99.0, 99.9, 99.99)
+
+
+@dataclass(frozen=True)
+class DirectionFigures:
+    """One I/O direction of a phase over its whole length (fio's read, write
+    and trim sections, all jobs and hosts merged)."""
+
+    ddir: str
+    ios: int
+    iops: float
+    bytes_per_s: float
+    lat_mean_ns: float
+    lat_p99_ns: float
 
 
 @dataclass(frozen=True)
@@ -45,6 +60,13 @@ class PhaseSummary:
     error: str | None
     point: dict
     precision: PrecisionState | None = None  # until: precise phases
+    directions: tuple[DirectionFigures, ...] = ()  # each direction with I/O, in fio's order
+
+    @property
+    def trims(self) -> bool:
+        """The phase discarded: its directions are unlike (a trim moves no data),
+        so reports give each direction on its own too."""
+        return any(d.ddir == "trim" for d in self.directions)
 
     @property
     def headline_value(self) -> float:
@@ -83,6 +105,17 @@ def summarize_phase(phase: PhaseResult) -> PhaseSummary:
         error=phase.error,
         point=dict(phase.point),
         precision=phase.precision,
+        directions=_directions(scope.totals if scope else {}),
+    )
+
+
+def _directions(totals: Mapping[str, Totals]) -> tuple[DirectionFigures, ...]:
+    return tuple(
+        DirectionFigures(
+            d, t.ios, t.iops, t.bytes_per_s, t.lat_mean_ns, t.percentiles_ns((99.0,))[99.0]
+        )
+        for d in DDIRS
+        if (t := totals.get(d)) is not None and t.ios
     )
 
 

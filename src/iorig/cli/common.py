@@ -76,6 +76,10 @@ class Rw(StrEnum):
     randwrite = "randwrite"
     randrw = "randrw"
     rw = "rw"
+    trim = "trim"  # discards: where the target takes them (README: Trims)
+    randtrim = "randtrim"
+    trimwrite = "trimwrite"
+    randtrimwrite = "randtrimwrite"
 
 
 # Options shared by the run commands (run, sweep, knee, curve).

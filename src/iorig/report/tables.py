@@ -87,7 +87,34 @@ def summary_tables(summaries: list[PhaseSummary]) -> list[TableModel]:
         ("l", "r", "r", "r", "r", "r"),
         ("percentiles from fio's latency histograms merged across jobs (never averaged)",),
     )
-    return [throughput, latency]
+    return [throughput, latency, *direction_tables(summaries)]
+
+
+DIRECTION_NOTE = (
+    "a phase that trims shows each direction on its own: a trim (discard) moves no data, so "
+    "its I/Os and bytes are not like a read's or a write's"
+)
+
+
+def direction_tables(summaries: list[PhaseSummary]) -> list[TableModel]:
+    """Each direction of the phases that trim (fio's read, write and trim
+    sections): the headline above adds them up."""
+    rows = tuple(
+        (phase_label(s), d.ddir, metric("iops").format(d.iops), format_rate(d.bytes_per_s),
+         format_latency(d.lat_mean_ns), format_latency(d.lat_p99_ns))
+        for s in summaries if s.trims for d in s.directions
+    )  # fmt: skip
+    if not rows:
+        return []
+    return [
+        TableModel(
+            "By direction",
+            ("phase", "direction", "IOPS", "bytes/s", "mean latency", "p99"),
+            rows,
+            ("l", "l", "r", "r", "r", "r"),
+            (DIRECTION_NOTE,),
+        )
+    ]
 
 
 def criterion_value(name: str, value: float) -> str:

@@ -60,6 +60,16 @@ def series_dict(stats: SeriesStats) -> dict[str, Any]:
 
 
 def phase_dict(s: PhaseSummary) -> dict[str, Any]:
+    # a phase that trims also has each direction on its own (its figures add
+    # unlike I/Os); others keep the shape they always had
+    directions = {
+        "directions": [
+            {"ddir": d.ddir, "ios": d.ios, "iops": _num(d.iops),
+             "bytes_per_s": _num(d.bytes_per_s), "lat_mean_ns": _num(d.lat_mean_ns),
+             "lat_p99_ns": _num(d.lat_p99_ns)}
+            for d in s.directions
+        ]
+    } if s.trims else {}  # fmt: skip
     return {
         "name": s.name,
         "kind": str(s.kind),
@@ -82,7 +92,7 @@ def phase_dict(s: PhaseSummary) -> dict[str, Any]:
         "cpu_pct_per_job": {"usr": _num(s.usr_cpu_pct), "sys": _num(s.sys_cpu_pct)},
         "error": s.error,
         "precision": precision_dict(s.precision),
-    }
+    } | directions
 
 
 def precision_dict(state: PrecisionState | None) -> dict[str, Any] | None:
