@@ -373,6 +373,14 @@ def _phases(specs: list[_Spec], problems: _Problems) -> list[list[_Spec]]:
     return groups
 
 
+def _size_text(size: int) -> str:
+    """Exactly ``size`` bytes, as a person writes it (10GiB, not 10737418240)."""
+    for unit, factor in (("TiB", 1 << 40), ("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if size and size % factor == 0:
+            return f"{size // factor}{unit}"
+    return str(size)
+
+
 def _seconds(us: int) -> float | int:
     seconds = us / 1e6
     return int(seconds) if seconds.is_integer() else seconds
@@ -414,10 +422,12 @@ def _document(job: JobFile, path: Path, groups: list[list[_Spec]]) -> str:
     extents = [s.extent for s in specs if s.extent is not None]
     runtimes = {s.runtime_us or 0 for s in specs}
     parameters: dict[str, Any] = {
-        "size": {"type": "size", "default": max(extents, default=0),
+        "size": {"type": "size", "default": _size_text(max(extents, default=0)),
                  "help": "the target; every job's size is cut to fit in it (default: the "
                  "job file's largest extent)"},
-        "duration": {"type": "duration", "default": f"{max(runtimes) // 1000}ms",
+        "duration": {"type": "duration", "default": (f"{max(runtimes) // 10**6}s"
+                                                     if max(runtimes) % 10**6 == 0
+                                                     else f"{max(runtimes) // 1000}ms"),
                      "help": "the longest a phase runs (each runs its job's runtime, at most "
                      "this)"},
     }  # fmt: skip

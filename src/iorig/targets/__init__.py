@@ -192,7 +192,7 @@ def remote_target(
                 hint="give the region to test with --size",
             )
     if size <= 0:
-        raise UserError(f"the working set of target {role!r} must be larger than zero")
+        raise UserError(f"the working set of target {role!r} is 0 bytes", hint="give --size")
     return Target(role, text or "(server directory)", "remote", Path(path), size, None, False,
                   remove, host)  # fmt: skip
 
@@ -387,7 +387,7 @@ def resolve_target(
         region = size if size_explicit else whole
         return Target(role, given, "block", path.resolve(), region, whole, False, False)
     if size <= 0:
-        raise UserError(f"the working set of target {role!r} must be larger than zero")
+        raise UserError(f"the working set of target {role!r} is 0 bytes", hint="give --size")
     if given.endswith("/") or path.is_dir():
         if path.exists() and not path.is_dir():
             raise UserError(f"{given} ends with '/' but is not a directory")
