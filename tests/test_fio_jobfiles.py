@@ -314,6 +314,23 @@ def test_what_the_file_leaves_out_is_fios_default(tmp_path):
     )  # fmt: skip
 
 
+def test_mapped_options_become_iorigs_fields(tmp_path):
+    text = (
+        f"[global]\n{TIMED}ramp_time=2\n[mix]\nrw=randrw\nrwmixwrite=30\nbssplit=4k/50:64k/50\n"
+        "random_distribution=zipf:1.2\nbuffer_compress_percentage=50\ncontinue_on_error=1\n"
+        "rate=1m\nbuffered=0\nioengine=io_uring\n[trims]\nrw=randtrim\nioengine=falloc\n"
+    )
+    (phase,) = resolve(_source(tmp_path, text)).scenario.measured
+    mix, trims = phase.workloads
+    assert (mix.read_pct, mix.bssplit, mix.distribution, mix.compress) == (
+        70, "4096/50:65536/50", "zipf:1.2", 50,
+    )  # fmt: skip
+    assert (mix.continue_on_error, mix.rate, mix.direct, mix.engine) == (
+        "all", 1 << 20, True, "io_uring",
+    )  # fmt: skip
+    assert phase.ramp == 2 and trims.engine == "auto"  # a file's trims: falloc, iorig's pick
+
+
 def test_sizes_are_cut_to_the_target_and_offsets_kept(tmp_path):
     text = f"[global]\n{TIMED}[a]\n[b]\noffset=8m\nsize=4m\n"
     source = _source(tmp_path, text)

@@ -10,6 +10,7 @@ import json
 from pathlib import Path
 
 import pytest
+from tests.conftest import run_iorig
 
 pytestmark = pytest.mark.fio
 
@@ -57,3 +58,24 @@ def test_trims_of_a_file_punch_holes_and_are_their_own_direction(scratch, iorig)
     assert {s["ddir"] for s in doc["samples"] if s["phase"] == "randtrim"} >= {"trim"}
     shown = iorig("show", "last", "--jobs", check=True).stdout
     assert "By direction" in shown and "ioengine=falloc" in shown.splitlines()
+
+
+def test_a_job_files_own_filename_is_the_target_with_iorigs_checks(scratch, refused, db_path):
+    """Without --target the file's filename= is the target, checked as any
+    target is: another's data is not overwritten, /proc is no storage."""
+    theirs = scratch / "theirs.dat"
+    theirs.write_bytes(b"precious" * 512)
+    job = scratch / "own.fio"
+    timed = "rw=randwrite\nsize=8m\ntime_based\nruntime=1\n"
+    for filename, fragment in ((theirs, "refusing to overwrite"),
+                               ("/proc/self/status", "kernel's proc filesystem")):  # fmt: skip
+        job.write_text(f"[job]\nfilename={filename}\n{timed}")
+        done = refused("run", str(job))
+        assert done.returncode == 2 and fragment in done.stderr, done.stdout + done.stderr
+    assert theirs.read_bytes() == b"precious" * 512 and not db_path.exists()
+    mine = scratch / "new" / "mine.dat"
+    job.write_text(f"[job]\nfilename={mine}\n{timed}")
+    done = run_iorig(db_path, "run", str(job))
+    assert done.returncode == 0, done.stdout + done.stderr
+    shown = json.loads(run_iorig(db_path, "show", "last", "--json", check=True).stdout)
+    assert shown["run"]["targets"][0]["path"] == str(mine) and mine.stat().st_size == 8 << 20

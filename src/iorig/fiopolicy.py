@@ -244,7 +244,6 @@ UNSAFE: dict[str, tuple[str, str]] = {
     "write_lat_log": (_LOGS, _REMOVE),
     "write_iops_log": (_LOGS, _REMOVE),
     "write_hist_log": (_LOGS, _REMOVE),
-    "lockfile": (_FILES + " (a lock file)", _REMOVE),
     "filename_format": ("it names many files; iorig runs a job file on one target",
                         "give one filename= (or --target)"),
     "unique_filename": ("it names files by client address; iorig runs a job file on one "
