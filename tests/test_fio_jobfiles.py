@@ -12,11 +12,13 @@ import pytest
 from pydantic import ValidationError
 from tests.fake_backend import FakeBackend
 
+from iorig.analyze.analysis import analyse
 from iorig.errors import UserError
 from iorig.fio.jobfile import WHITELIST, render_options
 from iorig.fiofile import MAX_LINE_CHARS, parse_job_file
 from iorig.fiopolicy import PASSED, ValueProblem, fio_size, fio_time_us
 from iorig.model import Metric, PhaseKind
+from iorig.report.disclosure import disclosure_context
 from iorig.run.jobtext import job_text
 from iorig.run.session import execute
 from iorig.scenario import ScenarioSource, is_job_file, read_source, resolve
@@ -391,6 +393,11 @@ def test_a_job_files_run_stores_it_verbatim_and_show_jobs_prints_it(tmp_path, db
     verbatim = shown[shown.index(head) + len(head) + 1 :]
     assert verbatim.startswith(source.text)  # every line, comments included
     assert "; phase file1" in verbatim  # then each phase's as run
+    with Store(db_path) as store:
+        analysis = analyse(store.load_run(stored.run.id), store.job_texts(stored.run.id))
+    (first, text), *phases = disclosure_context(analysis)["jobs"]
+    assert first.startswith("the fio job file as given") and text == source.text
+    assert [name for name, _ in phases] == ["prefill", "file1"]
 
 
 def test_a_refused_job_file_leaves_no_run_no_database_and_no_file(tmp_path, refused, db_path):

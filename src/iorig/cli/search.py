@@ -65,7 +65,7 @@ from iorig.run.searches import (
 )
 from iorig.run.session import RunSession, execute
 from iorig.scenario import read_source, resolve
-from iorig.schema import READS
+from iorig.schema import READS, TRIMS
 from iorig.store import Store
 from iorig.sweep import parse_grid, resolve_with_sweep, search_settings
 from iorig.units import parse_latency_limit
@@ -128,7 +128,7 @@ def sweep(
             raise UserError("rw is both swept (--param rw=…) and fixed (--rw)", hint="drop one")
         patterns = grid.get("rw", [rw.value if rw else "randread"])
         source = adhoc_source(
-            patterns[0], rw_parameter=True, prefill=any(p in READS for p in patterns),
+            patterns[0], rw_parameter=True, prefill=any(p in READS | TRIMS for p in patterns),
             name="sweep", title="ad-hoc sweep",
         )  # fmt: skip
     else:
