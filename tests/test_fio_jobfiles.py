@@ -235,6 +235,17 @@ def test_every_problem_is_listed_at_once_with_the_section_it_came_from(tmp_path)
     assert all(" — " in line for line in lines[1:4])  # each with its fix
 
 
+def test_an_option_no_job_uses_is_refused_all_the_same(tmp_path):
+    message = _refusal(
+        tmp_path,
+        f"[global]\n{TIMED}exec_prerun=/bin/a\n[j]\nexec_prerun=/bin/b\n[global]\nloops=2\n",
+    )
+    assert "(3 problems)" in message  # overridden by [j]'s, in a trailing [global]: each named
+    assert "job.fio:6: [global] exec_prerun=/bin/a" in message
+    assert "job.fio:8: [j] exec_prerun=/bin/b" in message
+    assert "job.fio:10: [global] loops=2" in message
+
+
 @pytest.mark.parametrize(
     ("options", "fragment"),
     [

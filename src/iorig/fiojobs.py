@@ -250,7 +250,7 @@ def _path(r: _Reader) -> str | None:
 
 
 def _options(r: _Reader, notes: list[str]) -> dict[str, OptionValue]:
-    """The passed options (fio gets them as written); refused ones reported."""
+    """The passed options (fio gets them as written); ignored ones noted."""
     passed: dict[str, OptionValue] = {}
     for name, (option, where) in r.eff.items():
         found = rule(name)
@@ -262,17 +262,30 @@ def _options(r: _Reader, notes: list[str]) -> dict[str, OptionValue]:
                 continue
             if name != "thread" or value:
                 passed[name] = value
-        elif found.handling is Handling.IGNORED:
-            if name != "description":
-                note = f"{option.text} (line {option.line}) is not passed to fio: {found.why}"
-                if note not in notes:
-                    notes.append(note)
-        elif found.handling is not Handling.MAPPED:
-            kind = "refused" if found.handling is Handling.UNKNOWN else "refused as unsafe"
-            if found.handling is Handling.UNMEASURABLE:
-                kind = "refused: iorig could not measure it honestly"
-            r.problems.add(option, where, f"{kind}: {found.why}", found.fix)
+        elif found.handling is Handling.IGNORED and name != "description":
+            note = f"{option.text} (line {option.line}) is not passed to fio: {found.why}"
+            if note not in notes:
+                notes.append(note)
     return passed
+
+
+_REFUSED = {
+    Handling.UNSAFE: "refused as unsafe",
+    Handling.UNMEASURABLE: "refused: iorig could not measure it honestly",
+    Handling.UNKNOWN: "refused",
+}
+
+
+def _refuse_options(job: JobFile, problems: _Problems) -> None:
+    """Every option line the policy refuses, in file order: also one that a
+    later line overrides, or in a [global] no job follows (fio would read
+    each, and its reader should learn it is refused, not that it was lost)."""
+    for section in job.sections:
+        for option in section.options:
+            found = rule(option.name)
+            if found.handling in _REFUSED:
+                problems.add(option, section, f"{_REFUSED[found.handling]}: {found.why}",
+                             found.fix)  # fmt: skip
 
 
 def _spec(r: _Reader, label: str, notes: list[str]) -> _Spec:
@@ -389,6 +402,7 @@ def _seconds(us: int) -> float | int:
 def translate(job: JobFile, path: Path) -> Translation:
     """The scenario of a parsed job file; UserError lists every refused option."""
     problems, notes, taken = _Problems(job), [], {"prefill"}
+    _refuse_options(job, problems)
     specs = []
     for section, eff in _effective(job):
         reader = _Reader(section, eff, problems)
