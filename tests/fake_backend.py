@@ -25,7 +25,7 @@ from iorig.fio import parse
 from iorig.fio.control import HostControl
 from iorig.fio.hosts import HostAddress, HostSpec, parse_host
 from iorig.fio.runner import FioExit
-from iorig.model import Disclosure
+from iorig.model import Disclosure, GeneratorCpu
 from iorig.plan import Plan, PlannedPhase, build_plan
 from iorig.run.backend import HostLogs, PhaseJob, Progress, RawPhase
 from iorig.scenario import ResolvedScenario
@@ -40,6 +40,7 @@ class Step:
     """What the fake does in one phase."""
 
     scale: float = 1.0  # the recorded throughput × this
+    generator_cpu: GeneratorCpu | None = None  # fio's CPU as if measured from /proc
     fail: str | None = None  # fio exits 1 having printed this, with no JSON
     interrupt: bool = False  # a Ctrl-C (SIGINT to this process) arrives mid-phase
     drop_host: str | None = None  # this host gives no results
@@ -216,7 +217,7 @@ class FakeBackend:
         if step.interrupt:
             os.kill(os.getpid(), signal.SIGINT)
             self._stop.wait(5)
-        yield self._raw(job.phase, step)
+        yield replace(self._raw(job.phase, step), generator_cpu=step.generator_cpu)
 
     def _raw(self, phase: PlannedPhase, step: Step) -> RawPhase:
         stopped = "cancel" if self._stop.is_set() else None

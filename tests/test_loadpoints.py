@@ -18,7 +18,7 @@ from iorig.analyze.loadpoints import (
     spec_rules,
 )
 from iorig.errors import UserError
-from iorig.model import AGGREGATE, Disclosure, Scope
+from iorig.model import AGGREGATE, Disclosure, GeneratorCpu, Scope
 from iorig.report.searchtables import loadpoint_tables
 
 # Seed 004: AI_IMAGE on Nutanix Files (AI_Jobs, latency ms, ops/s, MB/s); published ORT 1.94 ms
@@ -248,9 +248,10 @@ def test_two_columns_for_one_field():
 # --- who fell behind: the storage or the load generator -----------------------
 
 
-def _ai_run(cpu_pct_per_job: float, usable_cpus: float):
+def _ai_run(cpu_pct_per_job: float, usable_cpus: float, measured: GeneratorCpu | None = None):
     """Two AI_Jobs load points of a stored run: 1 keeps its 100 ops/s, 2 gets
-    150 of its 200; each phase ran 4 fio jobs at ``cpu_pct_per_job``."""
+    150 of its 200; each phase ran 4 fio jobs at ``cpu_pct_per_job``, and
+    iorig measured fio's CPU as ``measured``."""
     resolved = {
         "phases": [
             {"name": f"load-{n}", "workloads": [{"name": "read", "jobs": n, "rate_iops": 100}]}
@@ -265,7 +266,13 @@ def _ai_run(cpu_pct_per_job: float, usable_cpus: float):
         work = builders.scope(per_second, where=Scope("read", "local"), cpu=cpu_pct_per_job)
         assert agg.scope == AGGREGATE
         phases.append(
-            builders.phase(f"load-{n}", per_second, scopes=(agg, work), point={"ai_jobs": n})
+            builders.phase(
+                f"load-{n}",
+                per_second,
+                scopes=(agg, work),
+                point={"ai_jobs": n},
+                generator_cpu=measured,
+            )
         )
     return builders.stored(
         "r1",
@@ -286,6 +293,21 @@ def test_a_point_behind_with_fio_out_of_cpu_blames_the_generator():
     notes = " ".join(loadpoint_tables(result)[0].notes)
     assert "at 2 AI_Jobs the load generator fell behind" in notes
     assert "a load the storage cannot carry" not in notes
+
+
+def test_a_point_behind_with_fio_out_of_measured_cpu_blames_the_generator():
+    # io_uring pinned to one CPU: fio's per-job figures say 4 × 10 % (its
+    # workers left out), iorig measured the CPU full: the generator, not the storage
+    run = _ai_run(cpu_pct_per_job=10.0, usable_cpus=1.0, measured=GeneratorCpu(2.97, 3.0))
+    result = analyse(run).search
+    two = result.points[1]
+    assert not two.valid and two.generator_bound
+    notes = " ".join(loadpoint_tables(result)[0].notes)
+    assert "at 2 AI_Jobs the load generator fell behind (fio kept 0.99 of the 1 CPU" in notes
+    assert "a load the storage cannot carry" not in notes
+    # the same figures unmeasured blamed the storage
+    notes = " ".join(loadpoint_tables(analyse(_ai_run(10.0, 1.0)).search)[0].notes)
+    assert "a load the storage cannot carry" in notes
 
 
 def test_a_point_behind_with_cpu_to_spare_blames_the_storage():

@@ -19,7 +19,7 @@ from iorig.analyze.precision import STOP_ARTIFACT_S
 from iorig.analyze.search import CurveResult, KneeResult
 from iorig.errors import UserError
 from iorig.fio import parse
-from iorig.model import ALL, PhaseKind, PhaseStatus, RunStatus, Scope, ScopeKind
+from iorig.model import ALL, GeneratorCpu, PhaseKind, PhaseStatus, RunStatus, Scope, ScopeKind
 from iorig.plan import PlannedPhase
 from iorig.report.searchtables import search_tables
 from iorig.run.events import PhaseFinished, PhaseProgress, PhaseStarted, RunStarted
@@ -348,6 +348,32 @@ def test_a_cpu_saturated_generator_is_named_and_its_null_engine_ceiling_measured
     # the phase reached 67 % of what fio generates without storage
     (null,) = codes["generator-ceiling"]
     assert "null engine" in null and "67 % of the" in null
+
+
+def test_a_generator_busy_by_its_measured_cpu_is_named_where_fios_figures_look_idle(db_path):
+    # fio's two jobs say 20 % of a CPU each (40 % of the one CPU fio may use:
+    # io_uring's workers are not in them), but all of fio's threads kept
+    # 0.95 of it busy as measured from /proc
+    measured = GeneratorCpu(cpu_s=2.85, wall_s=3.0)
+    backend = FakeBackend(
+        steps=lambda p, r: Step(cpu_pct=20.0, generator_cpu=measured), usable_cpus=1.0
+    )
+    plan = _plan(backend, TWO_JOBS)
+    with Store(db_path) as store:
+        stored = store.load_run(execute(plan, store, backend, command="test").run_id)
+    assert {p.generator_cpu for p in stored.phases if p.kind is PhaseKind.MEASURE} == {measured}
+    (cpu,) = _codes(stored)["generator-limit"]
+    assert "fio kept 0.95 of the 1 CPU it may run on busy (95 %) measured over all" in cpu
+    assert "fio's own per-job figures" in cpu and "add up to 0.40" in cpu
+    # the same run without the measurement (fio servers, runs stored before) keeps
+    # fio's figures, and says so
+    backend = FakeBackend(steps=lambda p, r: Step(cpu_pct=30.0), usable_cpus=1.0)
+    with Store(db_path) as store:
+        stored = store.load_run(execute(_plan(backend, TWO_JOBS), store, backend,
+                                        command="test").run_id)  # fmt: skip
+    (cpu,) = _codes(stored)["generator-limit"]
+    assert "fio's 2 jobs kept 0.60 of the 1 CPU" in cpu
+    assert "by fio's own per-job figures (iorig measured none in this phase)" in cpu
 
 
 def test_an_idle_generator_is_not_blamed_and_no_ceiling_is_measured(db_path):

@@ -13,7 +13,10 @@ system under test — every golden since then has an empty `sut`; v7: commit
 67f437d, an ad-hoc randread run labelled v7-read and an ad-hoc randrw run
 repeated twice, from before phases stored their precision and runs their A/B
 link — every golden since then has `precision: null` per phase and `run.ab:
-null`); the JSON next
+null`; v8: commit 542d934, an ad-hoc randread run labelled v8-read and an
+ad-hoc randrw run until precise (±20 %), from before phases stored the CPU
+iorig measured fio using — every golden since then has `generator_cpu:
+null` per phase); the JSON next
 to each is its run as this iorig reads it after upgrading (checked field by
 field against what the writing iorig's own `show --json` printed when the
 goldens were made). Any change to the schema, the payload codecs or the

@@ -245,7 +245,7 @@ def check_generator(
     ``requested``: workload label -> (jobs, iodepth, rate-limited).
     """
     out = []
-    load = generator_load(phase.aggregate, usable_cpus)
+    load = generator_load(phase, usable_cpus)
     if load is not None and load.limiting:
         out.append(
             Finding(

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from iorig.model import ScopeResult
+from iorig.model import PhaseResult
 
 BUSY_FRACTION = 0.85  # of the usable CPUs: the generator has no CPU to spare
 CROWDED_BUSY_FRACTION = 0.5  # with more jobs than CPUs, jobs queue for a CPU earlier
@@ -23,12 +23,18 @@ HEAVY_FRACTION = 0.5  # CPU use from which the null-engine ceiling is worth meas
 
 @dataclass(frozen=True)
 class GeneratorLoad:
-    """How busy fio kept the CPUs it may run on during one phase."""
+    """How busy fio kept the CPUs it may run on during one phase: measured
+    by iorig over all of fio's processes and threads (``measured``), or,
+    where it could not be (fio servers, runs stored before), fio's own
+    per-job figures, which leave out io_uring's worker threads."""
 
     jobs: int
-    cpus_busy: float  # usr+sys summed over the jobs, in CPUs
+    cpus_busy: float  # in CPUs
     usable_cpus: float
     busiest_job_cpu_pct: float
+    measured: bool = False
+    per_job_cpus: float = 0.0  # fio's own per-job usr+sys summed, in CPUs
+    engine: str = ""
 
     @property
     def busy_fraction(self) -> float:
@@ -52,6 +58,16 @@ class GeneratorLoad:
             self.busy_fraction >= HEAVY_FRACTION or self.busiest_job_cpu_pct >= HEAVY_FRACTION * 100
         )
 
+    def _source(self) -> str:
+        if self.measured:
+            return (
+                "measured over all its processes and threads (fio's own per-job figures, "
+                "which leave out io_uring's worker threads and fio's parent, add up to "
+                f"{self.per_job_cpus:.2f})"
+            )
+        uring = "; they leave out io_uring's worker threads" if "io_uring" in self.engine else ""
+        return f"by fio's own per-job figures (iorig measured none in this phase{uring})"
+
     def describe(self) -> str:
         crowd = (
             f"; its {self.jobs} jobs outnumber the {self.usable_cpus:g} "
@@ -60,21 +76,30 @@ class GeneratorLoad:
             if self.crowded
             else ""
         )
+        who = "fio" if self.measured else f"fio's {self.jobs} job{'s' if self.jobs != 1 else ''}"
         return (
-            f"fio's {self.jobs} job{'s' if self.jobs != 1 else ''} kept "
-            f"{self.cpus_busy:.2f} of the {self.usable_cpus:g} CPU"
+            f"{who} kept {self.cpus_busy:.2f} of the {self.usable_cpus:g} CPU"
             f"{'s' if self.usable_cpus != 1 else ''} it may run on busy "
-            f"({self.busy_fraction * 100:.0f} %){crowd}"
+            f"({self.busy_fraction * 100:.0f} %) {self._source()}{crowd}"
         )
 
 
-def generator_load(scope: ScopeResult | None, usable_cpus: float | None) -> GeneratorLoad | None:
-    """The generator's CPU use in a phase scope (None when the usable CPUs
-    are unknown, e.g. on fio servers, or the scope ran no job)."""
+def generator_load(phase: PhaseResult, usable_cpus: float | None) -> GeneratorLoad | None:
+    """The generator's CPU use in a phase: iorig's measurement where there is
+    one, else fio's per-job figures (None when the usable CPUs are unknown,
+    e.g. on fio servers, or the phase ran no job)."""
+    scope = phase.aggregate
     if scope is None or not usable_cpus or scope.jobs <= 0:
         return None
-    busy = (scope.usr_cpu_pct + scope.sys_cpu_pct) * scope.jobs / 100.0
-    return GeneratorLoad(scope.jobs, busy, usable_cpus, scope.busiest_job_cpu_pct)
+    per_job = (scope.usr_cpu_pct + scope.sys_cpu_pct) * scope.jobs / 100.0
+    measured = phase.generator_cpu
+    if measured is None:
+        return GeneratorLoad(scope.jobs, per_job, usable_cpus, scope.busiest_job_cpu_pct,
+                             engine=phase.engine)  # fmt: skip
+    # clock ticks at the window's two ends can read a hair over the CPUs there are
+    busy = min(measured.cpus_busy, usable_cpus)
+    return GeneratorLoad(scope.jobs, busy, usable_cpus, scope.busiest_job_cpu_pct, True, per_job,
+                         phase.engine)  # fmt: skip
 
 
 @dataclass(frozen=True)

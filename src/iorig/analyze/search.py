@@ -235,7 +235,7 @@ def limiting_generator(
     phases: Sequence[PhaseResult], usable_cpus: float | None
 ) -> GeneratorLoad | None:
     """The busiest of a point's repeats whose fio ran out of CPU, if any."""
-    loads = [g for p in phases if (g := generator_load(p.aggregate, usable_cpus)) is not None]
+    loads = [g for p in phases if (g := generator_load(p, usable_cpus)) is not None]
     limiting = [g for g in loads if g.limiting]
     return max(limiting, key=lambda g: g.busy_fraction) if limiting else None
 

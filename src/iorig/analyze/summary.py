@@ -11,6 +11,7 @@ import numpy as np
 from iorig.model import (
     ALL,
     DDIRS,
+    GeneratorCpu,
     Metric,
     PhaseKind,
     PhaseResult,
@@ -61,6 +62,7 @@ class PhaseSummary:
     point: dict
     precision: PrecisionState | None = None  # until: precise phases
     directions: tuple[DirectionFigures, ...] = ()  # each direction with I/O, in fio's order
+    generator_cpu: GeneratorCpu | None = None  # fio's CPU as iorig measured it
 
     @property
     def trims(self) -> bool:
@@ -106,6 +108,7 @@ def summarize_phase(phase: PhaseResult) -> PhaseSummary:
         point=dict(phase.point),
         precision=phase.precision,
         directions=_directions(scope.totals if scope else {}),
+        generator_cpu=phase.generator_cpu,
     )
 
 

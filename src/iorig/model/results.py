@@ -151,6 +151,22 @@ def errors_by_type(counts: tuple[IoErrorCount, ...]) -> dict[str, int]:
 
 
 @dataclass(frozen=True)
+class GeneratorCpu:
+    """The CPU time fio used during a phase, measured by iorig from outside
+    fio (/proc): every thread of every fio process, which fio's own per-job
+    figures are not (they leave out io_uring's worker threads and fio's
+    parent), over ``wall_s`` seconds while its jobs did I/O."""
+
+    cpu_s: float
+    wall_s: float
+
+    @property
+    def cpus_busy(self) -> float:
+        """CPUs' worth kept busy on average."""
+        return self.cpu_s / self.wall_s if self.wall_s > 0 else 0.0
+
+
+@dataclass(frozen=True)
 class PhaseResult:
     """A finished (or interrupted) phase, ready to store."""
 
@@ -185,6 +201,9 @@ class PhaseResult:
     # sets continue_on_error (fio prints each), else the error that ended a job
     io_errors: tuple[IoErrorCount, ...] = ()
     precision: PrecisionState | None = None  # measure phases that ran "until: precise"
+    # fio's CPU as iorig measured it (this machine); None where it could not
+    # (fio servers, runs stored before) and fio's per-job figures stand in
+    generator_cpu: GeneratorCpu | None = None
 
     @property
     def io_error_total(self) -> int:

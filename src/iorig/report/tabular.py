@@ -90,6 +90,12 @@ def phase_dict(s: PhaseSummary) -> dict[str, Any]:
         "elapsed_s": s.elapsed_s,
         "jobs": s.jobs,
         "cpu_pct_per_job": {"usr": _num(s.usr_cpu_pct), "sys": _num(s.sys_cpu_pct)},
+        # all of fio's processes and threads, as iorig measured them (null: not measured)
+        "generator_cpu": (
+            None
+            if (g := s.generator_cpu) is None
+            else {"cpu_s": g.cpu_s, "wall_s": g.wall_s, "cpus_busy": g.cpus_busy}
+        ),
         "error": s.error,
         "precision": precision_dict(s.precision),
     } | directions

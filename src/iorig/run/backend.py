@@ -22,7 +22,7 @@ from iorig.fio.hosts import HostSpec
 from iorig.fio.runner import FioExit
 from iorig.fio.ssh import SshControl
 from iorig.fio.status import LiveRates
-from iorig.model import SteadyState
+from iorig.model import GeneratorCpu, SteadyState
 from iorig.plan import Plan, PlannedPhase
 from iorig.run.jobtext import state_role
 from iorig.scenario import ResolvedScenario
@@ -72,6 +72,9 @@ class RawPhase:
     # unix seconds when fio's jobs began I/O, where fio's live status told
     # (this machine): second 0 of logs that count from the jobs' start
     io_started_at: float | None = None
+    # fio's CPU as measured from /proc while it ran (this machine); None where
+    # the backend cannot see fio's processes (fio servers)
+    generator_cpu: GeneratorCpu | None = None
 
 
 TRIGGER = "trigger"  # in a run's state directory: fio saves its write states at once

@@ -90,7 +90,7 @@ def heavy_phases(
     for result in results:
         if result.kind is not PhaseKind.MEASURE or result.aggregate is None:
             continue
-        load: GeneratorLoad | None = generator_load(result.aggregate, usable_cpus)
+        load: GeneratorLoad | None = generator_load(result, usable_cpus)
         busiest = result.aggregate.busiest_job_cpu_pct
         heavy = load.heavy if load is not None else busiest >= HEAVY_FRACTION * 100
         shape = phase_shape(planned[result.name]) if result.name in planned else None

@@ -15,6 +15,7 @@ from iorig.discard import discard_problem
 from iorig.errors import UserError
 from iorig.fio import parse, runner, status
 from iorig.fio.control import HostControl
+from iorig.fio.cputime import CpuWatch
 from iorig.fio.hosts import HostSpec
 from iorig.fio.runner import FioExit, FioProcess
 from iorig.plan import Plan, PlannedPhase, build_plan, phase_workloads
@@ -230,7 +231,9 @@ class LocalBackend:
         io_started: float | None = None
         started = time.time()
         timeout_s = phase.timeout_s(SLACK_S, job.plan.min_bytes_per_s)
+        cpu = CpuWatch()  # fio's own figures leave out io_uring's worker threads
         for _ in proc.ticks(self._stop, timeout_s, hurry=self._hurry):
+            cpu.sample(proc.pid)
             for doc in proc.new_snapshots():
                 snap = status.snapshot(doc)
                 live = status.rates(previous, snap)
@@ -263,6 +266,7 @@ class LocalBackend:
             steady=watch.state if watch is not None else None,
             problem=self._target_change(job.plan),
             io_started_at=io_started,
+            generator_cpu=cpu.measured(io_started),
         )
 
     def _not_run(self, job: PhaseJob, problem: str) -> RawPhase:

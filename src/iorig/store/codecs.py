@@ -23,6 +23,7 @@ from iorig.model import (
     EventRecord,
     EventStatus,
     Finding,
+    GeneratorCpu,
     InterfaceLimit,
     IoErrorCount,
     PrecisionState,
@@ -348,6 +349,28 @@ def _ab_to_data(link: AbLink | None) -> dict[str, Any] | None:
                                       "first": list(link.first)}  # fmt: skip
 
 
+# ------------------------------------------------------------ generator CPU
+
+_CPU_LIMIT_S = 1e9  # far beyond any phase: a bundle's nonsense is refused
+
+
+def _generator_cpu_from_data(data: Any) -> GeneratorCpu | None:
+    """A phase's measured generator CPU, checked (bundles are untrusted)."""
+    if data is None:
+        return None
+    if not isinstance(data, dict) or set(data) != {"cpu_s", "wall_s"}:
+        raise ValueError("the generator's CPU is not {cpu_s, wall_s}")
+    cpu_s = _number(data["cpu_s"], "cpu_s") or 0.0
+    wall_s = _number(data["wall_s"], "wall_s") or 0.0
+    if not (0 <= cpu_s < _CPU_LIMIT_S and 0 < wall_s < _CPU_LIMIT_S):
+        raise ValueError(f"the generator's CPU {cpu_s:g} s over {wall_s:g} s is out of range")
+    return GeneratorCpu(cpu_s, wall_s)
+
+
+def _generator_cpu_to_data(cpu: GeneratorCpu | None) -> dict[str, float] | None:
+    return None if cpu is None else {"cpu_s": cpu.cpu_s, "wall_s": cpu.wall_s}
+
+
 RESOLVED = Codec[dict]("resolved scenario", 1, from_data=_typed(dict))
 PARAMS = Codec[dict]("parameters", 1, from_data=_typed(dict))
 TARGETS = Codec[list]("targets", 1, from_data=_typed(list))
@@ -364,6 +387,7 @@ IO_ERRORS = Codec[tuple]("I/O errors", 1, _io_errors_to_data, _io_errors_from_da
 SUT = Codec[SutRecord]("system under test", 1, _sut_to_data, _sut_from_data)
 PRECISION = Codec[Any]("precision", 1, _precision_to_data, _precision_from_data)
 AB = Codec[Any]("A/B link", 1, _ab_to_data, _ab_from_data)
+GENERATOR_CPU = Codec[Any]("generator CPU", 1, _generator_cpu_to_data, _generator_cpu_from_data)
 
 # RunRecord fields kept as JSON payloads, each in the column "<field>_json".
 RUN_PAYLOADS: dict[str, Codec[Any]] = {

@@ -431,6 +431,7 @@ class Store:
             events=codecs.EVENTS.decode(p["events_json"]),
             io_errors=codecs.IO_ERRORS.decode(p["io_errors_json"]),
             precision=codecs.PRECISION.decode(p["precision_json"]),
+            generator_cpu=codecs.GENERATOR_CPU.decode(p["generator_cpu_json"]),
             series_origin=p["series_origin"],
             job_text=texts.get("job.fio", ""),
             command=command(texts.get("command", "")),

@@ -88,6 +88,7 @@ def insert_phase(c: sqlite3.Connection, run_id: str, phase: PhaseResult) -> int:
             "events_json": codecs.EVENTS.encode(phase.events),
             "io_errors_json": codecs.IO_ERRORS.encode(phase.io_errors),
             "precision_json": codecs.PRECISION.encode(phase.precision),
+            "generator_cpu_json": codecs.GENERATOR_CPU.encode(phase.generator_cpu),
             "series_origin": phase.series_origin,
         },
     )

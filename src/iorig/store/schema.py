@@ -233,6 +233,20 @@ def _migrate_to_v8(conn: sqlite3.Connection) -> None:
     _execute_script(conn, _SCHEMA_V8)
 
 
+# Version 9: the CPU fio used in a phase as iorig measured it from /proc (a
+# versioned payload, see codecs.GENERATOR_CPU; null where it could not:
+# fio servers, and every phase stored before, whose audit keeps fio's own
+# per-job figures).
+_SCHEMA_V9 = """
+ALTER TABLE phases ADD COLUMN generator_cpu_json TEXT NOT NULL
+    DEFAULT '{"version": 1, "data": null}'
+"""
+
+
+def _migrate_to_v9(conn: sqlite3.Connection) -> None:
+    _execute_script(conn, _SCHEMA_V9)
+
+
 MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [
     _migrate_to_v1,
     _migrate_to_v2,
@@ -242,5 +256,6 @@ MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [
     _migrate_to_v6,
     _migrate_to_v7,
     _migrate_to_v8,
+    _migrate_to_v9,
 ]
 LATEST = len(MIGRATIONS)

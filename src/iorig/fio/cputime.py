@@ -1,0 +1,169 @@
+"""The CPU time fio uses on this machine, measured from outside fio.
+
+fio's per-job usr/sys figures are each job's own thread (``getrusage``),
+which leaves out the threads that do a job's I/O for it: io_uring's workers
+(``iou-wrk-*``; ``iou-sqp-*`` with sqpoll), threads the kernel adds to the
+job's process. Four io_uring jobs at QD 32 pinned to one CPU on tmpfs kept
+that CPU busy while fio's figures added up to half of it, and the generator
+went unblamed. So iorig reads what the kernel counts for every fio process:
+``/proc/PID/stat``'s utime and stime are the whole thread group's, threads
+that ended included (io_uring's workers come and go, so a sum over
+``/proc/PID/task/*/stat`` would lose theirs), and cutime/cstime hold the
+children a process has reaped (jobs that ended). fio's job workers leave
+fio's process group (``setsid``), so the tree is walked by parenthood
+(``/proc/PID/task/TID/children``), as ``process.Workers`` does.
+
+Not a cgroup of fio's own (``cpu.stat``): that needs root and a delegated
+cgroup (v2, or v1's cpuacct) and would move fio out of the cgroup the user
+put iorig in (a CPU quota, a cpuset); /proc needs neither.
+
+Parsing and accounting are pure functions over a sample's text (path ->
+contents); ``read_tree`` takes the sample.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import time
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from iorig.model import GeneratorCpu
+
+PROC = Path("/proc")
+# fields after ``comm`` (proc(5)'s numbering less 3)
+_UTIME, _STIME, _CUTIME, _CSTIME = 11, 12, 13, 14
+# below this the clock ticks at the window's ends (1/CLK_TCK per process at
+# each end, 10 ms here) weigh too much: fio's own figures stand in
+MIN_WALL_S = 0.5
+
+
+def stat_ticks(text: str) -> int | None:
+    """utime + stime + cutime + cstime (clock ticks) of one ``/proc/PID/stat``
+    text; None when it is not one. ``comm`` may hold spaces and parentheses:
+    the fields start after the last ``)``."""
+    _, closed, rest = text.rpartition(")")
+    fields = rest.split()
+    if not closed or len(fields) < 20:
+        return None
+    try:
+        return sum(int(fields[i]) for i in (_UTIME, _STIME, _CUTIME, _CSTIME))
+    except ValueError:
+        return None
+
+
+def tree_ticks(leader: int, files: Mapping[str, str]) -> int | None:
+    """Clock ticks of CPU used so far by ``leader`` and every process under
+    it, from one /proc sample (``/proc/PID/stat`` and
+    ``/proc/PID/task/TID/children`` -> their text): each process's own time
+    (all its threads) plus its reaped children's. None when the sample does
+    not hold the leader. A process gone between two reads is missed in this
+    sample only (its time is in its parent's cutime by the next): never
+    counted twice, which would blame the generator wrongly."""
+    children: dict[int, set[int]] = defaultdict(set)
+    for path, text in files.items():
+        parts = path.split("/")  # "", "proc", pid, "task", tid, "children"
+        if len(parts) == 6 and parts[3] == "task" and parts[5] == "children":
+            with contextlib.suppress(ValueError):
+                children[int(parts[2])].update(int(c) for c in text.split())
+    if stat_ticks(files.get(f"/proc/{leader}/stat", "")) is None:
+        return None
+    total, seen, pending = 0, set(), [leader]
+    while pending:
+        pid = pending.pop()
+        if pid in seen:
+            continue
+        seen.add(pid)
+        ticks = stat_ticks(files.get(f"/proc/{pid}/stat", ""))
+        if ticks is not None:
+            total += ticks
+            pending += sorted(children.get(pid, ()))
+    return total
+
+
+def _read(path: Path) -> str | None:
+    try:
+        return path.read_text()
+    except OSError:  # the process or thread ended meanwhile
+        return None
+
+
+def children_listed(proc: Path = PROC) -> bool:
+    """Whether the kernel lists a task's children (CONFIG_PROC_CHILDREN):
+    without it fio's jobs cannot be found, and fio's parent alone would
+    understate fio."""
+    return (proc / "self" / "task" / str(os.getpid()) / "children").exists()
+
+
+def read_tree(leader: int, proc: Path = PROC) -> dict[str, str]:
+    """What ``tree_ticks`` reads, for ``leader`` and every process under it:
+    each process's stat before its children (a child reaped between the two
+    reads is missed, not counted twice)."""
+    files: dict[str, str] = {}
+    pending, seen = [leader], set()
+    while pending:
+        pid = pending.pop()
+        if pid in seen:
+            continue
+        seen.add(pid)
+        stat = _read(proc / str(pid) / "stat")
+        if stat is None:
+            continue
+        files[f"/proc/{pid}/stat"] = stat
+        try:
+            tasks = sorted(os.listdir(proc / str(pid) / "task"))
+        except OSError:
+            continue
+        for tid in tasks:
+            text = _read(proc / str(pid) / "task" / tid / "children")
+            if text is not None:
+                files[f"/proc/{pid}/task/{tid}/children"] = text
+                pending += [int(c) for c in text.split() if c.isdigit()]
+    return files
+
+
+@dataclass(frozen=True)
+class CpuSample:
+    t_s: float  # unix seconds
+    ticks: int  # of the whole tree, cumulative
+
+
+def window_cpu(
+    samples: Sequence[CpuSample], io_started_at: float | None, clk_tck: int
+) -> GeneratorCpu | None:
+    """fio's CPU between the first sample taken once its jobs had begun I/O
+    (``io_started_at``, unix seconds; None: the first sample) and the last:
+    fio's start-up (parsing, forking, allocating) is not the load it
+    generates. None with less than ``MIN_WALL_S`` between them."""
+    kept = [s for s in samples if io_started_at is None or s.t_s >= io_started_at]
+    if len(kept) < 2:
+        return None
+    first, last = kept[0], kept[-1]
+    wall_s = last.t_s - first.t_s
+    if wall_s < MIN_WALL_S or last.ticks < first.ticks:
+        return None
+    return GeneratorCpu((last.ticks - first.ticks) / clk_tck, wall_s)
+
+
+class CpuWatch:
+    """Samples a running fio's process tree (``sample``, every tick of its
+    supervision); ``measured`` makes of the samples the phase's figure."""
+
+    def __init__(self, proc: Path = PROC) -> None:
+        self.proc = proc
+        self.samples: list[CpuSample] = []
+        self.able = children_listed(proc)
+
+    def sample(self, leader: int | None) -> None:
+        if leader is None or not self.able:
+            return
+        before = time.time()
+        ticks = tree_ticks(leader, read_tree(leader, self.proc))
+        if ticks is not None:
+            self.samples.append(CpuSample((before + time.time()) / 2, ticks))
+
+    def measured(self, io_started_at: float | None) -> GeneratorCpu | None:
+        return window_cpu(self.samples, io_started_at, os.sysconf("SC_CLK_TCK"))

@@ -1,0 +1,168 @@
+"""fio's CPU measured from /proc (iorig.fio.cputime), on samples recorded
+from a real fio: four io_uring jobs at QD 32 on tmpfs pinned to one CPU
+(tests/data/proc-iouring/record.py), where fio's own per-job figures leave
+out io_uring's worker threads; and on constructed samples for what a
+recording cannot show on demand (a job reaped between two samples)."""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pytest
+from tests import builders
+
+from iorig.analyze.generator import generator_load
+from iorig.fio.cputime import (
+    MIN_WALL_S,
+    CpuSample,
+    CpuWatch,
+    read_tree,
+    stat_ticks,
+    tree_ticks,
+    window_cpu,
+)
+from iorig.model import GeneratorCpu
+
+RECORDED = Path(__file__).resolve().parent / "data" / "proc-iouring"
+CLK_TCK = 100  # the recording machine's (getconf CLK_TCK)
+
+
+def _sample(n: int) -> tuple[float, dict[str, str]]:
+    """A recorded sample: unix seconds, and every file read (path -> text)."""
+    text = (RECORDED / f"sample-{n}.txt").read_text()
+    t_s = float(re.match(r"# t_s (\S+)\n", text).group(1))
+    files = {}
+    for block in text.split("==> ")[1:]:
+        path, _, body = block.partition(" <==\n")
+        files[path] = body
+    return t_s, files
+
+
+def _comm(text: str) -> str:
+    return text[text.index("(") + 1 : text.rindex(")")]
+
+
+def _stat(pid: int, comm: str, utime: int, stime: int, cutime: int = 0, cstime: int = 0) -> str:
+    """A /proc/PID/stat line with the given times (other fields as a sleeping process's)."""
+    rest = ["S", "1", str(pid), str(pid), "0", "-1", "4194304", "0", "0", "0", "0",
+            str(utime), str(stime), str(cutime), str(cstime), "20", "0", "1", "0", "100",
+            "1000", "10"]  # fmt: skip
+    return f"{pid} ({comm}) {' '.join(rest)}\n"
+
+
+def test_a_stat_line_is_read_after_the_last_parenthesis():
+    assert stat_ticks(_stat(7, "fio", 10, 20, 3, 4)) == 37
+    # a command name may hold spaces and parentheses
+    assert stat_ticks(_stat(7, "a) b (c", 1, 2)) == 3
+    assert stat_ticks("") is None and stat_ticks("7 (fio) S 1 2") is None
+    assert stat_ticks(_stat(7, "fio", 10, 20).replace(" 10 20 ", " x 20 ")) is None
+
+
+def test_the_recorded_tree_counts_io_urings_worker_threads_that_fios_figures_leave_out():
+    (t1, first), (t2, second) = _sample(1), _sample(2)
+    leader = min(int(p.split("/")[2]) for p in first)
+    # the recording: fio's parent and four job processes, each with an io_uring worker thread
+    comms = [_comm(text) for path, text in second.items() if "/task/" in path and
+             path.endswith("/stat")]  # fmt: skip
+    workers = [c for c in comms if c.startswith("iou-wrk-")]
+    assert len(workers) == 4
+    # each process's own stat counts all its threads: the tree's total is the
+    # sum over every thread of every fio process (within a tick per thread:
+    # the reads are microseconds apart)
+    threads = sum(stat_ticks(text) for path, text in second.items()
+                  if "/task/" in path and path.endswith("/stat"))  # fmt: skip
+    total = tree_ticks(leader, second)
+    assert total is not None and abs(total - threads) <= len(comms)
+
+    # over the 2 s between the samples, io_uring's workers did almost half the work
+    def ticks(files: dict[str, str], prefix: str) -> int:
+        return sum(stat_ticks(text) for path, text in files.items()
+                   if path.endswith("/stat") and _comm(text).startswith(prefix))  # fmt: skip
+
+    in_workers = ticks(second, "iou-wrk-") - ticks(first, "iou-wrk-")
+    measured = window_cpu(
+        [CpuSample(t1, tree_ticks(leader, first)), CpuSample(t2, total)], None, CLK_TCK
+    )
+    assert measured is not None
+    assert measured.wall_s == pytest.approx(t2 - t1)
+    assert in_workers / CLK_TCK == pytest.approx(0.48 * measured.cpu_s, abs=0.05 * measured.cpu_s)
+    # fio's own per-job figures (its JSON output of the same run) say 0.41 of
+    # the one CPU; the tree used 0.71 of it (the rest went to other processes
+    # of a busy machine)
+    jobs = json.loads((RECORDED / "output.json").read_text())["jobs"]
+    per_job = sum(j["usr_cpu"] + j["sys_cpu"] for j in jobs) / 100
+    assert per_job == pytest.approx(0.41, abs=0.01)
+    assert measured.cpus_busy == pytest.approx(0.71, abs=0.01)
+    # and so the audit: four jobs crowding one CPU, busy beyond half of it by
+    # the measurement, not by fio's figures
+    per_second = np.full(3, 150_000.0)
+    agg = replace(builders.scope(per_second, cpu=per_job * 25), jobs=4, sys_cpu_pct=0.0)
+    phase = builders.phase("p", per_second, scopes=(agg,), engine="io_uring")
+    unmeasured = generator_load(phase, 1.0)
+    assert unmeasured is not None and not unmeasured.limiting
+    assert "they leave out io_uring's worker threads" in unmeasured.describe()
+    load = generator_load(replace(phase, generator_cpu=measured), 1.0)
+    assert load is not None and load.limiting and load.measured
+    assert load.per_job_cpus == pytest.approx(per_job)
+    assert "kept 0.71 of the 1 CPU it may run on busy (71 %) measured over all" in load.describe()
+
+
+def test_reading_a_proc_tree_takes_the_files_the_accounting_reads(tmp_path):
+    _, recorded = _sample(2)
+    leader = min(int(p.split("/")[2]) for p in recorded)
+    for path, text in recorded.items():
+        file = tmp_path / path.removeprefix("/proc/")
+        file.parent.mkdir(parents=True, exist_ok=True)
+        file.write_text(text)
+    read = read_tree(leader, tmp_path)
+    # what the reader takes is the stat of each process and each thread's children
+    wanted = {p: t for p, t in recorded.items() if p.count("/") == 3 or p.endswith("/children")}
+    assert read == wanted
+    assert tree_ticks(leader, read) == tree_ticks(leader, recorded)
+    # a process that ended before its stat was read is left out, not an error
+    job = recorded[f"/proc/{leader}/task/{leader}/children"].split()[0]
+    (tmp_path / job / "stat").unlink()
+    assert tree_ticks(leader, read_tree(leader, tmp_path)) < tree_ticks(leader, recorded)
+
+
+def test_a_job_reaped_between_samples_is_counted_once():
+    children = {"/proc/10/task/10/children": "11 12"}
+    before = {"/proc/10/stat": _stat(10, "fio", 5, 1), "/proc/11/stat": _stat(11, "fio", 40, 60),
+              "/proc/12/stat": _stat(12, "fio", 30, 20), **children}  # fmt: skip
+    # job 11 ended (with 110 ticks in all) and fio reaped it: its time is in cutime
+    after = {"/proc/10/stat": _stat(10, "fio", 6, 1, 80, 30), "/proc/12/stat":
+             _stat(12, "fio", 45, 30), "/proc/10/task/10/children": "12"}  # fmt: skip
+    assert tree_ticks(10, before) == 156
+    assert tree_ticks(10, after) == 6 + 1 + 110 + 75
+    # a zombie not reaped yet is still its parent's child: counted once, by itself
+    zombie = {**after, "/proc/10/stat": _stat(10, "fio", 6, 1),
+              "/proc/11/stat": _stat(11, "fio", 50, 60).replace(" S ", " Z ", 1),
+              "/proc/10/task/10/children": "11 12"}  # fmt: skip
+    assert tree_ticks(10, zombie) == tree_ticks(10, after)
+    # a process outside the tree (not a child) is not fio's
+    assert tree_ticks(10, {**before, "/proc/99/stat": _stat(99, "other", 500, 0)}) == 156
+    assert tree_ticks(10, {"/proc/11/stat": _stat(11, "fio", 1, 1)}) is None  # leader gone
+
+
+def test_the_window_starts_once_the_jobs_do_io():
+    samples = [CpuSample(100.0, 0), CpuSample(100.25, 20), CpuSample(101.0, 95),
+               CpuSample(102.0, 195), CpuSample(103.0, 295)]  # fmt: skip
+    # fio's start-up (the first 0.25 s) is left out once the jobs' start is known
+    assert window_cpu(samples, 100.9, CLK_TCK) == GeneratorCpu(2.0, 2.0)
+    assert window_cpu(samples, None, CLK_TCK) == GeneratorCpu(2.95, 3.0)
+    # too short a window, or none: no figure (fio's own stands in)
+    assert window_cpu(samples, 102.5, CLK_TCK) is None
+    assert window_cpu([CpuSample(1.0, 0), CpuSample(1.0 + MIN_WALL_S / 2, 40)], None, 100) is None
+    assert window_cpu([], None, CLK_TCK) is None
+
+
+def test_a_watch_without_children_lists_measures_nothing(tmp_path):
+    (tmp_path / "self" / "task").mkdir(parents=True)
+    watch = CpuWatch(tmp_path)
+    assert not watch.able
+    watch.sample(1)
+    assert watch.samples == [] and watch.measured(None) is None
