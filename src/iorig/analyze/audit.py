@@ -253,9 +253,9 @@ def check_generator(
                 f"phase {phase.name!r}: the load generator is the limit, not the storage: "
                 f"{load.describe()}",
                 f"give fio more CPUs (it may use {load.usable_cpus:g} here: check taskset, "
-                "cpusets, the VM's vCPUs), use fewer jobs with a deeper queue or a cheaper "
-                "engine (io_uring); `iorig doctor --generator` shows what fio can generate "
-                "on this machine",
+                "cpusets, the VM's vCPUs), use fewer jobs with a deeper queue"
+                + ("" if "io_uring" in phase.engine else " or a cheaper engine (io_uring)")
+                + "; `iorig doctor --generator` shows what fio can generate on this machine",
                 phase.name,
             )
         )
