@@ -7,6 +7,7 @@ recording cannot show on demand (a job reaped between two samples)."""
 from __future__ import annotations
 
 import json
+import os
 import re
 from dataclasses import replace
 from pathlib import Path
@@ -160,9 +161,28 @@ def test_the_window_starts_once_the_jobs_do_io():
     assert window_cpu([], None, CLK_TCK) is None
 
 
-def test_a_watch_without_children_lists_measures_nothing(tmp_path):
-    (tmp_path / "self" / "task").mkdir(parents=True)
-    watch = CpuWatch(tmp_path)
-    assert not watch.able
-    watch.sample(1)
+def test_a_watch_samples_the_tree_and_measures_nothing_without_children_lists(tmp_path):
+    (_, first), (_, second) = _sample(1), _sample(2)
+    leader = min(int(p.split("/")[2]) for p in first)
+    proc = tmp_path / "proc"
+    watch = CpuWatch(proc)
+    assert not watch.able  # this kernel's /proc would list no children: fio's jobs unseen
+    watch.sample(leader)
     assert watch.samples == [] and watch.measured(None) is None
+    (proc / "self" / "task" / str(os.getpid())).mkdir(parents=True)
+    (proc / "self" / "task" / str(os.getpid()) / "children").write_text("")
+    watch = CpuWatch(proc)
+    watch.SPACING = 0
+    for files in (first, second):
+        for path, text in files.items():
+            file = proc / path.removeprefix("/proc/")
+            file.parent.mkdir(parents=True, exist_ok=True)
+            file.write_text(text)
+        watch.sample(leader)
+    assert [s.ticks for s in watch.samples] == [
+        tree_ticks(leader, first),
+        tree_ticks(leader, second),
+    ]
+    assert watch.measured(None) is None  # taken milliseconds apart: too short a window
+    watch.sample(None)  # before fio started
+    assert len(watch.samples) == 2

@@ -84,11 +84,22 @@ def tree_ticks(leader: int, files: Mapping[str, str]) -> int | None:
     return total
 
 
-def _read(path: Path) -> str | None:
+def _read(path: str) -> str | None:
+    """A /proc file's text (os.read: a tree is read every tick, and
+    ``Path.read_text`` costs twice as much); None once it is gone."""
     try:
-        return path.read_text()
+        fd = os.open(path, os.O_RDONLY)
     except OSError:  # the process or thread ended meanwhile
         return None
+    try:
+        chunks = []
+        while chunk := os.read(fd, 65536):
+            chunks.append(chunk)
+        return b"".join(chunks).decode(errors="replace")
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
 
 
 def children_listed(proc: Path = PROC) -> bool:
@@ -109,16 +120,16 @@ def read_tree(leader: int, proc: Path = PROC) -> dict[str, str]:
         if pid in seen:
             continue
         seen.add(pid)
-        stat = _read(proc / str(pid) / "stat")
+        stat = _read(f"{proc}/{pid}/stat")
         if stat is None:
             continue
         files[f"/proc/{pid}/stat"] = stat
         try:
-            tasks = sorted(os.listdir(proc / str(pid) / "task"))
+            tasks = sorted(os.listdir(f"{proc}/{pid}/task"))
         except OSError:
             continue
         for tid in tasks:
-            text = _read(proc / str(pid) / "task" / tid / "children")
+            text = _read(f"{proc}/{pid}/task/{tid}/children")
             if text is not None:
                 files[f"/proc/{pid}/task/{tid}/children"] = text
                 pending += [int(c) for c in text.split() if c.isdigit()]
@@ -149,21 +160,28 @@ def window_cpu(
 
 
 class CpuWatch:
-    """Samples a running fio's process tree (``sample``, every tick of its
-    supervision); ``measured`` makes of the samples the phase's figure."""
+    """Samples a running fio's process tree (``sample``, on every tick of its
+    supervision, less often where reading a large tree would cost more than
+    ``1 / SPACING`` of a CPU: iorig's CPU is taken from the one fio may use);
+    ``measured`` makes of the samples the phase's figure."""
+
+    SPACING = 20  # a sample waits 20 times as long as the last one took
 
     def __init__(self, proc: Path = PROC) -> None:
         self.proc = proc
         self.samples: list[CpuSample] = []
         self.able = children_listed(proc)
+        self._next = 0.0
 
     def sample(self, leader: int | None) -> None:
-        if leader is None or not self.able:
+        start = time.monotonic()
+        if leader is None or not self.able or start < self._next:
             return
         before = time.time()
         ticks = tree_ticks(leader, read_tree(leader, self.proc))
         if ticks is not None:
             self.samples.append(CpuSample((before + time.time()) / 2, ticks))
+        self._next = start + self.SPACING * (time.monotonic() - start)
 
     def measured(self, io_started_at: float | None) -> GeneratorCpu | None:
         return window_cpu(self.samples, io_started_at, os.sysconf("SC_CLK_TCK"))
