@@ -23,7 +23,7 @@ from iorig.fio.cputime import (
     CpuWatch,
     read_tree,
     stat_ticks,
-    tree_ticks,
+    tree_cpu,
     window_cpu,
 )
 from iorig.model import GeneratorCpu
@@ -41,6 +41,11 @@ def _sample(n: int) -> tuple[float, dict[str, str]]:
         path, _, body = block.partition(" <==\n")
         files[path] = body
     return t_s, files
+
+
+def _ticks(leader: int, files: dict[str, str]) -> int | None:
+    tree = tree_cpu(leader, files)
+    return None if tree is None else tree.ticks
 
 
 def _comm(text: str) -> str:
@@ -76,7 +81,7 @@ def test_the_recorded_tree_counts_io_urings_worker_threads_that_fios_figures_lea
     # the reads are microseconds apart)
     threads = sum(stat_ticks(text) for path, text in second.items()
                   if "/task/" in path and path.endswith("/stat"))  # fmt: skip
-    total = tree_ticks(leader, second)
+    total = _ticks(leader, second)
     assert total is not None and abs(total - threads) <= len(comms)
 
     # over the 2 s between the samples, io_uring's workers did almost half the work
@@ -85,9 +90,10 @@ def test_the_recorded_tree_counts_io_urings_worker_threads_that_fios_figures_lea
                    if path.endswith("/stat") and _comm(text).startswith(prefix))  # fmt: skip
 
     in_workers = ticks(second, "iou-wrk-") - ticks(first, "iou-wrk-")
-    measured = window_cpu(
-        [CpuSample(t1, tree_ticks(leader, first)), CpuSample(t2, total)], None, CLK_TCK
-    )
+    trees = tree_cpu(leader, first), tree_cpu(leader, second)
+    assert trees[0].pids == trees[1].pids and len(trees[0].pids) == 5  # fio and its 4 jobs
+    measured = window_cpu([CpuSample(t, tree.ticks, tree.pids)
+                           for t, tree in zip((t1, t2), trees, strict=True)], CLK_TCK)  # fmt: skip
     assert measured is not None
     assert measured.wall_s == pytest.approx(t2 - t1)
     assert in_workers / CLK_TCK == pytest.approx(0.48 * measured.cpu_s, abs=0.05 * measured.cpu_s)
@@ -123,11 +129,11 @@ def test_reading_a_proc_tree_takes_the_files_the_accounting_reads(tmp_path):
     # what the reader takes is the stat of each process and each thread's children
     wanted = {p: t for p, t in recorded.items() if p.count("/") == 3 or p.endswith("/children")}
     assert read == wanted
-    assert tree_ticks(leader, read) == tree_ticks(leader, recorded)
+    assert _ticks(leader, read) == _ticks(leader, recorded)
     # a process that ended before its stat was read is left out, not an error
     job = recorded[f"/proc/{leader}/task/{leader}/children"].split()[0]
     (tmp_path / job / "stat").unlink()
-    assert tree_ticks(leader, read_tree(leader, tmp_path)) < tree_ticks(leader, recorded)
+    assert _ticks(leader, read_tree(leader, tmp_path)) < _ticks(leader, recorded)
 
 
 def test_a_job_reaped_between_samples_is_counted_once():
@@ -137,28 +143,35 @@ def test_a_job_reaped_between_samples_is_counted_once():
     # job 11 ended (with 110 ticks in all) and fio reaped it: its time is in cutime
     after = {"/proc/10/stat": _stat(10, "fio", 6, 1, 80, 30), "/proc/12/stat":
              _stat(12, "fio", 45, 30), "/proc/10/task/10/children": "12"}  # fmt: skip
-    assert tree_ticks(10, before) == 156
-    assert tree_ticks(10, after) == 6 + 1 + 110 + 75
+    assert _ticks(10, before) == 156
+    assert _ticks(10, after) == 6 + 1 + 110 + 75
     # a zombie not reaped yet is still its parent's child: counted once, by itself
     zombie = {**after, "/proc/10/stat": _stat(10, "fio", 6, 1),
               "/proc/11/stat": _stat(11, "fio", 50, 60).replace(" S ", " Z ", 1),
               "/proc/10/task/10/children": "11 12"}  # fmt: skip
-    assert tree_ticks(10, zombie) == tree_ticks(10, after)
+    assert _ticks(10, zombie) == _ticks(10, after)
     # a process outside the tree (not a child) is not fio's
-    assert tree_ticks(10, {**before, "/proc/99/stat": _stat(99, "other", 500, 0)}) == 156
-    assert tree_ticks(10, {"/proc/11/stat": _stat(11, "fio", 1, 1)}) is None  # leader gone
+    assert _ticks(10, {**before, "/proc/99/stat": _stat(99, "other", 500, 0)}) == 156
+    assert _ticks(10, {"/proc/11/stat": _stat(11, "fio", 1, 1)}) is None  # leader gone
 
 
-def test_the_window_starts_once_the_jobs_do_io():
-    samples = [CpuSample(100.0, 0), CpuSample(100.25, 20), CpuSample(101.0, 95),
-               CpuSample(102.0, 195), CpuSample(103.0, 295)]  # fmt: skip
-    # fio's start-up (the first 0.25 s) is left out once the jobs' start is known
-    assert window_cpu(samples, 100.9, CLK_TCK) == GeneratorCpu(2.0, 2.0)
-    assert window_cpu(samples, None, CLK_TCK) == GeneratorCpu(2.95, 3.0)
-    # too short a window, or none: no figure (fio's own stands in)
-    assert window_cpu(samples, 102.5, CLK_TCK) is None
-    assert window_cpu([CpuSample(1.0, 0), CpuSample(1.0 + MIN_WALL_S / 2, 40)], None, 100) is None
-    assert window_cpu([], None, CLK_TCK) is None
+def test_the_window_is_the_longest_stretch_with_the_same_processes():
+    fio, jobs = frozenset({1}), frozenset({1, 2, 3})
+    samples = [
+        CpuSample(100.25, 20, fio),  # fio parsing its job file: not forked yet
+        CpuSample(100.5, 30, jobs),
+        CpuSample(101.0, 80, jobs),
+        CpuSample(102.0, 180, jobs),
+        CpuSample(103.5, 330, jobs),
+        # the jobs ended and were reaped: their times join fio's cutime
+        # uncut, a tick or so each more than their last reading
+        CpuSample(103.75, 380, fio),
+        CpuSample(104.0, 385, fio),
+    ]
+    assert window_cpu(samples, CLK_TCK) == GeneratorCpu(3.0, 3.0)
+    # too short a stretch, or none: no figure (fio's own stands in)
+    assert window_cpu([CpuSample(1.0, 0), CpuSample(1.0 + MIN_WALL_S / 2, 40)], CLK_TCK) is None
+    assert window_cpu(samples[:1], CLK_TCK) is None and window_cpu([], CLK_TCK) is None
 
 
 def test_a_watch_samples_the_tree_and_measures_nothing_without_children_lists(tmp_path):
@@ -168,7 +181,7 @@ def test_a_watch_samples_the_tree_and_measures_nothing_without_children_lists(tm
     watch = CpuWatch(proc)
     assert not watch.able  # this kernel's /proc would list no children: fio's jobs unseen
     watch.sample(leader)
-    assert watch.samples == [] and watch.measured(None) is None
+    assert watch.samples == [] and watch.measured() is None
     (proc / "self" / "task" / str(os.getpid())).mkdir(parents=True)
     (proc / "self" / "task" / str(os.getpid()) / "children").write_text("")
     watch = CpuWatch(proc)
@@ -180,9 +193,9 @@ def test_a_watch_samples_the_tree_and_measures_nothing_without_children_lists(tm
             file.write_text(text)
         watch.sample(leader)
     assert [s.ticks for s in watch.samples] == [
-        tree_ticks(leader, first),
-        tree_ticks(leader, second),
+        _ticks(leader, first),
+        _ticks(leader, second),
     ]
-    assert watch.measured(None) is None  # taken milliseconds apart: too short a window
+    assert watch.measured() is None  # taken milliseconds apart: too short a window
     watch.sample(None)  # before fio started
     assert len(watch.samples) == 2

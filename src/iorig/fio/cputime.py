@@ -18,7 +18,7 @@ cgroup (v2, or v1's cpuacct) and would move fio out of the cgroup the user
 put iorig in (a CPU quota, a cpuset); /proc needs neither.
 
 Parsing and accounting are pure functions over a sample's text (path ->
-contents); ``read_tree`` takes the sample.
+contents); ``read_tree`` takes the sample, ``CpuWatch`` samples a phase.
 """
 
 from __future__ import annotations
@@ -55,7 +55,13 @@ def stat_ticks(text: str) -> int | None:
         return None
 
 
-def tree_ticks(leader: int, files: Mapping[str, str]) -> int | None:
+@dataclass(frozen=True)
+class TreeCpu:
+    ticks: int  # of the whole tree so far, reaped children included
+    pids: frozenset[int]  # the processes counted
+
+
+def tree_cpu(leader: int, files: Mapping[str, str]) -> TreeCpu | None:
     """Clock ticks of CPU used so far by ``leader`` and every process under
     it, from one /proc sample (``/proc/PID/stat`` and
     ``/proc/PID/task/TID/children`` -> their text): each process's own time
@@ -71,7 +77,7 @@ def tree_ticks(leader: int, files: Mapping[str, str]) -> int | None:
                 children[int(parts[2])].update(int(c) for c in text.split())
     if stat_ticks(files.get(f"/proc/{leader}/stat", "")) is None:
         return None
-    total, seen, pending = 0, set(), [leader]
+    total, seen, counted, pending = 0, set(), set(), [leader]
     while pending:
         pid = pending.pop()
         if pid in seen:
@@ -80,8 +86,9 @@ def tree_ticks(leader: int, files: Mapping[str, str]) -> int | None:
         ticks = stat_ticks(files.get(f"/proc/{pid}/stat", ""))
         if ticks is not None:
             total += ticks
+            counted.add(pid)
             pending += sorted(children.get(pid, ()))
-    return total
+    return TreeCpu(total, frozenset(counted))
 
 
 def _read(path: str) -> str | None:
@@ -140,19 +147,32 @@ def read_tree(leader: int, proc: Path = PROC) -> dict[str, str]:
 class CpuSample:
     t_s: float  # unix seconds
     ticks: int  # of the whole tree, cumulative
+    pids: frozenset[int] = frozenset()  # the processes counted
 
 
-def window_cpu(
-    samples: Sequence[CpuSample], io_started_at: float | None, clk_tck: int
-) -> GeneratorCpu | None:
-    """fio's CPU between the first sample taken once its jobs had begun I/O
-    (``io_started_at``, unix seconds; None: the first sample) and the last:
-    fio's start-up (parsing, forking, allocating) is not the load it
-    generates. None with less than ``MIN_WALL_S`` between them."""
-    kept = [s for s in samples if io_started_at is None or s.t_s >= io_started_at]
-    if len(kept) < 2:
+def window_cpu(samples: Sequence[CpuSample], clk_tck: int) -> GeneratorCpu | None:
+    """fio's CPU over the longest stretch of samples in which its processes
+    stayed the same, over that stretch's wall time: from the first sample
+    once fio has forked its jobs to the last before they end. A live
+    process's utime and stime are each cut to whole clock ticks, a reaped
+    one's join its parent's cutime uncut, so a stretch that ends after jobs
+    ended gains about a tick per job (67 jobs ending read as 2.6 CPUs busy on
+    one CPU); within it the cuts cancel. Not from when fio's status says the
+    jobs began I/O: a CPU-starved fio's first status, 4 s late, put that 2 s
+    too late. fio's start-up after the fork is in the stretch: short where a
+    prefill phase made the files, and fio's own work on the same CPUs where
+    it is not. None with less than ``MIN_WALL_S`` in the longest stretch."""
+    best: tuple[CpuSample, CpuSample] | None = None
+    start = 0
+    for i, sample in enumerate(samples):
+        if sample.pids != samples[start].pids:
+            start = i
+        first = samples[start]
+        if best is None or sample.t_s - first.t_s > best[1].t_s - best[0].t_s:
+            best = (first, sample)
+    if best is None:
         return None
-    first, last = kept[0], kept[-1]
+    first, last = best
     wall_s = last.t_s - first.t_s
     if wall_s < MIN_WALL_S or last.ticks < first.ticks:
         return None
@@ -161,11 +181,11 @@ def window_cpu(
 
 class CpuWatch:
     """Samples a running fio's process tree (``sample``, on every tick of its
-    supervision, less often where reading a large tree would cost more than
-    ``1 / SPACING`` of a CPU: iorig's CPU is taken from the one fio may use);
-    ``measured`` makes of the samples the phase's figure."""
+    supervision, less often where reading a large tree would take more than
+    ``1 / SPACING`` of a CPU: iorig's CPU is taken from the CPUs fio may
+    use); ``measured`` makes of the samples the phase's figure."""
 
-    SPACING = 20  # a sample waits 20 times as long as the last one took
+    SPACING = 20  # a sample waits 20 times the CPU time the last one took
 
     def __init__(self, proc: Path = PROC) -> None:
         self.proc = proc
@@ -177,11 +197,14 @@ class CpuWatch:
         start = time.monotonic()
         if leader is None or not self.able or start < self._next:
             return
+        # CPU time, not wall time: on a CPU fio keeps busy a read waits its turn
+        # (133 ms of wall for 9 ms of CPU beside 67 jobs on one CPU)
+        cpu = time.thread_time()
         before = time.time()
-        ticks = tree_ticks(leader, read_tree(leader, self.proc))
-        if ticks is not None:
-            self.samples.append(CpuSample((before + time.time()) / 2, ticks))
-        self._next = start + self.SPACING * (time.monotonic() - start)
+        tree = tree_cpu(leader, read_tree(leader, self.proc))
+        if tree is not None:
+            self.samples.append(CpuSample((before + time.time()) / 2, tree.ticks, tree.pids))
+        self._next = start + self.SPACING * (time.thread_time() - cpu)
 
-    def measured(self, io_started_at: float | None) -> GeneratorCpu | None:
-        return window_cpu(self.samples, io_started_at, os.sysconf("SC_CLK_TCK"))
+    def measured(self) -> GeneratorCpu | None:
+        return window_cpu(self.samples, os.sysconf("SC_CLK_TCK"))

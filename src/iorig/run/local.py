@@ -266,7 +266,7 @@ class LocalBackend:
             steady=watch.state if watch is not None else None,
             problem=self._target_change(job.plan),
             io_started_at=io_started,
-            generator_cpu=cpu.measured(io_started),
+            generator_cpu=cpu.measured(),
         )
 
     def _not_run(self, job: PhaseJob, problem: str) -> RawPhase:
