@@ -117,7 +117,7 @@ def children_listed(proc: Path = PROC) -> bool:
 
 
 def read_tree(leader: int, proc: Path = PROC) -> dict[str, str]:
-    """What ``tree_ticks`` reads, for ``leader`` and every process under it:
+    """What ``tree_cpu`` reads, for ``leader`` and every process under it:
     each process's stat before its children (a child reaped between the two
     reads is missed, not counted twice)."""
     files: dict[str, str] = {}
