@@ -27,6 +27,7 @@ from iorig.fio.cputime import (
     window_cpu,
 )
 from iorig.model import GeneratorCpu
+from iorig.store import codecs
 
 RECORDED = Path(__file__).resolve().parent / "data" / "proc-iouring"
 CLK_TCK = 100  # the recording machine's (getconf CLK_TCK)
@@ -199,3 +200,20 @@ def test_a_watch_samples_the_tree_and_measures_nothing_without_children_lists(tm
     assert watch.measured() is None  # taken milliseconds apart: too short a window
     watch.sample(None)  # before fio started
     assert len(watch.samples) == 2
+
+
+def test_the_stored_figure_reads_back_and_a_crafted_one_is_refused():
+    measured = GeneratorCpu(2.41, 2.779)
+    assert codecs.GENERATOR_CPU.decode(codecs.GENERATOR_CPU.encode(measured)) == measured
+    assert codecs.GENERATOR_CPU.decode(codecs.GENERATOR_CPU.encode(None)) is None
+    for data, why in [
+        ({"cpu_s": -1, "wall_s": 2}, "out of range"),
+        ({"cpu_s": 1, "wall_s": 0}, "out of range"),
+        ({"cpu_s": 1e300, "wall_s": 2}, "out of range"),
+        ({"cpu_s": "1", "wall_s": 2}, "not a number"),
+        ({"cpu_s": True, "wall_s": 2}, "not a number"),
+        ({"cpu_s": 1}, "not {cpu_s, wall_s}"),
+        ([1, 2], "not {cpu_s, wall_s}"),
+    ]:
+        with pytest.raises(codecs.PayloadError, match=why):
+            codecs.GENERATOR_CPU.decode(json.dumps({"version": 1, "data": data}))
