@@ -54,6 +54,9 @@ class Step:
     # second's throughput as a multiple of the recorded mean (× scale); the
     # totals follow the series' mean
     seconds: tuple[float, ...] | None = None
+    # fio's job numbers (1, 2) whose log files hold no sample, as fio leaves
+    # them for a job that ended within its first second or lost its logs
+    empty_logs: tuple[int, ...] = ()
 
 
 def _recorded() -> tuple[dict, dict]:
@@ -126,9 +129,14 @@ def _synthetic_logs(
     return out
 
 
-def _scaled_logs(scale: float, shift_ms: int) -> dict[int, dict[str, list[Any]]]:
+def _scaled_logs(
+    scale: float, shift_ms: int, empty: tuple[int, ...] = ()
+) -> dict[int, dict[str, list[Any]]]:
     out: dict[int, dict[str, list[Any]]] = {}
     for number, kinds in _LOGS.items():
+        if number in empty:
+            out[number] = {kind: [] for kind in kinds}
+            continue
         out[number] = {
             kind: [
                 replace(s, t_ms=s.t_ms + shift_ms)
@@ -253,7 +261,7 @@ class FakeBackend:
                 logs[(w.label + host.log_suffix, suffix)] = _edited(
                     _synthetic_logs(step.scale, step.seconds, shift)
                     if step.seconds
-                    else _scaled_logs(step.scale, shift),
+                    else _scaled_logs(step.scale, shift, step.empty_logs),
                     step.edit_log_value,
                 )
         doc.pop("jobs")

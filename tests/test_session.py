@@ -199,6 +199,59 @@ def test_a_host_dropping_out_fails_the_phase_by_name_and_keeps_the_others(db_pat
     assert len(fill.aggregate.series[ALL]) == 1
 
 
+SEQ_WRITE = """
+name: sw
+title: Sequential writes, repeated
+targets:
+  data: {size: 16MiB}
+phases:
+  - {name: fill, kind: prefill, workloads: [{rw: write, bs: 1MiB}]}
+  - {name: sw, kind: measure, duration: 3s, workloads: [{name: sw, rw: write, bs: 1MiB}]}
+"""
+
+
+def test_a_repeat_without_per_second_samples_fails_and_says_what_is_missing(db_path):
+    # seen once: a sequential-write repeat whose logs held no sample was stored
+    # ok, with no median, maximum, minimum or noise, and no warning
+    backend = FakeBackend(steps=lambda p, r: Step(empty_logs=(1, 2) if r == 1 else ()))
+    plan = backend.prepare(
+        resolve(source_from_text(SEQ_WRITE, "sw.yaml")), {}, allow_destroy=False, repeats=3
+    )
+    with Store(db_path) as store:
+        outcome = execute(plan, store, backend, command="test")
+        stored = store.load_run(outcome.run_id)
+    measured = [p for p in stored.phases if p.name == "sw"]
+    assert [p.repeat for p in measured] == [0, 1]  # the failure stops the repeats
+    first, second = measured
+    assert first.status is PhaseStatus.OK and len(first.aggregate.series[ALL]) == 2
+    assert second.status is PhaseStatus.FAILED
+    assert second.aggregate.totals[ALL].ios > 0  # fio's totals are kept, shown as failed
+    assert "no per-second figures" in (second.error or "")
+    assert "2 of 2 jobs" in (second.error or "") and "'sw'" in (second.error or "")
+    assert outcome.status is RunStatus.FAILED and "phase 'sw'" in (stored.run.error or "")
+
+
+def test_one_job_without_samples_fails_the_phase_rather_than_understate_its_seconds(db_path):
+    # the other job's windows alone would be stored as the phase's per-second
+    # series: half the I/O the totals count
+    backend = FakeBackend(steps=lambda p, r: Step(empty_logs=(2,) if p.name == "one" else ()))
+    with Store(db_path) as store:
+        outcome = execute(_plan(backend), store, backend, command="test")
+        stored = store.load_run(outcome.run_id)
+    one = stored.phases[-1]
+    assert one.name == "one" and one.status is PhaseStatus.FAILED
+    assert "1 of 2 jobs" in (one.error or "") and "'rr'" in (one.error or "")
+    assert outcome.status is RunStatus.FAILED
+
+
+def test_a_prefill_without_samples_is_not_a_measurement_to_fail(db_path):
+    # a size-based fill may end within its first second: nothing is read from its series
+    backend = FakeBackend(steps=lambda p, r: Step(empty_logs=(1, 2) if p.name == "fill" else ()))
+    with Store(db_path) as store:
+        outcome = execute(_plan(backend), store, backend, command="test")
+    assert outcome.status is RunStatus.OK
+
+
 def _knee_model(phase: PlannedPhase, repeat: int) -> Step:
     """Throughput doubles with concurrency up to 8, then stays flat."""
     concurrency = phase.point.get("concurrency")

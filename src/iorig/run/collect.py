@@ -174,6 +174,10 @@ def collect(
             f"fio job {j.name}{where} ended with error {j.error}: "
             f"{tail(raw.exit.stderr) or '(fio printed no error message)'}"
         )
+    if phase.kind is PhaseKind.MEASURE and (unlogged := find_unlogged(sections)):
+        # fio's totals are kept; no series is, where a job's seconds are missing
+        scopes = [_without_series(sc) if _covers(sc.scope, unlogged) else sc for sc in scopes]
+        problems.append(unlogged_message(unlogged, several))
     origin = first / 1000 if starts else None
     printed = parse.io_errors(raw.exit.stderr)
     counted = printed + parse.unprinted_errors(printed, output.jobs, "local")
@@ -212,6 +216,48 @@ def _host_starts(
     starts = {host: host_start_ms(t) for host, t in windows.items() if t}
     starts |= {h: min(t) for h, t in completions.items() if t and h not in starts}
     return starts
+
+
+def _logged_a_second(logs: JobLogs) -> bool:
+    """Whether a job's logs hold a window that counts as a second (see
+    ``assemble._by_second``): fio writes none for a job that ends within its
+    first second, and its log files are then empty."""
+    return bool(logs.completions) or any(round(s.t_ms / 1000) >= 1 for s in logs.iops)
+
+
+def find_unlogged(sections: Sequence[SectionData]) -> list[tuple[SectionData, int, int]]:
+    """The sections (workload on a host) with jobs that did I/O, by fio's
+    JSON, but logged no one-second window: (section, such jobs, jobs that
+    did I/O). Their per-second series would miss those jobs or be empty."""
+    out = []
+    for section in sections:
+        did = sum(1 for j in section.jobs if any(d.ios > 0 for d in j.dirs.values()))
+        logged = sum(1 for logs in section.logs if _logged_a_second(logs))
+        if logged < did:
+            out.append((section, did - logged, did))
+    return out
+
+
+def unlogged_message(unlogged: Sequence[tuple[SectionData, int, int]], several: bool) -> str:
+    where = "; ".join(
+        f"workload {s.workload!r}{' on ' + s.host if several else ''}: {n} of {did} jobs"
+        for s, n, did in unlogged
+    )
+    return (
+        f"no per-second figures ({where} logged no one-second window though fio counted "
+        "their I/O): without them the phase's median, maximum, minimum and noise cannot be "
+        "told, only fio's totals (kept); the jobs ended within their first second or their "
+        "logs were lost — measure longer, and check the space in TMPDIR"
+    )
+
+
+def _covers(scope: Scope, unlogged: Sequence[tuple[SectionData, int, int]]) -> bool:
+    return any(scope.workload in (None, s.workload) and scope.host in (None, s.host)
+               for s, _n, _did in unlogged)  # fmt: skip
+
+
+def _without_series(scope: ScopeResult) -> ScopeResult:
+    return replace(scope, series={})
 
 
 STALL_MS = 2500  # no one-second window for this long: a whole second without a completion
