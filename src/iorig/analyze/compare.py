@@ -42,6 +42,7 @@ from iorig.model import (
     histogram,
     series_stats,
 )
+from iorig.model.combine import latency_range
 from iorig.model.sut import NOT_DISCLOSED, flat_description
 
 NO_DIFFERENCE = "no significant difference"
@@ -67,6 +68,7 @@ class RunPhase:
     status: PhaseStatus
     total_lat_mean_ns: float = math.nan  # slat + clat: time in flight, for Little's law
     point: dict = field(default_factory=dict)  # sweep / search coordinates
+    lat_range_ns: tuple[float, float] | None = None  # fastest, slowest completion
 
     @property
     def stats(self) -> SeriesStats:
@@ -115,7 +117,8 @@ def pool_phases(
             iops=sum(t.iops for t in totals) / n,
             bytes_per_s=sum(t.bytes_per_s for t in totals) / n,
             lat_mean_ns=lat_mean,
-            lat_p99_ns=histogram.percentiles(hist, (99.0,))[99.0],
+            lat_p99_ns=histogram.percentiles(hist, (99.0,), latency_range(totals))[99.0],
+            lat_range_ns=latency_range(totals),
             hist=hist,
             job_hash=job_hash((job_texts or {}).get(name, "")),
             engine=repeats[0].engine,

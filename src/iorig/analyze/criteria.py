@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from iorig.model import ALL, PhaseKind, PhaseResult, PhaseStatus, ScopeResult, histogram
-from iorig.model.combine import combine_series
+from iorig.model.combine import combine_series, latency_range
 from iorig.schema import Criterion
 
 
@@ -84,7 +84,8 @@ def figure(criterion: Criterion, repeats: Sequence[PhaseResult], host: str | Non
         seconds = [v for s in series for v in s.lat_mean_ns.tolist() if not math.isnan(v)]
         return max(seconds) if seconds else math.nan
     p = float(metric[1:])
-    return histogram.percentiles(histogram.merge(t.hist for t in totals), (p,))[p]
+    merged = histogram.merge(t.hist for t in totals)
+    return histogram.percentiles(merged, (p,), latency_range(totals))[p]
 
 
 def figure_seconds(

@@ -50,7 +50,7 @@ def latency_stat(phase: RunPhase, stat: str) -> float:
     if stat == "mean":
         return phase.lat_mean_ns
     p = float(stat[1:])
-    return histogram.percentiles(phase.hist, (p,))[p]
+    return histogram.percentiles(phase.hist, (p,), phase.lat_range_ns)[p]
 
 
 # ------------------------------------------------------------------ sweep

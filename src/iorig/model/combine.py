@@ -58,6 +58,15 @@ def merge_totals(per_part: Iterable[Mapping[str, Totals]]) -> dict[str, Totals]:
     return out
 
 
+def latency_range(parts: Iterable[Totals]) -> tuple[float, float] | None:
+    """The fastest and slowest completion over parts that did I/O: a
+    percentile of their merged histogram lies within them."""
+    done = [p for p in parts if p.ios > 0]
+    if not done:
+        return None
+    return min(p.lat_min_ns for p in done), max(p.lat_max_ns for p in done)
+
+
 # ---------------------------------------------------------------- series
 
 

@@ -15,6 +15,7 @@ percentiles match fio's own to the nanosecond.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping, Sequence
 from fractions import Fraction
 
@@ -91,15 +92,23 @@ def merge(histograms: Iterable[np.ndarray]) -> np.ndarray:
 
 
 def percentiles(
-    counts: np.ndarray, points: Sequence[float] = DEFAULT_PERCENTILES
+    counts: np.ndarray,
+    points: Sequence[float] = DEFAULT_PERCENTILES,
+    within_ns: tuple[float, float] | None = None,
 ) -> dict[float, float]:
     """Latency (ns) at each percentile: the first bin whose cumulative count
-    reaches p % of all samples, as fio computes it. Empty histogram -> NaN."""
+    reaches p % of all samples, as fio computes it. Empty histogram -> NaN.
+
+    ``within_ns``: the fastest and slowest completion fio measured. A bin's
+    value is its midpoint, which in the bins holding them may lie below the
+    minimum or above the maximum (4.01 s for a slowest I/O of 4.00 s); the
+    percentile itself cannot, so it is kept within them."""
     counts = np.asarray(counts, dtype=np.uint64)
     n = int(counts.sum())
     if n == 0:
         return {p: float("nan") for p in points}
     cumulative = np.cumsum(counts, dtype=np.uint64)
+    lo, hi = within_ns if within_ns is not None and _a_range(*within_ns) else (0.0, math.inf)
     result: dict[float, float] = {}
     for p in points:
         # Exact threshold: cumulative * 100 >= p * n, with p as the decimal typed.
@@ -107,8 +116,13 @@ def percentiles(
         threshold = frac * n / 100
         needed = int(-(-threshold.numerator // threshold.denominator))  # ceil
         idx = int(np.searchsorted(cumulative, max(needed, 1), side="left"))
-        result[p] = float(BIN_VALUES_NS[min(idx, NR_BINS - 1)])
+        result[p] = min(max(float(BIN_VALUES_NS[min(idx, NR_BINS - 1)]), lo), hi)
     return result
+
+
+def _a_range(lo: float, hi: float) -> bool:
+    """fio's min and max of a direction that completed I/O (not NaN, 0 or swapped)."""
+    return math.isfinite(lo) and math.isfinite(hi) and 0 <= lo <= hi and hi > 0
 
 
 def mean(counts: np.ndarray) -> float:

@@ -69,7 +69,8 @@ class Totals:
     def percentiles_ns(
         self, points: tuple[float, ...] = histogram.DEFAULT_PERCENTILES
     ) -> dict[float, float]:
-        return histogram.percentiles(self.hist, points)
+        """Within the fastest and slowest completion (see ``histogram.percentiles``)."""
+        return histogram.percentiles(self.hist, points, (self.lat_min_ns, self.lat_max_ns))
 
     def level(self, metric: Metric) -> float:
         return self.iops if metric is Metric.IOPS else self.bytes_per_s
