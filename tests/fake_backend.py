@@ -32,7 +32,6 @@ from iorig.scenario import ResolvedScenario
 from iorig.targets import Target
 
 FIXTURE = Path(__file__).resolve().parent / "data" / "randread-2jobs"
-EPOCH_MS = 1_795_000_000_000  # log times of fake servers (log_unix_epoch)
 
 
 @dataclass(frozen=True)
@@ -57,6 +56,8 @@ class Step:
     # fio's job numbers (1, 2) whose log files hold no sample, as fio leaves
     # them for a job that ended within its first second or lost its logs
     empty_logs: tuple[int, ...] = ()
+    runtime_ms: int | None = None  # each job's runtime in fio's JSON, else as recorded (3 s)
+    hold_s: float = 0.0  # the phase goes on this long after its jobs began (events happen)
 
 
 def _recorded() -> tuple[dict, dict]:
@@ -88,18 +89,20 @@ def _scaled_job(job: dict, name: str, scale: float) -> dict:
     return job
 
 
-def _lasting(job: dict, seconds: int) -> dict:
-    """A job entry that ran ``seconds`` at the same rate (counts follow)."""
+def _lasting(job: dict, job_runtime_ms: int, runtime_ms: int | None = None) -> dict:
+    """A job entry that ran ``job_runtime_ms`` at the same rate: its counts
+    follow, its rates stay their totals over ``runtime_ms`` (fio's I/O time,
+    default the job's)."""
     read = job["read"]
-    ios = read["total_ios"] * seconds * 1000 // job["job_runtime"]
+    ios = read["total_ios"] * job_runtime_ms // job["job_runtime"]
     io_bytes = ios * read["io_bytes"] // read["total_ios"] if read["total_ios"] else 0
-    runtime_ms = seconds * 1000 + 1
+    runtime_ms = runtime_ms or job_runtime_ms
     read |= {
         "total_ios": ios, "io_bytes": io_bytes, "io_kbytes": io_bytes // 1024,
         "iops": ios * 1000 / runtime_ms, "bw_bytes": io_bytes * 1000 // runtime_ms,
         "bw": io_bytes * 1000 // runtime_ms // 1024, "runtime": runtime_ms,
     }  # fmt: skip
-    job["job_runtime"] = seconds * 1000
+    job["job_runtime"] = job_runtime_ms
     return job
 
 
@@ -221,20 +224,26 @@ class FakeBackend:
     def run_phase(self, job: PhaseJob) -> Iterator[Progress | RawPhase]:
         step = self.steps(job.phase, job.repeat)
         self.ran.append((job.phase.name, job.repeat))
-        yield Progress(0.5, 0.5, None, time.time())
+        launched = time.time()
+        # fake servers tell when the last host began, as ServerBackend's JobsWatch does
+        late_s = max((step.late_ms or {}).values(), default=0) / 1000 if self.remote else 0.0
+        yield Progress(0.5, 0.5, None, launched + late_s)
+        if step.hold_s:
+            self._stop.wait(late_s + step.hold_s)
         if step.interrupt:
             os.kill(os.getpid(), signal.SIGINT)
             self._stop.wait(5)
-        yield replace(self._raw(job.phase, step), generator_cpu=step.generator_cpu)
+        yield replace(self._raw(job.phase, step, launched), generator_cpu=step.generator_cpu)
 
-    def _raw(self, phase: PlannedPhase, step: Step) -> RawPhase:
+    def _raw(self, phase: PlannedPhase, step: Step, launched: float | None = None) -> RawPhase:
+        launched = time.time() if launched is None else launched
         stopped = "cancel" if self._stop.is_set() else None
         hosts = tuple(
             HostLogs(h, f".h{i}" if self.remote else "") for i, h in enumerate(self._hosts)
         )
         if step.fail:
             exit_ = FioExit(1, "", step.fail, stopped, 1.0)
-            return self._wrap(exit_, {}, hosts)
+            return self._wrap(exit_, {}, hosts, launched)
         doc = copy.deepcopy(_DOC)
         doc["fio version"] = self.fio_version
         entries, logs = [], {}
@@ -246,7 +255,11 @@ class FakeBackend:
                 for job in _DOC["jobs"]:
                     entry = _scaled_job(job, w.label, level)
                     if step.seconds:
-                        entry = _lasting(entry, len(step.seconds))
+                        entry = _lasting(
+                            entry, 1000 * len(step.seconds), 1000 * len(step.seconds) + 1
+                        )
+                    if step.runtime_ms is not None:
+                        entry = _lasting(entry, step.runtime_ms)
                     if step.cpu_pct is not None:
                         entry |= {"usr_cpu": step.cpu_pct, "sys_cpu": 0.0}
                     if step.edit_job is not None:
@@ -256,7 +269,8 @@ class FakeBackend:
                         entry |= {"hostname": address, "port": int(port)}
                     entries.append(entry)
                 late = (step.late_ms or {}).get(host.label, 0)
-                shift = EPOCH_MS + late if self.remote else 0
+                # fake servers' logs: wall-clock times (log_unix_epoch) from the launch
+                shift = round(launched * 1000) + late if self.remote else 0
                 suffix = host.label.rsplit(":", 1)[0] if self.remote else None
                 logs[(w.label + host.log_suffix, suffix)] = _edited(
                     _synthetic_logs(step.scale, step.seconds, shift)
@@ -267,15 +281,21 @@ class FakeBackend:
         doc.pop("jobs")
         doc["client_stats" if self.remote else "jobs"] = entries
         exit_ = FioExit(0, json.dumps(doc), "", stopped, 1.0)
-        took_s = max((e["job_runtime"] for e in entries), default=3000) / 1000
-        return self._wrap(exit_, logs, hosts, took_s)
+        took_s = max((e["job_runtime"] for e in entries), default=0) / 1000
+        return self._wrap(exit_, logs, hosts, launched, took_s)
 
     def _wrap(
-        self, exit_: FioExit, logs: dict, hosts: tuple[HostLogs, ...], took_s: float = 3.0
+        self,
+        exit_: FioExit,
+        logs: dict,
+        hosts: tuple[HostLogs, ...],
+        launched: float,
+        took_s: float = 0.0,
     ) -> RawPhase:
+        # the real clock (events fire on it), and never shorter than the jobs ran
         return RawPhase(
-            started_at=1000.0,
-            ended_at=1000.0 + took_s,
+            started_at=launched,
+            ended_at=max(time.time(), launched + took_s),
             job_text="[fake]\n",
             command=("fio", "fake"),
             exit=exit_,
@@ -283,6 +303,8 @@ class FakeBackend:
             hosts=hosts,
             wallclock_logs=self.remote,
             exit_code_counts=not self.remote,
+            # this machine: fio's live status tells when its jobs began
+            io_started_at=None if self.remote else launched,
         )
 
     def run_jobs(

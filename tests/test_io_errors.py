@@ -113,7 +113,7 @@ def test_errors_fio_counted_but_did_not_print_are_kept_as_unknown():
 
 def _raw(stderr: str, output: str) -> RawPhase:
     # the recording kept no logs: one window stands for them (a measured job
-    # without any fails for that alone, tests/test_session.py)
+    # of 2 s without any lost its logs and fails for that alone, tests/test_session.py)
     logs = {("rw", None): {1: {"iops": [parse.LogSample(1000, 1.0, "read", 0)]}}}
     return RawPhase(0.0, 3.0, "", (), FioExit(0, output, stderr, None, 3.0), logs,
                     (HostLogs("local"),), False, True)  # fmt: skip

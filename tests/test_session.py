@@ -21,6 +21,7 @@ from iorig.errors import UserError
 from iorig.fio import parse
 from iorig.model import ALL, GeneratorCpu, PhaseKind, PhaseStatus, RunStatus, Scope, ScopeKind
 from iorig.plan import PlannedPhase
+from iorig.report.exporters import render
 from iorig.report.searchtables import search_tables
 from iorig.run.events import PhaseFinished, PhaseProgress, PhaseStarted, RunStarted
 from iorig.run.preflight import preflight
@@ -206,42 +207,73 @@ targets:
   data: {size: 16MiB}
 phases:
   - {name: fill, kind: prefill, workloads: [{rw: write, bs: 1MiB}]}
-  - {name: sw, kind: measure, duration: 3s, workloads: [{name: sw, rw: write, bs: 1MiB}]}
+  - {name: sw, kind: measure, duration: 1s, workloads: [{name: sw, rw: write, bs: 1MiB}]}
 """
 
 
-def test_a_repeat_without_per_second_samples_fails_and_says_what_is_missing(db_path):
-    # seen once: a sequential-write repeat whose logs held no sample was stored
-    # ok, with no median, maximum, minimum or noise, and no warning
-    backend = FakeBackend(steps=lambda p, r: Step(empty_logs=(1, 2) if r == 1 else ()))
+def _repeated(backend: FakeBackend, db_path: Path):
     plan = backend.prepare(
         resolve(source_from_text(SEQ_WRITE, "sw.yaml")), {}, allow_destroy=False, repeats=3
     )
     with Store(db_path) as store:
         outcome = execute(plan, store, backend, command="test")
         stored = store.load_run(outcome.run_id)
-    measured = [p for p in stored.phases if p.name == "sw"]
+    return outcome, stored, [p for p in stored.phases if p.name == "sw"]
+
+
+def test_a_repeat_without_per_second_samples_is_flagged_by_phase_and_repeat(db_path):
+    # seen once: a sequential-write repeat stored ok with no per-second samples
+    # and no warning. fio leaves a job's last, partial window unwritten: a job
+    # of runtime=1000ms then often writes none (13 of 20, fio 3.33)
+    backend = FakeBackend(
+        steps=lambda p, r: Step(empty_logs=(1, 2) if r == 1 else (), runtime_ms=1000)
+    )
+    outcome, stored, measured = _repeated(backend, db_path)
+    assert outcome.status is RunStatus.OK
+    assert [(p.repeat, p.status) for p in measured] == [(r, PhaseStatus.OK) for r in range(3)]
+    assert measured[1].aggregate.series == {}  # no median, maximum, minimum: none made up
+    assert measured[1].aggregate.totals[ALL].ios > 0  # fio's totals are kept
+    (flag,) = _codes(stored)["no-series"]
+    assert flag.startswith("phase 'sw' (repeat 2) has no per-second figures")
+    shown = render("text", analyse(stored))
+    assert "phase 'sw' (repeat 2) has no per-second figures" in shown
+
+
+def test_a_repeat_that_ran_seconds_without_a_window_lost_its_logs_and_fails(db_path):
+    # fio writes a window at the end of every whole second a job runs: none in
+    # 3 s of I/O is a collection that lost them, not a short phase
+    backend = FakeBackend(steps=lambda p, r: Step(empty_logs=(1, 2) if r == 1 else ()))
+    outcome, stored, measured = _repeated(backend, db_path)
     assert [p.repeat for p in measured] == [0, 1]  # the failure stops the repeats
     first, second = measured
     assert first.status is PhaseStatus.OK and len(first.aggregate.series[ALL]) == 2
-    assert second.status is PhaseStatus.FAILED
+    assert second.status is PhaseStatus.FAILED and second.aggregate.series == {}
     assert second.aggregate.totals[ALL].ios > 0  # fio's totals are kept, shown as failed
-    assert "no per-second figures" in (second.error or "")
-    assert "2 of 2 jobs" in (second.error or "") and "'sw'" in (second.error or "")
+    error = second.error or ""
+    assert error.startswith("no per-second figures (workload 'sw': 2 of 2 jobs in 3.0 s of I/O")
+    assert "logs were lost" in error
     assert outcome.status is RunStatus.FAILED and "phase 'sw'" in (stored.run.error or "")
 
 
-def test_one_job_without_samples_fails_the_phase_rather_than_understate_its_seconds(db_path):
-    # the other job's windows alone would be stored as the phase's per-second
-    # series: half the I/O the totals count
-    backend = FakeBackend(steps=lambda p, r: Step(empty_logs=(2,) if p.name == "one" else ()))
+@pytest.mark.parametrize("runtime_ms", [1000, None])
+def test_one_job_without_samples_leaves_no_series_rather_than_half_of_one(db_path, runtime_ms):
+    # main kept the other job's windows as the phase's per-second series:
+    # 12.8 K IOPS a second where fio's totals say 25.7 K
+    backend = FakeBackend(
+        steps=lambda p, r: Step(empty_logs=(2,) if p.name == "one" else (), runtime_ms=runtime_ms)
+    )
     with Store(db_path) as store:
         outcome = execute(_plan(backend), store, backend, command="test")
         stored = store.load_run(outcome.run_id)
-    one = stored.phases[-1]
-    assert one.name == "one" and one.status is PhaseStatus.FAILED
-    assert "1 of 2 jobs" in (one.error or "") and "'rr'" in (one.error or "")
-    assert outcome.status is RunStatus.FAILED
+    one = next(p for p in stored.phases if p.name == "one")
+    assert [s.series for s in one.scopes] == [{}, {}]  # the aggregate and the workload
+    if runtime_ms == 1000:
+        assert (
+            one.status is PhaseStatus.OK and "phase 'one' has no" in _codes(stored)["no-series"][0]
+        )
+    else:
+        assert one.status is PhaseStatus.FAILED and "'rr': 1 of 2 jobs" in (one.error or "")
+        assert outcome.status is RunStatus.FAILED
 
 
 def test_a_prefill_without_samples_is_not_a_measurement_to_fail(db_path):
@@ -249,7 +281,8 @@ def test_a_prefill_without_samples_is_not_a_measurement_to_fail(db_path):
     backend = FakeBackend(steps=lambda p, r: Step(empty_logs=(1, 2) if p.name == "fill" else ()))
     with Store(db_path) as store:
         outcome = execute(_plan(backend), store, backend, command="test")
-    assert outcome.status is RunStatus.OK
+        stored = store.load_run(outcome.run_id)
+    assert outcome.status is RunStatus.OK and "no-series" not in _codes(stored)
 
 
 def _knee_model(phase: PlannedPhase, repeat: int) -> Step:

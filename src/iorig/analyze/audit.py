@@ -314,10 +314,33 @@ def check_generator(
     return out
 
 
+def check_unlogged(phase: PhaseResult) -> list[Finding]:
+    """A measured phase with I/O but not one whole second every job logged:
+    fio writes no window for a job that ends within about a second (the
+    collection fails a longer one), and a series without some jobs would
+    understate the phase, so none is kept."""
+    totals = phase.aggregate.totals.get(ALL) if phase.aggregate else None
+    if totals is None or totals.ios == 0 or phase.status is not PhaseStatus.OK:
+        return []
+    which = f"phase {phase.name!r}" + (f" (repeat {phase.repeat + 1})" if phase.repeat else "")
+    return [
+        Finding(
+            "no-series",
+            f"{which} has no per-second figures: fio logged no whole second for some of its "
+            "jobs; its median, maximum, minimum and noise are unknown, and only fio's totals "
+            "for the whole phase are kept",
+            f"measure for at least {MIN_SECONDS} s (60 s or more for decisions)",
+            phase.name,
+        )
+    ]
+
+
 def check_stability(phase: PhaseResult) -> list[Finding]:
     scope = phase.aggregate
-    if phase.kind is not PhaseKind.MEASURE or scope is None or ALL not in scope.series:
+    if phase.kind is not PhaseKind.MEASURE or scope is None:
         return []
+    if not len(scope.series.get(ALL, ())):
+        return check_unlogged(phase)
     values = scope.series[ALL].values(phase.headline)
     stats = series_stats(values)
     out = []
