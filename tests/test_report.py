@@ -16,6 +16,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from tests import browser as devtools
 from tests.conftest import DATA, CliResult, chromium_or_skip
 
 EVIL = 'B </script><script>window.pwned=1</script> & "q" <a href="https://example.com/x">l</a>'
@@ -151,6 +152,29 @@ def test_html_report_in_headless_chromium(_cli, two_runs):
         capture_output=True, timeout=120,
     )  # fmt: skip
     assert screenshot.returncode == 0 and shot.stat().st_size > 50_000
+
+
+def _overlap(a: list[float], b: list[float]) -> bool:
+    return a[0] < b[2] and b[0] < a[2] and a[1] < b[3] and b[1] < a[3]
+
+
+@pytest.mark.browser
+def test_html_chart_titles_are_drawn_clear_of_plotlys_toolbar(_cli, two_runs):
+    # the toolbar (modebar) sits at a chart's top right; a title beside it was
+    # drawn under it once it ran long ("random-read: latency percentiles …")
+    db, base = two_runs
+    browser = chromium_or_skip()
+    report = base / "report.html"
+    _cli(db, "report", "last~1", "last", "-o", str(report))
+    for window in ("1200,3000", "800,3000"):  # two charts a row: 565 and 365 px wide
+        charts = devtools.evaluate(browser, report, devtools.CHART_BOXES, base / "profile",
+                                   window=window)  # fmt: skip
+        assert len(charts) == 14  # a timeline per run + 4 phases × 3
+        for c in charts:
+            assert c["title"] and c["modebar"], c
+            assert not _overlap(c["title"], c["modebar"]), (window, c)
+            assert c["title"][1] >= c["modebar"][3], (window, c)  # below it, however long
+            assert c["title"][0] >= 0 and c["title"][3] <= c["height"], (window, c)
 
 
 def test_report_markdown_json_csv(_cli, two_runs):

@@ -30,7 +30,7 @@ from iorig.report.suttables import sut_tables, undisclosed
 from iorig.report.tables import TableModel, run_tables, summary_tables
 from iorig.report.terminal import limit_text
 from iorig.report.timeline import build_timeline
-from iorig.report.timelinechart import timeline_chart
+from iorig.report.timelinechart import chart_title, timeline_chart
 from iorig.units import format_bytes, format_duration
 
 _PERCENTILE_TICKS = (0, 1, 2, 3, 4, 5)
@@ -156,8 +156,8 @@ def _percentile_trace(counts: np.ndarray) -> tuple[list[float], list[float]]:
 
 def _layout(title: str, x_title: str, y_title: str, **extra: Any) -> dict[str, Any]:
     layout = {
-        "title": {"text": title, "font": {"size": 14}, "x": 0.01, "xanchor": "left"},
-        "margin": {"l": 60, "r": 20, "t": 40, "b": 45},
+        "title": chart_title(title),
+        "margin": {"l": 60, "r": 20, "t": 60, "b": 45},
         "xaxis": {"title": {"text": x_title}},
         "yaxis": {"title": {"text": y_title}, "rangemode": "tozero"},
         "legend": {"orientation": "h", "y": -0.25},

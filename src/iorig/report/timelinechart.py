@@ -27,8 +27,18 @@ AGGREGATE_COLOUR = "#1d2430"
 HOST_COLOURS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2",
                 "#7f7f7f", "#bcbd22", "#17becf")  # fmt: skip
 EVENT_COLOUR = "#c0262d"
+# plotly's toolbar (modebar) takes a chart's top right, 2 to 26 px down
+# (drawn in Chromium): titles start under it, so that a long one or a narrow
+# chart never puts one beneath it
+TOOLBAR_PX = 34
 THROUGHPUT_DOMAIN = (0.48, 1.0)
 LATENCY_DOMAIN = (0.0, 0.4)
+
+
+def chart_title(text: str) -> dict[str, Any]:
+    """The title of every chart of the report: at the left, under the toolbar."""
+    return {"text": text, "font": {"size": 14}, "x": 0.01, "xanchor": "left",
+            "yref": "container", "y": 1, "yanchor": "top", "pad": {"t": TOOLBAR_PX}}  # fmt: skip
 
 
 def _traces(trace: Trace, name: str, colour: str, unit: str, scale: float) -> list[dict]:
@@ -90,8 +100,8 @@ def timeline_chart(timeline: Timeline, chart_id: str, title: str) -> dict[str, A
         )  # fmt: skip
     start = dt.datetime.fromtimestamp(timeline.origin).strftime("%Y-%m-%d %H:%M:%S")
     layout = {
-        "title": {"text": title, "font": {"size": 14}, "x": 0.01, "xanchor": "left"},
-        "margin": {"l": 70, "r": 20, "t": 80, "b": 50},
+        "title": chart_title(title),  # the phases' names between it and the plot
+        "margin": {"l": 70, "r": 20, "t": 90, "b": 50},
         "xaxis": {"anchor": "y2", "title": {"text": f"seconds since the first phase started "
                                                     f"({start})"}, "rangemode": "tozero"},
         "yaxis": {"domain": list(THROUGHPUT_DOMAIN), "title": {"text": f"{unit.unit} per second"},
