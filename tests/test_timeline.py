@@ -142,6 +142,52 @@ def test_events_are_marks_at_their_wall_clock_time_and_skipped_ones_are_absent()
     )
 
 
+MARKED = """
+name: marked
+title: A mark on two fio servers
+targets:
+  data: {size: 16MiB}
+phases:
+  - name: steady
+    kind: measure
+    duration: 3s
+    workloads: [{name: rr, rw: randread, bs: 4k}]
+    events:
+      - {at: 0.2s, do: "mark here"}
+"""
+
+
+def test_the_events_table_and_the_timeline_place_an_event_at_one_time(db_path):
+    # seen: availability's timeline drew the stop at +4.0 s where the events
+    # table said +5 s. On fio servers the events count from when the last host
+    # began (JobsWatch), the per-second figures from the first host's logs:
+    # here the second host began 0.6 s after the first
+    from tests.fake_backend import FakeBackend, Step
+
+    from iorig.report.eventtables import event_table
+    from iorig.run.session import execute
+    from iorig.scenario import resolve, source_from_text
+    from iorig.store import Store
+
+    hosts = ("127.0.0.2:8765", "127.0.0.3:8765")
+    backend = FakeBackend(hosts=hosts, steps=lambda p, r: Step(late_ms={hosts[1]: 600}, hold_s=0.4))
+    plan = backend.prepare(resolve(source_from_text(MARKED, "m.yaml")), {},
+                           allow_destroy=False, repeats=1)  # fmt: skip
+    with Store(db_path) as store:
+        stored = store.load_run(execute(plan, store, backend, command="test").run_id)
+    (mark,) = build_timeline(stored).marks
+    assert mark.offset_s == pytest.approx(0.8, abs=0.15)  # 0.6 s + 0.2 s, where it happened
+    analysis = analyse(stored)
+    table = event_table(analysis)
+    assert table is not None
+    (row,) = table.rows
+    assert row[0] == f"steady +{mark.offset_s:.1f}s", row  # as the timeline draws it
+    (event,) = analysis.events
+    assert event.at_s == mark.offset_s  # the impact reads the series there too
+    (moved,) = [n for n in table.notes if "asked for" in n]
+    assert moved.startswith(f"steady +{mark.offset_s:.1f}s mark here: asked for +0.2s"), moved
+
+
 def test_one_metric_for_the_whole_run():
     iops = _phase("r", T0, 2, scopes=(_scope([100, 200], bs=8192),), headline=Metric.IOPS)
     fill = _phase("fill", T0 - 5, 4, PhaseKind.PREFILL, scopes=(_scope([10, 10]),),

@@ -20,7 +20,6 @@ import numpy as np
 from iorig.model import (
     ALL,
     EventRecord,
-    EventStatus,
     Metric,
     PhaseResult,
     Series,
@@ -208,11 +207,10 @@ def phase_impacts(
     series = agg.series.get(ALL) if agg is not None else None
     out: list[tuple[EventRecord, Impact | None]] = []
     for event in phase.events:
-        happened = event.started_at != 0 and event.status is not EventStatus.SKIPPED
-        if agg is None or series is None or not event.action.disturbs or not happened:
+        at_s = phase.event_at_s(event)
+        if agg is None or series is None or not event.action.disturbs or at_s is None:
             out.append((event, None))
             continue
-        at_s = event.started_at - phase.origin
         errors = phase.io_error_total if phase.io_errors else agg.errors
         by_type = errors_by_type(phase.io_errors)
         out.append((event, impact_of(series, phase.headline, at_s, settings, errors, by_type)))
@@ -227,6 +225,7 @@ class EventImpact:
     repeat: int
     event: EventRecord
     impact: Impact | None
+    at_s: float | None = None  # where it fell on its phase's axis (PhaseResult.event_at_s)
 
 
 def settings_of(resolved: dict[str, Any]) -> ImpactSettings:
@@ -244,5 +243,5 @@ def settings_of(resolved: dict[str, Any]) -> ImpactSettings:
 def run_impacts(phases: Sequence[PhaseResult], resolved: dict[str, Any]) -> list[EventImpact]:
     """Every event of a run, in phase order, with its impact."""
     settings = settings_of(resolved)
-    return [EventImpact(p.name, p.repeat, event, impact)
+    return [EventImpact(p.name, p.repeat, event, impact, p.event_at_s(event))
             for p in phases for event, impact in phase_impacts(p, settings)]  # fmt: skip

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from iorig.model import histogram
-from iorig.model.events import EventRecord
+from iorig.model.events import EventRecord, EventStatus
 from iorig.model.kinds import Metric, PhaseKind, PhaseStatus
 from iorig.model.precision import PrecisionState
 from iorig.model.steady import SteadyState
@@ -214,6 +214,18 @@ class PhaseResult:
     def origin(self) -> float:
         """Unix seconds at the series' second 0: where events and phases meet on one axis."""
         return self.series_origin if self.series_origin is not None else self.started_at
+
+    def event_at_s(self, event: EventRecord) -> float | None:
+        """Where an event of this phase fell: seconds from ``origin``, the axis
+        of the per-second figures its impact is read from, the timeline and
+        the events table; None for one that never happened. It may differ
+        from when the event was asked for (``at_s``, on the events' clock):
+        fio servers' series count from the first host to begin, the events
+        from the last; runs stored before commit 542d934 counted them from
+        fio's launch."""
+        if event.started_at == 0 or event.status is EventStatus.SKIPPED:
+            return None
+        return event.started_at - self.origin
 
     @property
     def aggregate(self) -> ScopeResult | None:

@@ -18,8 +18,26 @@ DEFINITIONS = (
 )
 
 
+# an event placed this far from the time it was asked for gets a note saying so
+MOVED_S = 0.5
+
+
 def _when(e: EventImpact) -> str:
-    return f"{e.phase}{f' #{e.repeat + 1}' if e.repeat else ''} +{e.event.at_s:g}s"
+    """Its phase and where it fell on the phase's axis, as the timeline draws
+    it and its impact is read; an event that never happened: when it was asked."""
+    at = f"+{e.at_s:.1f}s" if e.at_s is not None else f"+{e.event.at_s:g}s"
+    return f"{e.phase}{f' #{e.repeat + 1}' if e.repeat else ''} {at}"
+
+
+def _moved(e: EventImpact) -> str | None:
+    if e.at_s is None or abs(e.at_s - e.event.at_s) < MOVED_S:
+        return None
+    return (
+        f"{_when(e)} {e.event.label}: asked for +{e.event.at_s:g}s on the events' clock, it "
+        f"came {e.at_s:.1f} s into the phase's per-second figures (on fio servers the events "
+        "count from the last host to begin, the figures from the first; runs stored before "
+        "events counted from the jobs' first I/O counted them from fio's launch)"
+    )
 
 
 def _recovery(i: Impact) -> str:
@@ -57,6 +75,8 @@ def event_table(analysis: RunAnalysis) -> TableModel | None:
     for e in analysis.events:
         rows.append((_when(e), e.event.label, str(e.event.status), *_figures(e.impact),
                      _errors(e.impact)))  # fmt: skip
+        if moved := _moved(e):
+            notes.append(moved)
         if e.impact is not None and e.impact.note:
             notes.append(f"{_when(e)} {e.event.label}: {e.impact.note}")
         if e.event.status != "done" and e.event.detail:

@@ -25,7 +25,6 @@ import numpy as np
 
 from iorig.model import (
     ALL,
-    EventRecord,
     EventStatus,
     Metric,
     PhaseKind,
@@ -160,16 +159,13 @@ def _samples(scope: ScopeResult, start_s: float, metric: Metric) -> Samples | No
 
 
 def _marks(phase: PhaseResult, origin: float) -> tuple[Mark, ...]:
-    """The events that happened: skipped ones (never started) are left out."""
+    """The events that happened (skipped ones never started), where the
+    events table and their impact place them on the phase's axis."""
+    placed = [(at, e) for e in phase.events if (at := phase.event_at_s(e)) is not None]
     return tuple(
-        Mark(e.started_at - origin, e.started_at - phase.origin, e.label, e.status, phase.name)
-        for e in sorted(phase.events, key=lambda e: e.started_at)
-        if _happened(e)
+        Mark(phase.origin - origin + at, at, e.label, e.status, phase.name)
+        for at, e in sorted(placed, key=lambda p: p[0])
     )
-
-
-def _happened(event: EventRecord) -> bool:
-    return event.status is not EventStatus.SKIPPED and event.started_at > 0
 
 
 def build_timeline(stored: StoredRun) -> Timeline:
