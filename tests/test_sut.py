@@ -108,6 +108,59 @@ def test_unfilled_fields_are_not_disclosed_and_differences_name_the_parameter():
     assert flat_description(a) == {"cache": "on", "note 1": "n"}
 
 
+def test_tuning_that_was_given_is_never_listed_as_not_disclosed():
+    # seen: tuning.software given, and the disclosure said "not disclosed:
+    # Configuration and tuning" (its notes were not given)
+    from iorig.report.suttables import sut_tables, undisclosed
+
+    record = SutRecord({"tuning": {"software": [
+        {"component": "filer", "parameter": "cache", "value": "off"}]}})  # fmt: skip
+    missing = undisclosed(record)
+    assert not [
+        m
+        for m in missing
+        if m in ("Configuration and tuning", "Configuration and tuning: software")
+    ], missing
+    # what was left out of it is named
+    assert "Configuration and tuning: hardware" in missing
+    assert "Configuration and tuning: hardware notes, software notes" in missing
+    titles = [t.title for t in sut_tables(record)]
+    assert "Configuration and tuning: software" in titles
+    assert not any(t.startswith("Configuration and tuning (") for t in titles), titles
+    # a section given nothing at all is still named once, as a whole
+    assert "Storage and filesystems" in missing
+    assert not [m for m in missing if m.startswith("Storage and filesystems:")], missing
+
+
+def test_plain_show_names_the_system_under_test_and_the_notes_briefly():
+    # seen: --sut and --note showed only with --disclosure
+    import numpy as np
+    from tests import builders
+
+    from iorig.analyze.analysis import analyse
+    from iorig.report.exporters import render
+
+    described = SutRecord(
+        {"product": {"name": "Example Filer", "version": "4.1"},
+         "tuning": {"software": [{"parameter": "cache", "value": "off"}]},
+         "storage": {"stable_storage": "NVMe only"}},
+        ("firmware 2.1", "write cache off"),
+    )  # fmt: skip
+    phases = [builders.phase("random-read", np.full(10, 1000.0))]
+    text = render("text", analyse(builders.stored("a1", None, phases, sut=described)))
+    lines = {line.split("  ")[0]: line.rstrip() for line in text.splitlines()}
+    assert lines["system under test"].split(None, 3)[3] == (
+        "Example Filer 4.1; described: product, tuning, storage (all: show --disclosure)"
+    )
+    assert lines["notes"].endswith("firmware 2.1; write cache off")
+    # a run described by notes alone, and one not described: nothing made up
+    notes_only = render("text", analyse(builders.stored(
+        "a2", None, phases, sut=SutRecord({}, ("first try",)))))  # fmt: skip
+    assert "system under test" not in notes_only and "first try" in notes_only
+    bare = render("text", analyse(builders.stored("a3", None, phases)))
+    assert "system under test" not in bare and "notes" not in bare
+
+
 @pytest.mark.parametrize(
     ("data", "problem"),
     [

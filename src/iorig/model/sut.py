@@ -283,8 +283,13 @@ def disclosure_tables(record: SutRecord) -> list[SutTable]:
         lists = {n: _item_type(f.annotation) for n, f in sub.model_fields.items()}
         scalars = [(n, value.get(n)) for n, t in lists.items() if t is None]
         if scalars:
-            out.append(SutTable(title, (), tuple((_label(n), _cell(v)) for n, v in scalars),
-                                missing=all(v is None for _, v in scalars)))  # fmt: skip
+            rows = tuple((_label(n), _cell(v)) for n, v in scalars)
+            unfilled = all(v is None for _, v in scalars)
+            # a section given in part (tuning items, no notes): only the fields
+            # left out are "not disclosed", named, never the section
+            part = title if not value or not unfilled else (
+                f"{title}: {', '.join(_label(n) for n, _ in scalars)}")  # fmt: skip
+            out.append(SutTable(part, (), rows, missing=unfilled))
         for n, t in lists.items():
             if t is not None:
                 out.append(_item_table(f"{title}: {_label(n)}", t, value.get(n)))
@@ -292,6 +297,18 @@ def disclosure_tables(record: SutRecord) -> list[SutTable]:
     out.append(SutTable("Run notes (--note)", (), notes or (("", NOT_DISCLOSED),),
                         missing=not notes))  # fmt: skip
     return out
+
+
+def brief(record: SutRecord) -> str | None:
+    """One line for plain ``show``: the product, and which sections the user
+    described (all of it: ``show --disclosure``); None without a description."""
+    data = record.description
+    if not data:
+        return None
+    product = data.get("product") or {}
+    name = " ".join(str(product[k]) for k in ("name", "version") if product.get(k))
+    given = ", ".join(_label(n) for n, _ in SECTIONS if data.get(n))
+    return f"{name + '; ' if name else ''}described: {given} (all: show --disclosure)"
 
 
 # ------------------------------------------------------------ differences

@@ -45,7 +45,7 @@ def sut_markdown(run: RunRecord) -> str:
     parts += [to_markdown(t) for t in sut_tables(run.sut, all_sections=False)]
     missing = undisclosed(run.sut)
     if missing:
-        parts += [md_text(f"- {NOT_DISCLOSED}: {', '.join(missing)}"), ""]
+        parts += [md_text(f"- {NOT_DISCLOSED}: {'; '.join(missing)}"), ""]
     return "\n".join(parts) + "\n"
 
 
@@ -59,5 +59,5 @@ def sut_view(run: RunRecord) -> Group:
     for table in sut_tables(run.sut, all_sections=False):
         parts += [to_rich(table), Text("")]
     if missing := undisclosed(run.sut):
-        parts.append(Text(f"{NOT_DISCLOSED}: {', '.join(missing)}"))
+        parts.append(Text(f"{NOT_DISCLOSED}: {'; '.join(missing)}"))
     return Group(*parts)

@@ -19,6 +19,7 @@ from iorig.model import (
     series_stats,
 )
 from iorig.model.records import flatten, target_name
+from iorig.model.sut import brief
 from iorig.report.metrics import metric
 from iorig.report.tablemodel import TableModel
 from iorig.scenario import ResolvedScenario, ScenarioSource
@@ -92,6 +93,10 @@ def run_header(run: RunRecord, engines: list[str]) -> Table:
         )
     if changed:
         add_row(grid, "parameters", ", ".join(changed))
+    if described := brief(run.sut):
+        add_row(grid, "system under test", clip(described, TITLE_CHARS))
+    if run.sut.notes:
+        add_row(grid, "notes", clip("; ".join(run.sut.notes), TITLE_CHARS))
     if run.disclosure:
         add_row(grid, "interface limit", limit_text(run.disclosure.interface_limit))
     return grid
