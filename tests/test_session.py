@@ -645,3 +645,29 @@ def test_a_capped_last_doubling_the_engine_would_round_is_not_run(db_path):
     result, ran = _knee_search(db_path, backend, KneeRule(min_gain=0.10, max_concurrency=24))
     assert {n for n, _ in ran} == {f"iodepth={c}" for c in (1, 2, 4, 8, 16)}
     assert result.knee.point.concurrency == 16
+
+
+def test_progress_lines_are_written_whole_to_a_file_or_a_ci_log(db_path, monkeypatch):
+    # seen: progress cut to 80 columns in files and CI logs ("failed: … maxim…")
+    import io
+
+    from rich.console import Console
+
+    from iorig.cli.common import ProgressView
+
+    monkeypatch.delenv("COLUMNS", raising=False)  # rich's width off a terminal: 80
+    why = "fio: pid=1, err=28/file:io_u.c: No space left on device; " + "details " * 20
+    backend = FakeBackend(steps=lambda p, r: Step(fail=why.strip()) if p.name == "two" else Step())
+    log = io.StringIO()
+    out = Console(file=log, highlight=False)
+    assert not out.is_terminal
+    with Store(db_path) as store, ProgressView(out) as view:
+        execute(_plan(backend), store, backend, command="test", on_event=view.handle)
+    lines = log.getvalue().splitlines()
+    (first,) = [line for line in lines if line.startswith("run ")]
+    assert first.endswith("engine libaio")  # the run's line, not wrapped
+    (failed,) = [line for line in lines if "failed" in line]
+    assert failed.startswith("[4/5] two (measure)") and failed.endswith("details details)")
+    assert "…" not in log.getvalue() and all(line == line.rstrip() for line in lines)
+    # one line per phase that ran, as it ended
+    assert [line.split()[0] for line in lines[1:]] == ["[1/5]", "[2/5]", "[3/5]", "[4/5]"]

@@ -32,6 +32,7 @@ from iorig.report.exporters import render
 from iorig.report.metrics import metric
 from iorig.report.options import RenderOptions
 from iorig.report.terminal import DESCRIPTION_CHARS, TITLE_CHARS, clip
+from iorig.report.text import PIPED_WIDTH
 from iorig.run import make_backend
 from iorig.run.actions import check_events, parse_grants
 from iorig.run.backend import PhaseBackend
@@ -365,10 +366,19 @@ def main_options(
 
 
 class ProgressView:
-    """Live view of a run: one progress line per phase with current rates."""
+    """Live view of a run: one progress line per phase with current rates.
+
+    Off a terminal (a file, a CI log) there is nothing to redraw: each phase's
+    line is written once, whole, when it ends (rich would cut it to 80
+    columns, or COLUMNS, and write the lines only when the run ends)."""
 
     def __init__(self, out: SafeConsole) -> None:
-        self.console = out
+        self.live = out.is_terminal
+        self.console = out if self.live else SafeConsole(
+            file=out.file, width=PIPED_WIDTH, highlight=False, no_color=out.no_color,
+            soft_wrap=True,
+        )  # fmt: skip
+        self.names: dict[tuple[int, int], str] = {}
         self.progress = Progress(
             TextColumn("{task.description}"),
             BarColumn(bar_width=24),
@@ -380,11 +390,13 @@ class ProgressView:
         self.tasks: dict[tuple[int, int], TaskID] = {}
 
     def __enter__(self) -> ProgressView:
-        self.progress.start()
+        if self.live:
+            self.progress.start()
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self.progress.stop()
+        if self.live:
+            self.progress.stop()
 
     def handle(self, event: Event) -> None:
         if isinstance(event, RunStarted):
@@ -408,15 +420,13 @@ class ProgressView:
         elif isinstance(event, PhaseStarted):
             p = event.phase
             again = f" #{event.repeat + 1}" if event.repeat else ""
-            self.tasks[(p.seq, event.repeat)] = self.progress.add_task(
-                escape(
-                    f"[{event.index + 1}/{event.total or '?'}] {clip(p.name)}{again} ({p.kind})"
-                ),
-                total=1.0,
-                clock="",
-                stats="",
-            )
-        elif isinstance(event, PhaseProgress):
+            name = f"[{event.index + 1}/{event.total or '?'}] {clip(p.name)}{again} ({p.kind})"
+            self.names[(p.seq, event.repeat)] = name
+            if self.live:
+                self.tasks[(p.seq, event.repeat)] = self.progress.add_task(
+                    escape(name), total=1.0, clock="", stats=""
+                )
+        elif isinstance(event, PhaseProgress) and self.live:
             p = event.phase
             clock = f"{event.elapsed_s:.0f}s" + (f"/{p.duration_s:.0f}s" if p.duration_s else "")
             stats = ""
@@ -448,9 +458,13 @@ class ProgressView:
                     stats += f" [{len(hosts)} hosts: {each}]"
             if result.error:
                 stats += f" ({result.error})"
-            stats = escape(clip(stats, DESCRIPTION_CHARS))
             key = (event.phase.seq, event.result.repeat)
-            self.progress.update(self.tasks[key], completed=1.0, stats=stats)
+            if self.live:
+                self.progress.update(
+                    self.tasks[key], completed=1.0, stats=escape(clip(stats, DESCRIPTION_CHARS))
+                )
+            else:  # as Text: the phase's name and fio's message are no markup
+                self.console.print(Text(f"{self.names[key]}  {stats}"))
 
 
 def command_line() -> str:
