@@ -276,6 +276,27 @@ def test_one_job_without_samples_leaves_no_series_rather_than_half_of_one(db_pat
         assert outcome.status is RunStatus.FAILED
 
 
+def test_paced_jobs_without_a_window_are_completed_from_fios_totals_not_failed():
+    # a rate-limited job may log no window in a second (assemble._completed
+    # makes its seconds add up to fio's totals): not a job that lost its logs
+    import json
+
+    from iorig.run.collect import collect
+
+    backend = FakeBackend()
+    phase = _plan(backend).phases[1]
+    raw = backend._raw(phase, Step(empty_logs=(1, 2)))
+    doc = json.loads(raw.exit.output)
+    for job in doc["jobs"]:
+        job.setdefault("job options", {})["rate_iops"] = "5000"
+    got = collect(replace(raw, exit=replace(raw.exit, output=json.dumps(doc))), phase)
+    assert got.problem is None
+    (aggregate, _workload) = got.scopes
+    series = aggregate.series[ALL]
+    assert len(series) == 3  # the 3 s the recorded jobs ran
+    assert series.iops.sum() == pytest.approx(aggregate.totals[ALL].ios, rel=1e-6)
+
+
 def test_a_prefill_without_samples_is_not_a_measurement_to_fail(db_path):
     # a size-based fill may end within its first second: nothing is read from its series
     backend = FakeBackend(steps=lambda p, r: Step(empty_logs=(1, 2) if p.name == "fill" else ()))
