@@ -269,9 +269,10 @@ def lost_logs_message(lost: Sequence[Unlogged], several: bool) -> str:
     )
     return (
         f"no per-second figures ({where} of I/O logged no one-second window, where fio "
-        "writes one every second): their logs were lost or cut short; fio's totals are "
-        "kept, but without the seconds the phase's median, maximum, minimum and noise "
-        "cannot be told — check the space in TMPDIR and repeat the run"
+        "writes one every second): their logs were lost or cut short, or the jobs hung in "
+        "their first second; fio's totals are kept, but without the seconds the phase's "
+        "median, maximum, minimum and noise cannot be told — check the space in TMPDIR "
+        "and repeat the run"
     )
 
 
