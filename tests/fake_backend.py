@@ -133,8 +133,11 @@ def _synthetic_logs(
 
 
 def _scaled_logs(
-    scale: float, shift_ms: int, empty: tuple[int, ...] = ()
+    scale: float, shift_ms: int, empty: tuple[int, ...] = (), until_ms: int | None = None
 ) -> dict[int, dict[str, list[Any]]]:
+    """The recorded logs × ``scale``, moved by ``shift_ms``; the jobs in
+    ``empty`` logged nothing; with ``until_ms`` only the windows a job that
+    ran that long wrote."""
     out: dict[int, dict[str, list[Any]]] = {}
     for number, kinds in _LOGS.items():
         if number in empty:
@@ -148,6 +151,7 @@ def _scaled_logs(
                     s, t_ms=s.t_ms + shift_ms, value=s.value * (1 if kind == "clat" else scale)
                 )
                 for s in samples
+                if until_ms is None or s.t_ms <= until_ms
             ]
             for kind, samples in kinds.items()
         }
@@ -275,7 +279,7 @@ class FakeBackend:
                 logs[(w.label + host.log_suffix, suffix)] = _edited(
                     _synthetic_logs(step.scale, step.seconds, shift)
                     if step.seconds
-                    else _scaled_logs(step.scale, shift, step.empty_logs),
+                    else _scaled_logs(step.scale, shift, step.empty_logs, step.runtime_ms),
                     step.edit_log_value,
                 )
         doc.pop("jobs")

@@ -375,7 +375,7 @@ class ProgressView:
     def __init__(self, out: SafeConsole) -> None:
         self.live = out.is_terminal
         self.console = out if self.live else SafeConsole(
-            file=out.file, width=PIPED_WIDTH, highlight=False, no_color=out.no_color,
+            file=out.file, width=PIPED_WIDTH, no_color=out.no_color,
             soft_wrap=True,
         )  # fmt: skip
         self.names: dict[tuple[int, int], str] = {}
