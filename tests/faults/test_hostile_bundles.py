@@ -13,6 +13,7 @@ import functools
 import sqlite3
 import subprocess
 import sys
+import tempfile
 import zlib
 from pathlib import Path
 
@@ -202,3 +203,303 @@ def test_a_bomb_already_in_the_database_does_not_exhaust_show_or_report(target, 
         assert code == "2" and "Traceback" not in stderr, (args, done.stdout)
         assert "job.fio" in stderr, stderr
         assert rss_kib < 400 << 10, (args, rss_kib)
+
+
+# --------------------------------------------- what a bundle holds, truthfully
+
+
+def _foreign(path: Path, *statements: str) -> Path:
+    """A SQLite file written by another program: ``statements`` and nothing of iorig's."""
+    conn = sqlite3.connect(path)
+    for sql in statements:
+        conn.execute(sql)
+    conn.commit()
+    conn.close()
+    return path
+
+
+def _script(path: Path, script: str) -> None:
+    conn = sqlite3.connect(path)
+    conn.executescript(script)
+    conn.close()
+
+
+SCHEMA_TAMPERING = {
+    "a view in place of a table": (
+        "PRAGMA legacy_alter_table = ON; ALTER TABLE runs RENAME TO runs_kept;"
+        "CREATE VIEW runs AS SELECT * FROM runs_kept",
+        "view runs",
+    ),
+    "a trigger": (
+        "CREATE TRIGGER spy AFTER UPDATE ON runs BEGIN SELECT 1; END",
+        "trigger spy",
+    ),
+    "an extra index": ("CREATE INDEX fast ON samples (iops)", "index fast"),
+    "an extra table": ("CREATE TABLE extra (x)", "table extra"),
+    "an extra column": ("ALTER TABLE runs ADD COLUMN evil TEXT", "table runs"),
+    "statistics for the query planner": ("ANALYZE", "sqlite_stat1"),
+    "a virtual table": ("CREATE VIRTUAL TABLE notes USING fts5 (body)", "table notes"),
+    "a missing table": ("DROP TABLE steady_states", "table steady_states"),
+    "another version's tables": ("PRAGMA user_version = 5", "schema version 5"),
+}
+
+
+@pytest.mark.parametrize("case", SCHEMA_TAMPERING)
+def test_a_bundle_that_is_not_a_plain_set_of_iorigs_tables_is_refused_naming_it(
+    target, tmp_path, case
+):
+    script, named = SCHEMA_TAMPERING[case]
+    bundle = _bundle(tmp_path / "b.sqlite", OTHER)
+    try:
+        _script(bundle, script)
+    except sqlite3.OperationalError as exc:  # e.g. a SQLite built without fts5
+        pytest.skip(f"this SQLite cannot craft {case}: {exc}")
+    before = _runs(target)
+    with pytest.raises(UserError) as caught:
+        _import(target, bundle)
+    message = str(caught.value)
+    assert "not an iorig results file" in message and named in message, message
+    assert _runs(target) == before
+
+
+@pytest.mark.parametrize(
+    ("statements", "said"),
+    [
+        (("CREATE TABLE contacts (name TEXT, phone TEXT)",), "table contacts"),
+        (("CREATE TABLE x (a)", "DROP TABLE x"), "holds no tables"),
+        (("PRAGMA user_version = 3", "CREATE TABLE runs (id TEXT)"), "table runs"),
+    ],
+    ids=["another program's tables", "no tables at all", "a table of the same name"],
+)
+def test_a_sqlite_file_of_another_program_is_not_said_to_hold_no_runs(
+    target, tmp_path, cli, statements, said
+):
+    bundle = _foreign(tmp_path / "other.sqlite", *statements)
+    with pytest.raises(UserError) as caught:
+        _import(target, bundle)
+    message = str(caught.value)
+    assert "not an iorig results file" in message and said in message, message
+    done = cli(target, "import", str(bundle))
+    assert done.returncode == 2 and "holds no runs" not in done.stdout + done.stderr, done
+    assert "not an iorig results file" in done.stderr, done.stderr
+
+
+def test_an_iorig_file_without_runs_is_said_to_hold_none(target, tmp_path, cli):
+    empty = tmp_path / "empty.sqlite"
+    Store(empty).close()
+    done = cli(target, "import", str(empty))
+    assert done.returncode == 0 and "holds no runs" in done.stdout, done
+
+
+def test_a_bundle_whose_last_writes_sit_in_its_write_ahead_log_is_refused_saying_so(
+    target, tmp_path
+):
+    # a results database still open elsewhere: its runs are in the -wal, not
+    # yet in the file; reading the file alone would miss them
+    live = tmp_path / "live.sqlite"
+    Store(live).close()
+    holder = sqlite3.connect(live)  # keeps the log from being folded in on close
+    holder.execute("PRAGMA wal_autocheckpoint = 0")
+    holder.execute("SELECT 1 FROM runs").fetchall()
+    with Store(live) as store:
+        store.add_runs([builders.stored(OTHER, None, [])])
+    try:
+        assert Path(f"{live}-wal").stat().st_size > 0
+        with pytest.raises(UserError, match="write-ahead log") as caught:
+            _import(target, live)
+        assert f"{live}-wal" in str(caught.value)
+    finally:
+        holder.close()
+    assert _runs(target) == [(GOOD, "failed", "device went away")]
+
+
+@pytest.mark.parametrize("version", range(1, 8))
+def test_a_bundle_of_every_earlier_schema_reads_as_its_upgraded_database(tmp_path, version):
+    # read in place (no copy, no migration), through iorig's own column
+    # lists: the same runs as the database upgraded by the migrations
+    fixture = REPO / "tests" / "data" / f"schema-v{version}" / "results.sqlite"
+    upgraded = tmp_path / "upgraded.sqlite"
+    upgraded.write_bytes(fixture.read_bytes())
+    with Store(upgraded) as store:
+        expected = {i: store.load_run(i, artifacts=True) for i in store.run_ids()}
+    with Store(tmp_path / "into.sqlite") as store:
+        assert sorted(import_runs(store, fixture)) == sorted((i, True) for i in expected)
+        for run_id, stored in expected.items():
+            back = store.load_run(run_id, artifacts=True)
+            assert back.run == stored.run
+            assert [_phase_fields(p) for p in back.phases] == [
+                _phase_fields(p) for p in stored.phases
+            ]
+
+
+def _phase_fields(phase) -> tuple:
+    agg = phase.aggregate
+    figures = None if agg is None else {d: (t.ios, t.iops, t.hist.tobytes())
+                                        for d, t in agg.totals.items()}  # fmt: skip
+    series = None if agg is None else {d: s.iops.tobytes() for d, s in agg.series.items()}
+    return (phase.name, phase.kind, phase.status, phase.point, phase.job_text,
+            phase.fio_output, figures, series)  # fmt: skip
+
+
+def test_import_never_copies_the_bundle_into_tmpdir(target, tmp_path, monkeypatch):
+    # a TMPDIR that cannot take a copy (here: not even a directory; in the
+    # field a full one raised ENOSPC with a traceback) changes nothing
+    blocked = tmp_path / "not-a-directory"
+    blocked.write_text("")
+    monkeypatch.setattr(tempfile, "tempdir", str(blocked))
+    bundle = _bundle(tmp_path / "b.sqlite", OTHER)
+    assert _import(target, bundle) == [(OTHER, True)]
+
+
+def test_import_reports_its_progress_run_by_run(target, tmp_path):
+    ids = [f"{i:012x}" for i in range(1, 6)]
+    bundle = _bundle(tmp_path / "b.sqlite", *ids)
+    seen: list[tuple[int, int]] = []
+    with Store(target) as store:
+        done = import_runs(store, bundle, progress=lambda n, total: seen.append((n, total)))
+    assert sorted(done) == [(i, True) for i in ids]
+    assert [n for n, _ in seen] == sorted(n for n, _ in seen) and seen[-1] == (5, 5)
+    assert {total for _, total in seen} == {5}
+
+
+def test_the_work_of_reading_a_bundle_is_bounded(target, tmp_path, monkeypatch):
+    # a budget far below what two runs need, counted in steps of 10: iorig's
+    # own queries on a file of iorig's schema never need many times their
+    # usual work, so the bound (SQLite's progress handler) is tried this way
+    from iorig.store import bundle as bundle_mod
+    from iorig.store import connection
+
+    bundle = _bundle(tmp_path / "b.sqlite", OTHER, "c0ffee000000")
+    monkeypatch.setattr(bundle_mod, "WORK_PER_BYTE", 0.0001)
+    monkeypatch.setattr(connection, "PROGRESS_STEPS", 10)
+    with pytest.raises(UserError, match="more work than") as caught:
+        _import(target, bundle)
+    assert str(bundle) in str(caught.value)
+    assert len(_runs(target)) == 1
+
+
+ENDLESS = (
+    "PRAGMA legacy_alter_table = ON; ALTER TABLE runs RENAME TO runs_kept;"
+    "CREATE VIEW runs AS WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n) "
+    "SELECT runs_kept.* FROM runs_kept, n"
+)
+
+
+def _start_import(bundle: Path, db: Path, tmpdir: Path) -> subprocess.Popen:
+    return subprocess.Popen(
+        [sys.executable, "-m", "iorig", "import", str(bundle)],
+        cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env=dict(__import__("os").environ, IORIG_DB=str(db), TMPDIR=str(tmpdir)),
+    )  # fmt: skip
+
+
+def _ended_after_ctrl_c(proc: subprocess.Popen, busy) -> tuple[float | None, str]:
+    """Send SIGINT a second after ``busy()`` says the import is under way;
+    seconds until the process ended then (None: not within 5 s)."""
+    import signal
+    import time
+
+    deadline = time.monotonic() + 30
+    while proc.poll() is None and not busy() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    time.sleep(1)
+    if proc.poll() is not None:
+        return 0.0, proc.communicate()[1]
+    proc.send_signal(signal.SIGINT)
+    sent = time.monotonic()
+    try:
+        _, err = proc.communicate(timeout=5)
+        return time.monotonic() - sent, err
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        return None, proc.communicate()[1]
+
+
+@pytest.mark.system
+@pytest.mark.timing
+def test_a_bundle_that_would_run_forever_neither_hangs_nor_leaves_a_copy(target, tmp_path):
+    bundle = _bundle(tmp_path / "b.sqlite", OTHER)
+    _script(bundle, ENDLESS)
+    tmpdir = tmp_path / "tmpdir"
+    tmpdir.mkdir()
+    before = _runs(target)
+    proc = _start_import(bundle, target, tmpdir)
+    waited, err = _ended_after_ctrl_c(proc, lambda: any(tmpdir.iterdir()))
+    assert waited is not None and waited < 2, f"still going 5 s after Ctrl-C: {err[-500:]}"
+    assert proc.returncode in (2, 130) and "Traceback" not in err, err
+    assert list(tmpdir.iterdir()) == []  # no copy of the bundle left behind
+    assert _runs(target) == before
+
+
+@pytest.fixture(scope="module")
+def big_bundles(tmp_path_factory) -> dict[int, Path]:
+    """Bundles of real-size runs (tests/bundles.py, 60 s each): 10 and 150."""
+    from tests.bundles import many_runs
+
+    folder = tmp_path_factory.mktemp("big")
+    return {n: many_runs(folder / f"{n}.sqlite", n, seconds=60) for n in (10, 150)}
+
+
+@pytest.mark.system
+def test_import_memory_does_not_grow_with_the_number_of_runs(big_bundles, tmp_path):
+    # each run takes about 1 MB once decoded: reading them all before
+    # writing (as import did) grew by 150 MB from 10 runs to 150; streamed,
+    # memory holds one run at a time (bench/bundle_import.py: 10,000 runs)
+    peaks = {}
+    for n, bundle in big_bundles.items():
+        done, peaks[n] = _max_rss_kib("import", str(bundle), db=tmp_path / f"into-{n}.sqlite")
+        assert done.stdout.startswith("0\n"), done.stdout
+    assert peaks[150] - peaks[10] < 40 << 10, peaks
+
+
+@pytest.mark.system
+@pytest.mark.timing
+def test_ctrl_c_ends_a_long_import_within_two_seconds_leaving_nothing(
+    big_bundles, target, tmp_path
+):
+    tmpdir = tmp_path / "tmpdir"
+    tmpdir.mkdir()
+    before = _runs(target)
+    wal = Path(f"{target}-wal")
+    proc = _start_import(big_bundles[150], target, tmpdir)
+    waited, err = _ended_after_ctrl_c(proc, lambda: wal.is_file() and wal.stat().st_size > 0)
+    print(f"the import ended {waited} s after Ctrl-C")
+    assert waited is not None and 0 < waited < 2, (waited, err[-500:])
+    assert proc.returncode == 130 and "nothing was imported" in err, err
+    assert "Traceback" not in err, err
+    assert _runs(target) == before
+    assert list(tmpdir.iterdir()) == []
+    assert sorted(p.name for p in target.parent.iterdir() if "target" in p.name) == [
+        "target.sqlite"
+    ]  # no journal, log or copy left beside the database
+
+
+def test_a_bundle_is_read_with_sqlites_guards_and_nothing_else_is_allowed(tmp_path):
+    from iorig.store import connection
+    from iorig.store.bundle import TABLES
+
+    bundle = _bundle(tmp_path / "b.sqlite", OTHER)
+    before = bundle.read_bytes()
+    conn, _, set_up = connection.read_only(bundle, TABLES, budget=1e9)
+    try:
+        set_up()
+        assert conn.execute("SELECT COUNT(*) FROM runs").fetchone() == (1,)
+        for sql in (
+            "UPDATE runs SET label = 'x'",
+            "CREATE TEMP TABLE t (a)",
+            "CREATE TEMP VIEW v AS SELECT 1",
+            f"ATTACH '{tmp_path / 'other.sqlite'}' AS other",
+            "PRAGMA writable_schema = ON",
+            "PRAGMA trusted_schema = ON",
+            "SELECT load_extension('x')",
+            "SELECT randomblob(10)",
+            "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n) SELECT i FROM n",
+        ):
+            with pytest.raises(sqlite3.DatabaseError):
+                conn.execute(sql).fetchall()
+        if hasattr(conn, "getconfig"):  # Python 3.12+: SQLite's defensive mode
+            assert conn.getconfig(sqlite3.SQLITE_DBCONFIG_DEFENSIVE)
+    finally:
+        conn.close()
+    assert bundle.read_bytes() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["b.sqlite"]  # no -wal, -shm, copy

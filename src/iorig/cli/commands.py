@@ -61,6 +61,7 @@ from iorig.cli.common import (
     scenarios_app,
     write_atomically,
 )
+from iorig.cli.portable import import_bundle
 from iorig.cli.refs import resolve_run_id, resolve_runs
 from iorig.cli.sut import write_disclosure
 from iorig.doctor import examine, measure_data_pattern, measure_generator
@@ -78,7 +79,7 @@ from iorig.report.timeline import build_timeline
 from iorig.run.events import RunOutcome
 from iorig.run.searches import ThreadsSettings, run_threads_auto, stretch_builder
 from iorig.run.session import RunSession, execute
-from iorig.store import Store, export_run, import_runs, preflight
+from iorig.store import Store, export_run, preflight
 from iorig.sweep import parse_grid, resolve_with_sweep, search_settings
 from iorig.targets import check_kind
 from iorig.units import parse_limit, parse_size
@@ -507,7 +508,7 @@ def import_cmd(
 ) -> None:
     """Add the runs of an exported file to the database; runs already present are skipped."""
     with Store(ctx.obj) as store:
-        results = import_runs(store, bundle)
+        results = import_bundle(store, bundle)
     for run_id, imported in results:
         console.print(f"{run_id}: {'imported' if imported else 'already present, skipped'}")
     if not results:

@@ -21,7 +21,9 @@ from typing import Any
 
 import numpy as np
 
+from iorig.errors import UserError
 from iorig.model import StoredRun
+from iorig.store.schema import LATEST, schema_objects
 
 # iorig's run ids are 12 hex digits; allow some room for future lengths only.
 RUN_ID = re.compile(r"[0-9a-f]{8,32}")
@@ -129,3 +131,49 @@ def check_run(stored: StoredRun) -> None:
                     raise InvalidRun(
                         f"phases[{i}].scopes[{j}].series[{ddir}] has columns of different lengths"
                     )
+
+
+NOT_OURS_HINT = "import files written by `iorig export` (or another iorig results database)"
+LISTED = 6  # objects named in a refusal; the rest are counted
+
+
+def _listed(items: list[str]) -> str:
+    more = len(items) - LISTED
+    return ", ".join(items[:LISTED]) + (f" and {more} more" if more > 0 else "")
+
+
+def check_schema(version: int, objects: frozenset[tuple[str, str, str, str | None]],
+                 path: object) -> None:  # fmt: skip
+    """Refuse a file whose schema objects (``schema.file_objects``) are not
+    exactly those of iorig's schema ``version`` (its ``PRAGMA user_version``):
+    no view, trigger, virtual table, extra index, table or column, and
+    nothing missing. The refusal says what the file holds instead."""
+    not_ours = f"{path} is not an iorig results file"
+    if version > LATEST:
+        raise UserError(
+            f"{path} has schema version {version}, newer than this iorig understands ({LATEST})",
+            hint="upgrade iorig to import it",
+        )
+    if not objects:
+        raise UserError(f"{not_ours}: it holds no tables", hint=NOT_OURS_HINT)
+    held = sorted(objects, key=lambda o: (o[1], o[0]))
+    if version < 1:
+        names = [f"{kind} {name}" for kind, name, _, _ in held]
+        raise UserError(f"{not_ours}: it holds {_listed(names)}", hint=NOT_OURS_HINT)
+    expected = schema_objects(version)
+    if objects == expected:
+        return
+    ours = {(kind, name) for kind, name, _, _ in expected}
+    odd = [
+        f"{kind} {name}" + (" (not as iorig makes it)" if (kind, name) in ours else "")
+        for kind, name, table, sql in held
+        if (kind, name, table, sql) not in expected
+    ]
+    found = {(kind, name) for kind, name, _, _ in objects}
+    lacks = [f"{kind} {name}" for kind, name in sorted(ours - found)]
+    said = " and ".join(
+        f"{verb} {_listed(items)}" for verb, items in (("holds", odd), ("lacks", lacks)) if items
+    )
+    raise UserError(
+        f"{not_ours}: it {said}, unlike iorig's schema version {version}", hint=NOT_OURS_HINT
+    )

@@ -17,6 +17,8 @@ import math
 import os
 import sqlite3
 import tempfile
+import urllib.parse
+from collections.abc import Callable
 from pathlib import Path
 
 from iorig.errors import UserError
@@ -140,3 +142,128 @@ def _create(path: Path, timeout: float) -> None:
         for leftover in (tmp, Path(f"{tmp}-wal"), Path(f"{tmp}-shm")):
             with contextlib.suppress(OSError):
                 leftover.unlink()
+
+
+# ------------------------------------------------ a file iorig did not write
+#
+# A bundle is opened where it is, read-only and immutable (no journal, no
+# write-ahead log, no lock, nothing written next to it, no copy anywhere),
+# with SQLite's own guards: functions in its schema are not trusted, every
+# cell's size is checked against its page, strings and blobs are bounded,
+# nothing can be attached, and an authorizer allows reading iorig's tables
+# and creating this connection's temporary views (schema.reading_views) and
+# nothing else. SQLITE_DBCONFIG_DEFENSIVE and ENABLE_TRIGGER are set where
+# Python's sqlite3 reaches them (setconfig, Python 3.12+); on 3.11 they
+# cannot be, and the authorizer, query_only and mode=ro stand in for them.
+
+PROGRESS_STEPS = 1000  # SQLite instructions between two calls of the guard
+READ_LIMITS = {
+    sqlite3.SQLITE_LIMIT_LENGTH: (256 << 20) + (1 << 20),  # the largest artifact, compressed
+    sqlite3.SQLITE_LIMIT_SQL_LENGTH: 100_000,
+    sqlite3.SQLITE_LIMIT_COLUMN: 200,
+    sqlite3.SQLITE_LIMIT_EXPR_DEPTH: 100,
+    sqlite3.SQLITE_LIMIT_COMPOUND_SELECT: 4,
+    sqlite3.SQLITE_LIMIT_FUNCTION_ARG: 8,
+    sqlite3.SQLITE_LIMIT_ATTACHED: 0,
+    sqlite3.SQLITE_LIMIT_LIKE_PATTERN_LENGTH: 100,
+    sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER: 100,
+    sqlite3.SQLITE_LIMIT_TRIGGER_DEPTH: 1,
+    sqlite3.SQLITE_LIMIT_WORKER_THREADS: 0,
+}
+READ_PRAGMAS = ("trusted_schema = OFF", "cell_size_check = ON", "temp_store = MEMORY",
+                "mmap_size = 0")  # fmt: skip
+READ_CONFIG = (("SQLITE_DBCONFIG_DEFENSIVE", True), ("SQLITE_DBCONFIG_TRUSTED_SCHEMA", False),
+               ("SQLITE_DBCONFIG_ENABLE_TRIGGER", False))  # fmt: skip
+READ_FUNCTIONS = frozenset({"count"})
+SQLITE_INTERRUPT = 9
+
+
+class Guard:
+    """SQLite's progress handler on a connection reading an untrusted file.
+
+    It ends a query once the connection has done ``budget`` steps (a file
+    that makes iorig's own queries work without end), and it lets Ctrl-C end
+    one: a KeyboardInterrupt raised in the handler aborts the query, which
+    then fails as "interrupted" (Python's sqlite3 swallows the exception).
+    ``failure`` says which it was."""
+
+    def __init__(self, conn: sqlite3.Connection, budget: float) -> None:
+        self.steps = 0
+        self.budget = budget
+        self.exhausted = False
+        self.every = PROGRESS_STEPS
+        conn.set_progress_handler(self._tick, self.every)
+
+    def _tick(self) -> int:
+        self.steps += self.every
+        if self.steps > self.budget:
+            self.exhausted = True
+            return 1
+        return 0
+
+    def failure(self, exc: sqlite3.Error) -> str | None:
+        """ "work" or "interrupt" when ``exc`` is a query this guard ended; else None."""
+        code = getattr(exc, "sqlite_errorcode", None)
+        if code != SQLITE_INTERRUPT and str(exc) != "interrupted":
+            return None
+        return "work" if self.exhausted else "interrupt"
+
+
+class _Authorizer:
+    """Reading the tables ``readable`` (and the schema), the functions in
+    READ_FUNCTIONS and ``PRAGMA user_version``; temporary views and
+    ``PRAGMA query_only`` while ``setting_up``; nothing else."""
+
+    def __init__(self, readable: frozenset[str]) -> None:
+        self.readable = readable | {"sqlite_master", "sqlite_schema", "sqlite_temp_master"}
+        self.setting_up = True
+
+    def __call__(self, action: int, arg1: str | None, arg2: str | None, db: str | None,
+                 _inner: str | None) -> int:  # fmt: skip
+        if action == sqlite3.SQLITE_SELECT:
+            return sqlite3.SQLITE_OK
+        if action == sqlite3.SQLITE_READ:
+            return sqlite3.SQLITE_OK if arg1 in self.readable else sqlite3.SQLITE_DENY
+        if action == sqlite3.SQLITE_FUNCTION:
+            return sqlite3.SQLITE_OK if arg2 in READ_FUNCTIONS else sqlite3.SQLITE_DENY
+        if action == sqlite3.SQLITE_PRAGMA and arg1 == "user_version":
+            return sqlite3.SQLITE_OK
+        if self.setting_up and (
+            db == "temp"
+            or action == sqlite3.SQLITE_CREATE_TEMP_VIEW
+            or (action == sqlite3.SQLITE_PRAGMA and arg1 == "query_only")
+        ):
+            return sqlite3.SQLITE_OK
+        return sqlite3.SQLITE_DENY
+
+
+def read_only(path: Path, readable: frozenset[str], budget: float) -> tuple[
+        sqlite3.Connection, Guard, Callable[[], None]]:  # fmt: skip
+    """A guarded connection reading ``path`` in place (see above), its
+    ``Guard`` (work bound, Ctrl-C), and the function to call once the
+    caller's temporary views exist: from then on the connection only reads
+    (``PRAGMA query_only``, and the authorizer allows no more views)."""
+    uri = "file:" + urllib.parse.quote(str(path.absolute())) + "?mode=ro&immutable=1"
+    conn = sqlite3.connect(uri, uri=True, isolation_level=None)
+    try:
+        for limit, value in READ_LIMITS.items():
+            conn.setlimit(limit, value)
+        setconfig = getattr(conn, "setconfig", None)  # Python 3.12+
+        for name, on in READ_CONFIG:
+            option = getattr(sqlite3, name, None)
+            if setconfig is not None and option is not None:
+                setconfig(option, on)
+        for pragma in READ_PRAGMAS:
+            conn.execute(f"PRAGMA {pragma}")
+        guard = Guard(conn, budget)
+        authorizer = _Authorizer(readable)
+        conn.set_authorizer(authorizer)
+    except BaseException:
+        conn.close()
+        raise
+
+    def set_up() -> None:
+        conn.execute("PRAGMA query_only = ON")
+        authorizer.setting_up = False
+
+    return conn, guard, set_up

@@ -18,7 +18,7 @@ import contextlib
 import socket
 import sqlite3
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -107,6 +107,16 @@ class Store:
         except BaseException:
             self.conn.close()
             raise
+
+    @classmethod
+    def reading(cls, conn: sqlite3.Connection, path: Path) -> Store:
+        """A Store that only reads, over ``conn`` (a file opened in place by
+        ``connection.read_only``, with ``schema.reading_views`` for an older
+        version): never migrated, never written."""
+        store = cls.__new__(cls)
+        store.path, store.conn = Path(path), conn
+        store._migrations, store.lock_wait_s = MIGRATIONS, 0.0
+        return store
 
     def __enter__(self) -> Store:
         return self
@@ -203,17 +213,24 @@ class Store:
         self.write(lambda c: insert(c, "runs", row))
         return record.id
 
-    def add_runs(self, runs: list[StoredRun]) -> list[tuple[str, bool]]:
+    def add_runs(self, runs: Iterable[StoredRun]) -> list[tuple[str, bool]]:
         """Store whole runs (phases included) in one transaction: all or
         nothing. Runs already present are left as they are and skipped —
         except a run this database holds unfinished (``running`` with its
         owner gone, or marked as having its last results in a recovery
         file), which the same run from elsewhere completes (see
         ``rows.complete``). Returns (run id, added) pairs."""
+        kept = list(runs)
+        return self.add_stream(lambda: kept)
+
+    def add_stream(self, produce: Callable[[], Iterable[StoredRun]]) -> list[tuple[str, bool]]:
+        """``add_runs`` of the runs ``produce()`` yields one at a time (a
+        bundle's, read as they are written: memory holds one run, whatever
+        their number). ``produce`` is called again if the write is retried."""
 
         def work(c: sqlite3.Connection) -> list[tuple[str, bool]]:
             out = []
-            for stored in runs:
+            for stored in produce():
                 if c.execute("SELECT 1 FROM runs WHERE id = ?", (stored.run.id,)).fetchone():
                     out.append((stored.run.id, complete(c, stored)))
                     continue

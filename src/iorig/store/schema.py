@@ -7,6 +7,7 @@ released it never changes, and a new change is a new migration.
 
 from __future__ import annotations
 
+import functools
 import json
 import sqlite3
 from collections.abc import Callable
@@ -259,3 +260,69 @@ MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [
     _migrate_to_v9,
 ]
 LATEST = len(MIGRATIONS)
+
+
+# ------------------------------------------------- reading a file in place
+#
+# A bundle is read where it is, read-only: it is never migrated. What each
+# version's migrations create is the exact schema a file of that version
+# must have (checks.check_schema), and an older file reads as the latest
+# through temporary views of its tables that supply each later column's
+# DEFAULT (and, before version 3, wrap the JSON columns as version 3 did).
+
+
+def _normal(sql: str | None) -> str | None:
+    return None if sql is None else " ".join(sql.split())
+
+
+@functools.cache
+def _built(version: int) -> tuple[frozenset[tuple[str, str, str, str | None]],
+                                  dict[str, tuple[tuple[str, str | None], ...]]]:  # fmt: skip
+    conn = sqlite3.connect(":memory:", isolation_level=None)
+    try:
+        for migrate in MIGRATIONS[:version]:
+            migrate(conn)
+        rows = conn.execute("SELECT type, name, tbl_name, sql FROM sqlite_master").fetchall()
+        objects = frozenset((t, n, tbl, _normal(sql)) for t, n, tbl, sql in rows)
+        columns = {
+            name: tuple((c[1], c[4]) for c in conn.execute(f"PRAGMA table_info({name})"))
+            for t, name, _, _ in rows
+            if t == "table"
+        }
+    finally:
+        conn.close()
+    return objects, columns
+
+
+def schema_objects(version: int) -> frozenset[tuple[str, str, str, str | None]]:
+    """(type, name, table, SQL with whitespace collapsed) of every object a
+    database of ``version`` holds: its tables and indexes, nothing else."""
+    return _built(version)[0]
+
+
+def file_objects(conn: sqlite3.Connection) -> frozenset[tuple[str, str, str, str | None]]:
+    """What ``schema_objects`` lists, of the database open on ``conn``."""
+    rows = conn.execute("SELECT type, name, tbl_name, sql FROM main.sqlite_master").fetchall()
+    return frozenset((t, n, tbl, _normal(sql)) for t, n, tbl, sql in rows)
+
+
+def reading_views(version: int) -> list[str]:
+    """``CREATE TEMP VIEW`` statements under which a database of ``version``
+    reads as one of the latest version (unqualified names find TEMP first).
+    Names and defaults come from iorig's own DDL, never from the file."""
+    if version == LATEST:
+        return []
+    old, new = _built(version)[1], _built(LATEST)[1]
+    wrapped = {t: cols for t, (_, cols) in JSON_COLUMNS.items()} if version < 3 else {}
+    views = []
+    for table, columns in new.items():
+        have = {name for name, _ in old.get(table, ())}
+        parts = []
+        for name, default in columns:
+            value = f"main.{table}.{name}" if name in have else (default or "NULL")
+            if name in wrapped.get(table, ()):  # as _migrate_to_v3 did, text kept as it is
+                value = f"""'{{"version": 1, "data": ' || {value} || '}}'"""
+            parts.append(f"{value} AS {name}")
+        source = f"main.{table}" if table in old else "(SELECT 1) WHERE 0"
+        views.append(f"CREATE TEMP VIEW {table} AS SELECT {', '.join(parts)} FROM {source}")
+    return views
