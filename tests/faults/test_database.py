@@ -465,7 +465,6 @@ def test_a_recovery_file_completes_its_run_only_when_the_owner_is_gone(tmp_path)
         ("UPDATE runs SET started_at = started_at + 1", 1),  # another run, same id
         ("UPDATE runs SET command = 'iorig run evil'", 1),
         ("DELETE FROM phases WHERE seq = 0", 1),  # lacks a phase the database has
-        ("UPDATE runs SET status = 'running'", 1),  # not finished either
     ],
 )
 def test_a_recovery_file_that_does_not_match_its_run_changes_nothing(
@@ -492,3 +491,172 @@ def test_a_recovery_file_that_cannot_be_written_anywhere_is_said(tmp_path, monke
     run = builders.stored("0123456789ab", None, _phases(1))
     with pytest.raises(UserError, match="could not be written anywhere"):
         write_recovery(blocker / "r.sqlite", run)
+
+
+# ------------------------- a recovery file stays importable until it is imported
+
+RUN_ID = "0123456789ab"
+TARGETS = [{"role": "data", "kind": "file", "path": "/x", "given": "/x", "size_bytes": 1}]
+
+
+def _owner_gone(db: Path) -> None:
+    """The run's process ended (its recorded start time no longer matches)."""
+    conn = sqlite3.connect(db)
+    conn.execute("UPDATE runs SET owner_started = '1'")
+    conn.commit()
+    conn.close()
+
+
+def _kept_in_tmpdir(db: Path, tmpdir: Path, monkeypatch, status=RunStatus.FAILED) -> Path:
+    """A run whose database would take its first phase only (then filled up):
+    it stays ``running`` there, and its recovery file went to ``tmpdir`` (the
+    database's own directory was full too)."""
+    same = dict(pid=os.getpid(), hostname=socket.gethostname(), targets=TARGETS)
+    run = builders.stored(RUN_ID, None, _phases(3), status=status, error="disk full", **same)
+    with Store(db) as store:
+        store.create_run(builders.record(RUN_ID, status=RunStatus.RUNNING, **same))
+        store.save_phase(RUN_ID, run.phases[0])
+    # next to the database, no room: in the field ENOSPC, here a directory in the way
+    next_to_db = recovery_path(db, RUN_ID)
+    next_to_db.with_name(next_to_db.name + ".partial").mkdir()
+    monkeypatch.setattr(tempfile, "gettempdir", lambda: str(tmpdir))
+    kept = write_recovery(db, run)
+    assert kept.parent == tmpdir
+    _owner_gone(db)
+    return kept
+
+
+def _reaped(db: Path, tmpdir: Path, monkeypatch) -> RunStatus:
+    """What a later `iorig runs` does, with ``tmpdir`` as its TMPDIR."""
+    monkeypatch.setattr(tempfile, "gettempdir", lambda: str(tmpdir))
+    with Store(db) as store:
+        assert store.reap_stale() == [RUN_ID]
+        return store.load_run(RUN_ID).run.status
+
+
+@pytest.mark.parametrize("later_tmpdir", ["same", "another"])
+def test_a_recovery_file_in_tmpdir_completes_its_run_after_runs_marked_it_aborted(
+    tmp_path, monkeypatch, later_tmpdir
+):
+    tmpdir = tmp_path / "tmp"
+    tmpdir.mkdir()
+    db = tmp_path / "r.sqlite"
+    kept = _kept_in_tmpdir(db, tmpdir, monkeypatch)
+    elsewhere = tmp_path / "other-tmp"
+    elsewhere.mkdir()
+    assert _reaped(db, tmpdir if later_tmpdir == "same" else elsewhere, monkeypatch) == "aborted"
+    with Store(db) as store:
+        assert import_runs(store, kept) == [(RUN_ID, True)]
+        run = store.load_run(RUN_ID)
+        assert [p.name for p in run.phases] == ["p0", "p1", "p2"]  # no finished phase lost
+        assert (run.run.status, run.run.error) == (RunStatus.FAILED, "disk full")
+        assert import_runs(store, kept) == [(RUN_ID, False)]  # imported once, then skipped
+        assert [p.name for p in store.load_run(RUN_ID).phases] == ["p0", "p1", "p2"]
+
+
+def test_runs_and_show_name_the_recovery_file_waiting_to_be_imported(tmp_path, monkeypatch, cli):
+    tmpdir = tmp_path / "tmp"
+    tmpdir.mkdir()
+    db = tmp_path / "r.sqlite"
+    kept = _kept_in_tmpdir(db, tmpdir, monkeypatch)
+    for args in (["runs"], ["show", RUN_ID], ["runs", "--json"], ["show", RUN_ID, "--json"]):
+        done = cli(db, *args)
+        out = " ".join((done.stdout + done.stderr).split())
+        assert done.returncode == 0, out
+        assert str(kept) in out and f"import {kept}" in out, (args, out)
+    with Store(db) as store:
+        import_runs(store, kept)
+    for args in (["runs"], ["show", RUN_ID]):
+        assert str(kept) not in cli(db, *args).stdout  # imported: no longer waiting
+
+
+def test_a_recovery_file_of_a_killed_run_completes_it_as_aborted(tmp_path, monkeypatch):
+    # iorig was killed (kill -9) after the database refused a phase and the
+    # recovery file was written, before the run's end: the file says `running`
+    tmpdir = tmp_path / "tmp"
+    tmpdir.mkdir()
+    db = tmp_path / "r.sqlite"
+    kept = _kept_in_tmpdir(db, tmpdir, monkeypatch, status=RunStatus.RUNNING)
+    with Store(db) as store:
+        assert import_runs(store, kept) == [(RUN_ID, True)]
+        run = store.load_run(RUN_ID)
+    assert [p.name for p in run.phases] == ["p0", "p1", "p2"]
+    assert run.run.status is RunStatus.ABORTED
+    assert "ended without finishing" in (run.run.error or "")
+
+
+@pytest.fixture
+def small_fs(tmp_path: Path) -> Iterator[Path]:
+    """A 4 MiB tmpfs (root: mount) for a results database to fill up."""
+    _need_root("mount")
+    mnt = tmp_path / "small"
+    mnt.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(mnt)],
+                      capture_output=True).returncode != 0:  # fmt: skip
+        pytest.skip("this machine does not allow mounting a tmpfs")
+    try:
+        yield mnt
+    finally:
+        subprocess.run(["umount", "-l", str(mnt)], check=False)
+
+
+def _fill(folder: Path) -> Path:
+    filler = folder / "filler"
+    with open(filler, "wb", buffering=0) as f:
+        try:
+            while True:
+                f.write(bytes(1 << 14))
+        except OSError:
+            pass
+    return filler
+
+
+@pytest.mark.fio
+def test_a_full_database_loses_no_phase_whatever_runs_in_between(scratch, tmp_path, small_fs):
+    # the database fills up once the prefill is stored: the measured phase
+    # goes to a recovery file in TMPDIR (there is no room next to the
+    # database either) and the run stays `running` there; later, with room
+    # again, `iorig runs` (from a shell with another TMPDIR) marks it
+    # aborted. Importing the recovery file must still add the phase.
+    db = small_fs / "results.sqlite"
+    Store(db).close()
+    tmpdir = tmp_path / "tmpdir"
+    tmpdir.mkdir()
+    filled: list[Path] = []
+    watcher = threading.Thread(
+        target=lambda: filled.append(
+            _fill(small_fs)
+            if _wait_for(lambda: _count(db, "SELECT COUNT(*) FROM phases") >= 1)
+            else small_fs
+        ),
+        daemon=True,
+    )
+    watcher.start()
+    done = _iorig(db, *RUN[:-1], "4s", "--target", f"{scratch}/", TMPDIR=str(tmpdir),
+                  IORIG_DB_LOCK_WAIT="1")  # fmt: skip
+    watcher.join(60)
+    out = " ".join((done.stdout + done.stderr).split())
+    assert filled and filled[0].name == "filler", out
+    assert done.returncode == 1 and "Traceback" not in out, out
+    run_id = _run_id(db)
+    kept = tmpdir / recovery_path(db, run_id).name
+    assert kept.is_file() and f"import {kept}" in out, out
+    filled[0].unlink()  # room again
+    other_tmp = tmp_path / "other-tmp"
+    other_tmp.mkdir()
+    runs = _iorig(db, "runs", TMPDIR=str(other_tmp))
+    assert runs.returncode == 0, runs.stderr
+    assert _show(db, run_id)["run"]["status"] == "aborted"
+    imported = _iorig(db, "import", str(kept))
+    assert imported.returncode == 0 and f"{run_id}: imported" in imported.stdout, imported
+    assert _phase_names(db, run_id) == ["fill", "randread"]
+    assert _show(db, run_id)["run"]["status"] == "failed"
+
+
+def _wait_for(ready, timeout_s: float = 60) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if ready():
+            return True
+        time.sleep(0.02)
+    return False

@@ -53,6 +53,7 @@ from iorig.cli.common import (
     command_line,
     console,
     emit,
+    err_console,
     finish,
     host_list,
     plan_for,
@@ -61,7 +62,7 @@ from iorig.cli.common import (
     scenarios_app,
     write_atomically,
 )
-from iorig.cli.portable import import_bundle
+from iorig.cli.portable import import_bundle, waiting_notes
 from iorig.cli.refs import resolve_run_id, resolve_runs
 from iorig.cli.sut import write_disclosure
 from iorig.doctor import examine, measure_data_pattern, measure_generator
@@ -249,6 +250,9 @@ def runs(
         store.reap_stale()
         records = store.list_runs(limit)
         headlines = {r.id: store.headline_series(r.id) for r in records}
+        notes = waiting_notes(store, (r.id for r in records))
+    for note in notes:  # on stderr, past the output (a pipe or --json reads stdout)
+        err_console.print(note)
     if as_json:
         out = []
         for r in records:
@@ -320,6 +324,8 @@ def show(
     with Store(ctx.obj) as store:
         store.reap_stale()
         (analysis,) = _analyses(store, [run_ref], jobs=jobs)
+        for note in waiting_notes(store, [analysis.run.id]):
+            err_console.print(note)
     if timeline:
         _print_timeline(analysis.stored)
         return

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import contextlib
 import sqlite3
-import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -20,7 +19,7 @@ from iorig.errors import UserError
 from iorig.model import StoredRun
 from iorig.store import connection
 from iorig.store.checks import NOT_OURS_HINT, RUN_ID, InvalidRun, check_run, check_schema
-from iorig.store.repository import Store, recovery_path
+from iorig.store.repository import Store, recovery_places
 from iorig.store.schema import LATEST, file_objects, reading_views, schema_objects
 from iorig.untrusted import regular_file
 
@@ -60,10 +59,8 @@ def write_recovery(db: Path, stored: StoredRun) -> Path:
     goes on), or in the temporary directory when that one is not writable
     either. ``iorig import`` of it adds the run, or completes it in ``db``.
     """
-    first = recovery_path(db, stored.run.id)
-    second = Path(tempfile.gettempdir()) / first.name
     problems = []
-    for path in (first, second):
+    for path in recovery_places(db, stored.run.id):
         tmp = path.with_name(path.name + ".partial")
         try:
             tmp.unlink(missing_ok=True)

@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import socket
 import sqlite3
+import tempfile
 import time
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
@@ -59,6 +60,7 @@ from iorig.store.rows import (
     ARTIFACTS,
     complete,
     default_db_path,
+    ended_without_finishing,
     insert,
     insert_phase,
     new_run_id,
@@ -217,8 +219,8 @@ class Store:
         """Store whole runs (phases included) in one transaction: all or
         nothing. Runs already present are left as they are and skipped —
         except a run this database holds unfinished (``running`` with its
-        owner gone, or marked as having its last results in a recovery
-        file), which the same run from elsewhere completes (see
+        owner gone, aborted, or marked as having its last results in a
+        recovery file), which the same run from elsewhere completes (see
         ``rows.complete``). Returns (run id, added) pairs."""
         kept = list(runs)
         return self.add_stream(lambda: kept)
@@ -307,11 +309,11 @@ class Store:
         for run_id, pid, started, boot in rows:
             if owner.alive(pid, started, boot):
                 continue
-            error = f"the iorig process (pid {pid}) ended without finishing"
-            recovery = recovery_path(self.path, run_id)
-            if not recovery.is_file():
-                recovery = None
-            else:
+            error = ended_without_finishing(pid)
+            # where write_recovery puts it: next to the database, or in TMPDIR
+            places = (p for p in recovery_places(self.path, run_id) if p.is_file())
+            recovery = next(places, None)
+            if recovery is not None:
                 error += (f"; its last results are in {recovery}: add them with "
                           f"`iorig --db {self.path} import {recovery}`")  # fmt: skip
             try:
@@ -341,6 +343,15 @@ class Store:
             (escaped + "%", limit, offset),
         ).fetchall()
         return [str(r[0]) for r in rows]
+
+    def waiting_recoveries(self, run_ids: Iterable[str]) -> dict[str, Path]:
+        """Run id -> the recovery file holding its last results, not yet
+        imported, of the runs ``run_ids`` that have one."""
+        rows = self.conn.execute(
+            "SELECT id, recovery_file FROM runs WHERE recovery_file IS NOT NULL"
+        ).fetchall()
+        wanted = set(run_ids)
+        return {str(i): Path(f) for i, f in rows if i in wanted and isinstance(f, str)}
 
     def run_ids_labelled(self, label: str) -> list[str]:
         """Ids of the runs whose label is exactly ``label``, newest first."""
@@ -536,3 +547,10 @@ def _steady(row: dict[str, Any]) -> SteadyState:
 def recovery_path(db: Path, run_id: str) -> Path:
     """Where a run's results go when its database stays unwritable: next to it."""
     return db.with_name(f"{db.name}.recovery-{run_id}.sqlite")
+
+
+def recovery_places(db: Path, run_id: str) -> tuple[Path, Path]:
+    """Where a run's recovery file is written, in order: next to the
+    database, else (that directory full or read-only too) in TMPDIR."""
+    first = recovery_path(db, run_id)
+    return first, Path(tempfile.gettempdir()) / first.name

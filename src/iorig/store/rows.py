@@ -187,34 +187,52 @@ def _save_scope(c: sqlite3.Connection, phase_id: int, result: ScopeResult) -> No
         )  # fmt: skip
 
 
+def ended_without_finishing(pid: int) -> str:
+    """A run's error when its iorig process was found gone while it was ``running``."""
+    return f"the iorig process (pid {pid}) ended without finishing"
+
+
 def complete(c: sqlite3.Connection, stored: StoredRun) -> bool:
-    """Complete the stored run ``stored.run.id`` from ``stored`` (a
-    recovery file): only when it is unfinished, the same run (host, pid,
-    start, command, scenario) and ``stored`` holds every phase it has;
-    adds the missing phases and sets the final status. Else nothing."""
+    """Complete the stored run ``stored.run.id`` from ``stored`` (its
+    recovery file): only the same run (host, pid, start, command, scenario)
+    that its own process did not finish — marked as having its results in
+    a recovery file, or, its owner gone, still ``running`` or ``aborted``
+    (by a later iorig that found it gone: whatever ran in between, the file
+    stays importable) — and only when ``stored`` holds every phase the
+    database has. Adds the missing phases and sets the final status (a file
+    still ``running``, its process killed, ends ``aborted``). Returns
+    whether anything changed: importing the file again changes nothing."""
     run = stored.run
     row = c.execute(
         "SELECT status, hostname, pid, started_at, command, scenario_text, owner_started, "
-        "owner_boot, recovery_file FROM runs WHERE id = ?",
+        "owner_boot, recovery_file, error, warnings_json FROM runs WHERE id = ?",
         (run.id,),
     ).fetchone()
-    status, *same, started, boot, recovery = row
-    unfinished = recovery is not None or (
-        status == RunStatus.RUNNING and not owner.alive(run.pid, started, boot)
-    )
-    if not unfinished or same != [run.hostname, run.pid, run.started_at, run.command,
-                                  run.scenario_text]:  # fmt: skip
+    status, *same, started, boot, recovery, error, warnings = row
+    if same != [run.hostname, run.pid, run.started_at, run.command, run.scenario_text]:
         return False
+    gone = not owner.alive(run.pid, started, boot)
+    if recovery is None and not (gone and status in (RunStatus.RUNNING, RunStatus.ABORTED)):
+        return False
+    final, why, ended = run.status, run.error, run.ended_at
+    if final is RunStatus.RUNNING:  # written before its process was killed
+        if not gone:
+            return False
+        final = RunStatus.ABORTED
+        why = ended_without_finishing(run.pid) + "; its last results came from its recovery file"
+        ended = max((p.ended_at for p in stored.phases), default=run.started_at)
     have = set(c.execute("SELECT seq, repeat FROM phases WHERE run_id = ?", (run.id,)))
-    if run.status is RunStatus.RUNNING or not have <= {(p.seq, p.repeat) for p in stored.phases}:
+    if not have <= {(p.seq, p.repeat) for p in stored.phases}:
         return False
-    for phase in stored.phases:
-        if (phase.seq, phase.repeat) not in have:
-            insert_phase(c, run.id, phase)
+    missing = [p for p in stored.phases if (p.seq, p.repeat) not in have]
+    findings = codecs.WARNINGS.encode(run.warnings)
+    if not missing and recovery is None and (status, error, warnings) == (final, why, findings):
+        return False  # imported before
+    for phase in missing:
+        insert_phase(c, run.id, phase)
     c.execute(
         "UPDATE runs SET status = ?, error = ?, ended_at = ?, warnings_json = ?, "
         "recovery_file = NULL WHERE id = ?",
-        (str(run.status), run.error, run.ended_at, codecs.WARNINGS.encode(run.warnings),
-         run.id),
-    )  # fmt: skip
+        (str(final), why, ended, findings, run.id),
+    )
     return True
