@@ -10,6 +10,7 @@ row declares.
 from __future__ import annotations
 
 import functools
+import os
 import sqlite3
 import subprocess
 import sys
@@ -389,7 +390,7 @@ def _start_import(bundle: Path, db: Path, tmpdir: Path) -> subprocess.Popen:
     return subprocess.Popen(
         [sys.executable, "-m", "iorig", "import", str(bundle)],
         cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        env=dict(__import__("os").environ, IORIG_DB=str(db), TMPDIR=str(tmpdir)),
+        env=dict(os.environ, IORIG_DB=str(db), TMPDIR=str(tmpdir)),
     )  # fmt: skip
 
 
@@ -503,3 +504,12 @@ def test_a_bundle_is_read_with_sqlites_guards_and_nothing_else_is_allowed(tmp_pa
         conn.close()
     assert bundle.read_bytes() == before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["b.sqlite"]  # no -wal, -shm, copy
+
+
+def test_the_database_itself_is_refused_also_through_a_hard_link(target, tmp_path):
+    # read in place, the database being written would be read half-written
+    same = tmp_path / "same.sqlite"
+    os.link(target, same)
+    for bundle in (target, same):
+        with pytest.raises(UserError, match="into itself"):
+            _import(target, bundle)

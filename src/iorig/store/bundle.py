@@ -11,6 +11,7 @@ run reaches the database.
 from __future__ import annotations
 
 import contextlib
+import os
 import sqlite3
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -128,7 +129,7 @@ def _plain_file(store: Store, path: Path) -> int:
     is not ``store``'s own: a regular file with SQLite's header, with no
     write-ahead log or hot journal beside it holding writes not in it yet."""
     info = regular_file(path, "bundle")  # a device or a FIFO is never opened
-    if path.resolve() == store.path.resolve():
+    if os.path.samefile(path, store.path):  # also through a hard link
         raise UserError("cannot import a database into itself")
     with path.open("rb") as f:
         if f.read(len(SQLITE_HEADER)) != SQLITE_HEADER:
