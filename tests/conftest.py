@@ -278,3 +278,17 @@ def chromium_or_skip() -> str:
     if os.environ.get("IORIG_REQUIRE_BROWSER"):
         pytest.fail("chromium is required (IORIG_REQUIRE_BROWSER) but not installed")
     pytest.skip("chromium is not installed (make test installs it)")
+
+
+@pytest.fixture(autouse=True)
+def machine_state(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+                  ) -> Path:  # fmt: skip
+    """iorig's machine-wide directory (target locks, records of what a
+    killed run left to restore) for this test alone, through
+    ``IORIG_STATE_DIR`` (the processes it starts inherit it): no test sees
+    another's locks or cleans up after another's killed run. A test of the
+    machine-wide default removes the variable."""
+    state = tmp_path_factory.mktemp("iorig-state")
+    state.chmod(0o1777)
+    monkeypatch.setenv("IORIG_STATE_DIR", str(state))
+    return state

@@ -191,6 +191,7 @@ class FakeBackend:
         self.job_texts: list[dict[str, str]] = []  # every run_jobs call
         self.ran: list[tuple[str, int]] = []  # (phase, repeat) in order
         self.cleaned: list[bool] = []  # keep_files of each clean_up
+        self.named: list[str] = []  # the run ids it was told (name_run)
         self._stop = threading.Event()
         self._hurry = threading.Event()  # a second Ctrl-C: kill fio at once
 
@@ -326,6 +327,9 @@ class FakeBackend:
         self._stop.set()
         if at_once:
             self._hurry.set()
+
+    def begin_run(self, run_id: str, *, keep_files: bool) -> None:
+        self.named.append(run_id)
 
     def clean_up(self, plan: Plan, *, keep_files: bool) -> list[str]:
         self.cleaned.append(keep_files)

@@ -37,8 +37,11 @@ PARTS: dict[str, set[str]] = {
     "plan": BASE | {"scenario", "targets", "fio"},
     "store": {"model", "errors", "untrusted"},
     "analyze": BASE | {"scenario"},
-    "run": BASE | {"plan", "fio", "store", "analyze", "scenario", "targets", "sysinfo", "throttle"},
-    "doctor": BASE | {"run", "analyze", "fio", "sysinfo"},
+    # what iorig holds or changes on the machine beyond a process: locks, records to restore
+    "machine": BASE | {"store", "targets", "throttle"},
+    "run": BASE
+    | {"plan", "fio", "store", "analyze", "scenario", "targets", "sysinfo", "throttle", "machine"},
+    "doctor": BASE | {"run", "analyze", "fio", "sysinfo", "machine"},
     "report": BASE | {"analyze", "scenario"},
 }
 PARTS["cli"] = set(PARTS)  # the top: anything below it

@@ -60,7 +60,8 @@ def device_of(role: str, path: Path) -> str:
     return whole_disk(majmin)
 
 
-def _write(name: str, majmin: str, value: int) -> None:
+def set_rule(name: str, majmin: str, value: int) -> None:
+    """Write one throttle rule of ``majmin`` (0 removes it)."""
     (V1 / f"blkio.throttle.{name}_device").write_text(f"{majmin} {value}\n")
 
 
@@ -75,6 +76,12 @@ def rules(majmin: str) -> dict[str, int]:
     return found
 
 
+def caps(*, iops: int | None = None, bytes_per_s: int | None = None) -> dict[str, int]:
+    """The rules :func:`apply` leaves on a device, one per throttle file."""
+    chosen = ("read_iops", "write_iops") if iops else ("read_bps", "write_bps")
+    return {name: (iops or bytes_per_s or 0) if name in chosen else 0 for name in _FILES}
+
+
 def apply(
     majmin: str, *, iops: int | None = None, bytes_per_s: int | None = None
 ) -> dict[str, int]:
@@ -83,8 +90,9 @@ def apply(
     before = rules(majmin)
     try:
         remove(majmin)
-        for name in ("read_iops", "write_iops") if iops else ("read_bps", "write_bps"):
-            _write(name, majmin, iops or bytes_per_s or 0)
+        for name, value in caps(iops=iops, bytes_per_s=bytes_per_s).items():
+            if value:
+                set_rule(name, majmin, value)
     except OSError:
         restore(majmin, before)  # half a cap is worse than none: the owner's, as found
         raise
@@ -95,10 +103,10 @@ def restore(majmin: str, before: dict[str, int]) -> None:
     """Put back the caps :func:`apply` found: a cap the machine's owner had
     set outlives iorig's, rather than being lifted with it."""
     for name in _FILES:
-        _write(name, majmin, before.get(name, 0))
+        set_rule(name, majmin, before.get(name, 0))
 
 
 def remove(majmin: str) -> None:
     """No cap on ``majmin`` (0 removes a rule; removing none is fine)."""
     for name in _FILES:
-        _write(name, majmin, 0)
+        set_rule(name, majmin, 0)

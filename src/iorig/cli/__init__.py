@@ -11,6 +11,7 @@ from rich.text import Text
 from iorig.cli import ab as _ab  # noqa: F401
 from iorig.cli import agent as _agent  # noqa: F401
 from iorig.cli import commands as _commands  # noqa: F401 - registers the commands
+from iorig.cli import doctor as _doctor  # noqa: F401
 from iorig.cli import search as _search  # noqa: F401
 from iorig.cli.common import app, err_console
 from iorig.errors import UserError

@@ -1,5 +1,5 @@
-"""The core commands: run, runs, show, compare, report, export, import,
-doctor and scenarios. Each reads as its list of steps."""
+"""The core commands: run, runs, show, compare, report, export, import and
+scenarios (doctor: cli/doctor.py). Each reads as its list of steps."""
 
 from __future__ import annotations
 
@@ -18,7 +18,6 @@ from iorig import scenario as scenario_mod
 from iorig.adhoc import adhoc_source
 from iorig.analyze.analysis import analyse, compare
 from iorig.analyze.compare import shared_limit
-from iorig.analyze.generator import GeneratorShape
 from iorig.cli.common import (
     AllowCommandsOpt,
     AllowDestroyOpt,
@@ -65,7 +64,6 @@ from iorig.cli.common import (
 from iorig.cli.portable import import_bundle, waiting_notes
 from iorig.cli.refs import resolve_run_id, resolve_runs
 from iorig.cli.sut import write_disclosure
-from iorig.doctor import examine, measure_data_pattern, measure_generator
 from iorig.errors import UserError
 from iorig.model import Metric, StoredRun, series_stats
 from iorig.precise import parse_precision, with_precision
@@ -82,8 +80,7 @@ from iorig.run.searches import ThreadsSettings, run_threads_auto, stretch_builde
 from iorig.run.session import RunSession, execute
 from iorig.store import Store, export_run, preflight
 from iorig.sweep import parse_grid, resolve_with_sweep, search_settings
-from iorig.targets import check_kind
-from iorig.units import parse_limit, parse_size
+from iorig.units import parse_limit
 
 
 @app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
@@ -519,65 +516,6 @@ def import_cmd(
         console.print(f"{run_id}: {'imported' if imported else 'already present, skipped'}")
     if not results:
         console.print(f"{escape(str(bundle))} holds no runs")
-
-
-@app.command()
-def doctor(
-    target: Annotated[str | None, typer.Argument(help="file, directory or block device")] = None,
-    data: Annotated[
-        bool, typer.Option("--data", help="measure what a data pattern compresses to")
-    ] = False,
-    compress: Annotated[float, typer.Option(help="--data: compressible % per buffer")] = 0.0,
-    dedupe: Annotated[float, typer.Option(help="--data: % of duplicate buffers")] = 0.0,
-    generator: Annotated[
-        bool,
-        typer.Option(
-            "--generator",
-            help="measure the IOPS this machine's fio can generate (null engine, no storage)",
-        ),
-    ] = False,
-    jobs: Annotated[int, typer.Option(min=1, max=1024, help="--generator: fio jobs")] = 1,
-    iodepth: Annotated[
-        int, typer.Option(min=1, max=65536, help="--generator: queue depth per job")
-    ] = 32,
-    bs: Annotated[str, typer.Option(help="--generator: block size")] = "4KiB",
-    rw: Annotated[Rw, typer.Option(help="--generator: I/O pattern")] = Rw.randread,
-    fio: Annotated[str | None, typer.Option(help="fio binary")] = None,
-) -> None:
-    """Check a target for what would distort a benchmark (nothing is written to
-    it), a data pattern's real compressibility, or the load generator's ceiling."""
-    if not data and not generator and target is None:
-        raise UserError(
-            "doctor needs a TARGET (or --data, or --generator)",
-            hint="e.g. iorig doctor /mnt/nvme/",
-        )
-    if target is not None:
-        check_kind(target)
-        if not Path(target).expanduser().exists():
-            raise UserError(
-                f"{target} does not exist: doctor looks at an existing file, directory or "
-                "block device (and writes nothing to it)",
-                hint="create the directory first, or give the one that will hold the target",
-            )
-        report_ = examine(target, fio)
-        console.print(terminal.doctor_view(report_))
-    if data:
-        where = Path(target) if target and Path(target).is_dir() else None
-        pattern = measure_data_pattern(compress, dedupe, where, fio)
-        console.print(terminal.data_pattern_view(pattern))
-    if generator:
-        shape = GeneratorShape(jobs, iodepth, _block_size(bs), rw.value)
-        console.print(terminal.generator_view(measure_generator(shape, fio_path=fio)))
-
-
-def _block_size(text: str) -> int:
-    try:
-        size = parse_size(text)
-    except ValueError as exc:
-        raise UserError(f"--bs: {exc}", hint="e.g. --bs 4KiB") from None
-    if not 512 <= size <= 2**30:
-        raise UserError(f"--bs {text}: a block size must be 512 B to 1 GiB", hint="e.g. --bs 4KiB")
-    return size
 
 
 @scenarios_app.callback()

@@ -25,6 +25,7 @@ from iorig.analyze.summary import summarize_phase
 from iorig.errors import UserError
 from iorig.eventspec import EventSpec, parse_cli_event
 from iorig.fio.hosts import HostSpec, parse_entry, parse_hosts
+from iorig.machine.recovery import recover
 from iorig.model import ALL, PhaseKind, RunStatus
 from iorig.plan import Plan
 from iorig.report.console import SafeConsole
@@ -294,8 +295,11 @@ def plan_for(
         paths = {host.label: paths for host, paths in bound.items()}
     else:
         paths = {backend.hosts[0]: local}
+    restored = recover()  # what killed runs left: caps put back, files removed (and said)
+    for line in restored:
+        err_console.print(Text.assemble(("note:", "cyan"), " ", line))
     plan = backend.prepare(resolved, paths, allow_destroy=allow_destroy, repeats=repeats)
-    plan = replace(plan, event_grants=grants, sut=described)
+    plan = replace(plan, event_grants=grants, sut=described, notes=plan.notes + tuple(restored))
     return (replace(plan, min_bytes_per_s=floor) if floor else plan), backend
 
 

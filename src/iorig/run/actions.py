@@ -30,6 +30,7 @@ from iorig.eventspec import Action, EventSpec
 from iorig.fio.control import ControlError, HostControl
 from iorig.fio.hosts import HostAddress, HostSpec
 from iorig.fio.ssh import SshControl
+from iorig.machine import throttles
 from iorig.model import EventAction, EventRecord, EventStatus, Finding
 from iorig.plan import Plan, PlannedPhase
 from iorig.scenario import ResolvedScenario
@@ -169,6 +170,7 @@ class PhaseEvents:
     _stopped: dict[str, tuple[HostControl | SshControl, float]] = field(default_factory=dict)
     _throttled: dict[str, str] = field(default_factory=dict)  # role -> major:minor
     _caps_before: dict[str, dict[str, int]] = field(default_factory=dict)  # major:minor -> caps
+    _applied: dict[str, dict[str, int]] = field(default_factory=dict)  # major:minor -> iorig's
     _commands: list[_Command] = field(default_factory=list)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -255,8 +257,18 @@ class PhaseEvents:
         if kind is EventAction.THROTTLE:
             target = self.plan.targets[action.subject]
             majmin = throttle.device_of(action.subject, target.path)
-            before = throttle.apply(majmin, iops=action.iops, bytes_per_s=action.bytes_per_s)
+            applied = throttle.caps(iops=action.iops, bytes_per_s=action.bytes_per_s)
+            throttles.begin(majmin, applied)  # outlives a killed run: written before the cap
+            try:
+                before = throttle.apply(majmin, iops=action.iops, bytes_per_s=action.bytes_per_s)
+            except OSError:  # the device has what it had: so says its record
+                if majmin in self._applied:
+                    throttles.begin(majmin, self._applied[majmin])
+                else:
+                    throttles.end(majmin)
+                raise
             self._caps_before.setdefault(majmin, before)  # the first throttle saw the owner's
+            self._applied[majmin] = applied
             self._throttled[action.subject] = majmin
             return f"device {majmin} capped"
         if kind is EventAction.UNTHROTTLE:
@@ -267,7 +279,9 @@ class PhaseEvents:
             if sharing:  # the cap is the device's: it stays until its last role is lifted
                 return f"device {majmin} stays capped for {', '.join(sharing)}"
             before = self._caps_before.pop(majmin)
+            self._applied.pop(majmin, None)
             throttle.restore(majmin, before)
+            throttles.end(majmin)
             kept = ", ".join(f"{name} {value}" for name, value in before.items() if value)
             return f"device {majmin} uncapped" + (f" (its own caps back: {kept})" if kept else "")
         line = self.grants[action.subject]
@@ -307,9 +321,11 @@ class PhaseEvents:
             self.pauses.setdefault(label, []).append((since, time.time()))
         self._stopped.clear()
         for majmin, before in self._caps_before.items():
-            with contextlib.suppress(OSError):
+            with contextlib.suppress(OSError):  # its record stays: the next run restores it
                 throttle.restore(majmin, before)
+                throttles.end(majmin)
         self._caps_before.clear()
+        self._applied.clear()
         self._throttled.clear()
         deadline = time.time() + GRACE_S
         for command in self._commands:

@@ -123,6 +123,12 @@ class PhaseBackend(Protocol):
         and build the plan; raise UserError before anything is written."""
         ...
 
+    def begin_run(self, run_id: str, *, keep_files: bool) -> None:
+        """The run begins (after ``prepare``): its id, which the locks on its
+        targets name from now on (another run refused there is told which),
+        and whether what it lays out is kept after it."""
+        ...
+
     def run_phase(self, job: PhaseJob) -> Iterator[Progress | RawPhase]:
         """Run one phase: progress while it runs, the raw result last."""
         ...
@@ -142,8 +148,8 @@ class PhaseBackend(Protocol):
 
     def clean_up(self, plan: Plan, *, keep_files: bool) -> list[str]:
         """Release the plan's targets (remove what iorig created unless
-        ``keep_files``) and what the backend holds open (connections to
-        hosts). Never raises or hangs for a cleanup problem: what could not
+        ``keep_files``), then their locks and what the backend holds open
+        (connections to hosts). Never raises or hangs for a cleanup problem: what could not
         be done comes back as warnings."""
         ...
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import tempfile
+import os
 import threading
 import time
 from collections.abc import Iterator, Mapping
@@ -18,6 +18,8 @@ from iorig.fio.control import HostControl
 from iorig.fio.cputime import CpuWatch
 from iorig.fio.hosts import HostSpec
 from iorig.fio.runner import FioExit, FioProcess
+from iorig.machine.leftovers import LaidOut, temporary_directory
+from iorig.machine.locks import Claim, target_keys
 from iorig.plan import Plan, PlannedPhase, build_plan, phase_workloads
 from iorig.run.backend import HostLogs, PhaseJob, Progress, RawPhase
 from iorig.run.jobtext import fileset_layout, job_text, state_role
@@ -27,8 +29,11 @@ from iorig.scenario import ResolvedScenario
 from iorig.schema import TRIMS, Scenario
 from iorig.sysinfo import collect_fio, disclose
 from iorig.targets import (
+    DATA_FILE_NAME,
+    FILESET_DIR_NAME,
     Identity,
     Target,
+    check_kind,
     identity,
     identity_change,
     new_paths,
@@ -91,6 +96,20 @@ def check_discards(scenario: Scenario, targets: Mapping[str, Target]) -> None:
                 )
 
 
+def _to_lay_out(given: str, role: str, fileset: bool) -> tuple[Path, str] | None:
+    """The data file (or file-set directory) ``resolve_target`` will make in
+    a directory target and remove after the run, when it does not exist yet."""
+    path = Path(given).expanduser()
+    if fileset:
+        inner, kind = path.resolve() / FILESET_DIR_NAME.format(role=role), "fileset"
+    elif (given.endswith("/") or path.is_dir()) and not path.is_block_device():
+        inner, kind = path.resolve() / DATA_FILE_NAME.format(role=role), "file"
+    else:
+        return None
+    # the name iorig makes is never resolved (targets: no write through a link)
+    return None if os.path.lexists(inner) else (inner, kind)
+
+
 class LocalBackend:
     """Phases on this machine, each one local fio process."""
 
@@ -100,6 +119,8 @@ class LocalBackend:
         self._stop = threading.Event()
         self._identities: dict[str, Identity] = {}  # target role -> as first seen
         self._hurry = threading.Event()  # a second Ctrl-C: kill fio at once
+        self._claim = Claim()  # the targets' locks, from before they are touched to clean_up
+        self._laid = LaidOut()  # records of what is laid out to remove after the run
 
     @property
     def hosts(self) -> tuple[str, ...]:
@@ -128,6 +149,12 @@ class LocalBackend:
         made = []  # what preparing may create, taken back if the run does not start
         try:
             for role, spec in scenario.targets.items():
+                if paths[role]:  # in use by another run: refused before anything is made
+                    check_kind(paths[role])
+                    self._claim.take(paths[role], target_keys(paths[role], role,
+                                                              fileset=spec.fileset))  # fmt: skip
+                    if (laid := _to_lay_out(paths[role], role, spec.fileset)) is not None:
+                        self._laid.planned(*laid)  # recorded before it exists: a kill leaves it
                 made += new_paths(paths[role], role=role, fileset=spec.fileset)
                 targets[role] = resolve_target(
                     paths[role],
@@ -137,6 +164,8 @@ class LocalBackend:
                     allow_destroy=allow_destroy,
                     fileset=spec.fileset,
                 )
+                if targets[role].remove_after:
+                    self._laid.made(targets[role].path)
             if any(w.op == "stat" for p in scenario.phases for w in p.workloads if w.enabled):
                 runner.require_engine(
                     self.fio,
@@ -158,6 +187,8 @@ class LocalBackend:
             for target in targets.values():  # nothing ran: leave no files behind
                 release(target, keep=False)
             remove_new(made)
+            self._laid.forget()
+            self._claim.release()
             raise
 
     def _probe_engines(
@@ -185,11 +216,11 @@ class LocalBackend:
         self, texts: Mapping[str, str], timeout_s: float, *, read_only: bool = False
     ) -> FioExit:
         (text,) = texts.values()
-        with tempfile.TemporaryDirectory(prefix="iorig-probe-") as tmp:
-            job = Path(tmp) / "job.fio"
+        with temporary_directory("iorig-probe-") as tmp:
+            job = tmp / "job.fio"
             job.write_text(text)
             extra = ("--readonly",) if read_only else ()
-            proc = FioProcess(self.fio, job, Path(tmp), status=False, extra_args=extra)
+            proc = FioProcess(self.fio, job, tmp, status=False, extra_args=extra)
             return proc.run(timeout_s=timeout_s, hurry=self._hurry)
 
     # ------------------------------------------------------------ phases
@@ -284,6 +315,10 @@ class LocalBackend:
             problem=f"{problem}; the phase was not run",
         )
 
+    def begin_run(self, run_id: str, *, keep_files: bool) -> None:
+        self._claim.name_run(run_id)
+        self._laid.begin(run_id, keep=keep_files)
+
     def stop(self, *, at_once: bool = False) -> None:
         self._stop.set()
         if at_once:
@@ -316,6 +351,9 @@ class LocalBackend:
             elif (exc := outcome[0]) is not None:
                 why = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
                 problems.append(f"could not {what} {target.path}: {why}")
+            else:
+                self._laid.done(target.path)  # removed, or kept as asked: not a leftover
+        self._claim.release()
         return problems
 
     def control(self, host: HostSpec) -> HostControl:

@@ -12,12 +12,12 @@ same options, only the comments naming it differ) is not parsed again.
 
 from __future__ import annotations
 
-import tempfile
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from iorig.errors import UserError
 from iorig.fio.runner import FioProcess
+from iorig.machine.leftovers import temporary_directory
 from iorig.model import PhaseKind
 from iorig.plan import Plan, PlannedPhase
 from iorig.run.collect import tail
@@ -32,7 +32,7 @@ def preflight(fio: str, plan: Plan, host_jobs: JobTexts) -> None:
     """Render each phase's job text per host (``host_jobs``, what the backend
     runs) and have fio parse it. Raises UserError for the first refusal."""
     parsed: set[str] = set()
-    with tempfile.TemporaryDirectory(prefix="iorig-preflight-") as tmp:
+    with temporary_directory("iorig-preflight-") as tmp:
         for phase in plan.phases:
             if phase.kind is PhaseKind.IDLE:
                 continue

@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import contextlib
 import signal
-import tempfile
 import threading
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -49,6 +48,7 @@ from iorig.fio.hosts import Endpoint, HostAddress, HostSpec, SocketEndpoint, Ssh
 from iorig.fio.jobfile import Section, render
 from iorig.fio.protocol import ServerInfo, check_versions, local_protocol_version, server_versions
 from iorig.fio.runner import FioExit, FioProcess
+from iorig.machine.leftovers import stamp, temporary_directory
 from iorig.model import Disclosure
 from iorig.plan import Plan, PlannedPhase, build_plan, phase_workloads
 from iorig.run.backend import HostLogs, PhaseJob, Progress, RawPhase
@@ -83,6 +83,7 @@ class ServerBackend:
         self._ssh: dict[str, ssh.SshConnection] = {}
         self._ssh_dir: Path | None = None
         self._agents: tlsrelay.AgentLinks | None = None
+        self._run_id = ""
 
     @property
     def hosts(self) -> tuple[str, ...]:
@@ -122,10 +123,12 @@ class ServerBackend:
             from iorig.fio import tlsrelay  # asyncio and ssl: for tls:// hosts only
 
             self._agents = tlsrelay.connect_agents(over_tls)
+            stamp(self._agents.workdir)  # a killed run's is removed by the next run
         over_ssh = [h for h in self.specs if isinstance(h, SshHost)]
         if over_ssh and self._ssh_dir is None:
             with self._closed_on_failure():
                 self._ssh_dir, self._ssh = ssh.connect_all(over_ssh)
+                stamp(self._ssh_dir)
 
     def close(self, *, keep_files: bool = False) -> dict[str, str]:
         """Close the SSH hosts' connections (everything iorig started there
@@ -307,8 +310,8 @@ class ServerBackend:
     def _run_jobs(
         self, texts: Mapping[str, str], timeout_s: float, hurry: threading.Event
     ) -> FioExit:
-        with tempfile.TemporaryDirectory(prefix="iorig-hosts-") as tmp:
-            clients = self._clients(Path(tmp), texts)
+        with temporary_directory("iorig-hosts-") as tmp:
+            clients = self._clients(tmp, texts)
             for _ in _run_all(clients.values(), threading.Event(), timeout_s, hurry):
                 pass
             return _combined(clients, self._names)
@@ -369,6 +372,9 @@ class ServerBackend:
             exit_code_counts=False,  # 0 with a refused host: the hosts' results tell
             host_problems=_host_problems(clients),
         )
+
+    def begin_run(self, run_id: str, *, keep_files: bool) -> None:
+        self._run_id = run_id
 
     def stop(self, *, at_once: bool = False) -> None:
         self._stop.set()

@@ -23,6 +23,7 @@ from typing import Any
 
 from iorig import __version__
 from iorig.analyze import audit
+from iorig.analyze.devices import merge as merge_devices
 from iorig.analyze.generator import Ceiling, GeneratorShape
 from iorig.analyze.integrity import SHOWN, lost_message
 from iorig.analyze.precision import STOP_ARTIFACT_S, precision_state
@@ -30,6 +31,7 @@ from iorig.analyze.steady import steady_of_series
 from iorig.errors import UserError
 from iorig.fio import parse
 from iorig.fio.runner import FioExit
+from iorig.machine.leftovers import temporary_directory
 from iorig.model import (
     ALL,
     Finding,
@@ -44,6 +46,7 @@ from iorig.plan import Plan, PlannedPhase, requested
 from iorig.run.actions import PhaseEvents
 from iorig.run.backend import PhaseBackend, PhaseJob, RawPhase
 from iorig.run.collect import collect, tail
+from iorig.run.devwatch import DeviceWatch
 from iorig.run.events import (
     Event,
     PhaseFinished,
@@ -176,16 +179,17 @@ class RunSession:
         self._tmp = Path()
         self._count = 0
         self._event_findings: list[Finding] = []  # events that failed
+        self._device_findings: list[tuple[str, Finding]] = []  # devices' (devwatch.py)
 
     def __enter__(self) -> RunSession:
         record = run_record(self.plan, new_run_id(), self.command, self.label, self.search)
+        self.backend.begin_run(record.id, keep_files=self.keep_files)  # its locks name it
         self._keeper = Keeper(self.store, record)  # the database, or a recovery file
         self.run_id = self._keeper.create()
         try:
             self._stack.enter_context(signals_call(self.interrupt))
-            self._tmp = Path(
-                self._stack.enter_context(tempfile.TemporaryDirectory(prefix="iorig-"))
-            )
+            # stamped with this process: a killed run's is removed by the next run
+            self._tmp = self._stack.enter_context(temporary_directory("iorig-"))
         except BaseException:
             self._finish()
             raise
@@ -214,7 +218,7 @@ class RunSession:
                     self._ceilings(usable),
                 )
             finally:
-                findings = self._event_findings + findings
+                findings = self._event_findings + merge_devices(self._device_findings) + findings
                 try:
                     self._keeper.finish(self.status, self.error, findings, self.results)
                 finally:
@@ -318,6 +322,7 @@ class RunSession:
 
     def _fio_phase(self, job: PhaseJob) -> PhaseResult:
         raw: RawPhase | None = None
+        devices = DeviceWatch(self.plan, job.phase)  # their counters before fio starts
         with PhaseEvents(self.plan, job.phase, self.plan.event_grants, job.trigger,
                          controls=self.backend.control) as events:  # fmt: skip
             for item in self.backend.run_phase(job):
@@ -333,6 +338,7 @@ class RunSession:
             raw = replace(raw, problem=full)
         self._event_findings += events.findings
         result = phase_result(job.phase, job.repeat, raw, self.plan.fio_version, events.pauses)
+        self._device_findings += devices.findings(result)  # after the events were undone
         return replace(result, events=tuple(events.records))
 
 

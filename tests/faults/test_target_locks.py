@@ -1,0 +1,113 @@
+"""Two runs on one target at once (issue 27): both used to be stored ``ok``
+with halved figures and no warning. A target in use by another iorig run is
+refused before the second run stores anything or creates any file, naming
+the first run; the lock dies with its owner (``kill -9``), so the next run
+goes ahead; and I/O on the target's device that is not fio's own is named
+by the audit."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+from tests.conftest import HAS_FIO
+from tests.faults.killed import kill9, loop_device, run, run_ids, start
+from tests.faults.watch import wait_stored
+
+from iorig.machine import statedir
+
+pytestmark = pytest.mark.fio
+
+LONG = ("--rw", "randread", "--bs", "4k", "--size", "16MiB", "--duration", "30s")
+SHORT = ("--rw", "randread", "--bs", "4k", "--size", "16MiB", "--duration", "1s")
+
+
+def _second_run_is_refused(target: str, tmp_path: Path, env: dict[str, str] | None = None
+                           ) -> str:  # fmt: skip
+    """The first run's id, once a second was refused and a third was not."""
+    first_db, second_db = tmp_path / "first.sqlite", tmp_path / "second.sqlite"
+    first = start(first_db, "run", *LONG, "--target", target, env=env)
+    try:
+        wait_stored(first, first_db, "runs")
+        (first_id,) = run_ids(first_db)
+        locks = {p.name: p.read_text() for p in statedir.shared().glob("*.lock")}
+        assert locks and all(first_id in text for text in locks.values()), locks
+        place = Path(target.rstrip("/")).parent  # (a device's: /dev, where others come and go)
+        before = sorted(p.name for p in place.iterdir()) if place != Path("/dev") else []
+        second = run(second_db, "run", *SHORT, "--target", target, env=env)
+        assert second.returncode == 2, second.stdout + second.stderr
+        assert f"in use by iorig run {first_id}" in second.stderr, second.stderr
+        assert "Traceback" not in second.stderr
+        assert run_ids(second_db) == []  # no run row
+        after = sorted(p.name for p in place.iterdir()) if place != Path("/dev") else []
+        assert after == before  # no file of the second run
+        assert first.poll() is None  # the first run goes on
+        kill9(first)
+    finally:
+        if first.poll() is None:
+            first.kill()
+            first.communicate()
+    # the lock died with its owner: the next run is not refused
+    third = run(second_db, "run", *SHORT, "--target", target, env=env)
+    assert third.returncode == 0, third.stdout + third.stderr
+    assert not any((statedir.shared() / name).exists() for name in locks)  # none left behind
+    return first_id
+
+
+@pytest.mark.parametrize("kind", ["file", "directory"])
+def test_a_second_run_on_a_target_in_use_is_refused_naming_the_first(kind, scratch, tmp_path):
+    place = scratch / "t"
+    place.mkdir()
+    target = f"{place}/data.bin" if kind == "file" else f"{place}/"
+    _second_run_is_refused(target, tmp_path)
+
+
+@pytest.mark.blockdev
+def test_a_second_run_on_a_block_device_in_use_is_refused(tmp_path, scratch, monkeypatch):
+    # the machine-wide default (/run/lock/iorig), not the test's own directory
+    monkeypatch.delenv("IORIG_STATE_DIR")
+    assert statedir.shared() == statedir.BASES[0] / "iorig" or not statedir.BASES[0].is_dir()
+    with loop_device(scratch) as device:
+        _second_run_is_refused(str(device), tmp_path, dict(os.environ))
+
+
+def _busy(device: Path, seconds: float) -> subprocess.Popen:
+    """Another program reading the device: a bare fio, no iorig run."""
+    return subprocess.Popen(
+        ["fio", "--name=other", f"--filename={device}", "--rw=randread", "--bs=4k",
+         "--direct=1", "--time_based", f"--runtime={seconds:g}", "--output=/dev/null"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+    )  # fmt: skip
+
+
+def _device_warnings(db: Path) -> list[dict]:
+    shown = run(db, "show", "last", "--json")
+    assert shown.returncode == 0, shown.stderr
+    return [w for w in json.loads(shown.stdout)["run"]["warnings"] if w["code"] == "device-busy"]
+
+
+@pytest.mark.blockdev
+@pytest.mark.skipif(not HAS_FIO, reason="fio is not installed")
+def test_other_io_on_the_targets_device_is_named_by_the_audit(tmp_path, scratch):
+    with loop_device(scratch) as device:
+        quiet_db, busy_db = tmp_path / "quiet.sqlite", tmp_path / "busy.sqlite"
+        args = ("run", "--rw", "randread", "--bs", "4k", "--size", "32MiB", "--duration", "3s",
+                "--target", str(device))  # fmt: skip
+        quiet = run(quiet_db, *args)
+        assert quiet.returncode == 0, quiet.stdout + quiet.stderr
+        assert _device_warnings(quiet_db) == []  # fio's own I/O alone: nothing to name
+        other = _busy(device, 30)
+        try:
+            time.sleep(0.5)
+            busy = run(busy_db, *args)
+        finally:
+            other.kill()
+            other.communicate()
+        assert busy.returncode == 0, busy.stdout + busy.stderr
+        found = _device_warnings(busy_db)
+        assert found, "the device did twice fio's I/Os and the audit said nothing"
+        assert device.name in found[0]["message"], found
