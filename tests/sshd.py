@@ -135,6 +135,9 @@ def _lab(count: int, base: Path, first: int) -> Iterator[SshLab]:
     remote_tmp = Path(tempfile.mkdtemp(prefix="iorig-lab-", dir="/tmp"))
     Path("/run/sshd").mkdir(mode=0o755, exist_ok=True)  # sshd's privilege separation
     hosts, procs, known = [], [], []
+    # the test's own directory of target locks (conftest.machine_state), on the hosts too
+    chosen = os.environ.get("IORIG_STATE_DIR")
+    state = f" IORIG_STATE_DIR={chosen}" if chosen else ""
     host_pub = (base / "host_key.pub").read_text().split()
     try:
         for i in range(count):
@@ -150,7 +153,7 @@ def _lab(count: int, base: Path, first: int) -> Iterator[SshLab]:
                 "KbdInteractiveAuthentication no\nPermitRootLogin prohibit-password\n"
                 "AllowTcpForwarding yes\nAllowStreamLocalForwarding yes\n"
                 "MaxSessions 64\nMaxStartups 100\nLogLevel ERROR\n"
-                f"SetEnv TMPDIR={remote_tmp}\n"
+                f"SetEnv TMPDIR={remote_tmp}{state}\n"
             )
             procs.append(subprocess.Popen(
                 [SSHD, "-D", "-e", "-f", str(config)], stdin=subprocess.DEVNULL,

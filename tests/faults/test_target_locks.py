@@ -111,3 +111,89 @@ def test_other_io_on_the_targets_device_is_named_by_the_audit(tmp_path, scratch)
         found = _device_warnings(busy_db)
         assert found, "the device did twice fio's I/Os and the audit said nothing"
         assert device.name in found[0]["message"], found
+
+
+# ------------------------------------------------------------ many hosts
+
+REMOTE_LONG = ("--rw", "randread", "--bs", "4k", "--size", "16MiB", "--duration", "30s")
+REMOTE_SHORT = ("--rw", "randread", "--bs", "4k", "--size", "16MiB", "--duration", "1s")
+
+
+def _second_remote_run_is_refused(hosts: str, env: dict[str, str], tmp_path: Path,
+                                  local_target: Path) -> None:  # fmt: skip
+    """A run through ``hosts``, then another one there and one on this
+    machine on the same file (the host is this machine): both refused naming
+    the first; once it is killed the next run goes ahead."""
+    first_db = tmp_path / "first.sqlite"
+    first = start(first_db, "run", *REMOTE_LONG, "--hosts", hosts, env=env)
+    try:
+        wait_stored(first, first_db, "runs")
+        (first_id,) = run_ids(first_db)
+        second = run(tmp_path / "second.sqlite", "run", *REMOTE_SHORT, "--hosts", hosts, env=env)
+        assert second.returncode == 2, second.stdout + second.stderr
+        said = " ".join(second.stderr.split())
+        assert f"in use by iorig run {first_id}" in said and hosts in said, said
+        assert run_ids(tmp_path / "second.sqlite") == []
+        here = run(tmp_path / "here.sqlite", "run", *SHORT, "--target", str(local_target),
+                   env=env)  # fmt: skip
+        assert here.returncode == 2, here.stdout + here.stderr
+        assert f"in use by iorig run {first_id}" in " ".join(here.stderr.split())
+        kill9(first)  # its connection to the host ends: the host frees the lock
+    finally:
+        if first.poll() is None:
+            first.kill()
+            first.communicate()
+    deadline = time.monotonic() + 20
+    while True:  # (the killed run's file is still on the host: an agent cannot tell it is)
+        third = run(tmp_path / "third.sqlite", "run", *REMOTE_SHORT, "--hosts", hosts,
+                    "--allow-destroy", env=env)  # fmt: skip
+        if third.returncode != 2 or time.monotonic() > deadline:
+            break
+        time.sleep(1)  # the host notices the lost connection within seconds
+    assert third.returncode == 0, third.stdout + third.stderr
+
+
+@pytest.mark.system
+def test_a_target_in_use_through_an_agent_is_refused_there_and_here(tmp_path):
+    from tests.agents import token_agents
+
+    with token_agents(1, tmp_path) as lab:
+        env = {**os.environ, **lab.env}
+        workdir = lab.agents[0].workdir
+        _second_remote_run_is_refused(lab.hosts_arg, env, tmp_path, workdir / "iorig-data.dat")
+
+
+@pytest.mark.system
+def test_a_target_in_use_over_ssh_is_refused_there_and_here(tmp_path):
+    from tests.sshd import ssh_hosts
+
+    with ssh_hosts(1, tmp_path) as lab:
+        target = lab.base / "shared.dat"  # an absolute path on the host: --allow-destroy
+        hosts = lab.hosts[0].label
+        env = lab.env
+        first_db = tmp_path / "first.sqlite"
+        args = ("--target", str(target), "--allow-destroy")
+        first = start(first_db, "run", *REMOTE_LONG, "--hosts", hosts, *args, env=env)
+        try:
+            wait_stored(first, first_db, "runs")
+            (first_id,) = run_ids(first_db)
+            second = run(tmp_path / "second.sqlite", "run", *REMOTE_SHORT, "--hosts", hosts,
+                         *args, env=env)  # fmt: skip
+            assert second.returncode == 2, second.stdout + second.stderr
+            assert f"in use by iorig run {first_id}" in " ".join(second.stderr.split())
+            here = run(tmp_path / "here.sqlite", "run", *SHORT, "--target", str(target),
+                       "--allow-destroy", env=env)  # fmt: skip
+            assert here.returncode == 2, here.stdout + here.stderr
+            kill9(first)  # the session ends: the keeper frees the lock as it exits
+        finally:
+            if first.poll() is None:
+                first.kill()
+                first.communicate()
+        deadline = time.monotonic() + 20
+        while True:
+            third = run(tmp_path / "third.sqlite", "run", *REMOTE_SHORT, "--hosts", hosts,
+                        *args, env=env)  # fmt: skip
+            if third.returncode != 2 or time.monotonic() > deadline:
+                break
+            time.sleep(1)
+        assert third.returncode == 0, third.stdout + third.stderr

@@ -8,6 +8,7 @@ import shutil
 import signal
 import sys
 import threading
+from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
@@ -18,7 +19,7 @@ from rich.table import Table
 
 from iorig.cli.common import FioOpt, HostsFileOpt, app, console, host_list
 from iorig.errors import UserError
-from iorig.fio import agentauth, runner
+from iorig.fio import agentauth, hostlock, runner
 from iorig.fio.control import ControlServer, control_port, no_control_port
 from iorig.fio.hosts import (
     DEFAULT_PORT,
@@ -30,6 +31,8 @@ from iorig.fio.hosts import (
 )
 from iorig.fio.server import FioServer, refuse_unauthenticated
 from iorig.fio.sockdir import socket_dir
+from iorig.machine import locks
+from iorig.machine.leftovers import stamp
 from iorig.report.tabular import to_json
 from iorig.run.hostcheck import HostFacts, check_hosts
 from iorig.targets import bind_host_targets
@@ -159,10 +162,36 @@ def agent(
 
 def _private_dir(stack: contextlib.ExitStack) -> Path:
     """The directory of fio's server socket, only this user's; removed when
-    the agent stops."""
+    the agent stops (stamped: a killed agent's is removed by the next run)."""
     private = socket_dir("iorig-agent-", "fio.sock")
     stack.callback(shutil.rmtree, private, ignore_errors=True)
+    stamp(private)
     return private
+
+
+def _locker(workdir: Path) -> Callable[[list[str]], locks.Claim]:
+    """Locks on this host's targets for a driver's LOCK request, as this
+    machine's own runs take them (machine/locks.py), each driver's apart:
+    a run here and a run through the agent on one target exclude each other."""
+
+    def lock(paths: list[str]) -> locks.Claim:
+        claim = locks.Claim(shared=False, via="agent")
+        try:
+            for index, text in enumerate(paths):
+                path = Path(text) if text.startswith("/") else workdir / text
+                try:
+                    claim.take(text, locks.path_keys(path))
+                except locks.Busy as busy:
+                    raise hostlock.LockBusy(index, busy.holder) from None
+        except hostlock.LockBusy:
+            claim.release()
+            raise
+        except (UserError, OSError) as exc:
+            claim.release()
+            raise hostlock.LockRefused(str(exc)) from None
+        return claim
+
+    return lock
 
 
 def _serve_unauthenticated(
@@ -176,7 +205,8 @@ def _serve_unauthenticated(
     private = _private_dir(stack)
     server = FioServer(fio, SocketEndpoint(str(private / "fio.sock")), workdir)
     stack.callback(server.stop)
-    control = ControlServer(address, server.processes, watch, jobs=server.jobs_age_s)
+    control = ControlServer(address, server.processes, watch, jobs=server.jobs_age_s,
+                            locker=_locker(workdir))  # fmt: skip
     from iorig.fio.tlsrelay import AgentListener  # asyncio and ssl: agents only
 
     listener = AgentListener(address, None, str(private / "fio.sock"), control, _refused,
@@ -223,7 +253,8 @@ def _serve_authenticated(
 
     listener = AgentListener(
         address, auth, str(private / "fio.sock"),
-        ControlServer(None, server.processes, jobs=server.jobs_age_s), _refused,
+        ControlServer(None, server.processes, jobs=server.jobs_age_s, locker=_locker(workdir)),
+        _refused,
     )  # fmt: skip
     server.start()
     _listen(listener, address)

@@ -10,6 +10,9 @@ One line per request, one line per answer::
     IORIG-AGENT 1 CONT          -> OK resumed after 12.3 s
     IORIG-AGENT 1 JOBS          -> OK 0.84 (seconds since the newest fio job
                                    started) or OK none (no job running)
+    IORIG-AGENT 1 LOCK <paths>  -> OK locked N, BUSY … or ERR … (fio.hostlock):
+                                   the targets stay locked until the
+                                   connection closes; RUN <id> on it names the run
 
 STOP freezes the fio server and every process it forked (SIGSTOP): its jobs
 stop doing I/O and it stops answering its client, as a failed node would.
@@ -33,8 +36,10 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Protocol
 
 from iorig.errors import UserError
+from iorig.fio import hostlock
 from iorig.fio.hosts import HostAddress, SocketEndpoint
 
 MAGIC = "IORIG-AGENT 1"
@@ -75,10 +80,19 @@ def _wait_stopped(pids: list[int], limit_s: float = 2.0) -> None:
         time.sleep(0.005)
 
 
+class HeldLocks(Protocol):
+    """What a ``locker`` took: the run's name goes into it, and it is freed."""
+
+    def name_run(self, run_id: str) -> None: ...
+
+    def release(self) -> None: ...
+
+
 class ControlServer:
     """Serves the control port of one fio server; ``processes()`` gives the
     server's process tree at the moment of a STOP. Without ``address`` it
-    listens nowhere and serves the connections given to ``handle``."""
+    listens nowhere and serves the connections given to ``handle``.
+    ``locker(paths)`` locks targets for a LOCK request (LockBusy, LockRefused)."""
 
     def __init__(
         self,
@@ -87,10 +101,12 @@ class ControlServer:
         on_connection: Callable[[str], None] | None = None,
         *,
         jobs: Callable[[], float | None] = lambda: None,
+        locker: Callable[[list[str]], HeldLocks] | None = None,
     ) -> None:
         self.address = address
         self.processes = processes
         self.jobs = jobs  # seconds since the newest job started, None when none runs
+        self.locker = locker
         self.on_connection = on_connection  # told each peer's address
         self._sock: socket.socket | None = None
         self._stopped = threading.Lock()  # held while the fio server is frozen
@@ -143,7 +159,7 @@ class ControlServer:
         with conn:
             conn.settimeout(5.0)
             reader = conn.makefile("rb")
-            line = _read_line(reader)
+            line = _read_line(reader, hostlock.LINE_MAX)
             words = line.removeprefix(MAGIC).split() if line.startswith(MAGIC) else []
             if words == ["PING"]:
                 conn.sendall(b"OK iorig-agent\n")
@@ -154,6 +170,8 @@ class ControlServer:
                 conn.sendall(f"OK {'none' if age is None else f'{age:.3f}'}\n".encode())
             elif len(words) == 2 and words[0] == "STOP":
                 self._stop(conn, reader, words[1])
+            elif len(words) == 2 and words[0] == "LOCK":
+                self._lock(conn, reader, words[1])
             else:
                 conn.sendall(b"ERR unknown request\n")
 
@@ -183,9 +201,46 @@ class ControlServer:
         with contextlib.suppress(OSError):
             conn.sendall(f"OK resumed after {time.monotonic() - began:.1f} s\n".encode())
 
+    def _lock(self, conn: socket.socket, reader: object, word: str) -> None:
+        """Lock the targets of a LOCK request until the connection closes."""
+        if self.locker is None:
+            conn.sendall(b"ERR this fio server locks no targets\n")
+            return
+        try:
+            held = self.locker(hostlock.request_paths(word))
+        except hostlock.LockBusy as busy:
+            conn.sendall(f"{hostlock.busy_answer(busy.index, busy.holder)}\n".encode())
+            return
+        except (hostlock.LockRefused, ValueError) as exc:
+            conn.sendall(f"ERR {' '.join(str(exc).split())[:200]}\n".encode())
+            return
+        try:
+            conn.sendall(b"OK locked\n")
+            conn.settimeout(None)  # held while the driver's connection lives
+            if conn.family in (socket.AF_INET, socket.AF_INET6):  # a driver gone silently
+                conn.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
+                for option, value in (("TCP_KEEPIDLE", 30), ("TCP_KEEPINTVL", 10),
+                                      ("TCP_KEEPCNT", 3)):  # fmt: skip
+                    if hasattr(socket, option):
+                        conn.setsockopt(socket.IPPROTO_TCP, getattr(socket, option), value)
+            while line := _read_line(reader):
+                words = line.removeprefix(MAGIC).split() if line.startswith(MAGIC) else []
+                if len(words) == 2 and words[0] == "RUN":
+                    try:
+                        held.name_run(words[1])
+                        conn.sendall(b"OK\n")
+                    except ValueError:
+                        conn.sendall(b"ERR not a run id\n")
+                else:
+                    conn.sendall(b"ERR unknown request\n")
+        except OSError:
+            pass  # the connection is gone: so are the locks
+        finally:
+            held.release()
 
-def _read_line(reader: object) -> str:
-    data = reader.readline(MAX_LINE)  # type: ignore[attr-defined]
+
+def _read_line(reader: object, limit: int = MAX_LINE) -> str:
+    data = reader.readline(limit)  # type: ignore[attr-defined]
     return data.decode("ascii", "replace").strip()
 
 
@@ -318,6 +373,54 @@ class HostControl:
     @property
     def stopped(self) -> bool:
         return self._conn is not None
+
+    def lock(self, paths: Sequence[str]) -> AgentLock:
+        """Have the agent lock the targets at ``paths`` (as its fio server sees
+        them) for as long as the returned connection stays open; LockBusy,
+        LockRefused (an agent that cannot lock), ControlError (none reached)."""
+        conn = self._connect()
+        reader = conn.makefile("rb")
+        try:
+            conn.sendall(f"{MAGIC} {hostlock.lock_request(paths)}\n".encode())
+            hostlock.read_answer(_read_line(reader, LOCK_ANSWER_MAX))
+        except OSError as exc:
+            reader.close()
+            conn.close()
+            raise ControlError(f"the agent at {self.where} did not answer: {exc}") from None
+        except BaseException:
+            reader.close()
+            conn.close()
+            raise
+        return AgentLock(self.where, conn, reader)
+
+
+LOCK_ANSWER_MAX = 4096
+
+
+class AgentLock:
+    """Targets an agent holds locked for this run, while this connection is open."""
+
+    def __init__(self, where: str, conn: socket.socket, reader: object) -> None:
+        self.where = where
+        self._conn: socket.socket | None = conn
+        self._reader = reader
+
+    def name_run(self, run_id: str) -> None:
+        if self._conn is None:
+            return
+        try:
+            self._conn.sendall(f"{MAGIC} RUN {run_id}\n".encode())
+            answer = _read_line(self._reader)
+        except OSError as exc:
+            raise ControlError(f"the agent at {self.where} did not answer: {exc}") from None
+        if answer != "OK":
+            raise ControlError(f"the agent at {self.where} refused the run's id: {answer:.80}")
+
+    def release(self) -> None:
+        conn, self._conn = self._conn, None
+        if conn is not None:  # the agent frees the locks when the connection closes
+            self._reader.close()  # type: ignore[attr-defined] - else the socket stays open
+            conn.close()
 
 
 class JobsWatch:

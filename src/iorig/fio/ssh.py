@@ -36,6 +36,7 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
 from iorig.errors import UserError
+from iorig.fio import hostlock
 from iorig.fio.control import ControlError, jobs_started
 from iorig.fio.hosts import SocketEndpoint, SshHost
 from iorig.fio.process import stop_group
@@ -184,6 +185,13 @@ class SshConnection:
 
     def request(self, line: str) -> str:
         """One request to the keeper and its answer (after ``OK``)."""
+        answer = self.exchange(line)
+        if not answer.startswith("OK"):
+            raise ControlError(f"{self.label} refused {line.split()[0]}: {answer:.100}")
+        return answer.removeprefix("OK").strip()
+
+    def exchange(self, line: str) -> str:
+        """One request to the keeper and its whole answer, whatever it is."""
         with self._lock:
             proc = self._proc
             if proc is None or proc.stdin is None or self._closed.is_set():
@@ -196,9 +204,14 @@ class SshConnection:
             answer = self._next(ANSWER_S)
         if answer is None:
             raise ControlError(f"{self.label} did not answer {line.split()[0]} over SSH")
-        if not answer.startswith("OK"):
-            raise ControlError(f"{self.label} refused {line.split()[0]}: {answer:.100}")
-        return answer.removeprefix("OK").strip()
+        return answer
+
+    def lock(self, paths: Sequence[str]) -> SshLock:
+        """Have the keeper lock the targets at ``paths`` (relative to its fio
+        server's directory, or absolute) until the session ends or the lock
+        is released; LockBusy, LockRefused (the keeper could not lock)."""
+        hostlock.read_answer(self.exchange(hostlock.lock_request(paths)))
+        return SshLock(self)
 
     def run(self, argv: Sequence[str], timeout_s: float = ANSWER_S) -> str | None:
         """``argv`` on the host over the open connection (each word quoted
@@ -246,6 +259,21 @@ class SshConnection:
     def _kill(self) -> None:
         if self._proc is not None:
             stop_group(self._proc, KILL_STEPS)
+
+
+class SshLock:
+    """Targets a host's keeper holds locked for this run."""
+
+    def __init__(self, connection: SshConnection) -> None:
+        self.connection = connection
+        self.where = connection.label
+
+    def name_run(self, run_id: str) -> None:
+        self.connection.request(f"RUN {run_id}")
+
+    def release(self) -> None:
+        with contextlib.suppress(ControlError):  # a session that ended freed them already
+            self.connection.request("UNLOCK")
 
 
 class SshControl:

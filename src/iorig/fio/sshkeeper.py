@@ -17,18 +17,33 @@ per request on the same channel::
     JOBS          -> OK 0.84 (seconds since the newest fio job started; the
                      jobs lead sessions of their own) or OK none
     KEEP          -> OK keeping <dir> (--keep-files: the data files stay)
+    LOCK <paths>  -> OK locked N, BUSY <i> <holder> or ERR <why> (iorig.fio.hostlock):
+                     the run's targets, locked until the session ends
+    RUN <id>      -> OK (the run's id, written into its locks)
+    UNLOCK        -> OK (the locks freed: the run cleaned up its targets)
 
 When its input ends (iorig ended or its connection was lost), when iorig
 has been silent for LOST_S, or on SIGHUP/SIGTERM, it kills the fio server
 and every process it forked and removes its directory: nothing it started
 outlives the session and nothing it laid out remains.
+
+Target locks are iorig.machine.locks' on this host (the same directory,
+the same identities, flock), so a run here and a run over SSH on one target
+exclude each other; a test holds the two to the same keys.
 """
 
+import base64
 import contextlib
+import fcntl
+import hashlib
+import json
 import os
 import queue
+import re
 import shutil
 import signal
+import socket
+import stat
 import subprocess
 import sys
 import tempfile
@@ -110,6 +125,198 @@ def freeze(root):
     return stopped
 
 
+# ------------------------------------------------------------ target locks
+# as iorig.machine.statedir and iorig.machine.locks, which this file cannot import
+
+LOCK_BASES = ("/run/lock", "/var/lock", "/tmp")
+RUN_ID = re.compile(r"[0-9a-f]{6,32}")
+
+
+def lock_dir():
+    chosen = os.environ.get("IORIG_STATE_DIR")
+    if not chosen:
+        for base in LOCK_BASES:
+            try:
+                mode = os.stat(base).st_mode
+            except OSError:
+                continue
+            if stat.S_ISDIR(mode) and mode & 0o1003 == 0o1003:
+                chosen = os.path.join(base, "iorig")
+                break
+    if not chosen:
+        raise OSError("no machine-wide directory for iorig's locks")
+    try:
+        os.mkdir(chosen, 0o1777)
+        os.chmod(chosen, 0o1777)
+    except FileExistsError:
+        pass
+    mode = os.lstat(chosen).st_mode
+    if not (stat.S_ISDIR(mode) and mode & 0o1777 == 0o1777):
+        raise OSError(chosen + " is not a directory every user may write (mode 1777)")
+    return chosen
+
+
+def _nearest(path):
+    while not os.path.lexists(path) and path != os.path.dirname(path):
+        path = os.path.dirname(path)
+    return path
+
+
+def name_key(path):
+    path = os.path.realpath(os.path.abspath(path))
+    where = _nearest(os.path.dirname(path))
+    st = os.stat(where)
+    rest = os.path.relpath(path, where)
+    digest = hashlib.sha256(os.fsencode(rest)).hexdigest()[:16]
+    return f"name-{st.st_dev:x}-{st.st_ino:x}-{digest}"
+
+
+def disk_key(rdev):
+    majmin = f"{os.major(rdev)}:{os.minor(rdev)}"
+    sysfs = "/sys/dev/block/" + majmin
+    if os.path.exists(os.path.join(sysfs, "partition")):
+        with open(os.path.join(os.path.dirname(os.path.realpath(sysfs)), "dev")) as f:
+            majmin = f.read().strip()
+    return "disk-" + majmin.replace(":", "-")
+
+
+def path_keys(path):
+    try:
+        st = os.stat(path)
+    except OSError:
+        return [name_key(path)]
+    if stat.S_ISBLK(st.st_mode):
+        return [disk_key(st.st_rdev)]
+    return [name_key(path), f"node-{st.st_dev:x}-{st.st_ino:x}"]
+
+
+def _stamp():
+    with open("/proc/self/stat") as f:
+        started = f.read().rsplit(")", 1)[1].split()[19]
+    try:
+        with open("/proc/sys/kernel/random/boot_id") as f:
+            boot = f.read().strip() or None
+    except OSError:
+        boot = None
+    return {"pid": os.getpid(), "started": started, "boot": boot}
+
+
+class Locks:
+    """The targets this session locked: key -> (fd, path)."""
+
+    def __init__(self):
+        self.held = {}
+        self.runs = []
+        self.since = time.time()
+
+    def _write(self, fd):
+        data = {
+            "owner": _stamp(),
+            "host": socket.gethostname(),
+            "runs": self.runs,
+            "since": self.since,
+            "via": "ssh",
+        }
+        with contextlib.suppress(OSError):
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, json.dumps(data).encode(), 0)
+
+    @staticmethod
+    def _open(path):
+        while True:
+            try:
+                return os.open(path, os.O_RDWR | os.O_NOFOLLOW | os.O_CLOEXEC)
+            except FileNotFoundError:
+                pass
+            except PermissionError:
+                return os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+            flags = os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+            try:
+                fd = os.open(path, flags, 0o666)
+            except FileExistsError:
+                continue
+            with contextlib.suppress(OSError):
+                os.fchmod(fd, 0o666)
+            return fd
+
+    @staticmethod
+    def _holder(fd):
+        for _ in range(10):
+            with contextlib.suppress(ValueError, OSError):
+                found = json.loads(os.pread(fd, 4096, 0))
+                return found if isinstance(found, dict) else {}
+            time.sleep(0.05)
+        return {}
+
+    def _lock(self, key, directory):
+        """The key locked (True), or what its holder wrote (a dict)."""
+        path = os.path.join(directory, key + ".lock")
+        for _ in range(20):
+            fd = self._open(path)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                holder = self._holder(fd)
+                os.close(fd)
+                return holder
+            same = False
+            with contextlib.suppress(OSError):
+                a, b = os.fstat(fd), os.lstat(path)
+                same = (a.st_dev, a.st_ino) == (b.st_dev, b.st_ino)
+            if same:
+                self.held[key] = (fd, path)
+                self._write(fd)
+                return True
+            os.close(fd)
+        raise OSError("could not lock " + path + ": it keeps being replaced")
+
+    def take(self, paths, base):
+        """Lock every path's keys: None, or (index, holder) of one in use."""
+        directory = lock_dir()
+        for index, text in enumerate(paths):
+            for key in path_keys(os.path.join(base, text)):
+                if key not in self.held:
+                    got = self._lock(key, directory)
+                    if got is not True:
+                        return index, got
+        return None
+
+    def name(self, run_id):
+        if run_id not in self.runs:
+            self.runs.append(run_id)
+        for fd, _ in self.held.values():
+            self._write(fd)
+
+    def release(self):
+        for fd, path in self.held.values():
+            with contextlib.suppress(OSError):
+                a, b = os.fstat(fd), os.lstat(path)
+                if (a.st_dev, a.st_ino) == (b.st_dev, b.st_ino):
+                    os.unlink(path)
+            os.close(fd)
+        self.held.clear()
+
+
+def lock_request(locks, word, base):
+    """The answer to ``LOCK word``; a refused request keeps nothing locked."""
+    try:
+        paths = json.loads(base64.urlsafe_b64decode(word.encode("ascii")))
+        ok = isinstance(paths, list) and 0 < len(paths) <= 64
+        if not ok or not all(
+            isinstance(p, str) and 0 < len(p) <= 4096 and "\0" not in p for p in paths
+        ):
+            return "ERR a LOCK names 1 to 64 paths"
+        busy = locks.take(paths, base)
+    except (ValueError, OSError) as exc:
+        locks.release()
+        return "ERR " + " ".join(str(exc).split())[:200]
+    if busy is not None:
+        locks.release()
+        holder = base64.urlsafe_b64encode(json.dumps(busy[1]).encode()).decode("ascii")
+        return f"BUSY {busy[0]:d} {holder}"
+    return f"OK locked {len(paths)}"
+
+
 def lines(into):
     for line in sys.stdin:
         into.put(line.strip())
@@ -139,6 +346,7 @@ def main():
     keep = False
     proc = None
     stopped = {}
+    locks = Locks()
     ended = threading.Event()
 
     def finish(*_):
@@ -199,6 +407,14 @@ def main():
             elif words[:1] == ["KEEP"]:
                 keep = True
                 say("OK keeping " + home)
+            elif words[:1] == ["LOCK"] and len(words) == 2:
+                say(lock_request(locks, words[1], home))
+            elif words[:1] == ["RUN"] and len(words) == 2 and RUN_ID.fullmatch(words[1]):
+                locks.name(words[1])
+                say("OK")
+            elif words[:1] == ["UNLOCK"]:
+                locks.release()
+                say("OK")
             else:
                 say("ERR unknown or out-of-turn request")
         return 0
@@ -207,6 +423,7 @@ def main():
             # frozen first, so nothing forks or is orphaned while it is killed
             signal_all(freeze(proc.pid), signal.SIGKILL)
             proc.wait()
+        locks.release()  # after fio: nothing of this run touches its targets any more
         if keep:
             for name in (SOCKET, "server.log"):
                 with contextlib.suppress(OSError):

@@ -254,7 +254,10 @@ class AgentRelays:
 
             async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
                             channel: str = channel) -> None:  # fmt: skip
-                await self._relay(host, channel, (reader, writer))
+                # cancelled when the relays close (a lock's connection may still be
+                # closing): an end, not an error for asyncio to print
+                with contextlib.suppress(asyncio.CancelledError):
+                    await self._relay(host, channel, (reader, writer))
 
             server = self._loop.run(asyncio.start_unix_server(serve, str(path)), timeout_s=10.0)
             self._servers.append(server)

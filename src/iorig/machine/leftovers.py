@@ -9,10 +9,11 @@ Only what iorig provably made goes, and only once its maker is dead:
   made, whose process no longer runs;
 * a data file or file-set directory a run recorded (in this user's state
   directory, before making it) as its own to remove after it, that still
-  carries iorig's mark (the extended attribute ``user.iorig``) and the
-  identity (device, inode) it had when made, whose run's process is dead,
-  that no live run has locked, and that its run was not asked to keep
-  (``--keep-files``).
+  carries iorig's mark (the extended attribute ``user.iorig``), the token
+  its run put beside it (``user.iorig.laid``: an inode number alone is
+  reused at once by a file made in its place) and the device and inode it
+  had, whose run's process is dead, that no live run has locked, and that
+  its run was not asked to keep (``--keep-files``).
 
 Nothing else is touched: a user's file or directory, whatever its name, and
 anything of a live run stay.
@@ -24,6 +25,7 @@ import contextlib
 import hashlib
 import json
 import os
+import secrets
 import shutil
 import stat
 import tempfile
@@ -38,6 +40,7 @@ from iorig.machine.statedir import Stamp, private, read_record, write_record
 from iorig.targets import MARK_XATTR
 
 STAMP = ".iorig-owner"
+TOKEN_XATTR = "user.iorig.laid"
 TMP_PREFIX = "iorig-"
 RECORD_PREFIX = "laid-"
 
@@ -124,10 +127,16 @@ class LaidOut:
         self._records[path] = data
 
     def made(self, path: Path) -> None:
-        """``path`` exists now: its identity goes into its record."""
+        """``path`` exists now: its identity and a token put on it go into
+        its record."""
         if path in self._records:
             st = os.lstat(path)
-            self._update(path, node=[st.st_dev, st.st_ino])
+            token = secrets.token_hex(8)
+            try:
+                os.setxattr(path, TOKEN_XATTR, token.encode(), follow_symlinks=False)
+            except OSError:
+                token = None  # no user xattrs here: it cannot be proved iorig's later
+            self._update(path, node=[st.st_dev, st.st_ino], token=token)
 
     def begin(self, run_id: str, *, keep: bool) -> None:
         """The run started: its id, and whether its files are to be kept."""
@@ -157,6 +166,7 @@ class Leftover:
     path: Path
     kind: str
     node: tuple[int, int] | None
+    token: str | None
     keep: bool
     run: str | None
     pid: int
@@ -170,10 +180,11 @@ def _leftover(record: Path) -> Leftover | bool | None:
         return False
     found = Stamp.of(data.get("owner"))
     path, kind, node = data.get("path"), data.get("kind"), data.get("node")
-    run, keep = data.get("run"), data.get("keep")
+    run, keep, token = data.get("run"), data.get("keep"), data.get("token")
     if (found is None or not isinstance(path, str) or not path.startswith("/")
             or kind not in ("file", "fileset") or not isinstance(keep, bool)
-            or not (run is None or isinstance(run, str))):  # fmt: skip
+            or not (run is None or isinstance(run, str))
+            or not (token is None or isinstance(token, str))):  # fmt: skip
         return False
     if node is not None and not (
         isinstance(node, list) and len(node) == 2 and all(isinstance(n, int) for n in node)
@@ -181,7 +192,7 @@ def _leftover(record: Path) -> Leftover | bool | None:
         return False
     if found.alive:
         return None
-    return Leftover(record, Path(path), kind, tuple(node) if node else None, keep, run,
+    return Leftover(record, Path(path), kind, tuple(node) if node else None, token, keep, run,
                     found.pid)  # fmt: skip
 
 
@@ -217,6 +228,14 @@ def _provably_laid(item: Leftover) -> str | None:
         return "another file is at that path now"
     if not _marked(item.path):
         return f"it has no {MARK_XATTR} mark"
+    if item.token is None:  # killed before it was recorded as made, or no user xattrs here
+        return f"not provably the file its run made (no {TOKEN_XATTR} token recorded)"
+    try:
+        token = os.getxattr(item.path, TOKEN_XATTR, follow_symlinks=False)
+    except OSError:
+        token = b""
+    if token != item.token.encode():
+        return "another file is at that path now"
     return None
 
 

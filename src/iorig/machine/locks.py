@@ -21,7 +21,6 @@ locks for each driver apart (``Claim(shared=False)``).
 from __future__ import annotations
 
 import contextlib
-import errno
 import fcntl
 import hashlib
 import json
@@ -180,18 +179,36 @@ def holder_text(data: dict) -> str:
     return who + (f" ({', '.join(details)})" if details else "")
 
 
+class Busy(UserError):
+    """A target is locked by another run; ``holder``: what its lock file says
+    (untrusted: ``holder_text`` shows it)."""
+
+    def __init__(self, what: str, holder: dict) -> None:
+        super().__init__(
+            f"target {what} is in use by {holder_text(holder)}",
+            hint="wait for that run to end; two runs on one target share its I/O, and "
+            "neither run's figures would be the target's",
+        )
+        self.holder = holder
+
+
+class _Held(Exception):
+    def __init__(self, holder: dict) -> None:
+        self.holder = holder
+
+
 def _take(key: str, directory: Path) -> int:
-    """The lock file of ``key``, locked; BlockingIOError (with the holder's
-    text) when another process holds it."""
+    """The lock file of ``key``, locked; _Held (with what the holder wrote)
+    when another process holds it."""
     path = directory / f"{key}.lock"
     for _ in range(20):
         fd = _open(path)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            text = holder_text(_holder(fd))
+            holder = _holder(fd)
             os.close(fd)
-            raise BlockingIOError(errno.EWOULDBLOCK, text) from None
+            raise _Held(holder) from None
         except BaseException:
             os.close(fd)
             raise
@@ -237,7 +254,7 @@ class Claim:
 
     def take(self, what: str, keys: Sequence[str]) -> None:
         """Lock each of ``keys`` (the identities of the target ``what``);
-        UserError naming the run that holds one. What this claim took for
+        Busy naming the run that holds one. What this claim took for
         earlier targets stays held (``release`` frees it)."""
         directory = shared()
         with _GUARD:
@@ -248,12 +265,8 @@ class Claim:
                 if held is None:
                     try:
                         fd = _take(key, directory)
-                    except BlockingIOError as exc:
-                        raise UserError(
-                            f"target {what} is in use by {exc.strerror}",
-                            hint="wait for that run to end; two runs on one target share its "
-                            "I/O, and neither run's figures would be the target's",
-                        ) from None
+                    except _Held as held_by:
+                        raise Busy(what, held_by.holder) from None
                     held = _Lock(key, fd, directory / f"{key}.lock", time.time())
                     if self.shared:
                         _HELD[key] = held

@@ -23,6 +23,7 @@ from iorig.machine.statedir import Stamp, private, read_record, write_record
 
 FILES = ("read_iops", "write_iops", "read_bps", "write_bps")
 PREFIX = "throttle-"
+SYS_DEV = Path("/sys/dev/block")
 
 
 def _path(majmin: str) -> Path:
@@ -88,7 +89,7 @@ def _put_back(path: Path, data: dict) -> str | None:
         if not isinstance(majmin, str) or before is None or applied is None or stamp is None:
             return f"removed {path}: not a throttle record iorig can read"
         who = f"a killed iorig run (pid {stamp.pid})"
-        if not (Path("/sys/dev/block") / majmin).exists():
+        if not (SYS_DEV / majmin).exists():
             return f"device {majmin}, throttled by {who}, is gone: nothing to restore"
         try:
             current = throttle.rules(majmin)

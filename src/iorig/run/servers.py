@@ -43,11 +43,13 @@ from typing import TYPE_CHECKING
 
 from iorig.errors import UserError
 from iorig.fio import parse, ssh
-from iorig.fio.control import HostControl, JobsWatch
+from iorig.fio.control import AgentLock, ControlError, HostControl, JobsWatch
+from iorig.fio.hostlock import LockBusy, LockRefused
 from iorig.fio.hosts import Endpoint, HostAddress, HostSpec, SocketEndpoint, SshHost, TlsHost
 from iorig.fio.jobfile import Section, render
 from iorig.fio.protocol import ServerInfo, check_versions, local_protocol_version, server_versions
 from iorig.fio.runner import FioExit, FioProcess
+from iorig.machine import locks
 from iorig.machine.leftovers import stamp, temporary_directory
 from iorig.model import Disclosure
 from iorig.plan import Plan, PlannedPhase, build_plan, phase_workloads
@@ -83,7 +85,7 @@ class ServerBackend:
         self._ssh: dict[str, ssh.SshConnection] = {}
         self._ssh_dir: Path | None = None
         self._agents: tlsrelay.AgentLinks | None = None
-        self._run_id = ""
+        self._locks: list[AgentLock | ssh.SshLock] = []  # the hosts' targets, held by them
 
     @property
     def hosts(self) -> tuple[str, ...]:
@@ -131,10 +133,13 @@ class ServerBackend:
                 stamp(self._ssh_dir)
 
     def close(self, *, keep_files: bool = False) -> dict[str, str]:
-        """Close the SSH hosts' connections (everything iorig started there
-        stops and its directories go; kept with ``keep_files``: returned)
-        and the agents' relays (an agent ends the jobs of a connection that
-        closes)."""
+        """Free the hosts' target locks, close the SSH hosts' connections
+        (everything iorig started there stops and its directories go; kept
+        with ``keep_files``: returned) and the agents' relays (an agent ends
+        the jobs of a connection that closes)."""
+        locks, self._locks = self._locks, []
+        for held in locks:
+            held.release()
         if self._agents is not None:
             agents, self._agents = self._agents, None
             agents.close()
@@ -219,6 +224,7 @@ class ServerBackend:
                 }
                 for host in self.hosts
             }
+            unlocked = self._lock_targets(host_targets)  # before anything exists there
             if not allow_destroy:
                 self._refuse_existing(host_targets)
             self._lay_out(host_targets)
@@ -242,9 +248,33 @@ class ServerBackend:
                 }
             )
             plan = replace(plan, hosts=self.specs, host_targets=host_targets,
-                           disclosure=disclosure)  # fmt: skip
+                           disclosure=disclosure, notes=plan.notes + tuple(unlocked))  # fmt: skip
             preflight(self.fio, plan, self.host_jobs)
             return plan
+
+    def _lock_targets(self, host_targets: Mapping[str, Mapping[str, Target]]) -> list[str]:
+        """Have every host lock its targets against other runs (its agent or
+        keeper, as runs on that host lock them); a target in use is refused,
+        naming the run. A fio server that cannot lock (no iorig agent) is
+        named in the run's notes."""
+        unlocked = []
+        for spec in self.specs:
+            targets = list(host_targets[spec.label].values())
+            try:
+                if isinstance(spec, SshHost):
+                    held: AgentLock | ssh.SshLock = self._ssh[spec.label].lock(
+                        [str(t.path) for t in targets])  # fmt: skip
+                else:
+                    held = self.control(spec).lock([str(t.path) for t in targets])
+            except LockBusy as busy:
+                where = targets[busy.index].path if busy.index < len(targets) else "a target"
+                raise locks.Busy(f"{where} on {spec.label}", busy.holder) from None
+            except (LockRefused, ControlError) as exc:
+                unlocked.append(f"{spec.label}: its targets are not locked against other runs "
+                                f"({' '.join(str(exc).split())[:200]})")  # fmt: skip
+                continue
+            self._locks.append(held)
+        return unlocked
 
     def _refuse_existing(self, host_targets: Mapping[str, Mapping[str, Target]]) -> None:
         """Refuse a relative target that already exists on its host: iorig
@@ -374,7 +404,9 @@ class ServerBackend:
         )
 
     def begin_run(self, run_id: str, *, keep_files: bool) -> None:
-        self._run_id = run_id
+        for held in self._locks:
+            with contextlib.suppress(ControlError):  # the lock holds; only its name is missing
+                held.name_run(run_id)
 
     def stop(self, *, at_once: bool = False) -> None:
         self._stop.set()
