@@ -153,6 +153,17 @@ def test_a_stale_lock_file_is_no_lock(tmp_path):
     claim.release()
 
 
+def test_lock_files_nobody_holds_are_swept_and_held_ones_stay(tmp_path):
+    held = locks.Claim(shared=False)
+    held.take("a", locks.target_keys(str(tmp_path / "a"), "data"))
+    stale = statedir.shared() / "name-0-0-0.lock"  # a killed run's: its flock went with it
+    stale.write_text(json.dumps({"runs": ["0123456789ab"], "owner": DEAD}))
+    locks.sweep()
+    assert not stale.exists()
+    assert len(list(statedir.shared().glob("*.lock"))) == 1
+    held.release()
+
+
 def test_what_a_lock_file_says_is_shown_only_in_iorigs_forms():
     hostile = {"runs": ["\x1b[2J", "0123456789ab", 7], "owner": {"pid": "\x1b]0;x"},
                "since": "yesterday", "via": "\x1b[31m"}  # fmt: skip

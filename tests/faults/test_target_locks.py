@@ -19,6 +19,7 @@ from tests.faults.killed import kill9, loop_device, run, run_ids, start
 from tests.faults.watch import wait_stored
 
 from iorig.machine import statedir
+from iorig.machine.locks import target_keys
 
 pytestmark = pytest.mark.fio
 
@@ -30,12 +31,13 @@ def _second_run_is_refused(target: str, tmp_path: Path, env: dict[str, str] | No
                            ) -> str:  # fmt: skip
     """The first run's id, once a second was refused and a third was not."""
     first_db, second_db = tmp_path / "first.sqlite", tmp_path / "second.sqlite"
+    names = [f"{key}.lock" for key in target_keys(target, "data")]  # what the first run locks
     first = start(first_db, "run", *LONG, "--target", target, env=env)
     try:
         wait_stored(first, first_db, "runs")
         (first_id,) = run_ids(first_db)
-        locks = {p.name: p.read_text() for p in statedir.shared().glob("*.lock")}
-        assert locks and all(first_id in text for text in locks.values()), locks
+        held = {name: (statedir.shared() / name).read_text() for name in names}
+        assert all(first_id in text for text in held.values()), held
         place = Path(target.rstrip("/")).parent  # (a device's: /dev, where others come and go)
         before = sorted(p.name for p in place.iterdir()) if place != Path("/dev") else []
         second = run(second_db, "run", *SHORT, "--target", target, env=env)
@@ -54,7 +56,7 @@ def _second_run_is_refused(target: str, tmp_path: Path, env: dict[str, str] | No
     # the lock died with its owner: the next run is not refused
     third = run(second_db, "run", *SHORT, "--target", target, env=env)
     assert third.returncode == 0, third.stdout + third.stderr
-    assert not any((statedir.shared() / name).exists() for name in locks)  # none left behind
+    assert not any((statedir.shared() / name).exists() for name in names)  # none left behind
     return first_id
 
 

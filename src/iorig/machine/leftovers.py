@@ -139,9 +139,14 @@ class LaidOut:
             self._update(path, node=[st.st_dev, st.st_ino], token=token)
 
     def begin(self, run_id: str, *, keep: bool) -> None:
-        """The run started: its id, and whether its files are to be kept."""
+        """The run started: its id, and whether its files are to be kept. A
+        record that cannot say "keep" goes: a file its run was asked to keep
+        must never look like a leftover."""
         for path in list(self._records):
-            self._update(path, run=run_id, keep=keep)
+            try:
+                self._update(path, run=run_id, keep=keep)
+            except OSError:
+                self.done(path)
 
     def _update(self, path: Path, **changes: object) -> None:
         self._records[path] |= changes

@@ -237,6 +237,26 @@ def _drop(lock: _Lock) -> None:
     os.close(lock.fd)
 
 
+def sweep() -> None:
+    """Remove lock files nobody holds (what killed runs left: the kernel
+    freed their locks, not their files); another user's stay (a sticky
+    directory)."""
+    with contextlib.suppress(UserError, OSError):
+        for path in shared().glob("*.lock"):
+            try:
+                fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+            except OSError:
+                continue
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                if _same(fd, path):
+                    os.unlink(path)  # while locked: whoever opened it sees it replaced
+            except OSError:
+                pass  # held by a live run, or not ours to remove
+            finally:
+                os.close(fd)
+
+
 class Claim:
     """The locks of one run's targets. ``shared``: this process's other
     claims on a key share its lock (one run after the other in one process);

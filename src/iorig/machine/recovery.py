@@ -3,7 +3,7 @@ every run command and in ``iorig doctor``."""
 
 from __future__ import annotations
 
-from iorig.machine import leftovers, throttles
+from iorig.machine import leftovers, locks, throttles
 
 
 def recover(*, clean: bool = True) -> list[str]:
@@ -11,4 +11,7 @@ def recover(*, clean: bool = True) -> list[str]:
     left in place distorts every later measurement); what dead runs left in
     TMPDIR and in their targets removed (``clean``) or only listed. One line
     per thing done or found; a live run's are never touched."""
-    return throttles.recover() + leftovers.clean(remove=clean)
+    said = throttles.recover() + leftovers.clean(remove=clean)
+    if clean:
+        locks.sweep()  # a killed run's lock files: nothing to say about them
+    return said
