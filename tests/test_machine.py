@@ -404,3 +404,47 @@ def test_a_live_runs_data_file_and_a_finished_one_are_no_leftovers(tmp_path):
     assert leftovers.clean() == [] and path.exists()  # its run lives
     laid.done(path)
     assert not list(statedir.private().glob("laid-*.json"))
+
+
+class _Held:
+    def __init__(self) -> None:
+        self.released = False
+
+    def release(self) -> None:
+        self.released = True
+
+
+def test_a_host_whose_target_is_in_use_refuses_the_run_and_frees_the_others():
+    from iorig.fio.hosts import HostAddress
+    from iorig.run.hostlocks import lock_hosts
+    from iorig.targets import remote_target
+
+    hosts = [HostAddress(f"127.0.0.{i}", 8765) for i in (2, 3, 4)]
+    targets = {h.label: {"data": remote_target(None, host=h.label, role="data", size=1 << 20,
+                                                 size_explicit=True, allow_destroy=False)}
+               for h in hosts}  # fmt: skip
+    given: dict[str, _Held] = {}
+
+    def lock_one(host: HostAddress, paths: list[str]) -> _Held:
+        assert paths == ["iorig-data.dat"]
+        if host is hosts[1]:
+            raise hostlock.LockBusy(0, {"runs": ["0123456789ab"], "owner": {"pid": 42}})
+        given[host.label] = _Held()
+        return given[host.label]
+
+    with pytest.raises(locks.Busy) as refused:
+        lock_hosts(hosts, targets, lock_one)
+    assert refused.value.message.startswith(
+        "target iorig-data.dat on 127.0.0.3:8765 is in use by iorig run 0123456789ab (pid 42"
+    )
+    assert given and all(h.released for h in given.values())
+
+    def cannot(host: HostAddress, paths: list[str]) -> _Held:
+        if host is hosts[0]:
+            raise hostlock.LockRefused("this fio server locks no targets")
+        return _Held()
+
+    held, notes = lock_hosts(hosts, targets, cannot)
+    assert len(held) == 2
+    assert notes == ["127.0.0.2:8765: its targets are not locked against other runs (this fio "
+                     "server locks no targets)"]  # fmt: skip

@@ -148,13 +148,14 @@ class LocalBackend:
         targets: dict[str, Target] = {}
         made = []  # what preparing may create, taken back if the run does not start
         try:
-            for role, spec in scenario.targets.items():
-                if paths[role]:  # in use by another run: refused before anything is made
+            for role, spec in scenario.targets.items():  # all locked before anything is made
+                if paths[role]:  # in use by another run: refused, naming it
                     check_kind(paths[role])
                     self._claim.take(paths[role], target_keys(paths[role], role,
                                                               fileset=spec.fileset))  # fmt: skip
-                    if (laid := _to_lay_out(paths[role], role, spec.fileset)) is not None:
-                        self._laid.planned(*laid)  # recorded before it exists: a kill leaves it
+            for role, spec in scenario.targets.items():
+                if paths[role] and (laid := _to_lay_out(paths[role], role, spec.fileset)):
+                    self._laid.planned(*laid)  # recorded before it exists: a kill leaves it
                 made += new_paths(paths[role], role=role, fileset=spec.fileset)
                 targets[role] = resolve_target(
                     paths[role],

@@ -43,17 +43,16 @@ from typing import TYPE_CHECKING
 
 from iorig.errors import UserError
 from iorig.fio import parse, ssh
-from iorig.fio.control import AgentLock, ControlError, HostControl, JobsWatch
-from iorig.fio.hostlock import LockBusy, LockRefused
+from iorig.fio.control import ControlError, HostControl, JobsWatch
 from iorig.fio.hosts import Endpoint, HostAddress, HostSpec, SocketEndpoint, SshHost, TlsHost
 from iorig.fio.jobfile import Section, render
 from iorig.fio.protocol import ServerInfo, check_versions, local_protocol_version, server_versions
 from iorig.fio.runner import FioExit, FioProcess
-from iorig.machine import locks
 from iorig.machine.leftovers import stamp, temporary_directory
 from iorig.model import Disclosure
 from iorig.plan import Plan, PlannedPhase, build_plan, phase_workloads
 from iorig.run.backend import HostLogs, PhaseJob, Progress, RawPhase
+from iorig.run.hostlocks import HostLock, lock_hosts
 from iorig.run.jobtext import job_text
 from iorig.run.preflight import preflight
 from iorig.run.probe import probe_engine, probe_spot
@@ -85,7 +84,7 @@ class ServerBackend:
         self._ssh: dict[str, ssh.SshConnection] = {}
         self._ssh_dir: Path | None = None
         self._agents: tlsrelay.AgentLinks | None = None
-        self._locks: list[AgentLock | ssh.SshLock] = []  # the hosts' targets, held by them
+        self._locks: list[HostLock] = []  # the hosts' targets, held by them
 
     @property
     def hosts(self) -> tuple[str, ...]:
@@ -224,7 +223,8 @@ class ServerBackend:
                 }
                 for host in self.hosts
             }
-            unlocked = self._lock_targets(host_targets)  # before anything exists there
+            # before anything exists there: a target another run uses refuses this one
+            self._locks, unlocked = lock_hosts(self.specs, host_targets, self._lock_one)
             if not allow_destroy:
                 self._refuse_existing(host_targets)
             self._lay_out(host_targets)
@@ -252,29 +252,10 @@ class ServerBackend:
             preflight(self.fio, plan, self.host_jobs)
             return plan
 
-    def _lock_targets(self, host_targets: Mapping[str, Mapping[str, Target]]) -> list[str]:
-        """Have every host lock its targets against other runs (its agent or
-        keeper, as runs on that host lock them); a target in use is refused,
-        naming the run. A fio server that cannot lock (no iorig agent) is
-        named in the run's notes."""
-        unlocked = []
-        for spec in self.specs:
-            targets = list(host_targets[spec.label].values())
-            try:
-                if isinstance(spec, SshHost):
-                    held: AgentLock | ssh.SshLock = self._ssh[spec.label].lock(
-                        [str(t.path) for t in targets])  # fmt: skip
-                else:
-                    held = self.control(spec).lock([str(t.path) for t in targets])
-            except LockBusy as busy:
-                where = targets[busy.index].path if busy.index < len(targets) else "a target"
-                raise locks.Busy(f"{where} on {spec.label}", busy.holder) from None
-            except (LockRefused, ControlError) as exc:
-                unlocked.append(f"{spec.label}: its targets are not locked against other runs "
-                                f"({' '.join(str(exc).split())[:200]})")  # fmt: skip
-                continue
-            self._locks.append(held)
-        return unlocked
+    def _lock_one(self, spec: HostSpec, paths: list[str]) -> HostLock:
+        if isinstance(spec, SshHost):
+            return self._ssh[spec.label].lock(paths)
+        return self.control(spec).lock(paths)
 
     def _refuse_existing(self, host_targets: Mapping[str, Mapping[str, Target]]) -> None:
         """Refuse a relative target that already exists on its host: iorig
