@@ -57,7 +57,7 @@ WORKLOAD_BAD = {
            "99999999999999999999TiB", "{a: 1}"],
     "iodepth": ["0", "-1", "65537", "1.5", "abc", ".inf", "9" * 35, "[1]", "9" * 45],
     "jobs": ["0", "1025", "-3", "x", ".nan"],
-    "rw": ["readd", "trim", "123", "randwrites", "null", "''"],
+    "rw": ["readd", "trimm", "123", "randwrites", "null", "''"],
     "engine": ["spdk", "io-uring", "exec", "1"],
     "direct": ["maybe", "2", "[]", "-1"],
     "rate_iops": ["5000000000", "-1", ".inf", "1.5", "lots"],  # 0 is valid: no limit
