@@ -17,14 +17,22 @@ import pytest
 from tests.conftest import HAS_FIO
 from tests.faults.killed import kill9, loop_device, run, run_ids, start
 from tests.faults.watch import wait_stored
+from tests.fioservers import paced_scenario
 
 from iorig.machine import statedir
 from iorig.machine.locks import target_keys
 
 pytestmark = pytest.mark.fio
 
-LONG = ("--rw", "randread", "--bs", "4k", "--size", "16MiB", "--duration", "30s")
 SHORT = ("--rw", "randread", "--bs", "4k", "--size", "16MiB", "--duration", "1s")
+
+
+def holding(tmp_path: Path) -> tuple[str, ...]:
+    """A run that holds its target 30 s at a paced 200 IOPS: the run the
+    second one meets, light on a machine other tests share."""
+    scenario = tmp_path / "held.yaml"
+    scenario.write_text(paced_scenario(200, "30s"))
+    return (str(scenario),)
 
 
 def _second_run_is_refused(target: str, tmp_path: Path, env: dict[str, str] | None = None
@@ -32,7 +40,7 @@ def _second_run_is_refused(target: str, tmp_path: Path, env: dict[str, str] | No
     """The first run's id, once a second was refused and a third was not."""
     first_db, second_db = tmp_path / "first.sqlite", tmp_path / "second.sqlite"
     names = [f"{key}.lock" for key in target_keys(target, "data")]  # what the first run locks
-    first = start(first_db, "run", *LONG, "--target", target, env=env)
+    first = start(first_db, "run", *holding(tmp_path), "--target", target, env=env)
     try:
         wait_stored(first, first_db, "runs")
         (first_id,) = run_ids(first_db)
@@ -81,7 +89,8 @@ def _busy(device: Path, seconds: float) -> subprocess.Popen:
     """Another program reading the device: a bare fio, no iorig run."""
     return subprocess.Popen(
         ["fio", "--name=other", f"--filename={device}", "--rw=randread", "--bs=4k",
-         "--direct=1", "--time_based", f"--runtime={seconds:g}", "--output=/dev/null"],
+         "--direct=1", "--rate_iops=2000", "--time_based", f"--runtime={seconds:g}",
+         "--output=/dev/null"],
         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
     )  # fmt: skip
 
@@ -97,8 +106,9 @@ def _device_warnings(db: Path) -> list[dict]:
 def test_other_io_on_the_targets_device_is_named_by_the_audit(tmp_path, scratch):
     with loop_device(scratch) as device:
         quiet_db, busy_db = tmp_path / "quiet.sqlite", tmp_path / "busy.sqlite"
-        args = ("run", "--rw", "randread", "--bs", "4k", "--size", "32MiB", "--duration", "3s",
-                "--target", str(device))  # fmt: skip
+        scenario = tmp_path / "paced.yaml"
+        scenario.write_text(paced_scenario(1000, "3s"))
+        args = ("run", str(scenario), "--target", str(device))
         quiet = run(quiet_db, *args)
         assert quiet.returncode == 0, quiet.stdout + quiet.stderr
         assert _device_warnings(quiet_db) == []  # fio's own I/O alone: nothing to name
@@ -111,13 +121,12 @@ def test_other_io_on_the_targets_device_is_named_by_the_audit(tmp_path, scratch)
             other.communicate()
         assert busy.returncode == 0, busy.stdout + busy.stderr
         found = _device_warnings(busy_db)
-        assert found, "the device did twice fio's I/Os and the audit said nothing"
+        assert found, "the device did three times fio's I/Os and the audit said nothing"
         assert device.name in found[0]["message"], found
 
 
 # ------------------------------------------------------------ many hosts
 
-REMOTE_LONG = ("--rw", "randread", "--bs", "4k", "--size", "16MiB", "--duration", "30s")
 REMOTE_SHORT = ("--rw", "randread", "--bs", "4k", "--size", "16MiB", "--duration", "1s")
 
 
@@ -127,7 +136,7 @@ def _second_remote_run_is_refused(hosts: str, env: dict[str, str], tmp_path: Pat
     machine on the same file (the host is this machine): both refused naming
     the first; once it is killed the next run goes ahead."""
     first_db = tmp_path / "first.sqlite"
-    first = start(first_db, "run", *REMOTE_LONG, "--hosts", hosts, env=env)
+    first = start(first_db, "run", *holding(tmp_path), "--hosts", hosts, env=env)
     try:
         wait_stored(first, first_db, "runs")
         (first_id,) = run_ids(first_db)
@@ -175,7 +184,7 @@ def test_a_target_in_use_over_ssh_is_refused_there_and_here(tmp_path):
         env = lab.env
         first_db = tmp_path / "first.sqlite"
         args = ("--target", str(target), "--allow-destroy")
-        first = start(first_db, "run", *REMOTE_LONG, "--hosts", hosts, *args, env=env)
+        first = start(first_db, "run", *holding(tmp_path), "--hosts", hosts, *args, env=env)
         try:
             wait_stored(first, first_db, "runs")
             (first_id,) = run_ids(first_db)
