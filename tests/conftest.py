@@ -67,10 +67,15 @@ class CliResult:
 
 # Commands that only read the database (or a file) and print: run_iorig runs
 # them in this process, which costs no interpreter start (about a second of
-# CPU each); commands that run fio, serve or handle signals get a process.
-IN_PROCESS = frozenset(
+# CPU each); those that serve (agent, hosts) get a process.
+READS = frozenset(
     {"show", "runs", "compare", "report", "export", "import", "ort", "sut", "scenarios"}
 )
+# Those that run fio run in this process too (about a second of CPU saved
+# each, 100 of them in make test): fio has a process group of its own either
+# way, and a run puts back the signal handlers it set. Tests of signals,
+# kills and environments start a process of their own.
+IN_PROCESS = READS | {"run", "sweep", "knee", "curve", "ab", "doctor"}
 
 
 def run_iorig(

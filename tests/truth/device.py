@@ -28,7 +28,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tests.conftest import IN_PROCESS, CliResult, run_iorig
+from tests.conftest import READS, CliResult, run_iorig
 
 REPO = Path(__file__).resolve().parents[2]
 V1 = Path("/sys/fs/cgroup/blkio")
@@ -120,7 +120,7 @@ class Capped:
               ) -> subprocess.CompletedProcess | CliResult:  # fmt: skip
         """iorig in the cgroup; commands that only read the database run in
         this process (no I/O on the device to cap)."""
-        if args and args[0] in IN_PROCESS:
+        if args and args[0] in READS:
             return run_iorig(db, *args, columns=200)
         env = dict(os.environ, IORIG_DB=str(db), COLUMNS="200", NO_COLOR="1")
         return self.run([sys.executable, "-m", "iorig", *args], env=env, timeout=timeout)
