@@ -18,6 +18,7 @@ from iorig.analyze.knee import (
     next_doubling,
     plateau,
     refine_between,
+    stops_on_throughput,
     top_candidates,
     usl,
     usl_fit,
@@ -69,9 +70,33 @@ def test_doubling_stops_on_a_small_gain():
     assert doubling_stop(points, KneeRule(min_gain=0.03)) is None
 
 
-def test_doubling_stops_when_throughput_falls():
+def test_doubling_looks_one_doubling_past_a_fall_and_stops_on_a_second():
+    # a fall from the best point may be one dip (a throttle's slice): one more
     points = _curve([(8, 700), (16, 1000), (32, 950)])
-    assert doubling_stop(points, KneeRule()) == "throughput fell by 5.0 % from 16 to 32"
+    assert doubling_stop(points, KneeRule()) is None
+    assert next_doubling(points, KneeRule()) == 64
+    # falling again from there: past the peak
+    assert doubling_stop([*points, _pt(64, 900)], KneeRule()) == (
+        "throughput fell by 5.3 % from 32 to 64"
+    )
+    # climbing back, but not 10 % per doubling over the best before the dip
+    assert doubling_stop([*points, _pt(64, 1050)], KneeRule()) == (
+        "after a dip at 32, a gain of +2.5 % per doubling from 16 to 64 is under 10 %"
+    )
+    # climbing back well past it: the curve goes on
+    assert doubling_stop([*points, _pt(64, 1400)], KneeRule()) is None
+    # the search still measures a falling step again before it looks past it
+    assert stops_on_throughput(points, KneeRule())
+
+
+def test_a_dip_below_the_first_point_does_not_end_the_curve_at_one():
+    # a throttled device in memory: 22 K at QD 1, 14 K at QD 2, the cap (40 K) at 4
+    rule = KneeRule(max_concurrency=64)
+    points = _curve([(1, 22_000), (2, 14_000)])
+    assert next_doubling(points, rule) == 4
+    points += _curve([(4, 39_000), (8, 40_000)])
+    assert next_doubling(points, rule) is None
+    assert find_knee(points, rule).point.concurrency == 4
 
 
 def test_doubling_stops_when_p99_breaks_the_slo():

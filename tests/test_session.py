@@ -616,6 +616,21 @@ def test_a_glitch_the_remeasure_disagrees_with_is_measured_again_and_left_out(db
     assert "left out" in verdict["re-measured"] and "4" in verdict["re-measured"]
 
 
+def test_a_dip_that_stays_after_its_recheck_is_looked_past_to_the_knee(db_path):
+    # a throttled device in memory did 22 K at QD 1, 14 K at QD 2 three times
+    # and the cap at 4: the search stopped at 1, a knee far below the cap
+    dip = {1: 0.55, 2: 0.35}
+
+    def step(phase: PlannedPhase, repeat: int) -> Step:
+        concurrency = phase.point.get("concurrency")
+        return Step(scale=dip.get(concurrency, 1.0)) if concurrency else Step()
+
+    result, ran = _knee_search(db_path, FakeBackend(steps=step))
+    assert result.knee.point.concurrency == 4, result.knee.reason
+    assert [n for n, _ in ran[:5]] == ["iodepth=1", "iodepth=2", "iodepth=1", "iodepth=2",
+                                       "iodepth=4"]  # fmt: skip
+
+
 def test_readings_too_short_for_their_noise_leave_the_knee_uncertain_between_them(db_path):
     # 2 s points: no interval of their seconds, so whether 20 K or 30 K is
     # the glitch cannot be told; the knee is 4 if 30 K is right, 8 if 20 K is

@@ -80,11 +80,14 @@ def _step_text(c1: int, c2: int) -> str:
 # --- the doubling stage -------------------------------------------------------
 
 
-def _stop(points: Sequence[Point], rule: KneeRule) -> tuple[str, str] | None:
+def _stop(
+    points: Sequence[Point], rule: KneeRule, *, past_dip: bool = True
+) -> tuple[str, str] | None:
     """(kind, why) the doubling stage should stop after the latest point, or
     None to go on. Kinds, checked in this order on the latest point: "slo" (a
     hard limit), "fall" (throughput fell), "gain" (a gain under ``min_gain``
-    per doubling), "max" (the maximum concurrency)."""
+    per doubling), "max" (the maximum concurrency). ``past_dip``: a first
+    fall is looked past (one more doubling) instead of stopping."""
     if not points:
         return None
     ordered = _sorted_unique(points)
@@ -97,27 +100,48 @@ def _stop(points: Sequence[Point], rule: KneeRule) -> tuple[str, str] | None:
         )
     if len(ordered) >= 2:
         prev = ordered[-2]
+        best = max(ordered[:-1], key=lambda p: (p.throughput, -p.concurrency))
         if last.throughput < prev.throughput:
             fall = 1.0 - last.throughput / prev.throughput if prev.throughput > 0 else 0.0
-            return "fall", (
+            why = (
                 f"throughput fell by {fall * 100:.1f} % from {prev.concurrency} "
                 f"to {last.concurrency}"
             )
-        gain = gain_per_doubling(
-            prev.concurrency, prev.throughput, last.concurrency, last.throughput
-        )
-        if gain < rule.min_gain:
-            return "gain", (
-                f"gain of {_pct(gain)} {_step_text(prev.concurrency, last.concurrency)} "
-                f"is under {rule.min_gain * 100:g} %"
+            # one dip (a throttle's slice, a flush) must not end the curve where
+            # it may still climb: one doubling past it is measured, unless the
+            # step before was no gain either (the curve is past its peak)
+            if not past_dip or prev is not best or last.concurrency >= rule.max_concurrency:
+                return "fall", why
+            return None
+        if prev is not best:
+            # climbing back from a dip: judged against the best point before it
+            gain = gain_per_doubling(
+                best.concurrency, best.throughput, last.concurrency, last.throughput
             )
+            if gain < rule.min_gain:
+                return "gain", (
+                    f"after a dip at {prev.concurrency}, a gain of {_pct(gain)} "
+                    f"{_step_text(best.concurrency, last.concurrency)} is under "
+                    f"{rule.min_gain * 100:g} %"
+                )
+        else:
+            gain = gain_per_doubling(
+                prev.concurrency, prev.throughput, last.concurrency, last.throughput
+            )
+            if gain < rule.min_gain:
+                return "gain", (
+                    f"gain of {_pct(gain)} {_step_text(prev.concurrency, last.concurrency)} "
+                    f"is under {rule.min_gain * 100:g} %"
+                )
     if last.concurrency >= rule.max_concurrency:
         return "max", f"reached the maximum concurrency {rule.max_concurrency}"
     return None
 
 
 def doubling_stop(points: Sequence[Point], rule: KneeRule) -> str | None:
-    """Why the doubling stage should stop after the latest point, or None to go on."""
+    """Why the doubling stage should stop after the latest point, or None to
+    go on: past a first fall it goes one doubling further, and a climb back
+    from that dip is judged against the best point before it."""
     found = _stop(points, rule)
     return found[1] if found else None
 
@@ -127,7 +151,7 @@ def stops_on_throughput(points: Sequence[Point], rule: KneeRule) -> bool:
     throughput fell or gained too little: a verdict one noisy point can give
     (a single short point varies 10–15 % run to run), so the search measures
     that step again before it believes it."""
-    found = _stop(points, rule)
+    found = _stop(points, rule, past_dip=False)
     return found is not None and found[0] in ("fall", "gain")
 
 
