@@ -67,8 +67,11 @@ def test_until_precise_stops_early_with_an_interval_that_holds_the_cap(capped, t
     # well before the maximum, and not before the minimum (10 s) in the seconds kept
     assert 10 <= precision["seconds"] <= MAX_S / 3
     assert seconds["seconds"] == precision["seconds"]
-    # the seconds the stop distorts are not kept: every one left is about the cap's
-    assert seconds["min"] >= 0.97 * CAP
+    # the seconds the stop distorts are not kept: every one left is about the
+    # cap's. A stop cuts a second by 9 % (73 MiB/s on an 80 MiB/s cap); the
+    # throttle's bursts move one by 5 % at most, balanced by the next (1908
+    # and 2125 IOPS seen in a fresh-clone run, 1950 and 2186 before)
+    assert seconds["min"] >= 0.93 * CAP
     # the interval holds the cap, and never claims more than one logged second's resolution
     assert precision["achieved_pct"] is not None, precision
     assert precision["low"] <= CAP <= precision["high"]
