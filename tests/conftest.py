@@ -194,6 +194,9 @@ def iorig(db_path: Path):
 SYSTEM_MARKERS = ("fio", "blockdev", "truth", "browser", "system")
 
 
+TRUTH_DIR = Path(__file__).resolve().parent / "truth"
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     skip = pytest.mark.skip(reason="fio is not installed (make test installs it)")
     for item in items:
@@ -201,6 +204,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         for other in ("serial", "truth"):
             if "timing" in item.keywords and other in item.keywords:
                 raise pytest.UsageError(f"{item.nodeid}: timing and {other} are two stages")
+        # the truth stage collects tests/truth only
+        stage = "truth" in item.keywords and "serial" not in item.keywords
+        if stage and TRUTH_DIR not in Path(str(item.path)).parents:
+            raise pytest.UsageError(f"{item.nodeid}: a truth test belongs in tests/truth")
         if not HAS_FIO and "fio" in item.keywords:
             item.add_marker(skip)
 
