@@ -1,9 +1,10 @@
 """`runs`, `show` and `compare` as people read them: in an 80- and a
-200-column terminal (a real pseudo-terminal) and piped. Each output is
-compared with its golden in tests/data/output (IORIG_UPDATE_GOLDENS=1 writes
-them) and checked for what a golden could silently bless: a line wider than
-the terminal, a word broken inside a table cell, a run on more than one line.
-The runs are fixed figures from tests/layoutdb.py."""
+200-column terminal and piped. Each output is compared with its golden in
+tests/data/output (IORIG_UPDATE_GOLDENS=1 writes them) and checked for what
+a golden could silently bless: a line wider than the terminal, a word
+broken inside a table cell, a run on more than one line. They are rendered
+in process as rich writes to a terminal, and checked once per width through
+a real pseudo-terminal. The runs are fixed figures from tests/layoutdb.py."""
 
 from __future__ import annotations
 
@@ -11,13 +12,15 @@ import os
 import re
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 from rich.cells import cell_len
+from tests.conftest import cli_in_process
 from tests.layoutdb import build
 
-pytestmark = pytest.mark.system  # each output through a real process and pseudo-terminal
+pytestmark = pytest.mark.system  # real processes and pseudo-terminals
 REPO = Path(__file__).resolve().parent.parent
 GOLDENS = Path(__file__).resolve().parent / "data" / "output"
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
@@ -66,21 +69,58 @@ def _in_terminal(db: Path, columns: int, args: tuple[str, ...]) -> str:
 
 
 def _piped(db: Path, args: tuple[str, ...]) -> str:
-    done = subprocess.run([sys.executable, "-m", "iorig", *args], cwd=REPO, env=_env(db, 80),
-                          capture_output=True, text=True, timeout=120, check=True)  # fmt: skip
-    return done.stdout
+    """stdout piped, 80 columns: through ``iorig.cli.main`` in this process,
+    as a pipe gets it (no terminal: nothing to start a process for)."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("TZ", "UTC")
+        time.tzset()
+        try:
+            return cli_in_process(db, *args, columns=80, check=True).stdout
+        finally:
+            patch.undo()
+            time.tzset()
+
+
+def _as_terminal(db: Path, columns: int, args: tuple[str, ...]) -> str:
+    """stdout as rich writes it to a terminal ``columns`` wide, in this
+    process; the same as a pseudo-terminal's (test_a_real_terminal_…)."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("TZ", "UTC")
+        time.tzset()
+        try:
+            out = cli_in_process(db, *args, columns=columns, check=True, terminal=True).stdout
+        finally:
+            patch.undo()
+            time.tzset()
+    return ANSI.sub("", out)
 
 
 @pytest.fixture(scope="module")
-def outputs(tmp_path_factory) -> dict[tuple[str, str], str]:
+def database(tmp_path_factory) -> Path:
     db = tmp_path_factory.mktemp("layout") / "results.sqlite"
     build(db)
+    return db
+
+
+@pytest.fixture(scope="module")
+def outputs(database: Path) -> dict[tuple[str, str], str]:
     out = {}
     for name, args in COMMANDS.items():
-        out[(name, "tty80")] = _in_terminal(db, 80, args)
-        out[(name, "tty200")] = _in_terminal(db, 200, args)
-        out[(name, "piped")] = _piped(db, args)
+        out[(name, "tty80")] = _as_terminal(database, 80, args)
+        out[(name, "tty200")] = _as_terminal(database, 200, args)
+        out[(name, "piped")] = _piped(database, args)
     return out
+
+
+@pytest.mark.parametrize("columns", [80, 200])
+def test_a_real_terminal_shows_what_the_goldens_hold(database, outputs, columns):
+    # every command and width through a real pseudo-terminal costs twelve
+    # interpreter starts; one command per width shows the in-process terminal
+    # output is what a person's terminal gets
+    assert (
+        _in_terminal(database, columns, COMMANDS["compare"])
+        == outputs[("compare", f"tty{columns}")]
+    )
 
 
 def table_cells(text: str) -> list[list[str]]:
