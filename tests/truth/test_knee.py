@@ -5,9 +5,11 @@ same test: the lowest queue depth at which fio alone reaches 90 % of the
 cap, by the median of three 1 s runs (at QD 1 and 2 this device in memory
 gives 14 K in one run and 36 K in the next, faster the busier the machine:
 its latency is near the cap's 25 µs an I/O). iorig's knee must deliver at
-least 90 % of the cap, at a concurrency no more than twice that (or 4, the
-device being erratic below) or with an uncertain span reaching down to it,
-and its peak band must hold the cap.
+least 90 % of the cap (or, where iorig reports the knee uncertain between
+two concurrencies, the higher one must), at a concurrency no more than twice
+that (or 4, the device being erratic below) or with an uncertain span
+reaching down to it and not beyond four times it, and its peak band must
+hold the cap.
 """
 
 from __future__ import annotations
@@ -56,7 +58,13 @@ def test_knee_of_a_capped_device(capped, truth_db):
         f"peak band {low:.0f}–{high:.0f}; uncertain between {search['uncertain_between']}; "
         f"readings apart: {runs}"
     )
-    assert knee["throughput"] >= 0.9 * CAP, json.dumps(search, indent=1)[:8000]
+    # where the readings leave the knee uncertain, iorig names the span and
+    # its top end is the concurrency that must reach the cap (at QD 1–2 this
+    # device gave 27 K and 40 K a second apart; iorig then reports "between
+    # 1 and 4", and the knee point itself is the span's low end)
+    at = {p["concurrency"]: p["throughput"] for p in search["points"]}
+    assert at[span[1]] >= 0.9 * CAP, json.dumps(search, indent=1)[:8000]
+    assert span[1] <= max(4 * lowest, 8), (knee, span, lowest, bare)
     # the knee, or the span iorig reports it uncertain in, reaches down to
     # twice the depth bare fio needed, or, where bare fio needed only QD 1 or
     # 2, to 4: below 4 this device is erratic (bare medians of 35 K at QD 1
