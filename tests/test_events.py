@@ -76,6 +76,17 @@ def test_cli_events_name_phase_time_and_action():
     assert (phase, spec.at, spec.do) == ("measure", 20.0, "stop-host 2")
     with pytest.raises(ValueError, match="PHASE@TIME=ACTION"):
         parse_cli_event("stop-host 2 at 20s")
+    # the time or action that is wrong is named, never pydantic's "1 validation
+    # error for EventSpec" (found by the hostile campaign of issue 27)
+    wrong = [("m@-1s=mark x", "time '-1s'"), ("m@99999h=mark x", "time '99999h'"),
+             ("m@1s=throttle data to 0iops", "action 'throttle data to 0iops'"),
+             ("m@1s=throttle data to abc", "action 'throttle data to abc'")]  # fmt: skip
+    for text, named in wrong:
+        with pytest.raises(ValueError) as caught:
+            parse_cli_event(text)
+        message = str(caught.value)
+        assert named in message and "validation error" not in message, message
+        assert len(message.splitlines()) == 1, message
 
 
 def test_grants_come_from_the_command_line_and_files(tmp_path):

@@ -100,6 +100,27 @@ def test_parse_hosts_list():
         remote_hosts.parse_hosts("a,,b")
 
 
+def test_an_empty_or_endless_host_list_is_refused_naming_the_option(tmp_path):
+    # found by issue 27's campaign: `--hosts ''` ran on this machine, and a
+    # 100,000-line hosts file ran past 90 s (a quadratic duplicate check)
+    from iorig.cli.common import host_list
+
+    for empty in ("", "  "):
+        with pytest.raises(UserError, match="names no host"):
+            host_list(empty, None)
+    limit = remote_hosts.MAX_HOSTS
+    assert len(host_list(",".join(f"h{i}" for i in range(limit)), None)) == limit
+    with pytest.raises(UserError, match=f"--hosts lists more than {limit} hosts"):
+        host_list(",".join(f"h{i}" for i in range(limit + 1)), None)
+    listed = tmp_path / "h.txt"
+    listed.write_text("".join(f"ssh://h{i}\n" for i in range(100_000)))
+    with pytest.raises(UserError, match=f"h.txt lists more than {limit} hosts"):
+        host_list(None, listed)
+    listed.write_text("".join(f"ssh://h{i}\n" for i in range(limit - 1)))
+    with pytest.raises(UserError, match=r"h.txt \(with --hosts\) lists more than"):
+        host_list("a,b", listed)
+
+
 # ---------------------------------------------------------------- time axis
 
 

@@ -109,6 +109,8 @@ def test_user_file_loads(tmp_path):
         (("kind: measure", "kind: measured"), 9, "phases[0].kind", "'measure'"),
         (("rw: randread", "rw: sideways"), 12, "phases[0].workloads[0].rw", "randread"),
         (("name: m", "name: Big Name"), 8, "phases[0].name", "lowercase"),
+        # was refused only when the target was laid out, naming no line (issue 27's campaign)
+        (("size: 16MiB", "size: 0"), 6, "targets.data.size", "larger than 0 bytes"),
     ],
 )
 def test_errors_name_file_line_and_field(tmp_path, change, line, field, message):

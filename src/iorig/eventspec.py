@@ -8,7 +8,7 @@ import re
 from dataclasses import dataclass
 from typing import Annotated
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, field_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, ValidationError, field_validator
 
 from iorig.model import EventAction
 from iorig.units import format_bytes, parse_duration, parse_percent, parse_rate
@@ -150,4 +150,14 @@ def parse_cli_event(text: str) -> tuple[str, EventSpec]:
         raise ValueError(
             f"--event {text!r:.80}: expected PHASE@TIME=ACTION, e.g. measure@20s='stop-host 2'"
         )
-    return m.group("phase"), EventSpec(at=m.group("at"), do=m.group("do"))  # type: ignore[arg-type]
+    try:
+        spec = EventSpec(at=m.group("at"), do=m.group("do"))  # type: ignore[arg-type]
+    except ValidationError as exc:  # pydantic's own text names no option: say which part
+        part = {"at": f"time {m.group('at')!r}", "do": f"action {m.group('do')!r:.80}"}
+        problems = "; ".join(
+            f"{part.get(str(e['loc'][0]), 'event') if e['loc'] else 'event'}: "
+            f"{e['msg'].removeprefix('Value error, ')}"
+            for e in exc.errors()
+        )
+        raise ValueError(f"--event {text!r:.80}: {problems}") from None
+    return m.group("phase"), spec

@@ -402,6 +402,13 @@ class TargetSpec(_Model):
     description: str = ""
     fileset: Bool = False  # many files in a directory (file-set workloads), not one file
 
+    @field_validator("size")
+    @classmethod
+    def _holds_something(cls, value: int) -> int:
+        if value <= 0:
+            raise ValueError("a target's working set must be larger than 0 bytes, e.g. 1GiB")
+        return value
+
 
 ParamType = Literal["size", "duration", "int", "float", "bool", "percent", "str", "choice"]
 

@@ -201,7 +201,13 @@ def test_doctor_on_a_missing_path_fails(refused, tmp_path):
         ("/proc/iorig-not-there/", "on the kernel's proc filesystem"),
         ("/sys/iorig-not-there/data", "on the kernel's sysfs filesystem"),
         ("/dev/null", "a character device, not a regular file, directory or block device"),
+        # a mistyped device name was made a file in memory and measured (issue 27's campaign)
+        ("/dev/iorig-not-there", "is not a block device, and /dev is the kernel's device"),
+        # ENAMETOOLONG was a traceback (issue 27's campaign)
+        ("/tmp/" + "d" * 256 + "/data", "has a name of 256 bytes; a file name holds at most 255"),
+        ("/tmp/" + "/".join(["e" * 200] * 21), "is 4225 bytes long; a path holds at most 4095"),
     ],
+    ids=["proc-mem", "proc-new", "sys-new", "dev-null", "dev-new", "long-name", "long-path"],
 )
 def test_special_targets_are_refused_for_the_true_reason(refused, db_path, target, reason):
     for args in (["doctor", target], ["run", "--rw", "read", "--bs", "4k", "--duration", "1s",

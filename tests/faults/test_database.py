@@ -660,3 +660,54 @@ def _wait_for(ready, timeout_s: float = 60) -> bool:
             return True
         time.sleep(0.02)
     return False
+
+
+def _dead_running_run(db: Path, run_id: str = "0123456789ab") -> str:
+    """A run left ``running`` by a process that is gone (kill -9), with one
+    finished phase, beside a finished run labelled 'other'."""
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    one = [builders.phase("p0", np.full(3, 100.0))]
+    with Store(db) as store:
+        store.add_runs([builders.stored(run_id, "killed", one, status=RunStatus.RUNNING,
+                                        pid=dead.pid, hostname=socket.gethostname()),
+                        builders.stored("0123456789ff", "other", one)])  # fmt: skip
+    return run_id
+
+
+@pytest.mark.system
+@pytest.mark.parametrize(
+    ("args", "shown"),
+    [(["report", "killed", "--format", "json"], '"status": "aborted"'),
+     (["compare", "killed", "other", "--format", "json"], '"status": "aborted"'),
+     (["export", "killed", "-o", "{tmp}/b.iorig"], "exported run"),
+     (["show", "killed", "--format", "html"], "aborted")],
+    ids=["report", "compare", "export", "show-html"],
+)  # fmt: skip
+def test_every_command_that_shows_a_run_marks_a_dead_owners_run_aborted_first(
+    tmp_path, cli, args, shown
+):
+    # killed with kill -9 while running: the next command to show or carry the
+    # run (a report, a comparison, a bundle) must not present it as running
+    # (the next run marked it so only in its notes: issue 27's campaign)
+    db = tmp_path / "r.sqlite"
+    run_id = _dead_running_run(db)
+    done = cli(db, *(a.replace("{tmp}", str(tmp_path)) for a in args))
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert shown in done.stdout and '"status": "running"' not in done.stdout, done.stdout[:3000]
+    with Store(db) as store:
+        assert _status(store, run_id) == "aborted"
+    if args[0] == "export":
+        with Store(tmp_path / "b.iorig") as bundle:
+            assert _status(bundle, run_id) == "aborted"
+
+
+@pytest.mark.fio
+def test_the_next_run_marks_a_dead_owners_run_aborted(scratch, tmp_path, cli):
+    db = tmp_path / "r.sqlite"
+    run_id = _dead_running_run(db)
+    done = cli(db, "run", "--rw", "randread", "--size", "8MiB", "--duration", "1s",
+               "--target", f"{scratch}/")  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    with Store(db) as store:
+        assert _status(store, run_id) == "aborted"

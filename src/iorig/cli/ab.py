@@ -221,6 +221,7 @@ def ab_cmd(
     )  # fmt: skip
     out = err_console if chosen is Format.json else console
     with Store(ctx.obj) as store:
+        store.reap_stale()
         with ProgressView(out) as view:
 
             def on_event(side: SideKey, event: Event) -> None:

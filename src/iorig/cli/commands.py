@@ -414,6 +414,7 @@ def _comparison_out(
     if not 0 < confidence < 100:
         raise UserError("--confidence is a percentage between 0 and 100, e.g. 95")
     with Store(ctx.obj) as store:
+        store.reap_stale()  # never report a killed run as running
         analyses = _analyses(store, refs, baseline=as_percent_of)
     if as_percent_of is not None and len(analyses) < 2:
         raise UserError(
@@ -495,6 +496,7 @@ def export_cmd(
 ) -> None:
     """Write one run with all its data to a portable file (an iorig results database)."""
     with Store(ctx.obj) as store:
+        store.reap_stale()  # a bundle of a killed run says it was aborted
         run_id = resolve_run_id(store, run_ref)
         export_run(store, run_id, output)
     console.print(

@@ -24,7 +24,7 @@ from iorig.analyze.analysis import Comparison, RunAnalysis, analyse
 from iorig.analyze.summary import summarize_phase
 from iorig.errors import UserError
 from iorig.eventspec import EventSpec, parse_cli_event
-from iorig.fio.hosts import HostSpec, parse_entry, parse_hosts
+from iorig.fio.hosts import MAX_HOSTS, HostSpec, parse_entry, parse_hosts, too_many_hosts
 from iorig.machine.recovery import recover
 from iorig.model import ALL, PhaseKind, RunStatus
 from iorig.plan import Plan
@@ -179,20 +179,24 @@ HostsFileOpt = Annotated[
 def host_list(hosts: str | None, hosts_file: Path | None) -> list[HostSpec]:
     """The hosts of --hosts and --hosts-file (empty: this machine)."""
     found: list[HostSpec] = []
-    if hosts:
+    if hosts is not None:  # an empty --hosts is a mistake, not this machine
         found += parse_hosts(hosts)
     if hosts_file is not None:
         lines = read_input(hosts_file, "--hosts-file").splitlines()
+        seen = set(found)
         for number, line in enumerate(lines, start=1):
             entry = line.split("#", 1)[0].strip()
             if not entry:
                 continue
+            if len(found) == MAX_HOSTS:
+                raise too_many_hosts(f"{hosts_file} (with --hosts)" if hosts else str(hosts_file))
             try:
                 host = parse_entry(entry)
             except UserError as exc:
                 raise UserError(f"{hosts_file}:{number}: {exc.message}", hint=exc.hint) from None
-            if host in found:
+            if host in seen:
                 raise UserError(f"{hosts_file}:{number}: host {host.label} is listed twice")
+            seen.add(host)
             found.append(host)
     return found
 
@@ -480,6 +484,7 @@ def run_with_progress(
 ) -> tuple[RunOutcome, RunAnalysis]:
     """Run ``work`` (an execute or a search) with the live view; analyse the result."""
     with Store(db) as store:
+        store.reap_stale()  # a killed run's row says so before this one starts
         with ProgressView(console) as view:
             outcome = work(store, view.handle)
         if outcome.recovery is None:

@@ -38,6 +38,7 @@ def write_disclosure(db: Path, ref: str, output: Path) -> None:
     from iorig.report.disclosure import render_disclosure  # jinja2: when asked for
 
     with Store(db) as store:
+        store.reap_stale()
         run_id = resolve_run_id(store, ref)
         analysis = analyse(store.load_run(run_id), store.job_texts(run_id))
     text = render_disclosure(analysis)

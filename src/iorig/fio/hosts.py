@@ -298,10 +298,28 @@ def parse_entry(text: str, default_port: int = DEFAULT_PORT) -> HostSpec:
     return parse_host(stripped, default_port)
 
 
+# One fio client drives every host over its own connection: far past the
+# largest rig a run is meant for, and small enough that a list cannot exhaust
+# the machine (a 100,000-line hosts file ran for minutes before this limit).
+MAX_HOSTS = 256
+
+
+def too_many_hosts(where: str) -> UserError:
+    return UserError(
+        f"{where} lists more than {MAX_HOSTS} hosts",
+        hint=f"one run drives at most {MAX_HOSTS} hosts; split the hosts over several runs",
+    )
+
+
 def parse_hosts(text: str, default_port: int = DEFAULT_PORT) -> list[HostSpec]:
     """A comma-separated ``--hosts`` list; every host once."""
+    if not text.strip():
+        raise _bad_host(text, "it names no host (leave --hosts out to run on this machine)")
+    parts = text.split(",")
+    if len(parts) > MAX_HOSTS:
+        raise too_many_hosts("--hosts")
     hosts: list[HostSpec] = []
-    for part in text.split(","):
+    for part in parts:
         if not part.strip():
             raise _bad_host(text, "an empty entry between commas")
         host = parse_entry(part, default_port)

@@ -324,6 +324,7 @@ def _filesystem_type(path: Path) -> str | None:
 def check_kind(given: str) -> None:
     """Refuse what is no storage: a character device, pipe or socket, or a path
     on (or to be made on) a kernel pseudo-filesystem such as /proc or /sys."""
+    _check_length(given)
     path = Path(given).expanduser()
     try:
         mode: int | None = path.stat().st_mode
@@ -336,12 +337,43 @@ def check_kind(given: str) -> None:
             f"{given} is {kind}, not a regular file, directory or block device",
             hint="give a file, a directory or a block device to test",
         )
+    if mode is not None and stat.S_ISBLK(mode):
+        return  # device nodes live on devtmpfs; the device is the storage
     where = next(p for p in (path.absolute(), *path.absolute().parents) if p.exists())
     fstype = _filesystem_type(where.resolve())  # /proc/x/ is no storage, not "too small"
     if fstype in PSEUDO_FILESYSTEMS:
         raise UserError(
             f"{given} is on the kernel's {fstype} filesystem, not on storage",
             hint="give a file, a directory or a block device to test",
+        )
+    if fstype == "devtmpfs":  # a mistyped device name would measure a file in memory
+        raise UserError(
+            f"{given} is not a block device, and {where} is the kernel's device filesystem "
+            "(devtmpfs, in memory), not storage",
+            hint="check the device's name (lsblk lists them), or give a file, a directory or "
+            "a block device to test",
+        )
+
+
+# Linux's limits (NAME_MAX, PATH_MAX): past them every call fails with
+# ENAMETOOLONG, which is the user's path, not an iorig fault
+NAME_MAX_BYTES = 255
+PATH_MAX_BYTES = 4095
+
+
+def _check_length(given: str) -> None:
+    raw = os.fsencode(given)
+    longest = max(raw.split(b"/"), key=len)
+    if len(longest) > NAME_MAX_BYTES:
+        raise UserError(
+            f"{given!r:.100} has a name of {len(longest)} bytes; a file name holds at most "
+            f"{NAME_MAX_BYTES}",
+            hint="give a shorter path",
+        )
+    if len(raw) > PATH_MAX_BYTES:
+        raise UserError(
+            f"{given!r:.100} is {len(raw)} bytes long; a path holds at most {PATH_MAX_BYTES}",
+            hint="give a shorter path",
         )
 
 
