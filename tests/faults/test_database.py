@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from tests import builders
-from tests.conftest import REPO
+from tests.conftest import REPO, refused_in_process
 
 from iorig.errors import UserError
 from iorig.model import RunStatus
@@ -711,3 +711,21 @@ def test_the_next_run_marks_a_dead_owners_run_aborted(scratch, tmp_path, cli):
     assert done.returncode == 0, done.stdout + done.stderr
     with Store(db) as store:
         assert _status(store, run_id) == "aborted"
+
+
+@pytest.mark.fio
+def test_a_database_on_a_full_filesystem_is_refused_leaving_no_target_file(
+    scratch, small_fs
+):
+    # preflight sees a writable directory; only opening the new database finds
+    # the filesystem full, after the data file was laid out: it stayed (issue
+    # 27's campaign). It is removed, and nothing else was made.
+    _fill(small_fs)
+    before = sorted(p.name for p in small_fs.iterdir())
+    target = scratch / "target"
+    target.mkdir()
+    done = refused_in_process(small_fs / "r.sqlite", *RUN, "--target", f"{target}/")
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "database or disk is full" in done.stderr, done.stderr
+    assert list(target.iterdir()) == []
+    assert sorted(p.name for p in small_fs.iterdir()) == before

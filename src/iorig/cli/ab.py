@@ -39,6 +39,7 @@ from iorig.cli.common import (
     console,
     emit,
     err_console,
+    open_for_run,
     plan_for,
     render_options,
 )
@@ -49,7 +50,7 @@ from iorig.run.ab import AbOutcome, AbSettings, Side, SideKey, check_sides, run_
 from iorig.run.backend import PhaseBackend
 from iorig.run.events import Event, PhaseStarted
 from iorig.scenario import ResolvedScenario, ScenarioSource
-from iorig.store import Store, preflight
+from iorig.store import preflight
 from iorig.sweep import resolve_with_sweep
 
 SideOpt = Annotated[
@@ -220,7 +221,7 @@ def ab_cmd(
         seed=seed if seed is not None else random.SystemRandom().randrange(2**31),
     )  # fmt: skip
     out = err_console if chosen is Format.json else console
-    with Store(ctx.obj) as store:
+    with open_for_run(ctx.obj, list(plans.values())) as store:
         store.reap_stale()
         with ProgressView(out) as view:
 

@@ -168,7 +168,7 @@ def run(
                 run_threads_auto(session, build, settings)
             return session.outcome
 
-        outcome, analysis = run_with_progress(ctx.obj, work)
+        outcome, analysis = run_with_progress(ctx.obj, work, (plan, backend))
     else:
         outcome, analysis = run_with_progress(
             ctx.obj,
@@ -176,6 +176,7 @@ def run(
                 plan, store, backend, command=command_line(), on_event=on_event,
                 keep_files=keep_files, label=label, search=search_settings(resolved),
             ),
+            (plan, backend),
         )  # fmt: skip
     finish(ctx.obj, outcome, analysis)
 

@@ -479,11 +479,27 @@ def command_line() -> str:
     return " ".join(shlex.quote(a) for a in ["iorig", *sys.argv[1:]])
 
 
+def open_for_run(db: Path, prepared: Sequence[tuple[Plan, PhaseBackend]]) -> Store:
+    """The results database a run stores into, or, when it cannot be opened
+    after all (a full filesystem, which preflight cannot see), the
+    ``prepared`` plans' targets released first: a refused run leaves no
+    file behind."""
+    try:
+        return Store(db)
+    except UserError:
+        for plan, backend in prepared:
+            backend.clean_up(plan, keep_files=False)
+        raise
+
+
 def run_with_progress(
-    db: Path, work: Callable[[Store, Callable[[Event], None]], RunOutcome]
+    db: Path,
+    work: Callable[[Store, Callable[[Event], None]], RunOutcome],
+    prepared: tuple[Plan, PhaseBackend],
 ) -> tuple[RunOutcome, RunAnalysis]:
-    """Run ``work`` (an execute or a search) with the live view; analyse the result."""
-    with Store(db) as store:
+    """Run ``work`` (an execute or a search of the ``prepared`` plan) with the
+    live view; analyse the result."""
+    with open_for_run(db, [prepared]) as store:
         store.reap_stale()  # a killed run's row says so before this one starts
         with ProgressView(console) as view:
             outcome = work(store, view.handle)

@@ -158,6 +158,7 @@ def sweep(
             plan, store, backend, command=command_line(), on_event=on_event,
             keep_files=keep_files, label=label, search=search,
         ),
+        (plan, backend),
     )  # fmt: skip
     finish(ctx.obj, outcome, analysis)
 
@@ -200,7 +201,7 @@ def _search(
             drive(session)
         return session.outcome
 
-    outcome, analysis = run_with_progress(ctx.obj, work)
+    outcome, analysis = run_with_progress(ctx.obj, work, planned)
     finish(ctx.obj, outcome, analysis)
 
 
