@@ -65,6 +65,7 @@ TOP_LEVEL = {
     ),
     "discard": "targets",
     "__main__": "cli",
+    "entry": "cli",  # the command's entry point, around the command line
 }
 
 

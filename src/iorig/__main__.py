@@ -1,3 +1,3 @@
-from iorig.cli import main
+from iorig.entry import main
 
 main()

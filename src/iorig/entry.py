@@ -1,0 +1,30 @@
+"""The ``iorig`` command's entry point.
+
+Ctrl-C at the edges of the process's life ends it like any other
+interrupt, with exit code 130 (README: Interrupting a run): during the
+second of imports and command-line building before a command runs (it
+was a traceback, or an end by SIGINT), and during the interpreter's
+shutdown after a run was stored and printed (a second Ctrl-C there ended
+the process by SIGINT, -2 to a parent that is not a shell)."""
+
+from __future__ import annotations
+
+import signal
+import sys
+
+EXIT_INTERRUPTED = 130
+
+
+def main() -> None:
+    try:
+        from iorig.cli import main as command_line
+    except KeyboardInterrupt:
+        sys.exit(EXIT_INTERRUPTED)
+    try:
+        command_line()
+    except KeyboardInterrupt:  # e.g. while typer builds the command line, before click's guard
+        sys.exit(EXIT_INTERRUPTED)
+    finally:
+        # the command is over (stored, printed, or refused): nothing is left
+        # for a late Ctrl-C to stop while Python shuts down
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
