@@ -714,9 +714,7 @@ def test_the_next_run_marks_a_dead_owners_run_aborted(scratch, tmp_path, cli):
 
 
 @pytest.mark.fio
-def test_a_database_on_a_full_filesystem_is_refused_leaving_no_target_file(
-    scratch, small_fs
-):
+def test_a_database_on_a_full_filesystem_is_refused_leaving_no_target_file(scratch, small_fs):
     # preflight sees a writable directory; only opening the new database finds
     # the filesystem full, after the data file was laid out: it stayed (issue
     # 27's campaign). It is removed, and nothing else was made.

@@ -100,15 +100,32 @@ def test_a_second_signal_kills_at_once_what_ignores_the_first(tmp_path):
     assert 0.4 < took < 3.0, f"a hurried stop took {took:.1f} s"
 
 
+def _catching_sigint(pid: int) -> float:
+    """When Python in process ``pid`` took over SIGINT: before that, a SIGINT
+    ends any program, whatever it does (on a loaded machine, 50 ms in)."""
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        try:
+            status = Path(f"/proc/{pid}/status").read_text()
+        except OSError:
+            break  # already gone
+        caught = next(int(line.split()[1], 16) for line in status.splitlines()
+                      if line.startswith("SigCgt:"))  # fmt: skip
+        if caught & (1 << (signal.SIGINT - 1)):
+            break
+        time.sleep(0.002)
+    return time.monotonic()
+
+
 def _interrupted(args: list[str], env: dict[str, str], *signals_at_s: float) -> tuple[int, str]:
-    """``iorig ARGS``, sent SIGINT at each of ``signals_at_s`` (from its start)
-    while it lives; its exit code and what it printed."""
+    """``iorig ARGS``, sent SIGINT at each of ``signals_at_s`` (from when it
+    took over SIGINT) while it lives; its exit code and what it printed."""
     # the command as installed (its entry point): `python -m iorig` can still
     # end by SIGINT when interrupted while importing (README: Interrupting a run)
     command = Path(sys.executable).parent / "iorig"
     proc = subprocess.Popen([str(command), *args], cwd=REPO, env=env, text=True,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT)  # fmt: skip
-    started = time.monotonic()
+    started = _catching_sigint(proc.pid)
     try:
         for at in signals_at_s:
             time.sleep(max(0.0, started + at - time.monotonic()))
