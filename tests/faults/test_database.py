@@ -727,3 +727,20 @@ def test_a_database_on_a_full_filesystem_is_refused_leaving_no_target_file(scrat
     assert "database or disk is full" in done.stderr, done.stderr
     assert list(target.iterdir()) == []
     assert sorted(p.name for p in small_fs.iterdir()) == before
+
+
+@pytest.mark.system
+def test_doctor_marks_a_dead_owners_run_aborted_and_makes_no_database(tmp_path, cli):
+    # doctor puts back what killed runs left; their rows stayed `running`
+    # until a later runs/show (issue 27's campaign: kill -9, then doctor)
+    db = tmp_path / "r.sqlite"
+    run_id = _dead_running_run(db)
+    done = cli(db, "doctor")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert f"marked run {run_id} aborted" in done.stdout, done.stdout
+    with Store(db) as store:
+        assert _status(store, run_id) == "aborted"
+    assert "marked run" not in cli(db, "doctor").stdout  # once
+    missing = tmp_path / "none.sqlite"
+    assert cli(missing, "doctor").returncode == 0
+    assert not missing.exists()

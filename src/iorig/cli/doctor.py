@@ -16,12 +16,14 @@ from iorig.doctor import examine, measure_data_pattern, measure_generator
 from iorig.errors import UserError
 from iorig.machine.recovery import recover
 from iorig.report import terminal
+from iorig.store import Store
 from iorig.targets import check_kind
 from iorig.units import parse_size
 
 
 @app.command()
 def doctor(
+    ctx: typer.Context,
     target: Annotated[str | None, typer.Argument(help="file, directory or block device")] = None,
     data: Annotated[
         bool, typer.Option("--data", help="measure what a data pattern compresses to")
@@ -66,6 +68,7 @@ def doctor(
     if generator:
         shape = GeneratorShape(jobs, iodepth, _block_size(bs), rw.value)
     found = recover(clean=clean)  # a cap a killed run left is put back in any case
+    found += _reap(ctx.obj)
     for line in found:
         console.print(Text(line))
     if found and not clean and any(line.startswith("left by") for line in found):
@@ -82,6 +85,17 @@ def doctor(
         console.print(terminal.data_pattern_view(pattern))
     if generator:
         console.print(terminal.generator_view(measure_generator(shape, fio_path=fio)))
+
+
+def _reap(db: Path) -> list[str]:
+    """Runs of the results database left ``running`` by a killed iorig,
+    marked ``aborted`` (as the next run or ``runs`` would); a database that
+    does not exist is not made."""
+    if not db.is_file():
+        return []
+    with Store(db) as store:
+        return [f"marked run {run_id} aborted: its iorig process ended without finishing"
+                for run_id in store.reap_stale()]  # fmt: skip
 
 
 def _block_size(text: str) -> int:
