@@ -23,7 +23,10 @@ from iorig.units import format_si
 pytestmark = [pytest.mark.fio, pytest.mark.truth]
 
 MiB = 1 << 20
-LOG_SLACK_NS = 250_000  # the scheduler's latency on a busy 2-core machine
+# the scheduler's latency on a busy 2-core machine: log writes averaged
+# 398 µs against 77 µs bare beside another truth test in a fresh-clone run;
+# the fault this slack must still catch adds 17 ms an I/O
+LOG_SLACK_NS = 2_000_000
 DB_CAP = 60  # IOPS each way on the slow database
 
 
