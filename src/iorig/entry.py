@@ -18,13 +18,12 @@ EXIT_INTERRUPTED = 130
 def main() -> None:
     try:
         from iorig.cli import main as command_line
-    except KeyboardInterrupt:
-        sys.exit(EXIT_INTERRUPTED)
-    try:
+
         command_line()
-    except KeyboardInterrupt:  # e.g. while typer builds the command line, before click's guard
+    except KeyboardInterrupt:  # importing, or typer building the command line: before click's guard
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second one while this exits
         sys.exit(EXIT_INTERRUPTED)
     finally:
-        # the command is over (stored, printed, or refused): nothing is left
-        # for a late Ctrl-C to stop while Python shuts down
+        # the command is over (stored, printed, refused or interrupted):
+        # nothing is left for a late Ctrl-C to stop while Python shuts down
         signal.signal(signal.SIGINT, signal.SIG_IGN)
