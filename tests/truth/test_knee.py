@@ -20,11 +20,7 @@ import statistics
 import pytest
 from tests.truth.device import read_iops
 
-# serial: beside another truth test, 1 s readings of this device at QD 4–8
-# came out 22 K and 28 K between 38–40 K ones, too short for iorig to tell
-# a glitch (it needs 8 s of seconds for a band), and pooled under 90 % of
-# the cap in a fresh-clone run
-pytestmark = [pytest.mark.fio, pytest.mark.truth, pytest.mark.serial]
+pytestmark = [pytest.mark.fio, pytest.mark.truth]
 
 CAP = 40_000
 SLACK = 0.005  # the throttle's slices: a 1 s run measures within 0.5 % of its cap
