@@ -113,26 +113,17 @@ def _stop(
             if not past_dip or prev is not best or last.concurrency >= rule.max_concurrency:
                 return "fall", why
             return None
-        if prev is not best:
-            # climbing back from a dip: judged against the best point before it
-            gain = gain_per_doubling(
-                best.concurrency, best.throughput, last.concurrency, last.throughput
+        # judged against the best point before: the previous one, or, climbing
+        # back from a dip, the best before the dip
+        gain = gain_per_doubling(
+            best.concurrency, best.throughput, last.concurrency, last.throughput
+        )
+        if gain < rule.min_gain:
+            after = "" if prev is best else f"after a dip at {prev.concurrency}, a "
+            return "gain", (
+                f"{after}gain of {_pct(gain)} {_step_text(best.concurrency, last.concurrency)} "
+                f"is under {rule.min_gain * 100:g} %"
             )
-            if gain < rule.min_gain:
-                return "gain", (
-                    f"after a dip at {prev.concurrency}, a gain of {_pct(gain)} "
-                    f"{_step_text(best.concurrency, last.concurrency)} is under "
-                    f"{rule.min_gain * 100:g} %"
-                )
-        else:
-            gain = gain_per_doubling(
-                prev.concurrency, prev.throughput, last.concurrency, last.throughput
-            )
-            if gain < rule.min_gain:
-                return "gain", (
-                    f"gain of {_pct(gain)} {_step_text(prev.concurrency, last.concurrency)} "
-                    f"is under {rule.min_gain * 100:g} %"
-                )
     if last.concurrency >= rule.max_concurrency:
         return "max", f"reached the maximum concurrency {rule.max_concurrency}"
     return None
