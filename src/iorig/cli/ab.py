@@ -222,7 +222,6 @@ def ab_cmd(
     )  # fmt: skip
     out = err_console if chosen is Format.json else console
     with open_for_run(ctx.obj, list(plans.values())) as store:
-        store.reap_stale()
         with ProgressView(out) as view:
 
             def on_event(side: SideKey, event: Event) -> None:

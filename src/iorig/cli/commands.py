@@ -55,6 +55,7 @@ from iorig.cli.common import (
     err_console,
     finish,
     host_list,
+    open_reaped,
     plan_for,
     render_options,
     run_with_progress,
@@ -244,8 +245,7 @@ def runs(
     as_json: Annotated[bool, typer.Option("--json", help="machine-readable output")] = False,
 ) -> None:
     """List stored runs, newest first."""
-    with Store(ctx.obj) as store:
-        store.reap_stale()
+    with open_reaped(ctx.obj) as store:
         records = store.list_runs(limit)
         headlines = {r.id: store.headline_series(r.id) for r in records}
         notes = waiting_notes(store, (r.id for r in records))
@@ -319,8 +319,7 @@ def show(
             "--timeline is printed as text, on its own (not with --format, --json or --disclosure)",
             hint="the HTML report (iorig report RUN -o FILE) draws the same timeline",
         )
-    with Store(ctx.obj) as store:
-        store.reap_stale()
+    with open_reaped(ctx.obj) as store:
         (analysis,) = _analyses(store, [run_ref], jobs=jobs)
         for note in waiting_notes(store, [analysis.run.id]):
             err_console.print(note)
@@ -414,8 +413,7 @@ def _comparison_out(
     chosen_limit = _parse_limit(limit)
     if not 0 < confidence < 100:
         raise UserError("--confidence is a percentage between 0 and 100, e.g. 95")
-    with Store(ctx.obj) as store:
-        store.reap_stale()  # never report a killed run as running
+    with open_reaped(ctx.obj) as store:
         analyses = _analyses(store, refs, baseline=as_percent_of)
     if as_percent_of is not None and len(analyses) < 2:
         raise UserError(
@@ -496,8 +494,7 @@ def export_cmd(
     output: Annotated[Path, typer.Option("-o", "--output", help="bundle file to create")],
 ) -> None:
     """Write one run with all its data to a portable file (an iorig results database)."""
-    with Store(ctx.obj) as store:
-        store.reap_stale()  # a bundle of a killed run says it was aborted
+    with open_reaped(ctx.obj) as store:
         run_id = resolve_run_id(store, run_ref)
         export_run(store, run_id, output)
     console.print(

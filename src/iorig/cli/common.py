@@ -479,13 +479,27 @@ def command_line() -> str:
     return " ".join(shlex.quote(a) for a in ["iorig", *sys.argv[1:]])
 
 
-def open_for_run(db: Path, prepared: Sequence[tuple[Plan, PhaseBackend]]) -> Store:
-    """The results database a run stores into, or, when it cannot be opened
-    after all (a full filesystem, which preflight cannot see), the
-    ``prepared`` plans' targets released first: a refused run leaves no
-    file behind."""
+def open_reaped(db: Path) -> Store:
+    """The results database with the runs of owners that died (``kill -9``)
+    marked aborted first: every command that starts, shows, compares,
+    reports or exports a run opens it this way, so none presents a killed
+    run as running."""
+    store = Store(db)
     try:
-        return Store(db)
+        store.reap_stale()
+    except BaseException:
+        store.close()
+        raise
+    return store
+
+
+def open_for_run(db: Path, prepared: Sequence[tuple[Plan, PhaseBackend]]) -> Store:
+    """The results database a run stores into (``open_reaped``), or, when it
+    cannot be opened after all (a full filesystem, which preflight cannot
+    see), the ``prepared`` plans' targets released first: a refused run
+    leaves no file behind."""
+    try:
+        return open_reaped(db)
     except UserError:
         for plan, backend in prepared:
             backend.clean_up(plan, keep_files=False)
@@ -500,7 +514,6 @@ def run_with_progress(
     """Run ``work`` (an execute or a search of the ``prepared`` plan) with the
     live view; analyse the result."""
     with open_for_run(db, [prepared]) as store:
-        store.reap_stale()  # a killed run's row says so before this one starts
         with ProgressView(console) as view:
             outcome = work(store, view.handle)
         if outcome.recovery is None:

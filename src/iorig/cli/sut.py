@@ -11,9 +11,8 @@ import typer
 from rich.markup import escape
 
 from iorig.analyze.analysis import analyse
-from iorig.cli.common import app, console, write_atomically
+from iorig.cli.common import app, console, open_reaped, write_atomically
 from iorig.cli.refs import resolve_run_id
-from iorig.store import Store
 from iorig.sut import check_sut_file, template
 
 sut_app = typer.Typer(no_args_is_help=True)
@@ -37,8 +36,7 @@ def write_disclosure(db: Path, ref: str, output: Path) -> None:
     """The full-disclosure HTML page of one run (or load-point curve)."""
     from iorig.report.disclosure import render_disclosure  # jinja2: when asked for
 
-    with Store(db) as store:
-        store.reap_stale()
+    with open_reaped(db) as store:
         run_id = resolve_run_id(store, ref)
         analysis = analyse(store.load_run(run_id), store.job_texts(run_id))
     text = render_disclosure(analysis)
