@@ -19,6 +19,7 @@ import pytest
 from iorig import throttle
 from iorig.errors import UserError
 from iorig.fio import hostlock
+from iorig.fio import process as fio_process
 from iorig.fio.control import MAGIC, AgentLock, ControlServer
 from iorig.machine import leftovers, locks, statedir, throttles
 from iorig.machine.statedir import Stamp
@@ -83,6 +84,32 @@ def test_a_stamp_is_alive_only_for_the_same_process_and_boot():
     assert init.alive and not init.is_me
     for junk in (None, [], {"pid": "1"}, {"pid": True}, {"pid": -4}, {"pid": 1, "boot": 7}):
         assert Stamp.of(junk) is None, junk
+
+
+def test_a_process_whose_name_is_not_utf8_is_still_alive():
+    """A process may name itself with any bytes (/proc/<pid>/stat shows them
+    between parentheses): its owner's run must not be reaped as dead, nor
+    its fio's processes taken for gone. A thread named so stands in for it."""
+    named, done = threading.Event(), threading.Event()
+
+    def rename_and_wait() -> None:
+        Path(f"/proc/self/task/{threading.get_native_id()}/comm").write_bytes(b"\xff\xfe)x (")
+        named.set()
+        done.wait(10)
+
+    thread = threading.Thread(target=rename_and_wait)
+    thread.start()
+    try:
+        assert named.wait(10)
+        tid = thread.native_id
+        assert b"\xff" in Path(f"/proc/{tid}/stat").read_bytes()
+        started = owner.start_time(tid)
+        assert started is not None and started.isdigit()
+        assert owner.alive(tid, started, owner.boot_id())
+        assert fio_process._start_time(tid) == started
+    finally:
+        done.set()
+        thread.join()
 
 
 # ------------------------------------------------------------ target locks

@@ -28,7 +28,8 @@ def _fio_processes(marker: str) -> dict[int, int]:
         if not entry.name.isdigit():
             continue
         try:
-            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+            # other tests' processes may hold any bytes in their arguments
+            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
             stat = (entry / "stat").read_text()
         except OSError:
             continue

@@ -64,7 +64,8 @@ def _signal_all(pids: list[int], sig: signal.Signals) -> int:
 
 def _state(pid: int) -> str | None:
     try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
+        # the name between the parentheses may be any bytes: only the state is read
+        stat = Path(f"/proc/{pid}/stat").read_bytes().decode(errors="replace")
     except OSError:
         return None  # gone (or not Linux): nothing left to wait for
     return stat[stat.rindex(")") + 2 :][:1]

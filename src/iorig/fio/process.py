@@ -74,9 +74,11 @@ def _start_time(pid: int) -> str | None:
     """The live process's start time (clock ticks since boot): with the pid,
     its identity. None when it is gone or a zombie (it does nothing more)."""
     try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        # the name in parentheses may be any bytes: only the fields after it are read
+        stat = Path(f"/proc/{pid}/stat").read_bytes().decode(errors="replace")
     except OSError:
         return None
+    fields = stat.rsplit(")", 1)[1].split()
     return None if len(fields) < 20 or fields[0] in ("Z", "X") else fields[19]
 
 

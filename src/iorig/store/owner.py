@@ -23,8 +23,10 @@ def start_time(pid: int) -> str | None:
     """The live process's start time (clock ticks since boot); None when it
     does not exist or is a zombie."""
     try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except (OSError, IndexError, ValueError):
+        # the name in parentheses may be any bytes: only the fields after it are read
+        stat = Path(f"/proc/{pid}/stat").read_bytes().decode(errors="replace")
+        fields = stat.rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
         return None
     # fields[0] is field 3 (state), so field 22 (starttime) is fields[19]
     return None if len(fields) < 20 or fields[0] in ("Z", "X") else fields[19]
