@@ -111,6 +111,13 @@ phases:
 """
 
 
+# The band a stop-host's recovery is judged in by the end-to-end tests (the
+# availability scenario's own is 15 %). Their paced hosts share a busy
+# machine, so the baseline's seconds themselves vary by ±12 % and one second
+# at +15.1 % hid a recovery; a host stopped on one of two falls to -50 %.
+TOLERANCE_PCT = 25
+
+
 def stopped_for_s(detail: str) -> float:
     """How long a stop-host held its host, from start-host's detail ("resumed
     after 2.9 s"): the events fire on the driver's clock, so a busy machine

@@ -38,7 +38,7 @@ from tests.agents import (
     token_agents,
 )
 from tests.conftest import REPO, run_iorig
-from tests.fioservers import paced_scenario, stopped_for_s, tcp_listeners
+from tests.fioservers import TOLERANCE_PCT, paced_scenario, stopped_for_s, tcp_listeners
 
 from iorig.errors import UserError
 from iorig.fio import agentauth
@@ -361,8 +361,8 @@ def test_stop_host_and_start_host_work_through_an_authenticated_agent(tmp_path):
     db = tmp_path / "r.sqlite"
     with token_agents(2, tmp_path) as lab:
         done = iorig("--db", str(db), "run", "availability", "--quick", "--set",
-                     "fail_host=2", "--hosts", lab.hosts_arg, env=lab.env,
-                     timeout=180)  # fmt: skip
+                     "fail_host=2", "--set", f"tolerance={TOLERANCE_PCT}", "--hosts",
+                     lab.hosts_arg, env=lab.env, timeout=180)  # fmt: skip
         assert done.returncode == 0, done.stdout + done.stderr
     doc = json.loads(run_iorig(db, "show", "last", "--json", check=True).stdout)
     stop, start = doc["events"]

@@ -9,7 +9,7 @@ import re
 
 import pytest
 from tests.conftest import HAS_FIO, CliResult, run_iorig
-from tests.fioservers import fio_servers, server_dir, stopped_for_s
+from tests.fioservers import TOLERANCE_PCT, fio_servers, server_dir, stopped_for_s
 
 from iorig.model import ALL
 from iorig.store import Store
@@ -32,6 +32,7 @@ def test_the_availability_scenario_measures_a_host_failure_and_checks_every_host
     db = tmp_path / "results.sqlite"
     with fio_servers(2, tmp_path) as hosts:
         done = _iorig(db, "run", "availability", "--quick", "--set", "fail_host=2",
+                      "--set", f"tolerance={TOLERANCE_PCT}",
                       "--hosts", ",".join(h.label for h in hosts))  # fmt: skip
         assert done.returncode == 0, done.stdout + done.stderr
         doc = json.loads(_iorig(db, "show", "last", "--json").stdout)

@@ -26,7 +26,13 @@ from pathlib import Path
 import pytest
 from tests.conftest import REPO, cli_in_process, run_iorig
 from tests.fake_fio_server import FakeFioServer
-from tests.fioservers import fio_servers, paced_scenario, stopped_for_s, tcp_listeners
+from tests.fioservers import (
+    TOLERANCE_PCT,
+    fio_servers,
+    paced_scenario,
+    stopped_for_s,
+    tcp_listeners,
+)
 from tests.sshd import SshLab, ssh_hosts
 
 from iorig.errors import UserError
@@ -204,6 +210,7 @@ def test_stop_host_and_start_host_work_over_ssh(tmp_path, monkeypatch):
         monkeypatch.setenv(CONFIG_ENV, str(lab.config))
         db = tmp_path / "r.sqlite"
         done = run_iorig(db, "run", "availability", "--quick", "--set", "fail_host=2",
+                         "--set", f"tolerance={TOLERANCE_PCT}",
                          "--hosts", ",".join(h.label for h in lab.hosts), timeout=180)  # fmt: skip
         assert done.returncode == 0, done.stdout + done.stderr
         left = lab.leftovers(wait_s=0.5)
