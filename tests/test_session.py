@@ -643,6 +643,30 @@ def test_readings_too_short_for_their_noise_leave_the_knee_uncertain_between_the
     assert "no estimate of their noise (2 s: at least 8 are needed)" in verdict["re-measured"]
 
 
+def test_readings_too_far_apart_to_tell_a_plateau_go_on_doubling(db_path):
+    # the knee truth test's device in one failing run (a 40 K cap reached at
+    # QD 8 by bare fio): 1 s readings at QD 1 of 40 K, 10 K and 8 K, at QD 2
+    # of 36 K, 15 K and 13 K. The search stopped at 2 and reported the knee
+    # at 21 K; none of those readings shows a plateau more than chance does
+    erratic = {1: (1.0, 0.26, 0.2), 2: (0.9, 0.37, 0.33)}
+
+    def step(phase: PlannedPhase, repeat: int) -> Step:
+        concurrency = phase.point.get("concurrency")
+        if concurrency is None:
+            return Step()
+        if concurrency in erratic:
+            readings = erratic[concurrency]
+            return Step(scale=readings[min(repeat, len(readings) - 1)])
+        return Step(scale=0.97 if concurrency < 8 else 1.0)  # steady from 4 on
+
+    backend = FakeBackend(steps=step)
+    result, ran = _knee_search(db_path, backend)
+    assert ("iodepth=4", 0) in ran and ("iodepth=8", 0) in ran, ran
+    top = result.uncertain[1] if result.uncertain else result.knee.point.concurrency
+    at = {p.concurrency: p.throughput for p in result.points}
+    assert at[top] >= 0.9 * at[8], (result.uncertain, result.knee.point, at)
+
+
 def _flat_after_2(phase: PlannedPhase, repeat: int) -> Step:
     concurrency = phase.point.get("concurrency")
     return Step() if concurrency is None else Step(scale=min(concurrency, 2) / 2)

@@ -14,7 +14,7 @@ from itertools import product
 import numpy as np
 
 from iorig.analyze.compare import RunPhase, pool_phases
-from iorig.analyze.knee import KneeRule, Point, find_knee
+from iorig.analyze.knee import KneeRule, Point, doubling_stop, find_knee
 from iorig.analyze.readings import Settled, reading, settle
 from iorig.model import ALL, PhaseKind, PhaseResult
 from iorig.model.depth import kept_iodepth
@@ -104,22 +104,39 @@ def knee_steps(phases: Iterable[PhaseResult]) -> dict[int, KneeStep]:
 MAX_ENUMERATED = 10  # unsettled points whose every combination is tried (2^10 knees)
 
 
-def knee_span(steps: Mapping[int, KneeStep], rule: KneeRule) -> tuple[int, int] | None:
-    """The lowest and highest knee the unsettled points allow, each at its
-    lowest or its highest reading; None when they all give one knee."""
-    unsettled = [s for s in steps.values() if not s.settled.settled]
-    if not unsettled:
-        return None
+def _choices(steps: Mapping[int, KneeStep]) -> Iterable[dict[int, Point]]:
+    """The points with each unsettled one at its lowest or its highest
+    reading: every combination, or all low and all high when too many."""
     base = {c: s.point for c, s in steps.items()}
-    options = [s.alternatives() for s in unsettled]
+    options = [s.alternatives() for s in steps.values() if not s.settled.settled]
     if len(options) > MAX_ENUMERATED:  # every point low, every point high
         options_iter: Iterable[tuple[Point, ...]] = [tuple(o[0] for o in options),
                                                      tuple(o[1] for o in options)]  # fmt: skip
     else:
         options_iter = product(*options)
-    knees = set()
     for choice in options_iter:
-        points = base | {p.concurrency: p for p in choice}
+        yield base | {p.concurrency: p for p in choice}
+
+
+def stop_is_uncertain(steps: Mapping[int, KneeStep], rule: KneeRule) -> bool:
+    """Whether the doubling stage's stop depends on which reading of an
+    unsettled step is true: some choice of their readings would go on.
+
+    Short readings of an erratic device (1 s at QD 1 gave 40 K, 10 K and
+    8 K on one capped device) can fall or flatten by chance; a search that
+    stopped there reported a knee at 60 % of a cap reached at QD 8."""
+    if all(s.settled.settled for s in steps.values()):
+        return False
+    return any(doubling_stop(list(points.values()), rule) is None for points in _choices(steps))
+
+
+def knee_span(steps: Mapping[int, KneeStep], rule: KneeRule) -> tuple[int, int] | None:
+    """The lowest and highest knee the unsettled points allow, each at its
+    lowest or its highest reading; None when they all give one knee."""
+    if all(s.settled.settled for s in steps.values()):
+        return None
+    knees = set()
+    for points in _choices(steps):
         knee = find_knee(list(points.values()), rule).point
         if knee is not None:
             knees.add(knee.concurrency)

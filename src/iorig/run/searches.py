@@ -26,7 +26,7 @@ from iorig.analyze.knee import (
     stops_on_throughput,
 )
 from iorig.analyze.knee import top_candidates as knee_top_candidates
-from iorig.analyze.kneesteps import knee_steps
+from iorig.analyze.kneesteps import knee_steps, stop_is_uncertain
 from iorig.analyze.search import latency_stat
 from iorig.errors import UserError
 from iorig.model import ALL, PhaseKind
@@ -179,9 +179,14 @@ def run_knee(session: RunSession, settings: KneeSettings) -> None:
                 if session.stopped:
                     return
             measured = points()
-        if doubling_stop(measured, rule) is not None:
+        if doubling_stop(measured, rule) is None:
+            nxt = next_doubling(measured, rule)
+        elif stop_is_uncertain(knee_steps(session.results), rule):
+            # readings too far apart to tell a plateau from noise: one more
+            # doubling (the maximum concurrency always ends the stage)
+            nxt = min(2 * concurrency, rule.max_concurrency)
+        else:
             break
-        nxt = next_doubling(measured, rule)
         # only whole multiples of the fixed factor can be run, and only
         # depths the engine keeps (a capped last doubling may not be one)
         value = None if nxt is None else max(1, nxt // fixed)
