@@ -14,7 +14,7 @@ from itertools import product
 import numpy as np
 
 from iorig.analyze.compare import RunPhase, pool_phases
-from iorig.analyze.knee import KneeRule, Point, doubling_stop, find_knee
+from iorig.analyze.knee import KneeRule, Point, find_knee, stops_on_throughput
 from iorig.analyze.readings import Settled, reading, settle
 from iorig.model import ALL, PhaseKind, PhaseResult
 from iorig.model.depth import kept_iodepth
@@ -119,15 +119,17 @@ def _choices(steps: Mapping[int, KneeStep]) -> Iterable[dict[int, Point]]:
 
 
 def stop_is_uncertain(steps: Mapping[int, KneeStep], rule: KneeRule) -> bool:
-    """Whether the doubling stage's stop depends on which reading of an
-    unsettled step is true: some choice of their readings would go on.
+    """Whether a stop on throughput (a fall, or a gain under ``min_gain``)
+    depends on which reading of an unsettled step is true: with some choice
+    of their readings the last step gains at least ``min_gain``.
 
     Short readings of an erratic device (1 s at QD 1 gave 40 K, 10 K and
     8 K on one capped device) can fall or flatten by chance; a search that
-    stopped there reported a knee at 60 % of a cap reached at QD 8."""
+    stopped there reported a knee at 60 % of a cap reached at QD 8. Readings
+    a fraction of a per cent apart on a plateau leave no such choice."""
     if all(s.settled.settled for s in steps.values()):
         return False
-    return any(doubling_stop(list(points.values()), rule) is None for points in _choices(steps))
+    return any(not stops_on_throughput(list(points.values()), rule) for points in _choices(steps))
 
 
 def knee_span(steps: Mapping[int, KneeStep], rule: KneeRule) -> tuple[int, int] | None:

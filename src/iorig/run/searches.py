@@ -181,7 +181,9 @@ def run_knee(session: RunSession, settings: KneeSettings) -> None:
             measured = points()
         if doubling_stop(measured, rule) is None:
             nxt = next_doubling(measured, rule)
-        elif stop_is_uncertain(knee_steps(session.results), rule):
+        elif stops_on_throughput(measured, rule) and stop_is_uncertain(
+            knee_steps(session.results), rule
+        ):
             # readings too far apart to tell a plateau from noise: one more
             # doubling (the maximum concurrency always ends the stage)
             nxt = min(2 * concurrency, rule.max_concurrency)
