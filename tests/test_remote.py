@@ -348,6 +348,44 @@ def test_jobs_outlive_a_killed_listener_and_stop_still_ends_them(tmp_path):
 
 
 @pytest.mark.fio
+def test_stop_ends_a_job_whose_connection_process_died_with_its_listener(tmp_path):
+    """On a busy machine a connection's process once went with its listener:
+    the job it had started (its own session) then had init for a parent, and
+    neither the listener's session nor its descendants held it, so stop()
+    left it doing I/O until its runtime ended. The server knows its jobs
+    from while they were attached."""
+    job = tmp_path / "idle.fio"
+    job.write_text("[idle]\nioengine=null\nsize=1m\nrw=read\ntime_based=1\nruntime=60\n")
+    with fio_server(tmp_path) as server:
+        client = subprocess.Popen(
+            [FIO, "--eta=never", f"--client={server.address.fio_client_arg()}", str(job)],
+            cwd=tmp_path,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        try:
+            assert _wait(lambda: len(server_mod.process_tree(server.pid)) >= 4, 10)
+            time.sleep(1.5)  # the server has looked at its processes since
+            tree = server_mod.process_tree(server.pid)
+            table = server_mod._proc_table()
+            connections = [p for p in tree if p != server.pid and table[p][1] == server.pid]
+            jobs = [p for p in tree if p != server.pid and p not in connections]
+            assert connections and jobs, (tree, table)
+            os.kill(server.pid, signal.SIGKILL)
+            for pid in connections:
+                os.kill(pid, signal.SIGKILL)
+            assert _wait(lambda: not server.running, 5)
+            assert _wait(lambda: not any(server_mod._alive(p) for p in connections), 5)
+            assert [p for p in jobs if server_mod._alive(p)]  # the jobs go on, orphaned
+            server.stop()
+            assert _wait(lambda: not [p for p in jobs if server_mod._alive(p)], 5), jobs
+        finally:
+            if client.poll() is None:
+                client.kill()
+                client.wait()
+
+
+@pytest.mark.fio
 def test_servers_helper_uses_distinct_addresses_ports_and_directories(tmp_path):
     with fio_servers(3, tmp_path) as hosts:
         assert [h.host for h in hosts] == ["127.0.0.2", "127.0.0.3", "127.0.0.4"]

@@ -23,7 +23,7 @@ import signal
 import subprocess
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import IO
 
@@ -91,6 +91,27 @@ def _children(pid: int) -> list[int]:
     return found
 
 
+def _children_by_stat() -> dict[int, list[int]]:
+    """pid -> children of every process, from each one's parent in its stat:
+    for a kernel without CONFIG_PROC_CHILDREN (this CI's has none)."""
+    found: dict[int, list[int]] = {}
+    for entry in os.scandir("/proc"):
+        if entry.name.isdigit():
+            with contextlib.suppress(OSError, IndexError, ValueError):
+                with open(f"/proc/{entry.name}/stat", "rb") as f:
+                    stat = f.read()
+                parent = int(stat[stat.rindex(b")") + 2 :].split()[1])
+                found.setdefault(parent, []).append(int(entry.name))
+    return found
+
+
+def _children_of(leader: int) -> Callable[[int], list[int]]:
+    if Path(f"/proc/{leader}/task/{leader}/children").exists():
+        return _children
+    table = _children_by_stat()  # one look at /proc for the whole walk
+    return lambda pid: table.get(pid, [])
+
+
 class Workers:
     """The processes a fio parent forked, by pid and start time (so a reused
     pid is never signalled)."""
@@ -99,16 +120,23 @@ class Workers:
         self.known: dict[int, str] = {}
 
     def record(self, leader: int) -> None:
-        pending = _children(leader)
+        """Every process now under ``leader``, at any depth (a process known
+        from an earlier look may have forked since)."""
+        children = _children_of(leader)
+        pending, looked = children(leader), {leader}
         while pending:
             pid = pending.pop()
+            if pid in looked:
+                continue
+            looked.add(pid)
             started = _start_time(pid)
-            if started is not None and pid not in self.known:
+            if started is not None:
                 self.known[pid] = started
-                pending += _children(pid)
+                pending += children(pid)
 
     def alive(self) -> list[int]:
-        return [pid for pid, started in self.known.items() if _start_time(pid) == started]
+        # a copy: a watching thread may record more meanwhile
+        return [pid for pid, started in list(self.known.items()) if _start_time(pid) == started]
 
     def kill(self) -> None:
         for pid in self.alive():

@@ -20,7 +20,7 @@ from pathlib import Path
 from iorig.errors import UserError
 from iorig.fio.control import ControlServer, no_control_port
 from iorig.fio.hosts import Endpoint, HostAddress, SocketEndpoint, is_any_address, is_loopback
-from iorig.fio.process import spawn
+from iorig.fio.process import Workers, spawn
 
 
 def _proc_table() -> dict[int, tuple[int, int]]:
@@ -220,6 +220,10 @@ class FioServer:
         self._proc: subprocess.Popen | None = None
         self._lock = threading.Lock()
         self._watching = threading.Event()
+        # every process seen under the server, by pid and start time: a job
+        # whose connection's process died has init for a parent and leads a
+        # session of its own, so only this finds it when the server stops
+        self._forked = Workers()
         # the control port (stop-host / start-host events), see fio.control
         self._control = (
             ControlServer(address, self.processes, jobs=self.jobs_age_s)
@@ -344,6 +348,7 @@ class FioServer:
         with its workers."""
         seen: set[int] = set()
         while self._watching.is_set():
+            self._forked.record(server_pid)
             orphans = set(orphaned_jobs(server_pid))
             for pid in orphans & seen:
                 tree = [pid, *(p for p in _descendants(pid) if p != pid)]
@@ -365,6 +370,7 @@ class FioServer:
                 return
             # Snapshot first: once the listener is gone its children look orphaned.
             others = [p for p in process_tree(proc.pid, include_root=False) if p != proc.pid]
+            others += [p for p in self._forked.alive() if p not in others and p != proc.pid]
             for sig in (signal.SIGTERM, signal.SIGKILL):
                 others = [p for p in others if _alive(p)]
                 if proc.poll() is None:
