@@ -365,7 +365,7 @@ def test_stop_ends_a_job_whose_connection_process_died_with_its_listener(tmp_pat
         )
         try:
             assert _wait(lambda: len(server_mod.process_tree(server.pid)) >= 4, 10)
-            time.sleep(1.5)  # the server has looked at its processes since
+            time.sleep(2.5)  # the server has looked at its processes since (each 1-1.5 s)
             tree = server_mod.process_tree(server.pid)
             table = server_mod._proc_table()
             connections = [p for p in tree if p != server.pid and table[p][1] == server.pid]

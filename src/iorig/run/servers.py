@@ -66,7 +66,10 @@ if TYPE_CHECKING:
 PROBE_TIMEOUT_S = 5.0
 SLACK_S = 90.0  # fio drops a silent server after ~42 s; then iorig's deadline
 CLEANUP_TIMEOUT_S = 60.0
-STOPPED_CLEANUP_TIMEOUT_S = 1.0  # after Ctrl-C the run ends within seconds, whatever a host does
+# After Ctrl-C the run ends within seconds, whatever a host does: hosts that
+# answered the stop get this long to remove iorig's files, hosts that did
+# not answer are not asked
+STOPPED_CLEANUP_TIMEOUT_S = 1.0
 # A client asked to stop passes it to its server and gets the results back
 # within a second; one whose server hangs heeds nothing but SIGKILL.
 CLIENT_STOP = ((signal.SIGINT, 1.5), (signal.SIGTERM, 0.5), (signal.SIGKILL, 1.0))
@@ -81,6 +84,9 @@ class ServerBackend:
         self.specs = tuple(hosts)
         self._stop = threading.Event()  # a phase is asked to stop (Ctrl-C)
         self._hurry = threading.Event()  # and at once (a second Ctrl-C)
+        # hosts whose client got no answer to a stop request (a hung host or
+        # device): after Ctrl-C their files are not waited for
+        self._unanswered: set[str] = set()
         self._ssh: dict[str, ssh.SshConnection] = {}
         self._ssh_dir: Path | None = None
         self._agents: tlsrelay.AgentLinks | None = None
@@ -383,6 +389,7 @@ class ServerBackend:
             exit_code_counts=False,  # 0 with a refused host: the hosts' results tell
             host_problems=_host_problems(clients),
         )
+        self._unanswered |= _unanswered(clients)
 
     def begin_run(self, run_id: str, *, keep_files: bool) -> None:
         for held in self._locks:
@@ -418,8 +425,18 @@ class ServerBackend:
         if not texts:
             return []
         # best effort: the run's figures are stored already; after Ctrl-C a
-        # host that does not answer at once is not waited for
+        # host that does not answer at once is not waited for, and one that
+        # did not answer the stop request is not asked at all
         stopped = self._stop.is_set()
+        hung = sorted(self._unanswered & set(texts)) if stopped else []
+        problems = [
+            f"could not remove iorig's data file(s) on {host}: it did not answer the stop "
+            "request; remove them in the agent's working directory yourself"
+            for host in hung
+        ]
+        texts = {host: text for host, text in texts.items() if host not in hung}
+        if not texts:
+            return problems
         hurry = threading.Event()
         if stopped:
             hurry.set()
@@ -428,9 +445,9 @@ class ServerBackend:
                 texts, STOPPED_CLEANUP_TIMEOUT_S if stopped else CLEANUP_TIMEOUT_S, hurry
             )
         except (OSError, UserError) as exc:
-            return [f"could not remove the data files on the servers: {exc}"]
+            return [*problems, f"could not remove the data files on the servers: {exc}"]
         removed = {j.host for j in _jobs_of(done) if not j.error}
-        return [
+        return problems + [
             f"could not remove iorig's data file(s) on {host}; remove them in the agent's "
             "working directory yourself"
             for host in texts
@@ -556,16 +573,28 @@ def _stopped_by(stops: set[str | None]) -> str | None:
     return "request" if "request" in stops else None
 
 
+def _unanswered(clients: Mapping[str, FioProcess]) -> set[str]:
+    """Hosts whose client was asked to stop and got nothing back."""
+    return {
+        host
+        for host, proc in clients.items()
+        if proc.exit is not None
+        and proc.exit.stopped_by == "cancel"
+        and not parse.split_documents(proc.exit.output)
+    }
+
+
 def _host_problems(clients: Mapping[str, FioProcess]) -> dict[str, str]:
     """Why a host's client ended without its results, where iorig knows."""
     out = {}
+    unanswered = _unanswered(clients)
     for host, proc in clients.items():
         done = proc.exit
         if done is None or done.stopped_by == "request":
             continue
         if done.stopped_by == "timeout":
             out[host] = f"it did not finish in time ({done.elapsed_s:.0f} s) and was stopped"
-        elif done.stopped_by == "cancel" and not parse.split_documents(done.output):
+        elif host in unanswered:
             out[host] = "it did not answer the stop request in time (a hung host or device)"
         elif done.returncode < 0:
             out[host] = f"its fio client was killed by signal {-done.returncode}"
