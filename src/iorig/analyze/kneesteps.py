@@ -125,7 +125,7 @@ def stop_is_uncertain(steps: Mapping[int, KneeStep], rule: KneeRule) -> bool:
 
     Short readings of an erratic device (1 s at QD 1 gave 40 K, 10 K and
     8 K on one capped device) can fall or flatten by chance; a search that
-    stopped there reported a knee at 60 % of a cap reached at QD 8. Readings
+    stopped there reported a knee at half a cap reached at QD 8. Readings
     a fraction of a per cent apart on a plateau leave no such choice."""
     if all(s.settled.settled for s in steps.values()):
         return False

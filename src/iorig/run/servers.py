@@ -66,10 +66,7 @@ if TYPE_CHECKING:
 PROBE_TIMEOUT_S = 5.0
 SLACK_S = 90.0  # fio drops a silent server after ~42 s; then iorig's deadline
 CLEANUP_TIMEOUT_S = 60.0
-# After Ctrl-C the run ends within seconds, whatever a host does: hosts that
-# answered the stop get this long to remove iorig's files, hosts that did
-# not answer are not asked
-STOPPED_CLEANUP_TIMEOUT_S = 1.0
+STOPPED_CLEANUP_TIMEOUT_S = 1.0  # after Ctrl-C the run ends within seconds, whatever a host does
 # A client asked to stop passes it to its server and gets the results back
 # within a second; one whose server hangs heeds nothing but SIGKILL.
 CLIENT_STOP = ((signal.SIGINT, 1.5), (signal.SIGTERM, 0.5), (signal.SIGKILL, 1.0))
