@@ -30,7 +30,7 @@ def _fio_processes(marker: str) -> dict[int, int]:
         try:
             # other tests' processes may hold any bytes in their arguments
             cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-            stat = (entry / "stat").read_text()
+            stat = (entry / "stat").read_bytes().decode(errors="replace")
         except OSError:
             continue
         if "fio" in cmdline.split(" ")[0] and marker in cmdline:
