@@ -4,6 +4,7 @@ managed fio server, and the collection step on a recorded client/server run
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -11,6 +12,8 @@ import socket
 import struct
 import subprocess
 import time
+from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from tests.fake_fio_server import FakeFioServer
@@ -23,6 +26,7 @@ from iorig.fio import parse
 from iorig.fio import protocol as remote
 from iorig.fio import server as server_mod
 from iorig.fio.hosts import HostAddress, parse_host
+from iorig.fio.process import proc_table
 from iorig.fio.protocol import ProbeFailure, ServerInfo
 from iorig.fio.runner import FioExit
 from iorig.fio.server import FioServer
@@ -288,29 +292,35 @@ def test_second_server_on_a_busy_port_is_refused(tmp_path):
         assert second.pid is None and first.running
 
 
+@contextlib.contextmanager
+def _idle_client(tmp_path: Path, server: FioServer) -> Iterator[subprocess.Popen]:
+    """A fio client running a minute of null I/O on ``server``; killed on exit."""
+    job = tmp_path / "idle.fio"
+    job.write_text("[idle]\nioengine=null\nsize=1m\nrw=read\ntime_based=1\nruntime=60\n")
+    client = subprocess.Popen(
+        [FIO, "--eta=never", f"--client={server.address.fio_client_arg()}", str(job)],
+        cwd=tmp_path,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        yield client
+    finally:
+        if client.poll() is None:
+            client.kill()
+            client.wait()
+
+
 @pytest.mark.fio
 def test_stop_ends_the_server_and_the_jobs_it_runs(tmp_path):
     """fio's job processes call setsid: stopping only the server's process
     group would leave them running."""
-    job = tmp_path / "idle.fio"
-    job.write_text("[idle]\nioengine=null\nsize=1m\nrw=read\ntime_based=1\nruntime=60\n")
-    with fio_server(tmp_path) as server:
-        client = subprocess.Popen(
-            [FIO, "--eta=never", f"--client={server.address.fio_client_arg()}", str(job)],
-            cwd=tmp_path,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-        try:
-            # listener, connection, backend and the job process (own session)
-            assert _wait(lambda: len(server_mod.process_tree(server.pid)) >= 4, 10)
-            tree = server_mod.process_tree(server.pid)
-            server.stop()
-            assert client.wait(timeout=10) is not None  # the client notices and ends
-        finally:
-            if client.poll() is None:
-                client.kill()
-                client.wait()
+    with fio_server(tmp_path) as server, _idle_client(tmp_path, server) as client:
+        # listener, connection, backend and the job process (own session)
+        assert _wait(lambda: len(server_mod.process_tree(server.pid)) >= 4, 10)
+        tree = server_mod.process_tree(server.pid)
+        server.stop()
+        assert client.wait(timeout=10) is not None  # the client notices and ends
     assert not [pid for pid in tree if server_mod._alive(pid)]
 
 
@@ -318,33 +328,20 @@ def test_stop_ends_the_server_and_the_jobs_it_runs(tmp_path):
 def test_jobs_outlive_a_killed_listener_and_stop_still_ends_them(tmp_path):
     """SIGTERM to the listening process alone (what `kill PID` does) leaves the
     running session and its job alive; stop() finds them by their session."""
-    job = tmp_path / "idle.fio"
-    job.write_text("[idle]\nioengine=null\nsize=1m\nrw=read\ntime_based=1\nruntime=60\n")
-    with fio_server(tmp_path) as server:
-        client = subprocess.Popen(
-            [FIO, "--eta=never", f"--client={server.address.fio_client_arg()}", str(job)],
-            cwd=tmp_path,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-        try:
-            assert _wait(lambda: len(server_mod.process_tree(server.pid)) >= 4, 10)
-            os.kill(server.pid, signal.SIGTERM)
-            assert _wait(lambda: not server.running, 5)
-            time.sleep(0.5)
-            assert client.poll() is None  # the session goes on without its listener
-            survivors = [p for p in server_mod.process_tree(server.pid) if p != server.pid]
-            # the connection's process, its job runner and the job; on a busy
-            # machine the connection's process once went with its listener
-            # (2 left): the job and its runner are what must go on, and stop
-            assert len(survivors) >= 2 and all(server_mod._alive(p) for p in survivors)
-            server.stop()
-            assert not [p for p in survivors if server_mod._alive(p)]
-            assert client.wait(timeout=10) is not None
-        finally:
-            if client.poll() is None:
-                client.kill()
-                client.wait()
+    with fio_server(tmp_path) as server, _idle_client(tmp_path, server) as client:
+        assert _wait(lambda: len(server_mod.process_tree(server.pid)) >= 4, 10)
+        os.kill(server.pid, signal.SIGTERM)
+        assert _wait(lambda: not server.running, 5)
+        time.sleep(0.5)
+        assert client.poll() is None  # the session goes on without its listener
+        survivors = [p for p in server_mod.process_tree(server.pid) if p != server.pid]
+        # the connection's process, its job runner and the job; on a busy
+        # machine the connection's process once went with its listener
+        # (2 left): the job and its runner are what must go on, and stop
+        assert len(survivors) >= 2 and all(server_mod._alive(p) for p in survivors)
+        server.stop()
+        assert not [p for p in survivors if server_mod._alive(p)]
+        assert client.wait(timeout=10) is not None
 
 
 @pytest.mark.fio
@@ -354,35 +351,22 @@ def test_stop_ends_a_job_whose_connection_process_died_with_its_listener(tmp_pat
     neither the listener's session nor its descendants held it, so stop()
     left it doing I/O until its runtime ended. The server knows its jobs
     from while they were attached."""
-    job = tmp_path / "idle.fio"
-    job.write_text("[idle]\nioengine=null\nsize=1m\nrw=read\ntime_based=1\nruntime=60\n")
-    with fio_server(tmp_path) as server:
-        client = subprocess.Popen(
-            [FIO, "--eta=never", f"--client={server.address.fio_client_arg()}", str(job)],
-            cwd=tmp_path,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-        try:
-            assert _wait(lambda: len(server_mod.process_tree(server.pid)) >= 4, 10)
-            time.sleep(2.5)  # the server has looked at its processes since (each 1-1.5 s)
-            tree = server_mod.process_tree(server.pid)
-            table = server_mod._proc_table()
-            connections = [p for p in tree if p != server.pid and table[p][1] == server.pid]
-            jobs = [p for p in tree if p != server.pid and p not in connections]
-            assert connections and jobs, (tree, table)
-            os.kill(server.pid, signal.SIGKILL)
-            for pid in connections:
-                os.kill(pid, signal.SIGKILL)
-            assert _wait(lambda: not server.running, 5)
-            assert _wait(lambda: not any(server_mod._alive(p) for p in connections), 5)
-            assert [p for p in jobs if server_mod._alive(p)]  # the jobs go on, orphaned
-            server.stop()
-            assert _wait(lambda: not [p for p in jobs if server_mod._alive(p)], 5), jobs
-        finally:
-            if client.poll() is None:
-                client.kill()
-                client.wait()
+    with fio_server(tmp_path) as server, _idle_client(tmp_path, server):
+        assert _wait(lambda: len(server_mod.process_tree(server.pid)) >= 4, 10)
+        time.sleep(2.5)  # the server has looked at its processes since (each 1-1.5 s)
+        tree = server_mod.process_tree(server.pid)
+        table = proc_table()
+        connections = [p for p in tree if p != server.pid and table[p][1] == server.pid]
+        jobs = [p for p in tree if p != server.pid and p not in connections]
+        assert connections and jobs, (tree, table)
+        os.kill(server.pid, signal.SIGKILL)
+        for pid in connections:
+            os.kill(pid, signal.SIGKILL)
+        assert _wait(lambda: not server.running, 5)
+        assert _wait(lambda: not any(server_mod._alive(p) for p in connections), 5)
+        assert [p for p in jobs if server_mod._alive(p)]  # the jobs go on, orphaned
+        server.stop()
+        assert _wait(lambda: not [p for p in jobs if server_mod._alive(p)], 5), jobs
 
 
 @pytest.mark.fio

@@ -91,18 +91,33 @@ def _children(pid: int) -> list[int]:
     return found
 
 
-def _children_by_stat() -> dict[int, list[int]]:
-    """pid -> children of every process, from each one's parent in its stat:
-    for a kernel without CONFIG_PROC_CHILDREN (this CI's has none)."""
-    found: dict[int, list[int]] = {}
+def proc_table() -> dict[int, tuple[int, int]]:
+    """pid -> (parent pid, session id) of every live process. Zombies are
+    left out: they hold nothing, and one handed to an init that reaps slowly
+    (a container's) would look like a job still running."""
+    table: dict[int, tuple[int, int]] = {}
     for entry in os.scandir("/proc"):
-        if entry.name.isdigit():
-            with contextlib.suppress(OSError, IndexError, ValueError):
-                with open(f"/proc/{entry.name}/stat", "rb") as f:
-                    stat = f.read()
-                parent = int(stat[stat.rindex(b")") + 2 :].split()[1])
-                found.setdefault(parent, []).append(int(entry.name))
-    return found
+        if not entry.name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry.name}/stat", "rb") as f:
+                stat = f.read()
+        except OSError:
+            continue
+        fields = stat[stat.rindex(b")") + 2 :].split()  # state, ppid, pgrp, session, …
+        if fields[0] == b"Z":
+            continue
+        table[int(entry.name)] = (int(fields[1]), int(fields[3]))
+    return table
+
+
+def children_map(table: dict[int, tuple[int, int]]) -> dict[int, list[int]]:
+    """pid -> its children, from ``proc_table``'s parents (a kernel without
+    CONFIG_PROC_CHILDREN, as this CI's, has no children files to read)."""
+    children: dict[int, list[int]] = {}
+    for child, (parent, _) in table.items():
+        children.setdefault(parent, []).append(child)
+    return children
 
 
 def _has_children_files(pid: int) -> bool:
@@ -133,7 +148,7 @@ class Workers:
             if not now and self._scanned_at is not None and clock - self._scanned_at < SCAN_EVERY_S:
                 return
             self._scanned_at = clock
-            table = _children_by_stat()  # one look at /proc for the whole walk
+            table = children_map(proc_table())  # one look at /proc for the whole walk
             children = lambda pid: table.get(pid, [])  # noqa: E731
         pending, looked = children(leader), {leader}
         while pending:

@@ -20,27 +20,7 @@ from pathlib import Path
 from iorig.errors import UserError
 from iorig.fio.control import ControlServer, no_control_port
 from iorig.fio.hosts import Endpoint, HostAddress, SocketEndpoint, is_any_address, is_loopback
-from iorig.fio.process import Workers, spawn
-
-
-def _proc_table() -> dict[int, tuple[int, int]]:
-    """pid -> (parent pid, session id) of every live process. Zombies are
-    left out: they hold nothing, and one handed to an init that reaps slowly
-    (a container's) would look like a job still running."""
-    table: dict[int, tuple[int, int]] = {}
-    for entry in os.scandir("/proc"):
-        if not entry.name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry.name}/stat", "rb") as f:
-                stat = f.read()
-        except OSError:
-            continue
-        fields = stat[stat.rindex(b")") + 2 :].split()  # state, ppid, pgrp, session, …
-        if fields[0] == b"Z":
-            continue
-        table[int(entry.name)] = (int(fields[1]), int(fields[3]))
-    return table
+from iorig.fio.process import Workers, children_map, proc_table, spawn
 
 
 def process_tree(pid: int, *, include_root: bool = True) -> list[int]:
@@ -53,10 +33,8 @@ def process_tree(pid: int, *, include_root: bool = True) -> list[int]:
     """
     if not os.path.isdir("/proc"):
         return [pid] if include_root else []
-    table = _proc_table()
-    children: dict[int, list[int]] = {}
-    for child, (parent, _) in table.items():
-        children.setdefault(parent, []).append(child)
+    table = proc_table()
+    children = children_map(table)
     tree: dict[int, None] = {}  # ordered set
     todo = [p for p, (_, sid) in table.items() if sid == pid and p != pid]
     if include_root:
@@ -98,7 +76,7 @@ def orphaned_jobs(server_pid: int) -> list[int]:
     processes whose connection (their client) is gone."""
     if not os.path.isdir("/proc"):
         return []
-    table = _proc_table()
+    table = proc_table()
     return [
         pid
         for pid, (parent, sid) in table.items()
@@ -110,10 +88,7 @@ def orphaned_jobs(server_pid: int) -> list[int]:
 
 
 def _descendants(pid: int) -> list[int]:
-    table = _proc_table()
-    children: dict[int, list[int]] = {}
-    for child, (parent, _) in table.items():
-        children.setdefault(parent, []).append(child)
+    children = children_map(proc_table())
     found, todo = [], [pid]
     while todo:
         current = todo.pop()
