@@ -4,7 +4,7 @@ VENV ?= .venv
 SCRATCH ?= ./iorig-scratch/
 BIN := $(VENV)/bin
 
-.PHONY: demo test check setup setup-test lint format bench lock clean
+.PHONY: demo test check setup setup-test lint format bench lock clean durations
 
 setup:
 	VENV=$(VENV) scripts/bootstrap.sh
@@ -33,11 +33,20 @@ UNIT := not (fio or blockdev or truth or browser or system)
 # 5 s of CPU each without that cache and 2.5 s with it
 test check: export PYTHONDONTWRITEBYTECODE =
 
+# Workers take whole files, longest first (tests/ordering.py), so the stages
+# end together instead of waiting on a long file that started late.
+SPREAD := --dist loadfile --no-loadscope-reorder
+
 test: setup-test lint
-	$(BIN)/pytest -n 5 --dist worksteal -m "not (serial or timing or truth)"
-	$(BIN)/pytest -n 4 --dist worksteal -m "timing"
-	$(BIN)/pytest -n 3 --dist worksteal -m "truth and not serial" tests/truth
+	$(BIN)/pytest -n 5 $(SPREAD) -m "not (serial or timing or truth)"
+	$(BIN)/pytest -n 4 $(SPREAD) -m "timing"
+	$(BIN)/pytest -n 3 $(SPREAD) -m "truth and not serial" tests/truth
 	$(BIN)/pytest -m serial
+
+# each test's seconds in a make test, for the order above (README: Development)
+durations:
+	rm -f tests/durations.json
+	IORIG_RECORD_DURATIONS=1 $(MAKE) test
 
 check: setup-test lint
 	$(BIN)/pytest -n 2 -m "$(UNIT)"

@@ -24,6 +24,9 @@ REPO = Path(__file__).resolve().parent.parent
 DATA = Path(__file__).resolve().parent / "data"
 HAS_FIO = shutil.which("fio") is not None
 
+# longest test files first in make test's stages (tests/ordering.py)
+pytest_plugins = ["tests.ordering"]
+
 
 def supports_direct_io(directory: Path) -> bool:
     probe = directory / ".direct-probe"
