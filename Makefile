@@ -26,21 +26,18 @@ UNIT := not (fio or blockdev or truth or browser or system)
 # more than they compute); truth tests three at a time (their devices are in
 # memory, so they share only the CPU, which their caps leave half idle at
 # three: 118 s against 161 s at two, 105 s at four with the CPU busy); alone,
-# the tests that measure CPU or time against a busy one.
+# the tests that measure CPU or time against a busy one. Each worker starts
+# on its share of the long tests (tests/ordering.py, from tests/durations.json).
 # pytest keeps each test module's rewritten bytecode in __pycache__ unless
 # Python may not write bytecode: every worker of every stage collects the
 # whole suite (the truth stage only tests/truth, where every truth test is),
 # 5 s of CPU each without that cache and 2.5 s with it
 test check: export PYTHONDONTWRITEBYTECODE =
 
-# Workers take whole files, longest first (tests/ordering.py), so the stages
-# end together instead of waiting on a long file that started late.
-SPREAD := --dist loadfile --no-loadscope-reorder
-
 test: setup-test lint
-	$(BIN)/pytest -n 5 $(SPREAD) -m "not (serial or timing or truth)"
-	$(BIN)/pytest -n 4 $(SPREAD) -m "timing"
-	$(BIN)/pytest -n 3 $(SPREAD) -m "truth and not serial" tests/truth
+	$(BIN)/pytest -n 5 --dist worksteal -m "not (serial or timing or truth)"
+	$(BIN)/pytest -n 4 --dist worksteal -m "timing"
+	$(BIN)/pytest -n 3 --dist worksteal -m "truth and not serial" tests/truth
 	$(BIN)/pytest -m serial
 
 # each test's seconds in a make test, for the order above (README: Development)

@@ -1,11 +1,15 @@
-"""Longest test files first, so make test's stages end together.
+"""Longest tests first on every worker, so make test's stages end together.
 
-Each stage hands whole files to its workers in the collection's order
-(Makefile: ``--dist loadfile --no-loadscope-reorder``). Files sorted by the
-seconds their selected tests took last time (tests/durations.json) are
-longest-processing-time-first scheduling: the long end-to-end files start at
-once and the quick ones fill the end. In collection order a 40 s file
-started four minutes in while the other workers had finished.
+pytest-xdist's ``worksteal`` (Makefile) gives each of its N workers an equal
+count of consecutive tests, and a worker that runs out steals the second
+half of the longest queue left. Here each worker's share is chosen by the
+seconds its tests took last time (tests/durations.json): the timed tests,
+longest first, each to the share with the fewest seconds so far
+(longest-processing-time-first), then the quick ones in collection order to
+fill each share's count. Every worker starts on its long tests and the
+stealing evens out the quick ones at the end. In collection order a 40 s
+test started four minutes into the first stage while the other workers had
+finished, and the workers' last tests ended up to 35 s apart.
 
 Durations only order; a stale or missing entry costs time, never a result.
 ``make durations`` refreshes the file (README: Development).
@@ -22,9 +26,7 @@ import pytest
 
 DURATIONS = Path(__file__).resolve().parent / "durations.json"
 RECORD_ENV = "IORIG_RECORD_DURATIONS"
-# a test not in the file yet (new, or under 0.5 s when recorded)
-UNKNOWN_S = 0.1
-RECORDED_MIN_S = 0.5
+RECORDED_MIN_S = 0.5  # quicker tests are not written down: they fill
 
 
 def _known() -> dict[str, float]:
@@ -35,18 +37,34 @@ def _known() -> dict[str, float]:
     return {str(k): float(v) for k, v in known.items()}
 
 
-def _file(item: pytest.Item) -> str:
-    return item.nodeid.split("::", 1)[0]
+def shares(seconds: list[float | None], workers: int) -> list[list[int]]:
+    """Indexes of the tests each worker's share holds, in the order it runs
+    them: ``seconds[i]`` is test i's time, None if not known. The shares'
+    sizes are worksteal's first split of the consecutive tests."""
+    sizes, left = [], len(seconds)
+    for worker in range(workers):
+        sizes.append(left // (workers - worker))
+        left -= sizes[-1]
+    held: list[list[int]] = [[] for _ in sizes]
+    load = [0.0] * workers
+    timed = sorted((i for i, s in enumerate(seconds) if s is not None), key=lambda i: -seconds[i])
+    for i in timed:
+        room = [w for w in range(workers) if len(held[w]) < sizes[w]]
+        w = min(room, key=lambda w: (load[w], w))
+        held[w].append(i)
+        load[w] += seconds[i]  # type: ignore[operator]
+    quick = iter(i for i, s in enumerate(seconds) if s is None)
+    for w, size in enumerate(sizes):
+        held[w] += [next(quick) for _ in range(size - len(held[w]))]
+    return held
 
 
 @pytest.hookimpl(trylast=True)  # after -m and -k deselected: a stage's own tests
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     known = _known()
-    seconds: dict[str, float] = defaultdict(float)
-    for item in items:
-        seconds[_file(item)] += known.get(item.nodeid, UNKNOWN_S)
-    # stable: a file's tests keep their order, files of equal time theirs
-    items.sort(key=lambda item: -seconds[_file(item)])
+    workers = int(getattr(config, "workerinput", {}).get("workercount", 1))
+    held = shares([known.get(item.nodeid) for item in items], workers)
+    items[:] = [items[i] for share in held for i in share]
 
 
 class _Recorder:

@@ -65,8 +65,9 @@ def test_the_availability_scenario_measures_a_host_failure_and_checks_every_host
     zeros = [i for i, v in enumerate(stopped.iops) if v == 0]
     assert zeros, stopped.iops
     stop_s = stop["started_at"] - steady.origin
-    # at fail_at (5 s) of the hosts' I/O, as the wall-clock logs place it
-    assert stop_s == pytest.approx(5.0, abs=0.3), stop_s
+    # at fail_at (5 s) of the hosts' I/O, as the wall-clock logs place it;
+    # to half a second (test_agent_auth.py says why)
+    assert stop_s == pytest.approx(5.0, abs=0.5), stop_s
     assert all(stop_s - 1 <= stopped.t_s[i] <= stop_s + 4 for i in zeros)
     assert len(stopped) == len(running) == len(steady.aggregate.series[ALL]) >= 12  # nothing cut
     # every block of both hosts' working sets was read back and checked

@@ -225,8 +225,9 @@ def test_stop_host_and_start_host_work_over_ssh(tmp_path, monkeypatch):
     assert stopped >= 3, stop["detail"]
     with Store(db) as store:
         steady = next(p for p in store.load_run(doc["run"]["id"]).phases if p.name == "steady")
-    # at fail_at (5 s) of the hosts' I/O: the keepers tell when their jobs began
-    assert stop["started_at"] - steady.origin == pytest.approx(5.0, abs=0.3)
+    # at fail_at (5 s) of the hosts' I/O: the keepers tell when their jobs
+    # began; to half a second (test_agent_auth.py says why)
+    assert stop["started_at"] - steady.origin == pytest.approx(5.0, abs=0.5)
     impact = stop["impact"]
     print(f"availability --quick over SSH, stop-host 2 of 2: {impact}")
     # two hosts at quick_iops each; one stopped leaves half: 50 % is the expected dip
