@@ -530,9 +530,11 @@ def test_the_seconds_a_requested_stop_distorts_are_not_kept():
 def test_the_preflight_parses_each_distinct_job_text_once_and_names_the_refused_phase(tmp_path):
     calls = tmp_path / "calls"
     fio = tmp_path / "fio"
-    # parses a job file: refuses one holding "bs=3" (as fio refuses a bad value)
-    fio.write_text(f'#!/bin/sh\nfor a; do f="$a"; done\ncat "$f" >> {calls}\necho == >> {calls}\n'
-                   'if grep -q "^bs=3$" "$f"; then echo "bad bs" >&2; exit 1; fi\n')  # fmt: skip
+    # parses the job files it is given: refuses any holding "bs=3" (as fio
+    # refuses a bad value); each call's files go to ``calls``, one line apart
+    fio.write_text(f'#!/bin/sh\nrc=0\nfor f; do case "$f" in *.fio) cat "$f" >> {calls}\n'
+                   'grep -q "^bs=3$" "$f" && { echo "bad bs" >&2; rc=1; };; esac; done\n'
+                   f'echo == >> {calls}\nexit $rc\n')  # fmt: skip
     fio.chmod(0o755)
     plan = _plan(FakeBackend())
 
@@ -542,15 +544,20 @@ def test_the_preflight_parses_each_distinct_job_text_once_and_names_the_refused_
             "local": f"; run {run} phase {phase.name}\n[rr]\nbs={bs_of.get(phase.name, 4)}\n"
         }
 
+    def parsed() -> list[list[str]]:
+        """Each fio call's job lines, comments left out."""
+        called = calls.read_text().split("==\n")[:-1]
+        return [[ln for ln in c.splitlines() if not ln.startswith(";")] for c in called]
+
     preflight(str(fio), plan, texts({}))
-    parsed = calls.read_text().split("==\n")[:-1]
     # fill, one, two and three (the idle phase has no job): one text to parse
-    assert [t.splitlines()[1:] for t in parsed] == [["[rr]", "bs=4"]]
+    assert parsed() == [["[rr]", "bs=4"]]
 
     calls.unlink()
     with pytest.raises(UserError, match=r"phase 'two': fio refuses its job file: bad bs"):
         preflight(str(fio), plan, texts({"two": 3, "three": 3}))
-    assert len(calls.read_text().split("==\n")[:-1]) == 2  # bs=4 once, then two's bs=3
+    # one fio for both texts; refused, each alone until the refusal is named
+    assert parsed() == [["[rr]", "bs=4", "[rr]", "bs=3"], ["[rr]", "bs=4"], ["[rr]", "bs=3"]]
 
 
 # ------------------------------------------------ re-measured points (issue 26)
