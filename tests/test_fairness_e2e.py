@@ -88,6 +88,9 @@ phases:
 """
 
 
+# timing: a paced rate's steadiness (beside the first stage's busiest minute
+# it did not converge in 60 s)
+@pytest.mark.timing
 def test_warmup_until_steady_converges_and_stops_early(iorig, scratch):
     path = scratch / "steady.yaml"
     # paced: steady by construction, however busy the machine (its answer is
