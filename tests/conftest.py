@@ -24,7 +24,7 @@ REPO = Path(__file__).resolve().parent.parent
 DATA = Path(__file__).resolve().parent / "data"
 HAS_FIO = shutil.which("fio") is not None
 
-# longest test files first in make test's stages (tests/ordering.py)
+# each worker starts on its share of the long tests (tests/ordering.py)
 pytest_plugins = ["tests.ordering"]
 
 

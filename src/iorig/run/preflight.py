@@ -55,7 +55,7 @@ def preflight(fio: str, plan: Plan, host_jobs: JobTexts) -> None:
                 where = f" on {host}" if len(texts) > 1 else ""
                 jobs.append((f"phase {phase.name!r}{where}", job))
         # one fio parses them all (each file's [global] is its own): every
-        # fio start calibrates its clock, 0.1 s of CPU, once per phase was
+        # fio start calibrates its clock, 0.15 s of CPU, once per phase was
         # most of a short run's start. Refused, each alone names the phase.
         together = _parse(fio, [job for _, job in jobs], Path(tmp)) if jobs else None
         if together is None:
