@@ -168,7 +168,8 @@ def run_knee(session: RunSession, settings: KneeSettings) -> None:
         measure(concurrency)
         if session.stopped:
             return
-        measured = points()
+        steps = knee_steps(session.results)
+        measured = [s.point for s in steps.values()]
         if stops_on_throughput(measured, rule) and concurrency not in rechecked:
             # a fall or a flat step may be one noisy point: both ends of the
             # step once more before the search believes it
@@ -178,12 +179,11 @@ def run_knee(session: RunSession, settings: KneeSettings) -> None:
                 measure(c)
                 if session.stopped:
                     return
-            measured = points()
+            steps = knee_steps(session.results)
+            measured = [s.point for s in steps.values()]
         if doubling_stop(measured, rule) is None:
             nxt = next_doubling(measured, rule)
-        elif stops_on_throughput(measured, rule) and stop_is_uncertain(
-            knee_steps(session.results), rule
-        ):
+        elif stops_on_throughput(measured, rule) and stop_is_uncertain(steps, rule):
             # readings too far apart to tell a plateau from noise: one more
             # doubling (the maximum concurrency always ends the stage)
             nxt = min(2 * concurrency, rule.max_concurrency)
