@@ -26,9 +26,9 @@ from iorig.fio.control import HostControl
 from iorig.fio.hosts import HostAddress, HostSpec, parse_host
 from iorig.fio.runner import FioExit
 from iorig.model import Disclosure, GeneratorCpu
-from iorig.plan import Plan, PlannedPhase, build_plan
 from iorig.run.backend import HostLogs, PhaseJob, Progress, RawPhase
-from iorig.scenario import ResolvedScenario
+from iorig.run.plan import Plan, PlannedPhase, build_plan
+from iorig.scenario.loading import ResolvedScenario
 from iorig.targets import Target
 
 FIXTURE = Path(__file__).resolve().parent / "data" / "randread-2jobs"

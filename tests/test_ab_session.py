@@ -17,7 +17,7 @@ from iorig.model import AbLink, RunStatus
 from iorig.report.abtables import DRIFT_NOTE, ab_lines
 from iorig.report.cmptables import comparison_notes
 from iorig.run.ab import AbSettings, Side, run_ab
-from iorig.scenario import resolve, source_from_text
+from iorig.scenario.loading import resolve, source_from_text
 from iorig.store import Store
 
 SCENARIO = """

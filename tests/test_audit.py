@@ -12,11 +12,11 @@ from tests.fake_backend import FakeBackend
 from iorig.analyze import audit
 from iorig.analyze.precision import precision_state
 from iorig.analyze.steady import SteadyWatch, evaluate, steady_of_series
+from iorig.machine.sysinfo import _pcie_link, interface_limit
 from iorig.model import AGGREGATE, Disclosure, InterfaceLimit, PhaseResult, Scope, check_window
 from iorig.model.records import flatten
-from iorig.scenario import read_source, resolve
-from iorig.schema import SteadyRule
-from iorig.sysinfo import _pcie_link, interface_limit
+from iorig.scenario.loading import read_source, resolve
+from iorig.scenario.schema import SteadyRule
 
 
 def test_window_rule_range_and_slope():

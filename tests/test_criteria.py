@@ -10,7 +10,6 @@ import pytest
 
 from iorig.analyze.criteria import evaluate, figure, overall
 from iorig.errors import UserError
-from iorig.expr import evaluate as expr
 from iorig.model import (
     AGGREGATE,
     ALL,
@@ -24,8 +23,9 @@ from iorig.model import (
     Totals,
     histogram,
 )
-from iorig.scenario import load, resolve, source_from_text
-from iorig.schema import Criterion
+from iorig.scenario.expr import evaluate as expr
+from iorig.scenario.loading import load, resolve, source_from_text
+from iorig.scenario.schema import Criterion
 
 
 def test_expressions_do_arithmetic_over_parameters_and_nothing_else():

@@ -12,9 +12,9 @@ import numpy as np
 import pytest
 from tests import builders
 
-from iorig import throttle
 from iorig.analyze import devices
 from iorig.analyze.devices import DeviceTraffic, check_device_traffic, fio_counts, requests
+from iorig.machine import throttle
 from iorig.model import Scope
 from iorig.run import devwatch
 

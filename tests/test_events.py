@@ -15,13 +15,13 @@ from tests.conftest import HAS_FIO
 from tests.fioservers import fio_server
 
 from iorig.errors import UserError
-from iorig.eventspec import EventSpec, check_phase_events, parse_action, parse_cli_event
 from iorig.fio.control import ControlError, HostControl
 from iorig.fio.parse import LogSample
 from iorig.fio.server import process_tree
 from iorig.model import EventAction
 from iorig.run.actions import parse_grants
 from iorig.run.collect import _zero_filled
+from iorig.scenario.events import EventSpec, check_phase_events, parse_action, parse_cli_event
 from iorig.store import codecs
 
 needs_fio = pytest.mark.skipif(not HAS_FIO, reason="fio is not installed")
@@ -277,7 +277,7 @@ CLOCKED = SCENARIO.replace('      - {at: 2s, do: "run probe"}\n', "")
 def _clocked_phase():
     from tests.fake_backend import FakeBackend
 
-    from iorig.scenario import resolve, source_from_text
+    from iorig.scenario.loading import resolve, source_from_text
 
     plan = FakeBackend().prepare(resolve(source_from_text(CLOCKED, "s.yaml")), {},
                                  allow_destroy=False, repeats=1)  # fmt: skip

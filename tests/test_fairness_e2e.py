@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from iorig.doctor import SAMPLE_BYTES, measure_data_pattern
+from iorig.run.doctor import SAMPLE_BYTES, measure_data_pattern
 
 pytestmark = pytest.mark.fio
 

@@ -15,14 +15,14 @@ from tests.fake_backend import FakeBackend
 from iorig.analyze.analysis import analyse
 from iorig.errors import UserError
 from iorig.fio.jobfile import WHITELIST, render_options
-from iorig.fiofile import MAX_LINE_CHARS, parse_job_file
-from iorig.fiopolicy import PASSED, ValueProblem, fio_size, fio_time_us
 from iorig.model import Metric, PhaseKind
 from iorig.report.disclosure import disclosure_context
 from iorig.run.jobtext import job_text
 from iorig.run.session import execute
-from iorig.scenario import ScenarioSource, is_job_file, read_source, resolve
-from iorig.schema import Workload
+from iorig.scenario.fiofile import MAX_LINE_CHARS, parse_job_file
+from iorig.scenario.fiopolicy import PASSED, ValueProblem, fio_size, fio_time_us
+from iorig.scenario.loading import ScenarioSource, is_job_file, read_source, resolve
+from iorig.scenario.schema import Workload
 from iorig.store import Store
 
 EXAMPLES = Path(__file__).resolve().parent / "data" / "fio-examples"

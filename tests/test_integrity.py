@@ -13,16 +13,16 @@ import numpy as np
 import pytest
 from tests import builders
 
-from iorig import scenario
 from iorig.analyze.integrity import DataCheck, data_check, data_verdict, lost_blocks
 from iorig.errors import UserError
 from iorig.fio import parse
 from iorig.fio.jobfile import Section, render, workload_options
 from iorig.fio.runner import FioExit
 from iorig.model import PhaseKind, PhaseResult, PhaseStatus, Scope
-from iorig.plan import build_plan, verify_state_problem
+from iorig.run.plan import build_plan, verify_state_problem
 from iorig.run.session import MISSING_STATE, phase_state, verify_message
-from iorig.schema import Workload
+from iorig.scenario import loading as scenario
+from iorig.scenario.schema import Workload
 from iorig.targets import Target
 
 DATA = Path(__file__).resolve().parent / "data"

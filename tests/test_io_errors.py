@@ -31,7 +31,7 @@ from iorig.model import (
 from iorig.report.eventtables import _errors
 from iorig.run.backend import HostLogs, RawPhase
 from iorig.run.collect import collect
-from iorig.schema import Workload
+from iorig.scenario.schema import Workload
 from iorig.store import codecs
 
 DATA = Path(__file__).resolve().parent / "data" / "io-errors"

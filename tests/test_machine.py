@@ -16,12 +16,11 @@ from pathlib import Path
 
 import pytest
 
-from iorig import throttle
 from iorig.errors import UserError
 from iorig.fio import hostlock
 from iorig.fio import process as fio_process
 from iorig.fio.control import MAGIC, AgentLock, ControlServer
-from iorig.machine import leftovers, locks, statedir, throttles
+from iorig.machine import leftovers, locks, statedir, throttle, throttles
 from iorig.machine.statedir import Stamp
 from iorig.store import owner
 from iorig.targets import MARK_XATTR

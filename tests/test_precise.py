@@ -9,11 +9,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from iorig import scenario
 from iorig.analyze.precision import LIVE_MARGIN, STOP_ARTIFACT_S, PrecisionWatch, precision_state
 from iorig.errors import UserError
 from iorig.model import AbLink
-from iorig.precise import parse_precision, with_precision
+from iorig.scenario import loading as scenario
+from iorig.scenario.precision import parse_precision, with_precision
 from iorig.store import codecs
 
 SCENARIO = """iorig: 1

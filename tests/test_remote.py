@@ -31,9 +31,9 @@ from iorig.fio.protocol import ProbeFailure, ServerInfo
 from iorig.fio.runner import FioExit
 from iorig.fio.server import FioServer
 from iorig.model import AGGREGATE, ALL, Scope, ScopeKind
-from iorig.plan import PlannedPhase
 from iorig.run.backend import HostLogs, RawPhase
 from iorig.run.collect import collect, host_start_ms
+from iorig.run.plan import PlannedPhase
 
 FIO = shutil.which("fio") or "fio"
 FAKE_IP = "127.0.0.20"  # fakes live apart from the real servers (127.0.0.2, …)
@@ -414,9 +414,9 @@ def test_fixture_hosts_are_told_apart_by_hostname_and_port():
 
 def _recorded_phase() -> tuple[RawPhase, PlannedPhase]:
     """The fixture as ServerBackend brings a phase back, and the planned phase."""
-    from iorig.adhoc import adhoc_source
-    from iorig.plan import build_plan
-    from iorig.scenario import resolve
+    from iorig.run.plan import build_plan
+    from iorig.scenario.adhoc import adhoc_source
+    from iorig.scenario.loading import resolve
     from iorig.targets import remote_target
 
     hosts = [parse_host(line) for line in (FIXTURE / "hosts.txt").read_text().split()]

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from iorig import scenario
 from iorig.errors import UserError
+from iorig.scenario import loading as scenario
 
 KiB, MiB = 1024, 1024 * 1024
 

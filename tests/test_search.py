@@ -16,9 +16,9 @@ from iorig.cli.refs import resolve_run_id
 from iorig.errors import UserError
 from iorig.model import Metric, PhaseResult, StoredRun, histogram
 from iorig.report.searchtables import comparison_search_tables, search_tables
-from iorig.scenario import source_from_text
+from iorig.scenario.loading import source_from_text
+from iorig.scenario.sweep import parse_grid, resolve_with_sweep
 from iorig.store import Store
-from iorig.sweep import parse_grid, resolve_with_sweep
 from iorig.units import parse_latency_limit
 
 DATA = Path(__file__).resolve().parent / "data"

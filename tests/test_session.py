@@ -12,7 +12,6 @@ import numpy as np
 import pytest
 from tests.fake_backend import FakeBackend, Step
 
-from iorig.adhoc import adhoc_source
 from iorig.analyze.analysis import analyse
 from iorig.analyze.knee import KneeRule
 from iorig.analyze.precision import STOP_ARTIFACT_S
@@ -20,14 +19,15 @@ from iorig.analyze.search import CurveResult, KneeResult
 from iorig.errors import UserError
 from iorig.fio import parse
 from iorig.model import ALL, GeneratorCpu, PhaseKind, PhaseStatus, RunStatus, Scope, ScopeKind
-from iorig.plan import PlannedPhase
 from iorig.report.exporters import render
 from iorig.report.searchtables import search_tables
 from iorig.run.events import PhaseFinished, PhaseProgress, PhaseStarted, RunStarted
+from iorig.run.plan import PlannedPhase
 from iorig.run.preflight import preflight
 from iorig.run.searches import CurveSettings, KneeSettings, check_knee, run_curve, run_knee
 from iorig.run.session import RunSession, execute, phase_result
-from iorig.scenario import resolve, source_from_text
+from iorig.scenario.adhoc import adhoc_source
+from iorig.scenario.loading import resolve, source_from_text
 from iorig.store import Store
 
 FIXTURE_IOPS = sum(

@@ -16,12 +16,12 @@ from pathlib import Path
 import pytest
 from tests.conftest import REPO, CliResult, chromium_or_skip, run_iorig
 
-from iorig import scenario as scenario_mod
 from iorig.errors import UserError
 from iorig.model import SutRecord
 from iorig.model.sut import NOT_DISCLOSED, describe, disclosure_tables, flat_description
+from iorig.scenario import loading as scenario_mod
+from iorig.scenario.sut import check_notes, check_template, load_sut_file, merged, template
 from iorig.store import codecs
-from iorig.sut import check_notes, check_template, load_sut_file, merged, template
 
 EVIL = '<script>window.pwned=1</script> & "q" <a href="https://example.com/x">l</a>'
 

@@ -166,7 +166,7 @@ def test_the_events_table_and_the_timeline_place_an_event_at_one_time(db_path):
 
     from iorig.report.eventtables import event_table
     from iorig.run.session import execute
-    from iorig.scenario import resolve, source_from_text
+    from iorig.scenario.loading import resolve, source_from_text
     from iorig.store import Store
 
     hosts = ("127.0.0.2:8765", "127.0.0.3:8765")

@@ -13,18 +13,17 @@ import numpy as np
 import pytest
 from tests import builders
 
-from iorig import discard
-from iorig.adhoc import adhoc_source
 from iorig.analyze.summary import summarize_phase
 from iorig.errors import UserError
 from iorig.model import ALL, Metric
-from iorig.plan import trim_engine
 from iorig.report.tables import direction_tables, summary_tables
 from iorig.report.tabular import phase_dict
 from iorig.run import local
-from iorig.scenario import resolve
-from iorig.schema import Workload
-from iorig.targets import Target
+from iorig.run.plan import trim_engine
+from iorig.scenario.adhoc import adhoc_source
+from iorig.scenario.loading import resolve
+from iorig.scenario.schema import Workload
+from iorig.targets import Target, discard
 
 
 def _target(kind: str) -> Target:

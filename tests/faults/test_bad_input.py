@@ -26,7 +26,7 @@ from rich.console import Console
 
 from iorig.cli import common
 from iorig.errors import UserError
-from iorig.yamlsource import LOADERS, load_yaml
+from iorig.scenario.source import LOADERS, load_yaml
 
 SMALL = """\
 iorig: 1

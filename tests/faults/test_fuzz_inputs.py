@@ -26,7 +26,7 @@ from tests.conftest import built_once
 from iorig import cli
 from iorig.cli import common
 from iorig.run.session import RunSession
-from iorig.yamlsource import load_yaml
+from iorig.scenario.source import load_yaml
 
 SEED = 13
 SCENARIOS = ("peak", "four-corners")

@@ -24,7 +24,7 @@ from tests.fake_backend import FakeBackend, Step
 
 from iorig.model import PhaseStatus, RunStatus
 from iorig.run.session import execute
-from iorig.scenario import resolve, source_from_text
+from iorig.scenario.loading import resolve, source_from_text
 from iorig.store import Store
 
 SCENARIO = """

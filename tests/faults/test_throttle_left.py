@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 from tests.faults.killed import kill9, loop_device, run, start
 
-from iorig import throttle
+from iorig.machine import throttle
 
 pytestmark = [pytest.mark.fio, pytest.mark.blockdev, pytest.mark.system]
 

@@ -22,7 +22,7 @@ from tests.truth.device import Unavailable, mounted
 
 from iorig.fio import parse
 from iorig.model import ALL
-from iorig.scenario import load
+from iorig.scenario.loading import load
 from iorig.store import Store
 
 pytestmark = [pytest.mark.fio, pytest.mark.truth]

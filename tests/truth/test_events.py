@@ -17,7 +17,7 @@ import json
 import pytest
 from tests.truth.device import read_iops
 
-from iorig import throttle
+from iorig.machine import throttle
 
 pytestmark = [pytest.mark.fio, pytest.mark.truth]
 

@@ -24,7 +24,7 @@ from iorig.model import (
     PhaseStatus,
     series_stats,
 )
-from iorig.schema import READS
+from iorig.scenario.schema import READS
 from iorig.units import format_bytes, format_rate, format_si
 
 DEPTH_SHORTFALL = 0.8

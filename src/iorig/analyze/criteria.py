@@ -20,7 +20,7 @@ import numpy as np
 
 from iorig.model import ALL, PhaseKind, PhaseResult, PhaseStatus, ScopeResult, histogram
 from iorig.model.combine import combine_series, latency_range
-from iorig.schema import Criterion
+from iorig.scenario.schema import Criterion
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 
 from iorig.model import SteadyState, check_window
-from iorig.schema import SteadyRule
+from iorig.scenario.schema import SteadyRule
 
 
 def evaluate(rounds: Sequence[float], rule: SteadyRule) -> SteadyState:

@@ -33,7 +33,7 @@ from iorig.analyze.criteria import (
 from iorig.analyze.integrity import DataCheck
 from iorig.analyze.stats import RatioTest, batch_means, welch_ratio
 from iorig.model import PhaseKind, PhaseResult, StoredRun
-from iorig.schema import Criterion
+from iorig.scenario.schema import Criterion
 
 HIGHER_IS_BETTER = frozenset({"iops", "bytes_per_s"})  # the rest are latencies
 DATA = "data"  # the metric of a data check's row (integrity.data_verdict)

@@ -44,14 +44,14 @@ from iorig.cli.common import (
     render_options,
 )
 from iorig.errors import UserError
-from iorig.plan import Plan
 from iorig.report.console import SafeConsole
 from iorig.run.ab import AbOutcome, AbSettings, Side, SideKey, check_sides, run_ab
 from iorig.run.backend import PhaseBackend
 from iorig.run.events import Event, PhaseStarted
-from iorig.scenario import ResolvedScenario, ScenarioSource
+from iorig.run.plan import Plan
+from iorig.scenario.loading import ResolvedScenario, ScenarioSource
+from iorig.scenario.sweep import resolve_with_sweep
 from iorig.store import preflight
-from iorig.sweep import resolve_with_sweep
 
 SideOpt = Annotated[
     list[str] | None,

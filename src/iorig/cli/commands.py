@@ -14,8 +14,6 @@ import typer
 from rich.markup import escape
 from rich.text import Text
 
-from iorig import scenario as scenario_mod
-from iorig.adhoc import adhoc_source
 from iorig.analyze.analysis import analyse, compare
 from iorig.analyze.compare import shared_limit
 from iorig.cli.common import (
@@ -67,7 +65,6 @@ from iorig.cli.refs import resolve_run_id, resolve_runs
 from iorig.cli.sut import write_disclosure
 from iorig.errors import UserError
 from iorig.model import Metric, StoredRun, series_stats
-from iorig.precise import parse_precision, with_precision
 from iorig.report import terminal
 from iorig.report.exporters import render
 from iorig.report.options import Limit
@@ -79,8 +76,11 @@ from iorig.report.timeline import build_timeline
 from iorig.run.events import RunOutcome
 from iorig.run.searches import ThreadsSettings, run_threads_auto, stretch_builder
 from iorig.run.session import RunSession, execute
+from iorig.scenario import loading as scenario_mod
+from iorig.scenario.adhoc import adhoc_source
+from iorig.scenario.precision import parse_precision, with_precision
+from iorig.scenario.sweep import parse_grid, resolve_with_sweep, search_settings
 from iorig.store import Store, export_run, preflight
-from iorig.sweep import parse_grid, resolve_with_sweep, search_settings
 from iorig.units import parse_limit
 
 

@@ -23,11 +23,9 @@ from iorig import __version__
 from iorig.analyze.analysis import Comparison, RunAnalysis, analyse
 from iorig.analyze.summary import summarize_phase
 from iorig.errors import UserError
-from iorig.eventspec import EventSpec, parse_cli_event
 from iorig.fio.hosts import MAX_HOSTS, HostSpec, parse_entry, parse_hosts, too_many_hosts
 from iorig.machine.recovery import recover
 from iorig.model import ALL, PhaseKind, RunStatus
-from iorig.plan import Plan
 from iorig.report.console import SafeConsole
 from iorig.report.exporters import render
 from iorig.report.metrics import metric
@@ -45,11 +43,13 @@ from iorig.run.events import (
     RunOutcome,
     RunStarted,
 )
+from iorig.run.plan import Plan
 from iorig.run.session import check_workdir_space
-from iorig.scenario import ResolvedScenario, parse_assignments
-from iorig.schema import Phase
+from iorig.scenario.events import EventSpec, parse_cli_event
+from iorig.scenario.loading import ResolvedScenario, parse_assignments
+from iorig.scenario.schema import Phase
+from iorig.scenario.sut import system_under_test
 from iorig.store import Store, default_db_path
-from iorig.sut import system_under_test
 from iorig.targets import bind_host_targets, bind_targets
 from iorig.units import format_bytes, format_latency, format_rate, format_si, parse_rate
 from iorig.untrusted import check_text, check_utf8_path, read_input

@@ -12,10 +12,10 @@ from rich.text import Text
 
 from iorig.analyze.generator import GeneratorShape
 from iorig.cli.common import Rw, app, console
-from iorig.doctor import examine, measure_data_pattern, measure_generator
 from iorig.errors import UserError
 from iorig.machine.recovery import recover
 from iorig.report import terminal
+from iorig.run.doctor import examine, measure_data_pattern, measure_generator
 from iorig.store import Store
 from iorig.targets import check_kind
 from iorig.units import parse_size

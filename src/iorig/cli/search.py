@@ -13,7 +13,6 @@ from typing import Annotated
 import typer
 from rich.markup import escape
 
-from iorig.adhoc import adhoc_source
 from iorig.analyze.knee import KneeRule
 from iorig.analyze.loadpoints import default_fractions, ort_of, spec_rules
 from iorig.analyze.loadtable import parse_load_table
@@ -50,11 +49,11 @@ from iorig.cli.common import (
     run_with_progress,
 )
 from iorig.errors import UserError
-from iorig.plan import Plan
 from iorig.report.searchtables import ort_table
 from iorig.report.tables import to_rich
 from iorig.run.backend import PhaseBackend
 from iorig.run.events import RunOutcome
+from iorig.run.plan import Plan
 from iorig.run.searches import (
     CurveSettings,
     KneeSettings,
@@ -64,10 +63,11 @@ from iorig.run.searches import (
     template_phase,
 )
 from iorig.run.session import RunSession, execute
-from iorig.scenario import read_source, resolve
-from iorig.schema import READS, TRIMS
+from iorig.scenario.adhoc import adhoc_source
+from iorig.scenario.loading import read_source, resolve
+from iorig.scenario.schema import READS, TRIMS
+from iorig.scenario.sweep import parse_grid, resolve_with_sweep, search_settings
 from iorig.store import Store
-from iorig.sweep import parse_grid, resolve_with_sweep, search_settings
 from iorig.units import parse_latency_limit
 from iorig.untrusted import read_input
 

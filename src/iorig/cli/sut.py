@@ -13,7 +13,7 @@ from rich.markup import escape
 from iorig.analyze.analysis import analyse
 from iorig.cli.common import app, console, open_reaped, write_atomically
 from iorig.cli.refs import resolve_run_id
-from iorig.sut import check_sut_file, template
+from iorig.scenario.sut import check_sut_file, template
 
 sut_app = typer.Typer(no_args_is_help=True)
 app.add_typer(sut_app, name="sut", help="Describe the system under test for --sut.")

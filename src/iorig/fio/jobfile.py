@@ -226,7 +226,7 @@ WHITELIST: dict[str, Callable[[str, OptionValue], str | None]] = {
     "thread": _flag,
     "fallocate": _choice("none", "native", "posix", "keep"),
     "allow_file_create": _bool,
-    # what a fio job file may pass as written (iorig.fiopolicy.PASSED)
+    # what a fio job file may pass as written (iorig.scenario.fiopolicy.PASSED)
     "fsync": _int(0, _U32),
     "fdatasync": _int(0, _U32),
     "end_fsync": _bool,

@@ -34,8 +34,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from iorig import throttle
 from iorig.errors import UserError
+from iorig.machine import throttle
 from iorig.machine.statedir import Stamp, shared
 from iorig.targets import DATA_FILE_NAME, FILESET_DIR_NAME
 

@@ -17,8 +17,8 @@ import os
 import time
 from pathlib import Path
 
-from iorig import throttle
 from iorig.errors import UserError
+from iorig.machine import throttle
 from iorig.machine.statedir import Stamp, private, read_record, write_record
 
 FILES = ("read_iops", "write_iops", "read_bps", "write_bps")

@@ -22,7 +22,7 @@ from iorig.model.records import flatten, target_name
 from iorig.model.sut import brief
 from iorig.report.metrics import metric
 from iorig.report.tablemodel import TableModel
-from iorig.scenario import ResolvedScenario, ScenarioSource
+from iorig.scenario.loading import ResolvedScenario, ScenarioSource
 from iorig.units import format_bytes, format_duration, format_rate, format_si
 from iorig.untrusted import visible
 

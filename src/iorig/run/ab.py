@@ -26,9 +26,9 @@ from typing import Literal
 from iorig.analyze.ab import MAX_ROUNDS, keep_going, level_pairs
 from iorig.errors import UserError
 from iorig.model import AbLink, Finding, PhaseKind
-from iorig.plan import Plan, PlannedPhase
 from iorig.run.backend import PhaseBackend
 from iorig.run.events import Event, RunOutcome
+from iorig.run.plan import Plan, PlannedPhase
 from iorig.run.session import RunSession, signals_call
 from iorig.store import Store, Unwritable, new_run_id
 

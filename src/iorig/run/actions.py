@@ -24,16 +24,15 @@ from pathlib import Path
 
 import yaml
 
-from iorig import throttle
 from iorig.errors import UserError
-from iorig.eventspec import Action, EventSpec
 from iorig.fio.control import ControlError, HostControl
 from iorig.fio.hosts import HostAddress, HostSpec
 from iorig.fio.ssh import SshControl
-from iorig.machine import throttles
+from iorig.machine import throttle, throttles
 from iorig.model import EventAction, EventRecord, EventStatus, Finding
-from iorig.plan import Plan, PlannedPhase
-from iorig.scenario import ResolvedScenario
+from iorig.run.plan import Plan, PlannedPhase
+from iorig.scenario.events import Action, EventSpec
+from iorig.scenario.loading import ResolvedScenario
 from iorig.untrusted import read_input
 
 OUTPUT_LIMIT = 64 << 10  # a command's output kept with the run

@@ -23,9 +23,9 @@ from iorig.fio.runner import FioExit
 from iorig.fio.ssh import SshControl
 from iorig.fio.status import LiveRates
 from iorig.model import GeneratorCpu, SteadyState
-from iorig.plan import Plan, PlannedPhase
 from iorig.run.jobtext import state_role
-from iorig.scenario import ResolvedScenario
+from iorig.run.plan import Plan, PlannedPhase
+from iorig.scenario.loading import ResolvedScenario
 
 
 @dataclass(frozen=True)

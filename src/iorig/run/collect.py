@@ -22,8 +22,8 @@ from iorig.fio import parse
 from iorig.fio.assemble import JobLogs, SectionData, build_scopes
 from iorig.model import IoErrorCount, PhaseKind, Scope, ScopeResult
 from iorig.model.combine import window
-from iorig.plan import PlannedPhase
 from iorig.run.backend import HostLogs, RawPhase
+from iorig.run.plan import PlannedPhase
 from iorig.run.plausible import did_nothing, implausible_jobs, implausible_series
 
 

@@ -16,15 +16,15 @@ import stat
 from dataclasses import dataclass
 from pathlib import Path
 
-from iorig import throttle
 from iorig.analyze.devices import (
     DeviceTraffic,
     check_device_limits,
     check_device_traffic,
     fio_counts,
 )
+from iorig.machine import throttle
 from iorig.model import Finding, PhaseResult, PhaseStatus
-from iorig.plan import Plan, PlannedPhase
+from iorig.run.plan import Plan, PlannedPhase
 from iorig.targets import Target
 
 SYS_DEV = Path("/sys/dev/block")

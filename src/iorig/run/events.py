@@ -7,7 +7,7 @@ from pathlib import Path
 
 from iorig.fio.status import LiveRates
 from iorig.model import PhaseResult, RunStatus
-from iorig.plan import Plan, PlannedPhase
+from iorig.run.plan import Plan, PlannedPhase
 
 
 @dataclass(frozen=True)

@@ -22,8 +22,8 @@ from iorig.errors import UserError
 from iorig.fio import parse
 from iorig.fio.jobfile import Section, render
 from iorig.model import PhaseKind, PhaseResult
-from iorig.plan import PlannedPhase
 from iorig.run.collect import tail
+from iorig.run.plan import PlannedPhase
 from iorig.run.probe import JobRunner
 
 SLACK_S = 30.0

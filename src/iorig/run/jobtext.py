@@ -13,7 +13,7 @@ from iorig.fio.jobfile import (
     workload_options,
 )
 from iorig.model import PhaseKind
-from iorig.plan import Plan, PlannedPhase, PlannedWorkload
+from iorig.run.plan import Plan, PlannedPhase, PlannedWorkload
 from iorig.targets import Target
 
 
@@ -87,7 +87,7 @@ def _options(
         options["ramp_time"] = round(phase.ramp_s * 1000)
     if target is not None and target.host:
         options["log_unix_epoch"] = True
-    # a fio job file's own options, as it gives them (iorig.fiopolicy passes
+    # a fio job file's own options, as it gives them (iorig.scenario.fiopolicy passes
     # none that names a file, a log or the time base)
     return options | dict(w.spec.fio_options)
 

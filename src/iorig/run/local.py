@@ -11,7 +11,6 @@ from pathlib import Path
 
 from iorig.analyze.precision import PrecisionWatch
 from iorig.analyze.steady import SteadyWatch
-from iorig.discard import discard_problem
 from iorig.errors import UserError
 from iorig.fio import parse, runner, status
 from iorig.fio.control import HostControl
@@ -20,14 +19,14 @@ from iorig.fio.hosts import HostSpec
 from iorig.fio.runner import FioExit, FioProcess
 from iorig.machine.leftovers import LaidOut, temporary_directory
 from iorig.machine.locks import Claim, target_keys
-from iorig.plan import Plan, PlannedPhase, build_plan, phase_workloads
+from iorig.machine.sysinfo import collect_fio, disclose
 from iorig.run.backend import HostLogs, PhaseJob, Progress, RawPhase
 from iorig.run.jobtext import fileset_layout, job_text, state_role
+from iorig.run.plan import Plan, PlannedPhase, build_plan, phase_workloads
 from iorig.run.preflight import preflight
 from iorig.run.probe import ProbeSpot, probe_engine, probe_spot
-from iorig.scenario import ResolvedScenario
-from iorig.schema import TRIMS, Scenario
-from iorig.sysinfo import collect_fio, disclose
+from iorig.scenario.loading import ResolvedScenario
+from iorig.scenario.schema import TRIMS, Scenario
 from iorig.targets import (
     DATA_FILE_NAME,
     FILESET_DIR_NAME,
@@ -41,6 +40,7 @@ from iorig.targets import (
     remove_new,
     resolve_target,
 )
+from iorig.targets.discard import discard_problem
 
 LABEL = "local"
 SLACK_S = 60.0  # start-up time on top of a phase's length before it counts as hung
@@ -78,7 +78,7 @@ def precision_watch(phase: PlannedPhase) -> PrecisionWatch | None:
 
 
 def check_discards(scenario: Scenario, targets: Mapping[str, Target]) -> None:
-    """Refuse trims where the target would fail them (iorig.discard), before
+    """Refuse trims where the target would fail them (iorig.targets.discard), before
     anything runs: each target asked once."""
     asked: dict[str, str | None] = {}
     for phase in scenario.phases:

@@ -20,7 +20,7 @@ import numpy as np
 
 from iorig.fio.parse import DirStats, JobStats
 from iorig.model import ScopeResult
-from iorig.plan import PlannedPhase
+from iorig.run.plan import PlannedPhase
 from iorig.units import format_bytes
 
 MAX_COUNT = 2**62  # I/Os or bytes beyond this are no fio's (and no SQLite integer's)

@@ -21,8 +21,8 @@ from iorig.errors import UserError
 from iorig.fio.runner import FioProcess
 from iorig.machine.leftovers import temporary_directory
 from iorig.model import PhaseKind
-from iorig.plan import Plan, PlannedPhase
 from iorig.run.collect import tail
+from iorig.run.plan import Plan, PlannedPhase
 
 PREFLIGHT_RUN = "preflight"  # stands in for the run id, which only a comment shows
 PARSE_TIMEOUT_S = 30.0

@@ -31,9 +31,9 @@ from iorig.analyze.search import latency_stat
 from iorig.errors import UserError
 from iorig.model import ALL, PhaseKind
 from iorig.model.depth import ROUNDING_NOTE, honoured, kept_iodepth
-from iorig.plan import Plan, PlannedPhase, build_plan
+from iorig.run.plan import Plan, PlannedPhase, build_plan
 from iorig.run.session import RunSession
-from iorig.scenario import ScenarioSource, resolve
+from iorig.scenario.loading import ScenarioSource, resolve
 
 
 def template_phase(plan: Plan) -> PlannedPhase:

@@ -49,15 +49,15 @@ from iorig.fio.jobfile import Section, render
 from iorig.fio.protocol import ServerInfo, check_versions, local_protocol_version, server_versions
 from iorig.fio.runner import FioExit, FioProcess
 from iorig.machine.leftovers import stamp, temporary_directory
+from iorig.machine.sysinfo import collect_fio, disclose
 from iorig.model import Disclosure
-from iorig.plan import Plan, PlannedPhase, build_plan, phase_workloads
 from iorig.run.backend import HostLogs, PhaseJob, Progress, RawPhase
 from iorig.run.hostlocks import HostLock, lock_hosts
 from iorig.run.jobtext import job_text
+from iorig.run.plan import Plan, PlannedPhase, build_plan, phase_workloads
 from iorig.run.preflight import preflight
 from iorig.run.probe import probe_engine, probe_spot
-from iorig.scenario import ResolvedScenario
-from iorig.sysinfo import collect_fio, disclose
+from iorig.scenario.loading import ResolvedScenario
 from iorig.targets import Target, remote_target
 
 if TYPE_CHECKING:

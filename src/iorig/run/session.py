@@ -42,7 +42,6 @@ from iorig.model import (
     RunStatus,
 )
 from iorig.model.combine import drop_last
-from iorig.plan import Plan, PlannedPhase, requested
 from iorig.run.actions import PhaseEvents
 from iorig.run.backend import PhaseBackend, PhaseJob, RawPhase
 from iorig.run.collect import collect, tail
@@ -56,8 +55,9 @@ from iorig.run.events import (
     RunStarted,
 )
 from iorig.run.generator import heavy_phases, measure_ceiling
+from iorig.run.plan import Plan, PlannedPhase, requested
 from iorig.run.safekeeping import Keeper
-from iorig.schema import WRITES
+from iorig.scenario.schema import WRITES
 from iorig.store import Store, Unwritable, new_run_id
 from iorig.units import format_bytes
 

@@ -19,14 +19,14 @@ import shutil
 import sys
 from pathlib import Path
 
-from iorig.adhoc import adhoc_source
 from iorig.fio import runner
 from iorig.fio.hosts import HostAddress
 from iorig.fio.server import FioServer
 from iorig.model import PhaseKind
 from iorig.run.backend import PhaseJob, RawPhase
 from iorig.run.servers import ServerBackend
-from iorig.scenario import resolve
+from iorig.scenario.adhoc import adhoc_source
+from iorig.scenario.loading import resolve
 
 HERE = Path(__file__).resolve().parent
 KEEP = ("README.md", "record.py", "output-status-forwarded.json")

@@ -13,8 +13,8 @@ from pydantic import ValidationError
 
 from iorig.errors import UserError
 from iorig.model import PhaseKind
-from iorig.scenario import ResolvedScenario
-from iorig.schema import DEFAULT_PRECISE_MIN_S, PRECISE_MIN_S, Phase, SteadyRule
+from iorig.scenario.loading import ResolvedScenario
+from iorig.scenario.schema import DEFAULT_PRECISE_MIN_S, PRECISE_MIN_S, Phase, SteadyRule
 from iorig.units import parse_percent
 
 STEADY = SteadyRule()  # the PTS defaults: rounds of 10 s, a window of 5

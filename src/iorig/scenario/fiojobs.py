@@ -4,7 +4,7 @@ Each job section is a workload; a job with ``stonewall`` (fio waits for
 every earlier job to end before starting it) starts a new measured phase,
 so each stonewall group is one phase, its jobs run together as fio would
 run them. A prefill writes the target first when any phase reads or trims.
-Every option is checked by ``iorig.fiopolicy``: iorig's own fields take
+Every option is checked by ``iorig.scenario.fiopolicy``: iorig's own fields take
 those it models, fio gets the passed ones as written, and every refused
 option is named with its file, line, reason and fix, all at once, before a
 run row or a target file exists.
@@ -36,8 +36,8 @@ import yaml
 from pydantic import ValidationError
 
 from iorig.errors import UserError
-from iorig.fiofile import JobFile, JobOption, JobSection
-from iorig.fiopolicy import (
+from iorig.scenario.fiofile import JobFile, JobOption, JobSection
+from iorig.scenario.fiopolicy import (
     Handling,
     OptionValue,
     ValueProblem,
@@ -48,7 +48,7 @@ from iorig.fiopolicy import (
     fio_time_us,
     rule,
 )
-from iorig.schema import READS, TRIMS, Workload
+from iorig.scenario.schema import READS, TRIMS, Workload
 
 ENGINES = ("io_uring", "libaio", "psync", "sync", "pvsync", "pvsync2", "posixaio", "null")
 RW_VALUES = ("read", "write", "randread", "randwrite", "rw", "randrw", "trim", "randtrim",
@@ -206,7 +206,7 @@ def _engine(r: _Reader, rw: str) -> str:
         r.refuse("ioengine", "it runs a program or loads a library into fio",
                  "use io_uring, libaio or psync")  # fmt: skip
     elif text == "falloc" and rw in TRIMS:
-        return "auto"  # trims on a file are fio's falloc engine's hole punches (iorig.plan)
+        return "auto"  # trims on a file are fio's falloc engine's hole punches (iorig.run.plan)
     elif text not in ENGINES:
         r.refuse("ioengine", f"iorig measures storage with the engines {', '.join(ENGINES)}")
     else:

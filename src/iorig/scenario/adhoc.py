@@ -7,8 +7,8 @@ from typing import Any
 
 import yaml
 
-from iorig.scenario import ScenarioSource, source_from_text
-from iorig.schema import READS, TRIMS
+from iorig.scenario.loading import ScenarioSource, source_from_text
+from iorig.scenario.schema import READS, TRIMS
 
 # fio's own defaults where fio has one; a one-minute phase on 1 GiB otherwise.
 ADHOC_DEFAULTS: dict[str, Any] = {

@@ -20,9 +20,9 @@ from iorig.model.sut import (
     describe,
     parse_description,
 )
-from iorig.scenario import ResolvedScenario, format_errors
+from iorig.scenario.loading import ResolvedScenario, format_errors
+from iorig.scenario.source import load_yaml
 from iorig.untrusted import check_text, read_input
-from iorig.yamlsource import load_yaml
 
 MAX_FILE_BYTES = 1_000_000
 

@@ -18,8 +18,8 @@ from dataclasses import replace
 
 from iorig.errors import UserError
 from iorig.model import PhaseKind
-from iorig.scenario import ResolvedScenario, ScenarioSource, resolve
-from iorig.schema import Phase, coerce_parameter, value_text
+from iorig.scenario.loading import ResolvedScenario, ScenarioSource, resolve
+from iorig.scenario.schema import Phase, coerce_parameter, value_text
 
 MAX_POINTS = 1000
 

@@ -3,7 +3,7 @@
 Every option is one of:
 
 * **mapped** — iorig's own model has it (``rw``, ``bs``, ``iodepth``,
-  ``numjobs``, ``size``, ``runtime`` …): ``iorig.fiojobs`` turns it into a
+  ``numjobs``, ``size``, ``runtime`` …): ``iorig.scenario.fiojobs`` turns it into a
   workload or phase field, and iorig renders it;
 * **passed** — fio gets it as given (``fsync``, ``thinktime``,
   ``norandommap`` …), its value parsed here and checked again by the job

@@ -19,17 +19,17 @@ from typing import Any
 from pydantic import ValidationError
 
 from iorig.errors import UserError
-from iorig.expr import evaluate
-from iorig.fiofile import looks_like_job_file, parse_job_file
-from iorig.fiojobs import translate
-from iorig.schema import (
+from iorig.scenario.expr import evaluate
+from iorig.scenario.fiofile import looks_like_job_file, parse_job_file
+from iorig.scenario.fiojobs import translate
+from iorig.scenario.schema import (
     Parameter,
     Scenario,
     coerce_parameter,
     value_text,
 )
+from iorig.scenario.source import Path_, YamlDoc, load_yaml
 from iorig.untrusted import read_input
-from iorig.yamlsource import Path_, YamlDoc, load_yaml
 
 _TEMPLATE_RE = re.compile(r"\$\{([^}]*)\}")
 _NAME_ONLY_RE = re.compile(r"^\s*([A-Za-z_][A-Za-z0-9_]*)\s*$")
@@ -45,7 +45,7 @@ class ScenarioSource:
 
     text: str  # as given: a scenario's YAML, or a fio job file (stored with each run)
     origin: str  # "builtin:peak", a path, or "fio:PATH" (a fio job file)
-    doc: YamlDoc  # the scenario (a fio job file's as iorig.fiojobs translated it)
+    doc: YamlDoc  # the scenario (a fio job file's as iorig.scenario.fiojobs translated it)
     target: str | None = None  # the target the source names itself (a job file's filename)
     notes: tuple[str, ...] = ()  # what iorig did with the source (options not passed)
 
@@ -101,7 +101,7 @@ def is_job_file(ref: str, text: str) -> bool:
 
 
 def job_file_source(text: str, path: Path) -> ScenarioSource:
-    """A fio job file as a scenario (iorig.fiojobs); its text kept as given."""
+    """A fio job file as a scenario (iorig.scenario.fiojobs); its text kept as given."""
     found = translate(parse_job_file(text, str(path)), path.absolute())
     doc = load_yaml(found.yaml_text, f"{path} (as iorig's scenario)")
     return ScenarioSource(text, f"fio:{path.absolute()}", doc, found.target, found.notes)

@@ -9,7 +9,7 @@ line that begins with "include" as one: another file), ``$`` (fio expands
 ``$ncpus``, then hands arithmetic to ``bc`` in a shell), lines longer than
 fio reads at once (it would take the rest of a longer line as another
 option), control characters, and section names fio would take for
-``[global]``. Which options may run is ``iorig.fiopolicy``'s decision.
+``[global]``. Which options may run is ``iorig.scenario.fiopolicy``'s decision.
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ class JobFileSyntaxError(UserError):
 
 @dataclass(frozen=True)
 class JobOption:
-    name: str  # as written (an alias is resolved by iorig.fiopolicy)
+    name: str  # as written (an alias is resolved by iorig.scenario.fiopolicy)
     value: str | None  # None for a bare flag such as ``time_based``
     line: int
 

@@ -10,11 +10,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from iorig.errors import UserError
-from iorig.eventspec import EventSpec
 from iorig.fio.hosts import HostSpec
 from iorig.model import Disclosure, InterfaceLimit, Metric, PhaseKind, PhaseResult, SutRecord
-from iorig.scenario import ResolvedScenario
-from iorig.schema import DEFAULT_PRECISE_MIN_S, TRIMS, Phase, SteadyRule, Workload
+from iorig.scenario.events import EventSpec
+from iorig.scenario.loading import ResolvedScenario
+from iorig.scenario.schema import DEFAULT_PRECISE_MIN_S, TRIMS, Phase, SteadyRule, Workload
 from iorig.targets import Target
 from iorig.units import format_bytes
 
@@ -260,7 +260,7 @@ def trim_engine(where: str, w: Workload, target: Target, chosen: str) -> str:
     """The engine of a trim workload. fio discards on a block device with any
     engine; it trims a file only with its falloc engine, which punches holes
     and whose "writes" only allocate, so a file takes trim and randtrim, not
-    trimwrite. Whether the target takes them is iorig.discard's to ask."""
+    trimwrite. Whether the target takes them is iorig.targets.discard's to ask."""
     if target.kind == "block":
         return chosen
     if target.kind == "remote":

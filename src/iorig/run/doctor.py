@@ -16,11 +16,11 @@ from iorig.errors import UserError
 from iorig.fio import runner
 from iorig.fio.jobfile import Section, render
 from iorig.fio.runner import FioProcess
+from iorig.machine.sysinfo import collect_fio, disclose, usable_cpus
 from iorig.model import Disclosure, Finding, InterfaceLimit
 from iorig.run.generator import measure_ceiling
 from iorig.run.local import LocalBackend
 from iorig.run.probe import spot_in
-from iorig.sysinfo import collect_fio, disclose, usable_cpus
 from iorig.units import format_bytes
 
 SAMPLE_BYTES = 64 * 1024 * 1024
