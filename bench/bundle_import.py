@@ -74,8 +74,12 @@ def measure(src: Path, bundle: Path, work: Path) -> dict:
     try:
         done = subprocess.run(
             [sys.executable, "-c", PROBE, sys.executable, "-m", "iorig", "import", str(bundle)],
-            capture_output=True, text=True, env=env, check=True, cwd=work,
-        )  # fmt: skip
+            capture_output=True,
+            text=True,
+            env=env,
+            check=True,
+            cwd=work,
+        )
     finally:
         stop.set()
         watcher.join()

@@ -42,8 +42,14 @@ from iorig.run.probe import spot_in
 from iorig.units import format_si, parse_duration, parse_size
 
 TARGET = 0.99  # iorig must cost no more than 1 % of what bare fio measures
-LOG_OPTIONS = ("write_iops_log", "write_bw_log", "write_lat_log", "write_hist_log",
-               "log_avg_msec", "log_hist_msec")  # fmt: skip
+LOG_OPTIONS = (
+    "write_iops_log",
+    "write_bw_log",
+    "write_lat_log",
+    "write_hist_log",
+    "log_avg_msec",
+    "log_hist_msec",
+)
 
 # Runs iorig in-process and records the CPU time of that process alone
 # (RUSAGE_SELF excludes the fio children it starts).
@@ -83,11 +89,20 @@ def parse_args() -> argparse.Namespace:
 
 def fio_job(engine: str, data: Path, args: argparse.Namespace, logs: bool) -> str:
     options = workload_options(
-        engine=engine, rw="randread", bs=parse_size(args.bs), filename=str(data),
-        size=parse_size(args.size), offset=0, iodepth=args.iodepth, jobs=args.jobs, direct=True,
-        read_pct=None, rate_iops=None, runtime_s=parse_duration(args.duration),
+        engine=engine,
+        rw="randread",
+        bs=parse_size(args.bs),
+        filename=str(data),
+        size=parse_size(args.size),
+        offset=0,
+        iodepth=args.iodepth,
+        jobs=args.jobs,
+        direct=True,
+        read_pct=None,
+        rate_iops=None,
+        runtime_s=parse_duration(args.duration),
         log_prefix="randread",
-    )  # fmt: skip
+    )
     if not logs:
         options = {k: v for k, v in options.items() if k not in LOG_OPTIONS}
     return render({}, [Section("randread", options)])
@@ -99,9 +114,12 @@ def run_fio(fio: str, job_text: str) -> float:
         job = Path(tmp) / "job.fio"
         job.write_text(job_text)
         done = subprocess.run(
-            [fio, "--output-format=json+", str(job)], cwd=tmp, capture_output=True, text=True,
+            [fio, "--output-format=json+", str(job)],
+            cwd=tmp,
+            capture_output=True,
+            text=True,
             check=True,
-        )  # fmt: skip
+        )
     return sum(j["read"]["iops"] for j in json.loads(done.stdout)["jobs"])
 
 
@@ -126,9 +144,18 @@ def run_iorig(
     with tempfile.NamedTemporaryFile(prefix="bench-rusage-", delete=False) as f:
         rusage_file = Path(f.name)
     cmd = [
-        sys.executable, "-c", _IORIG_WITH_RUSAGE, str(rusage_file), "--db", str(db), "run",
-        str(scenario), "--target", str(data), "--allow-destroy",
-    ]  # fmt: skip
+        sys.executable,
+        "-c",
+        _IORIG_WITH_RUSAGE,
+        str(rusage_file),
+        "--db",
+        str(db),
+        "run",
+        str(scenario),
+        "--target",
+        str(data),
+        "--allow-destroy",
+    ]
     started = time.monotonic()
     subprocess.run(cmd, capture_output=True, text=True, check=True)
     wall = time.monotonic() - started
@@ -136,8 +163,10 @@ def run_iorig(
     rusage_file.unlink()
     shown = subprocess.run(
         [sys.executable, "-m", "iorig", "--db", str(db), "show", "last", "--json"],
-        capture_output=True, text=True, check=True,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     (phase,) = json.loads(shown.stdout)["phases"]
     return float(phase["iops"]), cpu, wall
 
@@ -148,8 +177,9 @@ def startup_cpu_s() -> float:
         rusage_file = Path(f.name)
     subprocess.run(
         [sys.executable, "-c", _IORIG_WITH_RUSAGE, str(rusage_file), "--version"],
-        capture_output=True, check=True,
-    )  # fmt: skip
+        capture_output=True,
+        check=True,
+    )
     cpu = float(rusage_file.read_text())
     rusage_file.unlink()
     return cpu
@@ -157,10 +187,19 @@ def startup_cpu_s() -> float:
 
 def prefill(fio: str, data: Path, size: str) -> None:
     subprocess.run(
-        [fio, "--name=prefill", f"--filename={data}", "--rw=write", "--bs=1m", f"--size={size}",
-         "--direct=1", "--refill_buffers", "--output=/dev/null"],
+        [
+            fio,
+            "--name=prefill",
+            f"--filename={data}",
+            "--rw=write",
+            "--bs=1m",
+            f"--size={size}",
+            "--direct=1",
+            "--refill_buffers",
+            "--output=/dev/null",
+        ],
         check=True,
-    )  # fmt: skip
+    )
 
 
 def main() -> int:
@@ -177,11 +216,14 @@ def main() -> int:
     try:
         prefill(fio, data, args.size)
         version = runner.fio_version(fio)
-        engine = LocalBackend(fio, version).probe({"local": spot_in(work, block_device=False)},
-                                                  direct=True)  # fmt: skip
-        print(f"{version}, engine {engine}, {os.cpu_count()} CPUs; randread "
-              f"bs={args.bs} iodepth={args.iodepth} jobs={args.jobs} {args.duration} on "
-              f"{args.size} at {data}")  # fmt: skip
+        engine = LocalBackend(fio, version).probe(
+            {"local": spot_in(work, block_device=False)}, direct=True
+        )
+        print(
+            f"{version}, engine {engine}, {os.cpu_count()} CPUs; randread "
+            f"bs={args.bs} iodepth={args.iodepth} jobs={args.jobs} {args.duration} on "
+            f"{args.size} at {data}"
+        )
         with_logs, without_logs = (
             fio_job(engine, data, args, True),
             fio_job(engine, data, args, False),
@@ -223,8 +265,10 @@ def report(rounds: list[Round], startup_s: float) -> None:
     wall = sum(r.iorig_wall_s for r in rounds)
     fio_runs = [r.fio_iops for r in rounds]
     noise = statistics.stdev(fio_runs) / statistics.fmean(fio_runs) if len(rounds) > 1 else 0.0
-    print(f"\nmedian iorig/fio IOPS ratio: {ratio:.3f}; geometric mean {geo:.3f}, "
-          f"95 % CI {low:.3f} to {high:.3f}")  # fmt: skip
+    print(
+        f"\nmedian iorig/fio IOPS ratio: {ratio:.3f}; geometric mean {geo:.3f}, "
+        f"95 % CI {low:.3f} to {high:.3f}"
+    )
     if high < TARGET:
         verdict = f"MISSES the target: iorig is measurably slower than bare fio (< {TARGET})"
     elif low >= TARGET:

@@ -56,15 +56,23 @@ def _run(base: Path, name: str, hosts: str, scenario: Path, env: dict) -> tuple[
     began = time.monotonic()
     done = subprocess.run(
         [sys.executable, "-m", "iorig", "--db", str(db), "run", str(scenario), "--hosts", hosts],
-        cwd=REPO, env=env, capture_output=True, text=True, timeout=600,
-    )  # fmt: skip
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     took = time.monotonic() - began
     if done.returncode != 0:
         raise SystemExit(f"{name} run failed:\n{done.stdout[-2000:]}\n{done.stderr[-2000:]}")
     show = subprocess.run(
         [sys.executable, "-m", "iorig", "--db", str(db), "show", "last", "--json"],
-        cwd=REPO, env=env, capture_output=True, text=True, check=True,
-    )  # fmt: skip
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     phase = next(p for p in json.loads(show.stdout)["phases"] if p["name"] == "random-read")
     return float(phase["iops"]), took
 
@@ -103,10 +111,14 @@ def main() -> None:
                 links.close()
             direct_probe_s = _probe(direct)
             print(f"{args.hosts} hosts, setup:")
-            print(f"  SSH: connect {connect_s:.2f} s + probe {ssh_probe_s:.2f} s = "
-                  f"{connect_s + ssh_probe_s:.2f} s (target < 10 s)")  # fmt: skip
-            print(f"  TLS agents: connect {tls_connect_s:.2f} s + probe {tls_probe_s:.2f} s = "
-                  f"{tls_connect_s + tls_probe_s:.2f} s (target < 10 s)")  # fmt: skip
+            print(
+                f"  SSH: connect {connect_s:.2f} s + probe {ssh_probe_s:.2f} s = "
+                f"{connect_s + ssh_probe_s:.2f} s (target < 10 s)"
+            )
+            print(
+                f"  TLS agents: connect {tls_connect_s:.2f} s + probe {tls_probe_s:.2f} s = "
+                f"{tls_connect_s + tls_probe_s:.2f} s (target < 10 s)"
+            )
             print(f"  direct fio servers: probe {direct_probe_s:.2f} s")
             ways = {
                 "SSH": ",".join(h.label for h in lab.hosts),
@@ -117,9 +129,11 @@ def main() -> None:
             plain, direct_wall = figures["direct"]
             print(f"paced run, {args.hosts} × {args.rate} IOPS = {expected} expected:")
             for way, (iops, wall) in figures.items():
-                print(f"  {way + ':':7} {iops:8.0f} IOPS ({iops / expected:.3f} of expected), "
-                      f"run {wall:.1f} s; against direct: IOPS {iops / plain:.3f}, "
-                      f"wall time {wall / direct_wall:.2f}")  # fmt: skip
+                print(
+                    f"  {way + ':':7} {iops:8.0f} IOPS ({iops / expected:.3f} of expected), "
+                    f"run {wall:.1f} s; against direct: IOPS {iops / plain:.3f}, "
+                    f"wall time {wall / direct_wall:.2f}"
+                )
     finally:
         shutil.rmtree(base, ignore_errors=True)
 

@@ -124,25 +124,53 @@ def main() -> None:
         fill_options = [o for o in common if not o.startswith("--set=")]
         print(f"target {target}, working set {args.size}; filling it once …", flush=True)
         fill_started = time.monotonic()
-        _iorig(run, db, "run", "--rw", "write", "--bs", "1MiB", "--size", args.size,
-               "--duration", "1s", "--target", target, *fill_options[2:])  # fmt: skip
+        _iorig(
+            run,
+            db,
+            "run",
+            "--rw",
+            "write",
+            "--bs",
+            "1MiB",
+            "--size",
+            args.size,
+            "--duration",
+            "1s",
+            "--target",
+            target,
+            *fill_options[2:],
+        )
         print(f"  fill: {time.monotonic() - fill_started:.0f} s", flush=True)
         timed = [f"--set={k}={v:g}s" for k, v in schedule.items()]
         print("X: the X-Ray schedule …", flush=True)
         fixed = _measure(run, db, target, common, [*timed, "--set=prefill=false"])
         print("P: --precision …", flush=True)
-        precise = _measure(run, db, target, common, [
-            f"--set=warmup={schedule['warmup']:g}s", f"--set=duration={schedule['duration']:g}s",
-            "--set=gap=0s", "--set=prefill=false", "--precision", args.precision,
-        ])  # fmt: skip
+        precise = _measure(
+            run,
+            db,
+            target,
+            common,
+            [
+                f"--set=warmup={schedule['warmup']:g}s",
+                f"--set=duration={schedule['duration']:g}s",
+                "--set=gap=0s",
+                "--set=prefill=false",
+                "--precision",
+                args.precision,
+            ],
+        )
     ratio = precise.wall_s / fixed.wall_s
     verdict = "meets" if ratio <= GOAL_RATIO else "MISSES"
-    print(f"\nwall time: X-Ray schedule {fixed.wall_s:.0f} s, --precision {args.precision} "
-          f"{precise.wall_s:.0f} s (warm-up {precise.warmup_s:.0f} s of at most "
-          f"{schedule['warmup']:.0f}): {ratio:.1%} of the schedule "
-          f"({verdict} the ≤ {GOAL_RATIO:.0%} goal)")  # fmt: skip
-    print(f"{'phase':<17} {'X median':>10} {'P median':>10} {'P 95 % interval':>24} "
-          f"{'P ±':>7} {'P s':>5} {'X in P?':>8}")  # fmt: skip
+    print(
+        f"\nwall time: X-Ray schedule {fixed.wall_s:.0f} s, --precision {args.precision} "
+        f"{precise.wall_s:.0f} s (warm-up {precise.warmup_s:.0f} s of at most "
+        f"{schedule['warmup']:.0f}): {ratio:.1%} of the schedule "
+        f"({verdict} the ≤ {GOAL_RATIO:.0%} goal)"
+    )
+    print(
+        f"{'phase':<17} {'X median':>10} {'P median':>10} {'P 95 % interval':>24} "
+        f"{'P ±':>7} {'P s':>5} {'X in P?':>8}"
+    )
     inside_all = True
     for name in MEASURED:
         x, p = fixed.phases[name], precise.phases[name]
@@ -154,8 +182,10 @@ def main() -> None:
         interval = f"{format_si(low)}…{format_si(high)}" if low is not None else "none"
         half = f"{pr['achieved_pct']:.2f}%" if pr.get("achieved_pct") is not None else "-"
         seconds, answer = pr.get("seconds", 0), "yes" if inside else "NO"
-        print(f"{name:<17} {format_si(median):>10} {format_si(p['per_second']['median']):>10} "
-              f"{interval:>24} {half:>7} {seconds:>5} {answer:>8}")  # fmt: skip
+        print(
+            f"{name:<17} {format_si(median):>10} {format_si(p['per_second']['median']):>10} "
+            f"{interval:>24} {half:>7} {seconds:>5} {answer:>8}"
+        )
     print(f"\nevery schedule median inside iorig's interval: {'yes' if inside_all else 'NO'}")
 
 

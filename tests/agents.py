@@ -62,9 +62,13 @@ class AgentLab:
 
 def iorig(*args: str, env: dict[str, str] | None = None, **kwargs) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", "iorig", *args], cwd=REPO, capture_output=True, text=True,
-        env={**os.environ, "COLUMNS": "200", "NO_COLOR": "1", **(env or {})}, **kwargs,
-    )  # fmt: skip
+        [sys.executable, "-m", "iorig", *args],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "COLUMNS": "200", "NO_COLOR": "1", **(env or {})},
+        **kwargs,
+    )
 
 
 def start_agent(base: Path, address: HostAddress, auth_args: list[str]) -> Agent:
@@ -74,11 +78,25 @@ def start_agent(base: Path, address: HostAddress, auth_args: list[str]) -> Agent
     log = workdir.with_suffix(".log")
     with open(log, "wb") as out:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "iorig", "agent", "--bind", address.host,
-             "--port", str(address.port), "--dir", str(workdir), *auth_args],
-            cwd=REPO, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
+            [
+                sys.executable,
+                "-m",
+                "iorig",
+                "agent",
+                "--bind",
+                address.host,
+                "--port",
+                str(address.port),
+                "--dir",
+                str(workdir),
+                *auth_args,
+            ],
+            cwd=REPO,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
             env={**os.environ, "COLUMNS": "300", "NO_COLOR": "1"},
-        )  # fmt: skip
+        )
     agent = Agent(TlsHost(address.host, address.port), proc, log, workdir)
     deadline = time.monotonic() + 20
     while "serving on" not in agent.output():
@@ -138,9 +156,23 @@ def _openssl(*args: str) -> None:
 def make_authority(base: Path, name: str = "ca") -> tuple[Path, Path]:
     """A certificate authority, as docs/hosts.md makes one: (cert, key)."""
     cert, key = base / f"{name}.pem", base / f"{name}.key"
-    _openssl("req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256",
-             "-nodes", "-keyout", str(key), "-out", str(cert), "-days", "2",
-             "-subj", f"/CN=iorig test {name}")  # fmt: skip
+    _openssl(
+        "req",
+        "-x509",
+        "-newkey",
+        "ec",
+        "-pkeyopt",
+        "ec_paramgen_curve:P-256",
+        "-nodes",
+        "-keyout",
+        str(key),
+        "-out",
+        str(cert),
+        "-days",
+        "2",
+        "-subj",
+        f"/CN=iorig test {name}",
+    )
     return cert, key
 
 
@@ -149,10 +181,37 @@ def make_certificate(base: Path, ca: tuple[Path, Path], name: str, san: str) -> 
     cert, key, csr = base / f"{name}.pem", base / f"{name}.key", base / f"{name}.csr"
     ext = base / f"{name}.ext"
     ext.write_text(f"subjectAltName={san}\n")
-    _openssl("req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
-             "-keyout", str(key), "-out", str(csr), "-subj", f"/CN={name}")  # fmt: skip
-    _openssl("x509", "-req", "-in", str(csr), "-CA", str(ca[0]), "-CAkey", str(ca[1]),
-             "-CAcreateserial", "-out", str(cert), "-days", "2", "-extfile", str(ext))  # fmt: skip
+    _openssl(
+        "req",
+        "-newkey",
+        "ec",
+        "-pkeyopt",
+        "ec_paramgen_curve:P-256",
+        "-nodes",
+        "-keyout",
+        str(key),
+        "-out",
+        str(csr),
+        "-subj",
+        f"/CN={name}",
+    )
+    _openssl(
+        "x509",
+        "-req",
+        "-in",
+        str(csr),
+        "-CA",
+        str(ca[0]),
+        "-CAkey",
+        str(ca[1]),
+        "-CAcreateserial",
+        "-out",
+        str(cert),
+        "-days",
+        "2",
+        "-extfile",
+        str(ext),
+    )
     return cert, key
 
 

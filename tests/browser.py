@@ -39,8 +39,15 @@ new Promise(function (done) {
 """
 
 
-def evaluate(browser: str, page: Path, expression: str, profile: Path, *,
-             window: str = "1200,3000", timeout_s: float = 60) -> Any:  # fmt: skip
+def evaluate(
+    browser: str,
+    page: Path,
+    expression: str,
+    profile: Path,
+    *,
+    window: str = "1200,3000",
+    timeout_s: float = 60,
+) -> Any:
     """The value of ``expression`` (a promise is awaited) in ``page``."""
     to_browser, from_browser = os.pipe(), os.pipe()
 
@@ -50,13 +57,27 @@ def evaluate(browser: str, page: Path, expression: str, profile: Path, *,
         os.dup2(outs, 4)
 
     proc = subprocess.Popen(
-        [browser, "--headless", "--no-sandbox", "--disable-gpu", "--remote-debugging-pipe",
-         "--no-first-run", "--disable-background-networking", "--disable-component-update",
-         "--disable-sync", f"--user-data-dir={profile}", f"--window-size={window}",
-         "--host-resolver-rules=MAP * ~NOTFOUND", f"file://{page}"],
-        pass_fds=(3, 4), preexec_fn=as_fds_3_and_4, stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
+        [
+            browser,
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--remote-debugging-pipe",
+            "--no-first-run",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            f"--user-data-dir={profile}",
+            f"--window-size={window}",
+            "--host-resolver-rules=MAP * ~NOTFOUND",
+            f"file://{page}",
+        ],
+        pass_fds=(3, 4),
+        preexec_fn=as_fds_3_and_4,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     os.close(to_browser[0])
     os.close(from_browser[1])
     deadline = time.monotonic() + timeout_s
@@ -67,8 +88,10 @@ def evaluate(browser: str, page: Path, expression: str, profile: Path, *,
         nonlocal pending, sent
         sent += 1
         message = {"id": sent, "method": method, "params": params}
-        os.write(to_browser[1], json.dumps(message | ({"sessionId": session} if session else {}))
-                 .encode() + b"\0")  # fmt: skip
+        os.write(
+            to_browser[1],
+            json.dumps(message | ({"sessionId": session} if session else {})).encode() + b"\0",
+        )
         while True:
             while b"\0" in pending:
                 raw, pending = pending.split(b"\0", 1)
@@ -89,8 +112,11 @@ def evaluate(browser: str, page: Path, expression: str, profile: Path, *,
         attached = call("Target.attachToTarget", {"targetId": target, "flatten": True})
         session = attached["result"]["sessionId"]
         while True:
-            answer = call("Runtime.evaluate", {"expression": expression, "awaitPromise": True,
-                                               "returnByValue": True}, session)  # fmt: skip
+            answer = call(
+                "Runtime.evaluate",
+                {"expression": expression, "awaitPromise": True, "returnByValue": True},
+                session,
+            )
             if "result" in answer:  # else the page was still loading: its context went
                 result = answer["result"]
                 assert "exceptionDetails" not in result, result["exceptionDetails"]

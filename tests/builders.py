@@ -56,8 +56,13 @@ def totals(
     )
 
 
-def series(per_second: np.ndarray, headline: Metric = Metric.IOPS, *,
-           lat_ns: float | np.ndarray = 1e6, bs: int = 8192) -> Series:  # fmt: skip
+def series(
+    per_second: np.ndarray,
+    headline: Metric = Metric.IOPS,
+    *,
+    lat_ns: float | np.ndarray = 1e6,
+    bs: int = 8192,
+) -> Series:
     """``lat_ns``: every second's mean latency, or one per second."""
     n = per_second.size
     iops = per_second if headline is Metric.IOPS else per_second / bs

@@ -25,11 +25,24 @@ PCTS = (1, 5, 10, 20, 30, 40, 50, 60, 70, 80, 90, 95, 99, 99.5, 99.9, 99.95, 99.
 def _output(rng: random.Random, seconds: int) -> str:
     """fio's JSON output of JOBS jobs, with a status snapshot per second."""
     snapshots = [
-        {"time": 1700000000 + s, "jobs": [{"read": {"io_bytes": rng.randrange(1 << 30),
-          "iops": rng.uniform(1e4, 2e4), "lat_ns": {"mean": rng.uniform(5e4, 9e4),
-          "percentile": {str(p): rng.randrange(10**6) for p in PCTS}}}} for _ in range(JOBS)]}
+        {
+            "time": 1700000000 + s,
+            "jobs": [
+                {
+                    "read": {
+                        "io_bytes": rng.randrange(1 << 30),
+                        "iops": rng.uniform(1e4, 2e4),
+                        "lat_ns": {
+                            "mean": rng.uniform(5e4, 9e4),
+                            "percentile": {str(p): rng.randrange(10**6) for p in PCTS},
+                        },
+                    }
+                }
+                for _ in range(JOBS)
+            ],
+        }
         for s in range(seconds)
-    ]  # fmt: skip
+    ]
     return json.dumps({"fio version": "fio-3.33", "snapshots": snapshots})
 
 

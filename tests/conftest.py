@@ -296,8 +296,9 @@ def chromium_or_skip() -> str:
 
 
 @pytest.fixture(autouse=True)
-def machine_state(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
-                  ) -> Path:  # fmt: skip
+def machine_state(
+    tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+) -> Path:
     """iorig's machine-wide directory (target locks, records of what a
     killed run left to restore) for this test alone, through
     ``IORIG_STATE_DIR`` (the processes it starts inherit it): no test sees

@@ -79,10 +79,14 @@ def _scaled_job(job: dict, name: str, scale: float) -> dict:
     io_bytes = ios * read["io_bytes"] // read["total_ios"] if read["total_ios"] else 0
     runtime_ms = read["runtime"]
     read |= {
-        "total_ios": ios, "io_bytes": io_bytes, "io_kbytes": io_bytes // 1024,
-        "iops": ios * 1000 / runtime_ms, "bw_bytes": io_bytes * 1000 // runtime_ms,
-        "bw": io_bytes * 1000 // runtime_ms // 1024, "iops_mean": read["iops_mean"] * scale,
-    }  # fmt: skip
+        "total_ios": ios,
+        "io_bytes": io_bytes,
+        "io_kbytes": io_bytes // 1024,
+        "iops": ios * 1000 / runtime_ms,
+        "bw_bytes": io_bytes * 1000 // runtime_ms,
+        "bw": io_bytes * 1000 // runtime_ms // 1024,
+        "iops_mean": read["iops_mean"] * scale,
+    }
     # completions counted in the histogram follow the I/O count
     bins = read["clat_ns"]["bins"]
     read["clat_ns"]["bins"] = {k: max(1, round(v * scale)) for k, v in bins.items()}
@@ -98,10 +102,14 @@ def _lasting(job: dict, job_runtime_ms: int, runtime_ms: int | None = None) -> d
     io_bytes = ios * read["io_bytes"] // read["total_ios"] if read["total_ios"] else 0
     runtime_ms = runtime_ms or job_runtime_ms
     read |= {
-        "total_ios": ios, "io_bytes": io_bytes, "io_kbytes": io_bytes // 1024,
-        "iops": ios * 1000 / runtime_ms, "bw_bytes": io_bytes * 1000 // runtime_ms,
-        "bw": io_bytes * 1000 // runtime_ms // 1024, "runtime": runtime_ms,
-    }  # fmt: skip
+        "total_ios": ios,
+        "io_bytes": io_bytes,
+        "io_kbytes": io_bytes // 1024,
+        "iops": ios * 1000 / runtime_ms,
+        "bw_bytes": io_bytes * 1000 // runtime_ms,
+        "bw": io_bytes * 1000 // runtime_ms // 1024,
+        "runtime": runtime_ms,
+    }
     job["job_runtime"] = job_runtime_ms
     return job
 
@@ -164,11 +172,14 @@ def _edited(
     if edit is None:
         return logs
     return {
-        number: {kind: [replace(s, value=edit(kind, s.value)) if hasattr(s, "value") else s
-                        for s in samples]
-                 for kind, samples in kinds.items()}
+        number: {
+            kind: [
+                replace(s, value=edit(kind, s.value)) if hasattr(s, "value") else s for s in samples
+            ]
+            for kind, samples in kinds.items()
+        }
         for number, kinds in logs.items()
-    }  # fmt: skip
+    }
 
 
 class FakeBackend:
@@ -212,10 +223,18 @@ class FakeBackend:
         repeats: int,
     ) -> Plan:
         targets = {
-            role: Target(role, f"/fake/{role}", "file", Path(f"/fake/{role}.dat"), spec.size,
-                         None, False, False)
+            role: Target(
+                role,
+                f"/fake/{role}",
+                "file",
+                Path(f"/fake/{role}.dat"),
+                spec.size,
+                None,
+                False,
+                False,
+            )
             for role, spec in resolved.scenario.targets.items()
-        }  # fmt: skip
+        }
         engines = _Engines(self.engine)
         plan = build_plan(resolved, targets, engines, "fio", self.fio_version, repeats)
         if not self.remote:

@@ -14,8 +14,11 @@ from iorig.model import Metric, StoredRun
 from iorig.store import Store
 
 START = 1_767_225_600.0  # 2026-01-01 00:00 UTC (the goldens run with TZ=UTC)
-PHASES = (("random-read", Metric.IOPS, 118_000.0), ("random-write", Metric.IOPS, 61_500.0),
-          ("sequential-read", Metric.BYTES_PER_S, 2.62e9))  # fmt: skip
+PHASES = (
+    ("random-read", Metric.IOPS, 118_000.0),
+    ("random-write", Metric.IOPS, 61_500.0),
+    ("sequential-read", Metric.BYTES_PER_S, 2.62e9),
+)
 SCENARIOS = ("transactional", "peak", "sweep", "adhoc")
 TARGET = {
     "role": "data",

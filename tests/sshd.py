@@ -62,8 +62,11 @@ class SshLab:
         host = self.hosts[index]
         done = subprocess.run(
             ["ssh", "-F", str(self.config), "-p", str(host.port), host.host, command],
-            capture_output=True, text=True, timeout=timeout_s, stdin=subprocess.DEVNULL,
-        )  # fmt: skip
+            capture_output=True,
+            text=True,
+            timeout=timeout_s,
+            stdin=subprocess.DEVNULL,
+        )
         return done.stdout
 
     def sessions(self, index: int) -> list[int]:
@@ -155,11 +158,15 @@ def _lab(count: int, base: Path, first: int) -> Iterator[SshLab]:
                 "MaxSessions 64\nMaxStartups 100\nLogLevel ERROR\n"
                 f"SetEnv TMPDIR={remote_tmp}{state}\n"
             )
-            procs.append(subprocess.Popen(
-                [SSHD, "-D", "-e", "-f", str(config)], stdin=subprocess.DEVNULL,
-                stdout=subprocess.DEVNULL, stderr=open(base / f"sshd-{i}.log", "wb"),  # noqa: SIM115
-                start_new_session=True,
-            ))  # fmt: skip
+            procs.append(
+                subprocess.Popen(
+                    [SSHD, "-D", "-e", "-f", str(config)],
+                    stdin=subprocess.DEVNULL,
+                    stdout=subprocess.DEVNULL,
+                    stderr=open(base / f"sshd-{i}.log", "wb"),  # noqa: SIM115
+                    start_new_session=True,
+                )
+            )
             hosts.append(SshHost(address, None, port))
             known.append(f"[{address}]:{port} {host_pub[0]} {host_pub[1]}")
         (base / "known_hosts").write_text("\n".join(known) + "\n")

@@ -14,8 +14,8 @@ from tests.fake_backend import FakeBackend, Step
 from iorig.analyze.ab import MIN_AUTO_ROUNDS
 from iorig.analyze.analysis import analyse, compare
 from iorig.model import AbLink, RunStatus
-from iorig.report.abtables import DRIFT_NOTE, ab_lines
-from iorig.report.cmptables import comparison_notes
+from iorig.report.tables.ab import DRIFT_NOTE, ab_lines
+from iorig.report.tables.compare import comparison_notes
 from iorig.run.ab import AbSettings, Side, run_ab
 from iorig.scenario.loading import resolve, source_from_text
 from iorig.store import Store
@@ -133,8 +133,19 @@ def test_the_store_rewrites_a_runs_ab_link(db_path):
 @pytest.mark.system
 def test_the_cli_refuses_a_bad_side_before_any_run_or_file(refused, scratch, db_path):
     x, y = scratch / "x.dat", scratch / "y.dat"
-    done = refused("ab", "--rw", "randread", "--duration", "1s", "--size", "4MiB",
-                 "--a", f"target={x}", "--b", f"target={y},iodepth=zero")  # fmt: skip
+    done = refused(
+        "ab",
+        "--rw",
+        "randread",
+        "--duration",
+        "1s",
+        "--size",
+        "4MiB",
+        "--a",
+        f"target={x}",
+        "--b",
+        f"target={y},iodepth=zero",
+    )
     assert done.returncode == 2 and "side B" in done.stderr, done.stderr
     assert not x.exists() and not y.exists()
     done = refused("ab", "--rw", "randread", "--a", f"target={x}", "--b", "nonsense")

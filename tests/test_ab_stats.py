@@ -35,8 +35,9 @@ def _rounds(rng: np.random.Generator, n: int, ratio: float) -> tuple[list[float]
 def _auto(rng: np.random.Generator, ratio: float, max_rounds: int = 10) -> tuple[str, int]:
     """One simulated ``--rounds auto``: the final verdict and the rounds it took."""
     a, b = [], []
-    while keep_going({"p": (a, b)}, rounds=len(a), max_rounds=max_rounds, confidence=0.95,
-                     threshold=0.02):  # fmt: skip
+    while keep_going(
+        {"p": (a, b)}, rounds=len(a), max_rounds=max_rounds, confidence=0.95, threshold=0.02
+    ):
         x, y = _rounds(rng, 1, ratio)
         a += x
         b += y
@@ -77,8 +78,10 @@ def test_equal_sides_are_called_significant_at_most_5_percent_of_the_time(n):
     rng = np.random.default_rng(1000 + n)
     verdicts = [paired_test(*_rounds(rng, n, 1.0)).verdict for _ in range(TRIALS)]
     false = sum(v in ("better", "worse") for v in verdicts) / TRIALS
-    print(f"ab stats: equal sides, {n} rounds: false 'significant' {false * 100:.1f} %, "
-          f"equivalent {verdicts.count('equivalent') / TRIALS * 100:.1f} %")  # fmt: skip
+    print(
+        f"ab stats: equal sides, {n} rounds: false 'significant' {false * 100:.1f} %, "
+        f"equivalent {verdicts.count('equivalent') / TRIALS * 100:.1f} %"
+    )
     assert false <= 0.05 + 2 * math.sqrt(0.05 * 0.95 / TRIALS)  # 5 % within sampling error
 
 
@@ -88,8 +91,10 @@ def test_a_10_percent_difference_is_detected(n, needed):
     tests = [paired_test(*_rounds(rng, n, 0.9)) for _ in range(TRIALS)]
     found = sum(t.verdict == "worse" for t in tests) / TRIALS
     covered = sum(t.ci_low <= 0.9 <= t.ci_high for t in tests) / TRIALS
-    print(f"ab stats: B 10 % slower, {n} rounds: detected {found * 100:.1f} %, "
-          f"interval covers the truth {covered * 100:.1f} %")  # fmt: skip
+    print(
+        f"ab stats: B 10 % slower, {n} rounds: detected {found * 100:.1f} %, "
+        f"interval covers the truth {covered * 100:.1f} %"
+    )
     assert found >= needed
     assert covered >= 0.95 - 2 * math.sqrt(0.05 * 0.95 / TRIALS)
 
@@ -122,10 +127,12 @@ def test_auto_stops_early_on_a_clear_difference_and_rarely_errs_on_equal_sides()
     found = sum(v == "worse" for v, _ in differ) / TRIALS
     rounds = sum(n for _, n in differ) / TRIALS
     undecided = sum(v == "undecided" for v, _ in same) / TRIALS
-    print(f"ab stats: auto (3 to 10 rounds): equal sides false 'significant' "
-          f"{false * 100:.1f} %, undecided {undecided * 100:.1f} %, equivalent "
-          f"{(1 - false - undecided) * 100:.1f} %; B 10 % slower detected {found * 100:.1f} % "
-          f"in {rounds:.1f} rounds on average")  # fmt: skip
+    print(
+        f"ab stats: auto (3 to 10 rounds): equal sides false 'significant' "
+        f"{false * 100:.1f} %, undecided {undecided * 100:.1f} %, equivalent "
+        f"{(1 - false - undecided) * 100:.1f} %; B 10 % slower detected {found * 100:.1f} % "
+        f"in {rounds:.1f} rounds on average"
+    )
     assert false <= 0.05 + 2 * math.sqrt(0.05 * 0.95 / TRIALS)
     assert found >= 0.99 and rounds <= 7
 

@@ -55,8 +55,9 @@ TOKEN = TokenAuth(b"k" * 32, "test")
 BINDING = b"\x01" * 32  # the agent certificate's hash, as both ends see it
 
 
-def _handshake(driver: TokenAuth, agent: TokenAuth, *, channel: str = "FIO",
-               driver_binding: bytes = BINDING) -> str:  # fmt: skip
+def _handshake(
+    driver: TokenAuth, agent: TokenAuth, *, channel: str = "FIO", driver_binding: bytes = BINDING
+) -> str:
     """One handshake between the pure halves; the channel the agent grants."""
     mine = agentauth.nonce()
     hello = agentauth.agent_hello(agent, mine).decode().strip()
@@ -94,9 +95,16 @@ def test_a_replayed_driver_line_is_refused_on_a_new_connection():
 
 @pytest.mark.parametrize(
     "line",
-    ["", "garbage", "a b c", "0" * 32 + " " + "f" * 64 + " SHELL",
-     "\x00" * 50, "é" * 32 + " " + "f" * 64 + " FIO", "0" * 32 + " " + "f" * 64 + " FIO extra"],
-)  # fmt: skip
+    [
+        "",
+        "garbage",
+        "a b c",
+        "0" * 32 + " " + "f" * 64 + " SHELL",
+        "\x00" * 50,
+        "é" * 32 + " " + "f" * 64 + " FIO",
+        "0" * 32 + " " + "f" * 64 + " FIO extra",
+    ],
+)
 def test_a_garbled_driver_line_is_refused(line):
     with pytest.raises(AuthRefused):
         agentauth.agent_check(TOKEN, agentauth.nonce(), line, BINDING)
@@ -155,8 +163,15 @@ def test_tls_host_entries_are_parsed_strictly():
     assert parse_entry("tls://db1") == TlsHost("db1", 8765)
     assert parse_entry("TLS://10.0.0.1:9000") == TlsHost("10.0.0.1", 9000)
     assert parse_entry("tls://[::1]:9000").label == "tls://[::1]:9000"
-    for entry in ("tls://", "tls://a@b", "tls://db1/x", "tls://-oProxyCommand=x",
-                  "tls://db1:0", "tls://db 1", "http://db1"):  # fmt: skip
+    for entry in (
+        "tls://",
+        "tls://a@b",
+        "tls://db1/x",
+        "tls://-oProxyCommand=x",
+        "tls://db1:0",
+        "tls://db 1",
+        "http://db1",
+    ):
         with pytest.raises(UserError):
             parse_entry(entry)
 
@@ -210,12 +225,16 @@ def test_nothing_but_the_token_gets_anything_from_an_agent(tmp_path):
         # 1. a bare fio client, on the agent's port (and on the port next to it)
         bare = subprocess.run(
             ["fio", f"--client={host.host},{host.port}", str(job)],
-            capture_output=True, text=True, timeout=60,
-        )  # fmt: skip
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
         beside = subprocess.run(
             ["fio", f"--client={host.host},{host.port + 1}", str(job)],
-            capture_output=True, text=True, timeout=60,
-        )  # fmt: skip
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
         # 2. a STOP in plain text on the agent's port (the old control port is closed)
         with socket.create_connection((host.host, host.port), timeout=10) as plain:
             plain.sendall(f"{CONTROL_MAGIC} STOP 30\n".encode())
@@ -226,8 +245,10 @@ def test_nothing_but_the_token_gets_anything_from_an_agent(tmp_path):
         with pytest.raises(ConnectionRefusedError):
             socket.create_connection((host.host, host.port + 1), timeout=5)
         time.sleep(0.5)
-        states = {pid: Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-                  for pid in agent.processes()}  # fmt: skip
+        states = {
+            pid: Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+            for pid in agent.processes()
+        }
         # 3. a wrong token, a replayed line, a garbled one, and silence
         wrong = agentauth.driver_answer  # the real driver's half, with another token
         other = TokenAuth(b"w" * 32, "wrong")
@@ -239,8 +260,9 @@ def test_nothing_but_the_token_gets_anything_from_an_agent(tmp_path):
         token = agentauth.read_token(Path(lab.env[agentauth.TOKEN_ENV]))
         with _tls_connect(host) as sock:  # a good handshake, recorded
             binding = agentauth.certificate_hash(sock.getpeercert(binary_form=True))
-            recorded, expected = agentauth.driver_answer(token, _read_line(sock), "CONTROL",
-                                                         binding)  # fmt: skip
+            recorded, expected = agentauth.driver_answer(
+                token, _read_line(sock), "CONTROL", binding
+            )
             sock.sendall(recorded)
             agentauth.driver_check(_read_line(sock), expected)
             sock.sendall(f"{CONTROL_MAGIC} PING\n".encode())
@@ -285,8 +307,14 @@ def test_mutual_tls_refuses_a_client_without_a_certificate_of_its_authority(tmp_
     (deep := tmp_path / ("deep-" + "d" * 60)).mkdir()
     with certificate_agents(1, tmp_path) as lab:
         agent, host = lab.agents[0], lab.hosts[0]
-        good = iorig("hosts", "check", lab.hosts_arg, "--json", timeout=60,
-                     env={**lab.env, "TMPDIR": str(deep)})  # fmt: skip
+        good = iorig(
+            "hosts",
+            "check",
+            lab.hosts_arg,
+            "--json",
+            timeout=60,
+            env={**lab.env, "TMPDIR": str(deep)},
+        )
         # no certificate at all
         context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
         context.load_verify_locations(lab.env["IORIG_AGENT_CA"])
@@ -295,13 +323,16 @@ def test_mutual_tls_refuses_a_client_without_a_certificate_of_its_authority(tmp_
         # a certificate of another authority, and a token instead of certificates
         other_ca = make_authority(tmp_path, "other-ca")
         stranger = make_certificate(tmp_path, other_ca, "stranger", "DNS:stranger")
-        env = {**lab.env, "IORIG_AGENT_CERT": str(stranger[0]),
-               "IORIG_AGENT_KEY": str(stranger[1])}  # fmt: skip
+        env = {**lab.env, "IORIG_AGENT_CERT": str(stranger[0]), "IORIG_AGENT_KEY": str(stranger[1])}
         foreign = iorig("hosts", "check", lab.hosts_arg, env=env, timeout=60)
         token = make_token(tmp_path / "t.token")
-        tokened = iorig("hosts", "check", lab.hosts_arg, timeout=60,
-                        env={agentauth.TOKEN_ENV: str(token), **dict.fromkeys(
-                            agentauth.CERT_ENV, "")})  # fmt: skip
+        tokened = iorig(
+            "hosts",
+            "check",
+            lab.hosts_arg,
+            timeout=60,
+            env={agentauth.TOKEN_ENV: str(token), **dict.fromkeys(agentauth.CERT_ENV, "")},
+        )
         refusals = _refusals(agent, 3)
     assert good.returncode == 0, good.stdout + good.stderr
     (facts,) = json.loads(good.stdout)["hosts"]
@@ -337,8 +368,16 @@ def test_a_paced_run_through_authenticated_agents_gets_the_paced_rate(tmp_path):
     scenario.write_text(paced_scenario(PACED_IOPS))
     db = tmp_path / "r.sqlite"
     with token_agents(2, tmp_path) as lab:
-        done = iorig("--db", str(db), "run", str(scenario), "--hosts", lab.hosts_arg,
-                     env=lab.env, timeout=120)  # fmt: skip
+        done = iorig(
+            "--db",
+            str(db),
+            "run",
+            str(scenario),
+            "--hosts",
+            lab.hosts_arg,
+            env=lab.env,
+            timeout=120,
+        )
         shown = iorig("--db", str(db), "show", "last", "--json", timeout=60)
         left = _settled(lambda: [len(a.processes()) for a in lab.agents], [2, 2])
         dirs = [sorted(p.name for p in a.workdir.iterdir()) for a in lab.agents]
@@ -360,14 +399,30 @@ def test_stop_host_and_start_host_work_through_an_authenticated_agent(tmp_path):
     quick_iops = 500  # the availability scenario's quick profile, per host
     db = tmp_path / "r.sqlite"
     with token_agents(2, tmp_path) as lab:
-        done = iorig("--db", str(db), "run", "availability", "--quick", "--set",
-                     "fail_host=2", "--set", f"tolerance={TOLERANCE_PCT}", "--hosts",
-                     lab.hosts_arg, env=lab.env, timeout=180)  # fmt: skip
+        done = iorig(
+            "--db",
+            str(db),
+            "run",
+            "availability",
+            "--quick",
+            "--set",
+            "fail_host=2",
+            "--set",
+            f"tolerance={TOLERANCE_PCT}",
+            "--hosts",
+            lab.hosts_arg,
+            env=lab.env,
+            timeout=180,
+        )
         assert done.returncode == 0, done.stdout + done.stderr
     doc = json.loads(run_iorig(db, "show", "last", "--json", check=True).stdout)
     stop, start = doc["events"]
     assert (stop["action"], stop["status"], start["action"], start["status"]) == (
-        "stop-host", "done", "start-host", "done")  # fmt: skip
+        "stop-host",
+        "done",
+        "start-host",
+        "done",
+    )
     assert stopped_for_s(start["detail"]) == pytest.approx(3.0, abs=0.3), start["detail"]
     assert int(re.search(r"stopped (\d+) processes", stop["detail"])[1]) >= 3
     with Store(db) as store:
@@ -390,8 +445,7 @@ def test_an_agent_beyond_loopback_needs_authentication_and_one_way_of_it(tmp_pat
     exposed = iorig("agent", "--bind", "0.0.0.0", "--port", "23999", timeout=30)
     both = iorig("agent", "--token-file", str(token), "--cert", str(token), timeout=30)
     token.chmod(0o644)
-    loose = iorig("agent", "--bind", f"127.0.0.{FIRST_IP}", "--token-file", str(token),
-                  timeout=30)  # fmt: skip
+    loose = iorig("agent", "--bind", f"127.0.0.{FIRST_IP}", "--token-file", str(token), timeout=30)
     assert exposed.returncode != 0 and "refusing to start a fio server" in exposed.stderr
     assert both.returncode != 0 and "choose one way to authenticate" in both.stderr
     assert loose.returncode != 0 and "may be read by other users" in loose.stderr
@@ -421,11 +475,26 @@ def test_an_agent_without_authentication_warns_at_start_and_names_every_connecti
     log = tmp_path / "agent.log"
     with open(log, "wb") as out:
         agent = subprocess.Popen(
-            ["ip", "netns", "exec", namespace, sys.executable, "-m", "iorig", "agent",
-             "--bind", "10.99.0.1", "--insecure-no-auth", "--dir", str(tmp_path)],
-            cwd=REPO, stdout=out, stderr=subprocess.STDOUT,
+            [
+                "ip",
+                "netns",
+                "exec",
+                namespace,
+                sys.executable,
+                "-m",
+                "iorig",
+                "agent",
+                "--bind",
+                "10.99.0.1",
+                "--insecure-no-auth",
+                "--dir",
+                str(tmp_path),
+            ],
+            cwd=REPO,
+            stdout=out,
+            stderr=subprocess.STDOUT,
             env={**os.environ, "COLUMNS": "300", "NO_COLOR": "1"},
-        )  # fmt: skip
+        )
     try:
         deadline = time.monotonic() + 20
         while "serving on" not in log.read_text() and time.monotonic() < deadline:
@@ -454,12 +523,23 @@ def test_a_driver_killed_mid_phase_leaves_no_job_running_on_an_agent(tmp_path):
         # directory of this test's, short enough for a socket's path
         killed_tmp = Path(tempfile.mkdtemp(prefix="iorig-test-"))
         driver = subprocess.Popen(
-            [sys.executable, "-m", "iorig", "--db", str(tmp_path / "r.sqlite"), "run",
-             str(scenario), "--hosts", lab.hosts_arg],
-            cwd=REPO, env={**os.environ, **lab.env, "TMPDIR": str(killed_tmp)},
+            [
+                sys.executable,
+                "-m",
+                "iorig",
+                "--db",
+                str(tmp_path / "r.sqlite"),
+                "run",
+                str(scenario),
+                "--hosts",
+                lab.hosts_arg,
+            ],
+            cwd=REPO,
+            env={**os.environ, **lab.env, "TMPDIR": str(killed_tmp)},
             start_new_session=True,
-            stdout=(log := (tmp_path / "driver.log").open("w")), stderr=subprocess.STDOUT,
-        )  # fmt: skip
+            stdout=(log := (tmp_path / "driver.log").open("w")),
+            stderr=subprocess.STDOUT,
+        )
         try:
             deadline = time.monotonic() + 60
             while len(agent.processes()) <= idle and time.monotonic() < deadline:

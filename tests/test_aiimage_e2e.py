@@ -38,8 +38,12 @@ def test_quick_ai_image_runs_load_points_with_validity_and_ort(iorig, scratch):
     assert search["ort_ms"] > 0
     (create,) = shown["timed_phases"]
     assert create["phase"] == "create" and create["status"] == "ok" and create["io_bytes"] > 0
-    for text in ("Load points (AI_Jobs)", "overall response time", "largest valid load",
-                 "Latency and rate per op type"):  # fmt: skip
+    for text in (
+        "Load points (AI_Jobs)",
+        "overall response time",
+        "largest valid load",
+        "Latency and rate per op type",
+    ):
         assert text in result.stdout
     # the data set was made inside the directory given, and removed after the run
     assert not (scratch / "iorig-data").exists()
@@ -57,8 +61,12 @@ def test_a_fio_without_filestat_is_refused_with_the_fix(scratch, db_path, tmp_pa
     env = dict(os.environ, IORIG_DB=str(db_path), IORIG_FIO=str(fake), COLUMNS="200")
     done = subprocess.run(
         [sys.executable, "-m", "iorig", "run", "ai-image", "--quick", "--target", f"{scratch}/"],
-        cwd=REPO, env=env, capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     if "fio is not installed" in done.stderr:
         pytest.skip("fio is not installed")
     assert done.returncode == 2, done.stdout + done.stderr

@@ -79,10 +79,22 @@ def test_pooled_standard_deviation_matches_numpy():
     rng = np.random.default_rng(1)
     parts = [rng.normal(1000, 50, 400), rng.normal(1500, 80, 100)]
     totals = [
-        Totals("read", p.size, p.size * 4096, 1.0, 4096.0, p.mean(), p.min(), p.max(), p.std(),
-               0.0, p.mean(), histogram.empty())
+        Totals(
+            "read",
+            p.size,
+            p.size * 4096,
+            1.0,
+            4096.0,
+            p.mean(),
+            p.min(),
+            p.max(),
+            p.std(),
+            0.0,
+            p.mean(),
+            histogram.empty(),
+        )
         for p in parts
-    ]  # fmt: skip
+    ]
     merged = combine_totals("read", totals)
     both = np.concatenate(parts)
     assert merged is not None

@@ -146,8 +146,9 @@ def _jobs_phase(jobs: int, cpu_pct: float) -> PhaseResult:
     ],
 )
 def test_generator_limit_thresholds(jobs, cpu_pct, usable, blamed):
-    findings = audit.after_run([_jobs_phase(jobs, cpu_pct)], {"p": {"rr": (jobs, 1, False)}},
-                               None, usable)  # fmt: skip
+    findings = audit.after_run(
+        [_jobs_phase(jobs, cpu_pct)], {"p": {"rr": (jobs, 1, False)}}, None, usable
+    )
     assert ("generator-limit" in {f.code for f in findings}) is blamed
 
 

@@ -31,15 +31,28 @@ def _iorig(db, *args: str) -> CliResult:
 def test_the_availability_scenario_measures_a_host_failure_and_checks_every_hosts_data(tmp_path):
     db = tmp_path / "results.sqlite"
     with fio_servers(2, tmp_path) as hosts:
-        done = _iorig(db, "run", "availability", "--quick", "--set", "fail_host=2",
-                      "--set", f"tolerance={TOLERANCE_PCT}",
-                      "--hosts", ",".join(h.label for h in hosts))  # fmt: skip
+        done = _iorig(
+            db,
+            "run",
+            "availability",
+            "--quick",
+            "--set",
+            "fail_host=2",
+            "--set",
+            f"tolerance={TOLERANCE_PCT}",
+            "--hosts",
+            ",".join(h.label for h in hosts),
+        )
         assert done.returncode == 0, done.stdout + done.stderr
         doc = json.loads(_iorig(db, "show", "last", "--json").stdout)
         text = _iorig(db, "show", "last").stdout
     stop, start = doc["events"]
     assert (stop["action"], stop["status"], start["action"], start["status"]) == (
-        "stop-host", "done", "start-host", "done")  # fmt: skip
+        "stop-host",
+        "done",
+        "start-host",
+        "done",
+    )
     assert "stopped" in stop["detail"]
     assert stopped_for_s(start["detail"]) == pytest.approx(3.0, abs=0.3), start["detail"]
     assert 2.7 <= start["started_at"] - stop["started_at"] <= 3.5
@@ -82,12 +95,25 @@ def test_a_block_damaged_on_one_host_fails_the_run_as_lost_data_naming_the_host(
     damaged = 40 * QUICK_BS  # four blocks of garbage there, after the host came back
     with fio_servers(2, tmp_path) as hosts:
         victim = server_dir(tmp_path, hosts[1]) / "iorig-data.dat"
-        corrupt = (f"dd if=/dev/urandom of={victim} bs={QUICK_BS} seek=40 count=4 "
-                   "conv=notrunc,fsync status=none")  # fmt: skip
+        corrupt = (
+            f"dd if=/dev/urandom of={victim} bs={QUICK_BS} seek=40 count=4 "
+            "conv=notrunc,fsync status=none"
+        )
         # reads only (no write may repair a damaged block before the check)
-        done = _iorig(db, "run", "availability", "--quick", "--set", "read_pct=100", "--hosts",
-                      ",".join(h.label for h in hosts), "--event", "steady@10s=run corrupt",
-                      "--event-command", f"corrupt={corrupt}")  # fmt: skip
+        done = _iorig(
+            db,
+            "run",
+            "availability",
+            "--quick",
+            "--set",
+            "read_pct=100",
+            "--hosts",
+            ",".join(h.label for h in hosts),
+            "--event",
+            "steady@10s=run corrupt",
+            "--event-command",
+            f"corrupt={corrupt}",
+        )
         assert done.returncode == 3, done.stdout + done.stderr
         doc = json.loads(_iorig(db, "show", "last", "--json").stdout)
     assert doc["verdict"] == "FAIL: data lost: 4 blocks did not read back as last written"

@@ -20,7 +20,7 @@ from iorig import cli
 from iorig.analyze.analysis import analyse
 from iorig.cli import common
 from iorig.model import Finding, Scope
-from iorig.report.tabular import CSV_COLUMNS, FORMAT_VERSION, run_records
+from iorig.report.writers.jsoncsv import CSV_COLUMNS, FORMAT_VERSION, run_records
 from iorig.store import Store
 
 README = Path(__file__).resolve().parent.parent / "README.md"
@@ -37,17 +37,26 @@ def db(tmp_path) -> Path:
     with Store(path) as store:
         store.add_runs(
             [
-                builders.stored("aaaa00000001", "host",
-                                [builders.phase("random-read", _level(1000.0, 1))],
-                                started_at=1.0),
-                builders.stored("bbbb00000002", "vm",
-                                [builders.phase("random-read", _level(930.0, 2))],
-                                started_at=2.0),
-                builders.stored("cccc00000003", "last-week",
-                                [builders.phase("random-read", _level(500.0, 3))],
-                                started_at=3.0),
+                builders.stored(
+                    "aaaa00000001",
+                    "host",
+                    [builders.phase("random-read", _level(1000.0, 1))],
+                    started_at=1.0,
+                ),
+                builders.stored(
+                    "bbbb00000002",
+                    "vm",
+                    [builders.phase("random-read", _level(930.0, 2))],
+                    started_at=2.0,
+                ),
+                builders.stored(
+                    "cccc00000003",
+                    "last-week",
+                    [builders.phase("random-read", _level(500.0, 3))],
+                    started_at=3.0,
+                ),
             ]
-        )  # fmt: skip
+        )
     return path
 
 
@@ -121,8 +130,18 @@ def test_a_label_names_a_run_in_every_command(db, monkeypatch, capsys, tmp_path)
     code, out, err = iorig(db, monkeypatch, capsys, "show", "vm", "--json")
     assert code == 0, err
     assert json.loads(out)["run"]["id"] == "bbbb00000002"
-    code, out, err = iorig(db, monkeypatch, capsys, "report", "host", "vm",
-                           "--as-percent-of", "host", "--format", "csv")  # fmt: skip
+    code, out, err = iorig(
+        db,
+        monkeypatch,
+        capsys,
+        "report",
+        "host",
+        "vm",
+        "--as-percent-of",
+        "host",
+        "--format",
+        "csv",
+    )
     assert code == 0, err
     assert [r["label"] for r in csv.DictReader(io.StringIO(out))] == ["host", "vm"]
     code, out, err = iorig(db, monkeypatch, capsys, "export", "host", "-o", str(tmp_path / "b"))
@@ -159,8 +178,13 @@ def two_hosts(tmp_path) -> Path:
         builders.scope(h2, where=Scope(host="h2"), lat_ns=2e6),
     )
     finding = Finding("unstable", "random-read varies", "run longer", phase="random-read")
-    run = builders.stored("dddd00000004", "pair", [builders.phase("random-read", h1 + h2,
-                          scopes=scopes)], hosts=["h1", "h2"], warnings=(finding,))  # fmt: skip
+    run = builders.stored(
+        "dddd00000004",
+        "pair",
+        [builders.phase("random-read", h1 + h2, scopes=scopes)],
+        hosts=["h1", "h2"],
+        warnings=(finding,),
+    )
     path = tmp_path / "hosts.sqlite"
     with Store(path) as store:
         store.add_runs([run])
@@ -183,9 +207,14 @@ def test_show_json_has_the_per_host_table_and_the_findings(two_hosts, monkeypatc
     assert phase["average_per_host"] == pytest.approx(750.0, rel=0.02)
     assert (phase["spread"]["slowest"], phase["spread"]["fastest"]) == ("h2", "h1")
     assert doc["run"]["warnings"] == [
-        {"code": "unstable", "message": "random-read varies", "advice": "run longer",
-         "phase": "random-read", "severity": "warning"}
-    ]  # fmt: skip
+        {
+            "code": "unstable",
+            "message": "random-read varies",
+            "advice": "run longer",
+            "phase": "random-read",
+            "severity": "warning",
+        }
+    ]
     assert "random-read varies" in text  # what show prints as the audit's finding
     assert doc["run"]["label"] == "pair"
 
@@ -228,10 +257,15 @@ def test_json_outputs_are_strict_and_judge_a_per_host_requirement_per_host(
         {"name": "latency, reported", "metric": "lat_mean"},
     ]
     runs = [
-        builders.stored(run_id, label, [builders.phase("random-read", h1 + h2, scopes=scopes)],
-                        hosts=["h1", "h2"], resolved={"criteria": criteria})
+        builders.stored(
+            run_id,
+            label,
+            [builders.phase("random-read", h1 + h2, scopes=scopes)],
+            hosts=["h1", "h2"],
+            resolved={"criteria": criteria},
+        )
         for run_id, label in (("eeee00000005", "first"), ("ffff00000006", "second"))
-    ]  # fmt: skip
+    ]
     db = tmp_path / "strict.sqlite"
     with Store(db) as store:
         store.add_runs(runs)
@@ -248,8 +282,11 @@ def test_json_outputs_are_strict_and_judge_a_per_host_requirement_per_host(
     code, out, _ = iorig(db, monkeypatch, capsys, "show", "first", "--json")
     doc = _strict(out)
     rows = [(v["name"], v["host"], v["passed"]) for v in doc["verdicts"]]
-    assert rows == [("IOPS per host", "h1", True), ("IOPS per host", "h2", False),
-                    ("latency, reported", None, True)]  # fmt: skip
+    assert rows == [
+        ("IOPS per host", "h1", True),
+        ("IOPS per host", "h2", False),
+        ("latency, reported", None, True),
+    ]
     assert doc["verdicts"][2]["limit"] is None
     assert doc["verdict"] == "FAIL on h2"
     code, out, _ = iorig(db, monkeypatch, capsys, "show", "first")
@@ -273,7 +310,11 @@ def test_csv_rows_have_one_shape_in_show_report_and_compare(db, monkeypatch, cap
     assert alone == tables[("show", "host", "--format", "csv")]
     (row,) = alone
     assert (row["phase"], row["metric"], row["label"], row["baseline"]) == (
-        "random-read", "iops", "host", "True")  # fmt: skip
+        "random-read",
+        "iops",
+        "host",
+        "True",
+    )
     assert row["verdict"] == "" and float(row["median"]) == pytest.approx(1000.0, rel=0.02)
     compared = tables[("compare", "host", "vm", "--format", "csv")]
     assert compared == tables[("report", "host", "vm", "--format", "csv")]

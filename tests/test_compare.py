@@ -21,10 +21,10 @@ from iorig.analyze.compare import (
 from iorig.analyze.precision import limit_share
 from iorig.analyze.stats import batch_means, t_cdf, t_quantile, welch_ratio
 from iorig.model import Metric, PhaseResult, StoredRun
-from iorig.report.cmptables import comparison_notes, comparison_tables, run_limit_table
-from iorig.report.fit import fit
 from iorig.report.options import Limit, RenderOptions
-from iorig.report.tables import to_markdown
+from iorig.report.tables.compare import comparison_notes, comparison_tables, run_limit_table
+from iorig.report.tables.run import to_markdown
+from iorig.report.writers.fit import fit
 
 
 def _phase(name: str, headline: str, per_second: np.ndarray, repeat: int = 0) -> PhaseResult:
@@ -240,13 +240,17 @@ def _at(level: float, seconds: np.ndarray) -> np.ndarray:
 
 def test_the_limit_table_says_whether_a_phase_is_above_it_beyond_its_noise():
     rng = np.random.default_rng(8)
-    run = _run("a1", "A", [
-        _phase("random-read", "iops", _at(10_010, _ar1(1, 30, 0.02, rng))),  # 100.1 %: noise
-        _phase("cached-read", "iops", _at(15_000, _ar1(1, 30, 0.02, rng))),  # a cache answered
-        _phase("short-read", "iops", np.array([10_500.0, 9_600.0, 10_400.0])),  # cannot tell
-        _phase("quick-read", "iops", np.array([30_000.0, 31_000.0, 29_000.0])),  # every second
-        _phase("sequential-read", "bytes_per_s", _at(2e9, _ar1(1, 30, 0.02, rng))),
-    ])  # fmt: skip
+    run = _run(
+        "a1",
+        "A",
+        [
+            _phase("random-read", "iops", _at(10_010, _ar1(1, 30, 0.02, rng))),  # 100.1 %: noise
+            _phase("cached-read", "iops", _at(15_000, _ar1(1, 30, 0.02, rng))),  # a cache answered
+            _phase("short-read", "iops", np.array([10_500.0, 9_600.0, 10_400.0])),  # cannot tell
+            _phase("quick-read", "iops", np.array([30_000.0, 31_000.0, 29_000.0])),  # every second
+            _phase("sequential-read", "bytes_per_s", _at(2e9, _ar1(1, 30, 0.02, rng))),
+        ],
+    )
     analysis = analyse(run)
     table = run_limit_table(analysis, Limit(10_000, Metric.IOPS, "--limit"))
     cells = {row[0]: row[1] for row in table.rows}
@@ -318,8 +322,12 @@ def test_winner_and_significance_never_contradict():
         runs = []
         for _i in range(int(rng.integers(2, 4))):
             level = 100e3 * (1 + rng.choice([0.0, 0.01, 0.05, 0.2, -0.2]))
-            seconds = _noisy(level, n=int(rng.integers(10, 60)), spread=rng.choice([0.002, 0.05]),
-                             seed=int(rng.integers(1 << 30)))  # fmt: skip
+            seconds = _noisy(
+                level,
+                n=int(rng.integers(10, 60)),
+                spread=rng.choice([0.002, 0.05]),
+                seed=int(rng.integers(1 << 30)),
+            )
             if rng.random() < 0.5:
                 seconds[int(rng.integers(seconds.size))] *= rng.choice([0.4, 1.6])
             runs.append(pool_phases([_phase("rr", "iops", seconds)]))
@@ -349,8 +357,11 @@ def test_a_narrow_terminal_keeps_the_winner_and_the_significance():
     The % column goes before them (the significance carries the change's
     interval, and the two figures beside each other show it)."""
     a = _run("01c0ffee0001", None, [_phase("sequential-read", "bytes_per_s", _noisy(2.6e9))])
-    b = _run("05c0ffee0005", "with passthrough, cache off",
-             [_phase("sequential-read", "bytes_per_s", _noisy(2.75e9, seed=5))])  # fmt: skip
+    b = _run(
+        "05c0ffee0005",
+        "with passthrough, cache off",
+        [_phase("sequential-read", "bytes_per_s", _noisy(2.75e9, seed=5))],
+    )
     cmp = compare([a, b])
     for table in comparison_tables(cmp, RenderOptions())[:3]:
         kept = fit(table, 80).model.headers

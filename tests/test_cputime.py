@@ -55,9 +55,30 @@ def _comm(text: str) -> str:
 
 def _stat(pid: int, comm: str, utime: int, stime: int, cutime: int = 0, cstime: int = 0) -> str:
     """A /proc/PID/stat line with the given times (other fields as a sleeping process's)."""
-    rest = ["S", "1", str(pid), str(pid), "0", "-1", "4194304", "0", "0", "0", "0",
-            str(utime), str(stime), str(cutime), str(cstime), "20", "0", "1", "0", "100",
-            "1000", "10"]  # fmt: skip
+    rest = [
+        "S",
+        "1",
+        str(pid),
+        str(pid),
+        "0",
+        "-1",
+        "4194304",
+        "0",
+        "0",
+        "0",
+        "0",
+        str(utime),
+        str(stime),
+        str(cutime),
+        str(cstime),
+        "20",
+        "0",
+        "1",
+        "0",
+        "100",
+        "1000",
+        "10",
+    ]
     return f"{pid} ({comm}) {' '.join(rest)}\n"
 
 
@@ -73,28 +94,37 @@ def test_the_recorded_tree_counts_io_urings_worker_threads_that_fios_figures_lea
     (t1, first), (t2, second) = _sample(1), _sample(2)
     leader = min(int(p.split("/")[2]) for p in first)
     # the recording: fio's parent and four job processes, each with an io_uring worker thread
-    comms = [_comm(text) for path, text in second.items() if "/task/" in path and
-             path.endswith("/stat")]  # fmt: skip
+    comms = [
+        _comm(text) for path, text in second.items() if "/task/" in path and path.endswith("/stat")
+    ]
     workers = [c for c in comms if c.startswith("iou-wrk-")]
     assert len(workers) == 4
     # each process's own stat counts all its threads: the tree's total is the
     # sum over every thread of every fio process (within a tick per thread:
     # the reads are microseconds apart)
-    threads = sum(stat_ticks(text) for path, text in second.items()
-                  if "/task/" in path and path.endswith("/stat"))  # fmt: skip
+    threads = sum(
+        stat_ticks(text)
+        for path, text in second.items()
+        if "/task/" in path and path.endswith("/stat")
+    )
     total = _ticks(leader, second)
     assert total is not None and abs(total - threads) <= len(comms)
 
     # over the 2 s between the samples, io_uring's workers did almost half the work
     def ticks(files: dict[str, str], prefix: str) -> int:
-        return sum(stat_ticks(text) for path, text in files.items()
-                   if path.endswith("/stat") and _comm(text).startswith(prefix))  # fmt: skip
+        return sum(
+            stat_ticks(text)
+            for path, text in files.items()
+            if path.endswith("/stat") and _comm(text).startswith(prefix)
+        )
 
     in_workers = ticks(second, "iou-wrk-") - ticks(first, "iou-wrk-")
     trees = tree_cpu(leader, first), tree_cpu(leader, second)
     assert trees[0].pids == trees[1].pids and len(trees[0].pids) == 5  # fio and its 4 jobs
-    measured = window_cpu([CpuSample(t, tree.ticks, tree.pids)
-                           for t, tree in zip((t1, t2), trees, strict=True)], CLK_TCK)  # fmt: skip
+    measured = window_cpu(
+        [CpuSample(t, tree.ticks, tree.pids) for t, tree in zip((t1, t2), trees, strict=True)],
+        CLK_TCK,
+    )
     assert measured is not None
     assert measured.wall_s == pytest.approx(t2 - t1)
     assert in_workers / CLK_TCK == pytest.approx(0.48 * measured.cpu_s, abs=0.05 * measured.cpu_s)
@@ -139,17 +169,27 @@ def test_reading_a_proc_tree_takes_the_files_the_accounting_reads(tmp_path):
 
 def test_a_job_reaped_between_samples_is_counted_once():
     children = {"/proc/10/task/10/children": "11 12"}
-    before = {"/proc/10/stat": _stat(10, "fio", 5, 1), "/proc/11/stat": _stat(11, "fio", 40, 60),
-              "/proc/12/stat": _stat(12, "fio", 30, 20), **children}  # fmt: skip
+    before = {
+        "/proc/10/stat": _stat(10, "fio", 5, 1),
+        "/proc/11/stat": _stat(11, "fio", 40, 60),
+        "/proc/12/stat": _stat(12, "fio", 30, 20),
+        **children,
+    }
     # job 11 ended (with 110 ticks in all) and fio reaped it: its time is in cutime
-    after = {"/proc/10/stat": _stat(10, "fio", 6, 1, 80, 30), "/proc/12/stat":
-             _stat(12, "fio", 45, 30), "/proc/10/task/10/children": "12"}  # fmt: skip
+    after = {
+        "/proc/10/stat": _stat(10, "fio", 6, 1, 80, 30),
+        "/proc/12/stat": _stat(12, "fio", 45, 30),
+        "/proc/10/task/10/children": "12",
+    }
     assert _ticks(10, before) == 156
     assert _ticks(10, after) == 6 + 1 + 110 + 75
     # a zombie not reaped yet is still its parent's child: counted once, by itself
-    zombie = {**after, "/proc/10/stat": _stat(10, "fio", 6, 1),
-              "/proc/11/stat": _stat(11, "fio", 50, 60).replace(" S ", " Z ", 1),
-              "/proc/10/task/10/children": "11 12"}  # fmt: skip
+    zombie = {
+        **after,
+        "/proc/10/stat": _stat(10, "fio", 6, 1),
+        "/proc/11/stat": _stat(11, "fio", 50, 60).replace(" S ", " Z ", 1),
+        "/proc/10/task/10/children": "11 12",
+    }
     assert _ticks(10, zombie) == _ticks(10, after)
     # a process outside the tree (not a child) is not fio's
     assert _ticks(10, {**before, "/proc/99/stat": _stat(99, "other", 500, 0)}) == 156

@@ -145,9 +145,15 @@ def _scope(
         np.zeros((n, histogram.NR_BINS), np.uint64),
     )
     return ScopeResult(
-        Scope(workload, "local"), 4, {"read": r, "write": w, ALL: both}, {"read": series}, 1.0,
-        1.0, 2.0, 0,
-    )  # fmt: skip
+        Scope(workload, "local"),
+        4,
+        {"read": r, "write": w, ALL: both},
+        {"read": series},
+        1.0,
+        1.0,
+        2.0,
+        0,
+    )
 
 
 def _phase(name: str, db_read: tuple[float, float]) -> PhaseResult:
@@ -157,8 +163,17 @@ def _phase(name: str, db_read: tuple[float, float]) -> PhaseResult:
         Scope("log", "local"), 1, {"write": log.totals["write"]}, {}, 1.0, 1.0, 2.0, 0
     )
     aggregate = ScopeResult(AGGREGATE, 5, db.totals, db.series, 1.0, 1.0, 2.0, 0)
-    return PhaseResult(1, name, PhaseKind.MEASURE, PhaseStatus.OK, 0.0, 10.0, 10.0, Metric.IOPS,
-                       (aggregate, db, log))  # fmt: skip
+    return PhaseResult(
+        1,
+        name,
+        PhaseKind.MEASURE,
+        PhaseStatus.OK,
+        0.0,
+        10.0,
+        10.0,
+        Metric.IOPS,
+        (aggregate, db, log),
+    )
 
 
 def _criteria(target: float) -> list[Criterion]:
@@ -221,20 +236,31 @@ def _two_hosts(*per_host_db: tuple[float, float]) -> PhaseResult:
             ScopeResult(Scope(host=host), 4, db.totals, db.series, 1.0, 1.0, 2.0, 0),
         ]
     aggregate = ScopeResult(AGGREGATE, 8, scopes[0].totals, scopes[0].series, 1.0, 1.0, 2.0, 0)
-    return PhaseResult(1, "performance", PhaseKind.MEASURE, PhaseStatus.OK, 0.0, 10.0, 10.0,
-                       Metric.IOPS, (aggregate, *scopes))  # fmt: skip
+    return PhaseResult(
+        1,
+        "performance",
+        PhaseKind.MEASURE,
+        PhaseStatus.OK,
+        0.0,
+        10.0,
+        10.0,
+        Metric.IOPS,
+        (aggregate, *scopes),
+    )
 
 
 def test_a_per_host_requirement_is_met_by_each_host_not_by_their_sum():
     # issue 26: two hosts of ~500 IOPS each against a 670 IOPS target per host
     # passed as 1,000 ≥ 670; Jetstress judges each server
     phase = _two_hosts((300.0, 200.0), (300.0, 200.0))
-    per_host = Criterion(name="transactional IOPS", metric="iops", workloads=["db"], min=670,
-                         per="host")  # fmt: skip
+    per_host = Criterion(
+        name="transactional IOPS", metric="iops", workloads=["db"], min=670, per="host"
+    )
     verdicts = evaluate([per_host], [phase])
     assert [(v.host, v.value, v.passed) for v in verdicts] == [
-        ("h1:8765", pytest.approx(500.0), False), ("h2:8765", pytest.approx(500.0), False),
-    ]  # fmt: skip
+        ("h1:8765", pytest.approx(500.0), False),
+        ("h2:8765", pytest.approx(500.0), False),
+    ]
     assert overall(verdicts) == "FAIL on h1:8765, h2:8765"
     # the same requirement over the run is the sum, and says so by having no host
     (whole,) = evaluate([per_host.model_copy(update={"per": "run"})], [phase])

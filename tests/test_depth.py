@@ -48,17 +48,31 @@ def _bucket(depth: int) -> str:
 
 
 @pytest.mark.fio
-@pytest.mark.parametrize(("engine", "asked"), [("io_uring", 3), ("io_uring", 4),
-                                               ("io_uring", 5), ("libaio", 3)])  # fmt: skip
+@pytest.mark.parametrize(
+    ("engine", "asked"), [("io_uring", 3), ("io_uring", 4), ("io_uring", 5), ("libaio", 3)]
+)
 def test_real_fio_keeps_the_depth_the_rule_says(scratch, engine, asked):
     fio = shutil.which("fio") or "fio"
     version = subprocess.run([fio, "--version"], capture_output=True, text=True).stdout.strip()
     done = subprocess.run(
-        [fio, "--name=depth", f"--filename={scratch / 'depth.dat'}", "--size=16M",
-         "--rw=randread", "--bs=4k", f"--ioengine={engine}", f"--iodepth={asked}",
-         "--direct=1", "--runtime=1", "--time_based", "--output-format=json+"],
-        capture_output=True, text=True, timeout=60,
-    )  # fmt: skip
+        [
+            fio,
+            "--name=depth",
+            f"--filename={scratch / 'depth.dat'}",
+            "--size=16M",
+            "--rw=randread",
+            "--bs=4k",
+            f"--ioengine={engine}",
+            f"--iodepth={asked}",
+            "--direct=1",
+            "--runtime=1",
+            "--time_based",
+            "--output-format=json+",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     if done.returncode != 0 and "not loadable" in done.stdout + done.stderr:
         pytest.skip(f"{engine} is not available here: {done.stderr.strip()}")
     assert done.returncode == 0, done.stderr

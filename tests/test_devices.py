@@ -54,10 +54,14 @@ def test_a_short_phase_is_not_called_busy_for_a_few_stray_ios():
 def _phase_with_workloads() -> tuple:
     read = replace(builders.totals(1000, 10), ddir="read", ios=10_000, io_bytes=10_000 * MiB)
     write = replace(builders.totals(100, 10), ddir="write", ios=500, io_bytes=500 * 4096)
-    scope_a = replace(builders.scope(np.full(10, 1000.0), where=Scope("a", "local")),
-                      totals={"read": read, "all": read})  # fmt: skip
-    scope_b = replace(builders.scope(np.full(10, 100.0), where=Scope("b", "local")),
-                      totals={"write": write, "all": write})  # fmt: skip
+    scope_a = replace(
+        builders.scope(np.full(10, 1000.0), where=Scope("a", "local")),
+        totals={"read": read, "all": read},
+    )
+    scope_b = replace(
+        builders.scope(np.full(10, 100.0), where=Scope("b", "local")),
+        totals={"write": write, "all": write},
+    )
     aggregate = builders.scope(np.full(10, 1100.0))
     return builders.phase("p", np.full(10, 1100.0), scopes=(aggregate, scope_a, scope_b))
 

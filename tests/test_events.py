@@ -46,9 +46,16 @@ def test_event_actions_parse(text, action, argument):
 
 @pytest.mark.parametrize(
     "text",
-    ["reboot node3", "run ssh node3 poweroff", "throttle data to 1B/s", "throttle data to 0iops",
-     "stop-host", "run $(rm -rf /)", "throttle data to fast"],
-)  # fmt: skip
+    [
+        "reboot node3",
+        "run ssh node3 poweroff",
+        "throttle data to 1B/s",
+        "throttle data to 0iops",
+        "stop-host",
+        "run $(rm -rf /)",
+        "throttle data to fast",
+    ],
+)
 def test_bad_event_actions_are_refused_naming_what_is_accepted(text):
     with pytest.raises(ValueError) as info:
         parse_action(text)
@@ -65,8 +72,9 @@ def test_phase_events_are_checked_in_order_and_inside_the_phase():
     with pytest.raises(ValueError, match="not inside the phase"):
         check_phase_events([spec("10s", "mark late")], 10.0)
     with pytest.raises(ValueError, match="unfinished"):
-        check_phase_events([spec("1s", "throttle data to 1MiB/s"),
-                            spec("2s", "throttle data to 2MiB/s")], 10.0)  # fmt: skip
+        check_phase_events(
+            [spec("1s", "throttle data to 1MiB/s"), spec("2s", "throttle data to 2MiB/s")], 10.0
+        )
     with pytest.raises(ValueError, match="runs for a duration"):
         check_phase_events([spec("1s", "mark x")], None)
 
@@ -78,9 +86,12 @@ def test_cli_events_name_phase_time_and_action():
         parse_cli_event("stop-host 2 at 20s")
     # the time or action that is wrong is named, never pydantic's "1 validation
     # error for EventSpec" (found by the hostile campaign of issue 27)
-    wrong = [("m@-1s=mark x", "time '-1s'"), ("m@99999h=mark x", "time '99999h'"),
-             ("m@1s=throttle data to 0iops", "action 'throttle data to 0iops'"),
-             ("m@1s=throttle data to abc", "action 'throttle data to abc'")]  # fmt: skip
+    wrong = [
+        ("m@-1s=mark x", "time '-1s'"),
+        ("m@99999h=mark x", "time '99999h'"),
+        ("m@1s=throttle data to 0iops", "action 'throttle data to 0iops'"),
+        ("m@1s=throttle data to abc", "action 'throttle data to abc'"),
+    ]
     for text, named in wrong:
         with pytest.raises(ValueError) as caught:
             parse_cli_event(text)
@@ -93,8 +104,11 @@ def test_grants_come_from_the_command_line_and_files(tmp_path):
     commands = tmp_path / "commands.yaml"
     commands.write_text("fail-node: ssh node3 systemctl stop storage\nfailover: ./failover.sh\n")
     grants = parse_grants(["probe=echo hi; date"], [commands])
-    assert grants == {"fail-node": "ssh node3 systemctl stop storage",
-                      "failover": "./failover.sh", "probe": "echo hi; date"}  # fmt: skip
+    assert grants == {
+        "fail-node": "ssh node3 systemctl stop storage",
+        "failover": "./failover.sh",
+        "probe": "echo hi; date",
+    }
     commands.write_text("- just a list\n")
     with pytest.raises(UserError, match="mapping of names to commands"):
         parse_grants([], [commands])
@@ -113,15 +127,29 @@ def test_a_stopped_hosts_missing_seconds_are_zeros_only_inside_the_pause():
 
 
 def test_stored_events_are_checked_like_any_imported_field():
-    good = {"at_s": 3.0, "action": "stop-host", "argument": "2", "status": "done",
-            "started_at": 1.7e9, "ended_at": 1.7e9 + 1, "detail": "", "exit_code": None,
-            "command": ""}  # fmt: skip
+    good = {
+        "at_s": 3.0,
+        "action": "stop-host",
+        "argument": "2",
+        "status": "done",
+        "started_at": 1.7e9,
+        "ended_at": 1.7e9 + 1,
+        "detail": "",
+        "exit_code": None,
+        "command": "",
+    }
     text = json.dumps({"version": 1, "data": [good]})
     (event,) = codecs.EVENTS.decode(text)
     assert event.action is EventAction.STOP_HOST
     assert codecs.EVENTS.decode(codecs.EVENTS.encode((event,))) == (event,)
-    for bad in ({"started_at": -1}, {"action": "rm -rf"}, {"detail": 5}, {"exit_code": "0"},
-                {"extra": 1}, {"at_s": float("inf")}):  # fmt: skip
+    for bad in (
+        {"started_at": -1},
+        {"action": "rm -rf"},
+        {"detail": 5},
+        {"exit_code": "0"},
+        {"extra": 1},
+        {"at_s": float("inf")},
+    ):
         with pytest.raises(codecs.PayloadError):
             codecs.EVENTS.decode(json.dumps({"version": 1, "data": [good | bad]}))
 
@@ -223,9 +251,16 @@ def test_a_granted_command_runs_at_its_time_and_is_stored(iorig, tmp_path, scrat
     scenario = tmp_path / "events.yaml"
     scenario.write_text(SCENARIO)
     marker = tmp_path / "ran"
-    done = iorig("run", str(scenario), "--target", str(scratch), "--event-command",
-                 f"probe=echo probing; touch {marker}; exit 5",
-                 "--event", "run@3s=mark after the command")  # fmt: skip
+    done = iorig(
+        "run",
+        str(scenario),
+        "--target",
+        str(scratch),
+        "--event-command",
+        f"probe=echo probing; touch {marker}; exit 5",
+        "--event",
+        "run@3s=mark after the command",
+    )
     assert done.returncode == 0, done.stderr
     assert marker.exists()
     ((run_id, status),) = _runs(db_path)
@@ -279,8 +314,9 @@ def _clocked_phase():
 
     from iorig.scenario.loading import resolve, source_from_text
 
-    plan = FakeBackend().prepare(resolve(source_from_text(CLOCKED, "s.yaml")), {},
-                                 allow_destroy=False, repeats=1)  # fmt: skip
+    plan = FakeBackend().prepare(
+        resolve(source_from_text(CLOCKED, "s.yaml")), {}, allow_destroy=False, repeats=1
+    )
     phase = next(p for p in plan.phases if p.events)
     return plan, replace(
         phase, events=tuple(e.model_copy(update={"at": 0.2}) for e in phase.events)
@@ -318,9 +354,13 @@ def test_the_jobs_start_is_the_status_time_less_the_longest_runtime():
     from iorig.fio import status
 
     # two fio 3.33 status documents' fields: at 1 s the jobs had run 860 ms
-    doc = {"timestamp_ms": 1795586633312,
-           "jobs": [{"job_runtime": 860, "elapsed": 1, "read": {"total_ios": 9}},
-                    {"job_runtime": 840, "elapsed": 1, "read": {"total_ios": 9}}]}  # fmt: skip
+    doc = {
+        "timestamp_ms": 1795586633312,
+        "jobs": [
+            {"job_runtime": 860, "elapsed": 1, "read": {"total_ios": 9}},
+            {"job_runtime": 840, "elapsed": 1, "read": {"total_ios": 9}},
+        ],
+    }
     assert status.io_started_at(status.snapshot(doc)) == pytest.approx(1795586632.452)
     doc["jobs"] = [{"job_runtime": 0, "elapsed": 1}]  # still laying out its file
     assert status.io_started_at(status.snapshot(doc)) is None
@@ -337,17 +377,24 @@ def test_the_control_port_tells_when_the_servers_jobs_began(tmp_path):
     from iorig.fio.control import JobsWatch
 
     job = tmp_path / "paced.fio"
-    job.write_text(f"[paced]\nfilename={tmp_path}/paced.dat\nsize=1m\nrw=randread\n"
-                   "time_based=1\nruntime=3\nrate_iops=50\n")  # fmt: skip
+    job.write_text(
+        f"[paced]\nfilename={tmp_path}/paced.dat\nsize=1m\nrw=randread\n"
+        "time_based=1\nruntime=3\nrate_iops=50\n"
+    )
     with fio_server(tmp_path, index=5) as server:
         control = HostControl(server.address)
         assert control.jobs_started() is None  # idle
         launched = time.time()
         watch = JobsWatch([control.jobs_started], launched)
         client = subprocess.Popen(
-            [shutil.which("fio") or "fio", f"--client={server.address.fio_client_arg()}",
-             str(job), "--output=/dev/null"], stdout=subprocess.DEVNULL,
-        )  # fmt: skip
+            [
+                shutil.which("fio") or "fio",
+                f"--client={server.address.fio_client_arg()}",
+                str(job),
+                "--output=/dev/null",
+            ],
+            stdout=subprocess.DEVNULL,
+        )
         try:
             deadline = time.time() + 10
             while watch.started_at is None and time.time() < deadline:

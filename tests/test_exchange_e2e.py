@@ -22,8 +22,16 @@ def _show(iorig, ref: str = "last") -> dict:
 # checksums and how verdicts are built; whether a latency limit is judged
 # right is tests/truth/test_exchange.py's, on capped devices. With the
 # default 10 ms log-write limit a busy CI disk failed a healthy run here.
-LENIENT = ("--set", "db_read_avg=10s", "--set", "db_read_max=10s",
-           "--set", "log_write_avg=10s", "--set", "log_write_max=10s")  # fmt: skip
+LENIENT = (
+    "--set",
+    "db_read_avg=10s",
+    "--set",
+    "db_read_max=10s",
+    "--set",
+    "log_write_avg=10s",
+    "--set",
+    "log_write_max=10s",
+)
 
 
 def _targets(scratch) -> tuple[str, ...]:
@@ -139,8 +147,16 @@ def test_exchange_on_two_fio_servers_creates_duplicates_and_checksums(iorig, tmp
     never re-lays out (and zeroes) the first, so the checksum passes; and no
     fio state file is left in the servers' directories."""
     with fio_servers(2, tmp_path) as hosts:
-        result = iorig("run", "exchange", "--quick", "--duration", "2s", *LENIENT,
-                       "--hosts", ",".join(h.label for h in hosts))  # fmt: skip
+        result = iorig(
+            "run",
+            "exchange",
+            "--quick",
+            "--duration",
+            "2s",
+            *LENIENT,
+            "--hosts",
+            ",".join(h.label for h in hosts),
+        )
         leftovers = [p.name for h in hosts for p in server_dir(tmp_path, h).iterdir()]
     assert result.returncode == 0, result.stdout + result.stderr
     shown = _show(iorig)

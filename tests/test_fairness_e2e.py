@@ -27,8 +27,18 @@ def _codes(shown: dict) -> set[str]:
 
 
 def test_disclosure_of_a_real_run(iorig, scratch):
-    iorig("run", "--rw", "randread", "--duration", "1s", "--size", "8MiB",
-          "--target", f"{scratch}/", check=True)  # fmt: skip
+    iorig(
+        "run",
+        "--rw",
+        "randread",
+        "--duration",
+        "1s",
+        "--size",
+        "8MiB",
+        "--target",
+        f"{scratch}/",
+        check=True,
+    )
     text = iorig("show", "last", "--disclosure", check=True).stdout
     disclosure = _show(iorig, "--disclosure")
     assert disclosure["os"]["kernel"] == platform.release() and platform.release() in text
@@ -40,8 +50,15 @@ def test_disclosure_of_a_real_run(iorig, scratch):
     assert fs["type"] and fs["options"] and fs["mountpoint"]
     assert fs["type"] in text and fs["options"] in text
     for dev in target["backing_devices"]:
-        for key in ("rotational", "scheduler", "nr_requests", "logical_block_size",
-                    "physical_block_size", "write_cache", "size_bytes"):  # fmt: skip
+        for key in (
+            "rotational",
+            "scheduler",
+            "nr_requests",
+            "logical_block_size",
+            "physical_block_size",
+            "write_cache",
+            "size_bytes",
+        ):
             assert key in dev
     limit = disclosure["interface_limit"]
     if all(not (d.get("link") or {}).get("usable_bytes_per_s") for d in target["backing_devices"]):
@@ -53,8 +70,18 @@ def test_an_unfair_run_is_flagged_with_advice(iorig, scratch):
     # the findings hang on how the run is set up, not on how long it measures
     # (the fair side: test_audit's before-run test and the quick peak run)
     short = ("--set", "duration=1s", "--set", "warmup=1s", "--set", "size=16MiB")
-    unfair = iorig("run", "peak", "--quick", "--set", "direct=false", "--set", "prefill=false",
-                   *short, "--target", f"{scratch}/unfair/")  # fmt: skip
+    unfair = iorig(
+        "run",
+        "peak",
+        "--quick",
+        "--set",
+        "direct=false",
+        "--set",
+        "prefill=false",
+        *short,
+        "--target",
+        f"{scratch}/unfair/",
+    )
     assert unfair.returncode == 0, unfair.stderr
     codes = _codes(_show(iorig))
     assert {"cache-fit", "no-prefill"} <= codes

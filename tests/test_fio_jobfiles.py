@@ -16,7 +16,7 @@ from iorig.analyze.analysis import analyse
 from iorig.errors import UserError
 from iorig.fio.jobfile import WHITELIST, render_options
 from iorig.model import Metric, PhaseKind
-from iorig.report.disclosure import disclosure_context
+from iorig.report.writers.disclosure import disclosure_context
 from iorig.run.jobtext import job_text
 from iorig.run.session import execute
 from iorig.scenario.fiofile import MAX_LINE_CHARS, parse_job_file
@@ -124,8 +124,14 @@ def test_sizes_and_times_are_read_as_fio_reads_them():
     # kb_base=1024, fio's default and compatibility mode: k and kb are 1024,
     # kib is 1000 (the reverse of IEC, as fio documents)
     assert [fio_size(t) for t in ("512", "4k", "4K", "4kb", "4KiB", "10G", "1m")] == [
-        512, 4096, 4096, 4096, 4000, 10 << 30, 1 << 20,
-    ]  # fmt: skip
+        512,
+        4096,
+        4096,
+        4096,
+        4000,
+        10 << 30,
+        1 << 20,
+    ]
     assert fio_time_us("900") == 900_000_000  # runtime: seconds by default
     assert fio_time_us("10ms") == 10_000 and fio_time_us("2m") == 120_000_000
     assert fio_time_us("250", default_unit="us") == 250  # thinktime: microseconds
@@ -138,8 +144,14 @@ def test_sizes_and_times_are_read_as_fio_reads_them():
 
 
 def test_every_passed_option_is_on_the_renderers_whitelist():
-    samples = {"sync": "dsync", "thinktime_blocks_type": "issue", "random_generator": "lfsr",
-               "rate_process": "poisson", "nice": "-5", "thinktime": "10ms"}  # fmt: skip
+    samples = {
+        "sync": "dsync",
+        "thinktime_blocks_type": "issue",
+        "random_generator": "lfsr",
+        "rate_process": "poisson",
+        "nice": "-5",
+        "thinktime": "10ms",
+    }
     for name, parse in PASSED.items():
         assert name in WHITELIST, name
         value = parse(samples.get(name, "1"))
@@ -149,9 +161,15 @@ def test_every_passed_option_is_on_the_renderers_whitelist():
 
 @pytest.mark.parametrize(
     "option",
-    [("filename", "/etc/passwd"), ("exec_prerun", "/bin/sh"), ("write_lat_log", "x"),
-     ("runtime", 5), ("ioengine", "exec"), ("size", 1)],
-)  # fmt: skip
+    [
+        ("filename", "/etc/passwd"),
+        ("exec_prerun", "/bin/sh"),
+        ("write_lat_log", "x"),
+        ("runtime", 5),
+        ("ioengine", "exec"),
+        ("size", 1),
+    ],
+)
 def test_a_scenario_cannot_pass_what_a_job_file_may_not(option):
     name, value = option
     with pytest.raises(ValidationError, match="not an option iorig passes"):
@@ -290,8 +308,14 @@ def test_fios_examples_become_scenarios():
     phases, w = found["fio-rand-read"]
     assert [p.kind for p in phases] == [PhaseKind.PREFILL, PhaseKind.MEASURE]
     assert (w.rw, w.bs, w.iodepth, w.jobs, w.engine, w.direct, w.size) == (
-        "randread", 4096, 16, 1, "libaio", False, 64 << 20,
-    )  # fmt: skip
+        "randread",
+        4096,
+        16,
+        1,
+        "libaio",
+        False,
+        64 << 20,
+    )
     phases, w = found["fio-seq-write"]
     assert [p.kind for p in phases] == [PhaseKind.MEASURE]  # writes: nothing to fill first
     assert (w.rw, w.bs, phases[0].headline) == ("write", 256 << 10, Metric.BYTES_PER_S)
@@ -311,8 +335,9 @@ def test_stonewall_groups_are_phases_and_a_global_applies_to_the_jobs_after_it(t
     assert [p.name for p in resolved.scenario.phases] == ["prefill", "a", "a-2"]
     _, first, second = resolved.scenario.phases
     assert [(w.name, w.rw, w.iodepth) for w in first.workloads] == [
-        ("a", "randread", 1), ("b", "randwrite", 1),
-    ]  # fmt: skip
+        ("a", "randread", 1),
+        ("b", "randwrite", 1),
+    ]
     assert [(w.name, w.iodepth) for w in second.workloads] == [("a-2", 1), ("d", 8)]
     assert (first.duration, second.duration) == (10, 20)
     shorter = resolve(_source(tmp_path, text), None, {"duration": "15s"})
@@ -323,8 +348,13 @@ def test_what_the_file_leaves_out_is_fios_default(tmp_path):
     resolved = resolve(_source(tmp_path, f"[j]\n{TIMED}"))
     (w,) = resolved.scenario.phases[-1].workloads
     assert (w.rw, w.bs, w.iodepth, w.jobs, w.engine, w.direct) == (
-        "read", 4096, 1, 1, "psync", False,
-    )  # fmt: skip
+        "read",
+        4096,
+        1,
+        1,
+        "psync",
+        False,
+    )
 
 
 def test_mapped_options_become_iorigs_fields(tmp_path):
@@ -336,11 +366,17 @@ def test_mapped_options_become_iorigs_fields(tmp_path):
     (phase,) = resolve(_source(tmp_path, text)).scenario.measured
     mix, trims = phase.workloads
     assert (mix.read_pct, mix.bssplit, mix.distribution, mix.compress) == (
-        70, "4096/50:65536/50", "zipf:1.2", 50,
-    )  # fmt: skip
+        70,
+        "4096/50:65536/50",
+        "zipf:1.2",
+        50,
+    )
     assert (mix.continue_on_error, mix.rate, mix.direct, mix.engine) == (
-        "all", 1 << 20, True, "io_uring",
-    )  # fmt: skip
+        "all",
+        1 << 20,
+        True,
+        "io_uring",
+    )
     assert phase.ramp == 2 and trims.engine == "auto"  # a file's trims: falloc, iorig's pick
 
 
@@ -384,10 +420,21 @@ def test_passed_options_reach_fio_as_written_and_the_rest_as_iorig_renders_them(
     )
     plan, stored, _ = _fake_run(db_path, _source(tmp_path, text))
     lines = job_text(plan, stored.run.id, plan.phases[-1]).splitlines()  # as the run renders it
-    for expected in ("[db]", "ioengine=libaio", "rw=randread", "direct=1", "iodepth=16",
-                     "thinktime=100", "norandommap=0", "fsync=8", "rate_iops=500",
-                     "rate_process=linear", "time_based=1", "runtime=10000ms",
-                     "write_hist_log=db"):  # fmt: skip
+    for expected in (
+        "[db]",
+        "ioengine=libaio",
+        "rw=randread",
+        "direct=1",
+        "iodepth=16",
+        "thinktime=100",
+        "norandommap=0",
+        "fsync=8",
+        "rate_iops=500",
+        "rate_process=linear",
+        "time_based=1",
+        "runtime=10000ms",
+        "write_hist_log=db",
+    ):
         assert expected in lines, expected
     assert not any(line.startswith(("name=", "group_reporting")) for line in lines)
     assert any("group_reporting (line 3) is not passed" in n for n in plan.notes)

@@ -28,8 +28,9 @@ EXAMPLES = Path(__file__).resolve().parent / "data" / "fio-examples"
 def test_fios_examples_run_as_iorig_phases(name, metric, rendered, scratch, iorig):
     job = EXAMPLES / f"{name}.fio"
     target = scratch / f"{name}.dat"
-    done = iorig("run", str(job), "--target", str(target), "--size", "16MiB", "--set",
-                 "duration=2s")  # fmt: skip
+    done = iorig(
+        "run", str(job), "--target", str(target), "--size", "16MiB", "--set", "duration=2s"
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     doc = json.loads(iorig("show", "last", "--json", check=True).stdout)
     assert doc["run"]["origin"] == f"fio:{job}"
@@ -40,15 +41,35 @@ def test_fios_examples_run_as_iorig_phases(name, metric, rendered, scratch, iori
     jobs = iorig("show", "last", "--jobs", check=True).stdout
     assert job.read_text() in jobs  # the file as given, stored with the run
     as_run = jobs[jobs.index("; phase file1") :].splitlines()
-    for line in ("ioengine=libaio", "iodepth=16", "direct=0", "time_based=1",
-                 "runtime=2000ms", f"filename={target}", *rendered):  # fmt: skip
+    for line in (
+        "ioengine=libaio",
+        "iodepth=16",
+        "direct=0",
+        "time_based=1",
+        "runtime=2000ms",
+        f"filename={target}",
+        *rendered,
+    ):
         assert line in as_run, line
 
 
 def test_trims_of_a_file_punch_holes_and_are_their_own_direction(scratch, iorig):
     target = scratch / "trim.dat"
-    done = iorig("run", "--rw", "randtrim", "--bs", "64k", "--iodepth", "4", "--duration", "2s",
-                 "--size", "16MiB", "--target", str(target))  # fmt: skip
+    done = iorig(
+        "run",
+        "--rw",
+        "randtrim",
+        "--bs",
+        "64k",
+        "--iodepth",
+        "4",
+        "--duration",
+        "2s",
+        "--size",
+        "16MiB",
+        "--target",
+        str(target),
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     doc = json.loads(iorig("show", "last", "--json", check=True).stdout)
     assert [p["kind"] for p in doc["other_phases"]] == ["prefill"]  # written before trimmed
@@ -67,8 +88,10 @@ def test_a_job_files_own_filename_is_the_target_with_iorigs_checks(scratch, refu
     theirs.write_bytes(b"precious" * 512)
     job = scratch / "own.fio"
     timed = "rw=randwrite\nsize=8m\ntime_based\nruntime=1\n"
-    for filename, fragment in ((theirs, "refusing to overwrite"),
-                               ("/proc/self/status", "kernel's proc filesystem")):  # fmt: skip
+    for filename, fragment in (
+        (theirs, "refusing to overwrite"),
+        ("/proc/self/status", "kernel's proc filesystem"),
+    ):
         job.write_text(f"[job]\nfilename={filename}\n{timed}")
         done = refused("run", str(job))
         assert done.returncode == 2 and fragment in done.stderr, done.stdout + done.stderr

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from iorig.report.fit import fit, minimum_widths, table_width
-from iorig.report.tablemodel import TableModel
+from iorig.report.tables.model import TableModel
+from iorig.report.writers.fit import fit, minimum_widths, table_width
 
 MODEL = TableModel(
     "t",
@@ -34,8 +34,9 @@ def test_the_least_important_column_goes_first_and_is_named():
 
 
 def test_a_one_line_table_cuts_its_last_column_instead_of_wrapping():
-    model = TableModel("", ("id", "figures"), (("abc", "x 1, y 2, z 3, w 4, v 5, u 6"),),
-                       ("l", "l"), one_line=True)  # fmt: skip
+    model = TableModel(
+        "", ("id", "figures"), (("abc", "x 1, y 2, z 3, w 4, v 5, u 6"),), ("l", "l"), one_line=True
+    )
     fitted = fit(model, 24)
     assert fitted.model.headers == ("id", "figures")
     assert fitted.widths == (3, 14)  # the figures cut (an ellipsis), the id whole

@@ -28,11 +28,25 @@ def test_doctor_generator_reports_what_fios_null_engine_generates(iorig):
     shown = _si(re.search(r"generates ([\d.]+[KMG]?) IOPS", flat).group(1))
     # the truth: bare fio's null engine with the same jobs and depth, here and now
     bare = subprocess.run(
-        ["fio", "--name=n", "--ioengine=null", "--size=1g", "--rw=randread", "--bs=4k",
-         "--numjobs=2", "--iodepth=4", "--norandommap", "--time_based", "--runtime=2",
-         "--output-format=json"],
-        capture_output=True, text=True, timeout=60, check=True,
-    )  # fmt: skip
+        [
+            "fio",
+            "--name=n",
+            "--ioengine=null",
+            "--size=1g",
+            "--rw=randread",
+            "--bs=4k",
+            "--numjobs=2",
+            "--iodepth=4",
+            "--norandommap",
+            "--time_based",
+            "--runtime=2",
+            "--output-format=json",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
     expected = sum(j["read"]["iops"] for j in json.loads(bare.stdout)["jobs"])
     assert 0.5 * expected <= shown <= 2 * expected, (shown, expected)
     bad = iorig("doctor", "--generator", "--bs", "4x")
@@ -41,16 +55,40 @@ def test_doctor_generator_reports_what_fios_null_engine_generates(iorig):
 
 def test_a_null_engine_run_is_marked_as_touching_no_storage_everywhere(iorig, scratch, tmp_path):
     target = scratch / "null"
-    done = iorig("run", "--rw", "randread", "--engine", "null", "--duration", "1s",
-                 "--size", "16MiB", "--target", f"{target}/", "--label", "null")  # fmt: skip
+    done = iorig(
+        "run",
+        "--rw",
+        "randread",
+        "--engine",
+        "null",
+        "--duration",
+        "1s",
+        "--size",
+        "16MiB",
+        "--target",
+        f"{target}/",
+        "--label",
+        "null",
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     assert "runs fio's null engine: no storage is touched" in " ".join(done.stdout.split())
     for fmt in ("md", "json", "html"):
         out = tmp_path / f"r.{fmt}"
         iorig("report", "last", "--format", fmt, "--output", str(out), check=True)
         assert "no storage is touched" in out.read_text(), fmt
-    again = iorig("run", "--rw", "randread", "--engine", "null", "--duration", "1s",
-                  "--size", "16MiB", "--target", f"{target}/")  # fmt: skip
+    again = iorig(
+        "run",
+        "--rw",
+        "randread",
+        "--engine",
+        "null",
+        "--duration",
+        "1s",
+        "--size",
+        "16MiB",
+        "--target",
+        f"{target}/",
+    )
     assert again.returncode == 0, again.stdout + again.stderr
     compared = iorig("compare", "null", "last", check=True).stdout
     assert "null-engine" in compared  # a comparison names it in each run's audit line

@@ -172,14 +172,15 @@ def test_show_prints_no_percentile_above_the_maximum():
     from tests import builders
 
     from iorig.analyze.summary import summarize_phase
-    from iorig.report.tables import summary_tables
+    from iorig.report.tables.run import summary_tables
 
     counts = histogram.empty()
     fast, stalled = histogram.bin_index(np.array([1_000_000, 4_000_000_000]))
     counts[fast], counts[stalled] = 998, 2
     assert histogram.percentiles(counts, (99.9,))[99.9] == pytest.approx(4.0098e9, rel=1e-4)
-    totals = replace(builders.totals(1000, 1, hist=counts), lat_min_ns=0.99e6,
-                     lat_max_ns=4_000_000_000)  # fmt: skip
+    totals = replace(
+        builders.totals(1000, 1, hist=counts), lat_min_ns=0.99e6, lat_max_ns=4_000_000_000
+    )
     scope = replace(builders.scope(np.array([1000.0])), totals={ALL: totals})
     summary = summarize_phase(builders.phase("stall", np.array([1000.0]), scopes=(scope,)))
     (row,) = summary_tables([summary])[1].rows

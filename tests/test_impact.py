@@ -26,15 +26,17 @@ def _row(*latencies_ns: float) -> np.ndarray:
 FAST = _row(*[100_000] * 100)  # every I/O at 100 µs: p99 100 µs
 
 
-def _series(iops: np.ndarray | list[float], hist: np.ndarray | None = None, *,
-            t: np.ndarray | None = None) -> Series:  # fmt: skip
+def _series(
+    iops: np.ndarray | list[float], hist: np.ndarray | None = None, *, t: np.ndarray | None = None
+) -> Series:
     iops = np.asarray(iops, dtype=float)
     n = iops.size
     if hist is None:  # every second like FAST, none for a second without completions
         hist = np.array([FAST if x > 0 else histogram.empty() for x in iops], dtype=np.uint64)
         hist = hist.reshape(n, histogram.NR_BINS)
-    return Series(ALL, np.arange(1, n + 1) if t is None else t, iops, iops * BS,
-                  np.full(n, 1e5), hist)  # fmt: skip
+    return Series(
+        ALL, np.arange(1, n + 1) if t is None else t, iops, iops * BS, np.full(n, 1e5), hist
+    )
 
 
 def _levels(n: int, base: float = 1000.0, **spans: float) -> np.ndarray:
@@ -180,7 +182,12 @@ def test_a_cut_series_keeps_to_the_seconds_it_has():
 def test_empty_series():
     r = impact_of(_series([]), Metric.IOPS, 5.0)
     assert (r.baseline, r.dip_pct, r.recovery_s, r.observed_s, r.lost_ios) == (
-        None, None, None, 0.0, None)  # fmt: skip
+        None,
+        None,
+        None,
+        0.0,
+        None,
+    )
     assert "baseline needs 3" in r.note and "no seconds after the event" in r.note
 
 
@@ -203,8 +210,14 @@ def test_zero_baseline():
 
 def test_nan_latency_and_no_histograms():
     iops = _levels(40, s21_25=0)
-    s = Series(ALL, np.arange(1, 41), iops, iops * BS, np.full(40, np.nan),
-               np.zeros((0, histogram.NR_BINS), dtype=np.uint64))  # fmt: skip
+    s = Series(
+        ALL,
+        np.arange(1, 41),
+        iops,
+        iops * BS,
+        np.full(40, np.nan),
+        np.zeros((0, histogram.NR_BINS), dtype=np.uint64),
+    )
     assert np.isnan(per_second_p99_ns(s)).all() and per_second_p99_ns(s).size == 40
     r = impact_of(s, Metric.IOPS, 20.0)
     assert r.baseline_p99_ns is None and r.worst_p99_ns is None and r.recovery_s == 5.0

@@ -70,10 +70,21 @@ def test_a_check_without_the_writers_state_fails_saying_why():
 
 def _opts(**over: object) -> dict:
     base: dict = dict(
-        engine="libaio", rw="randwrite", bs=4096, filename="/d/f", size=1 << 20, offset=1 << 20,
-        iodepth=8, jobs=1, direct=True, read_pct=None, rate_iops=None, runtime_s=30.0,
-        log_prefix="writes", verify="crc32c",
-    )  # fmt: skip
+        engine="libaio",
+        rw="randwrite",
+        bs=4096,
+        filename="/d/f",
+        size=1 << 20,
+        offset=1 << 20,
+        iodepth=8,
+        jobs=1,
+        direct=True,
+        read_pct=None,
+        rate_iops=None,
+        runtime_s=30.0,
+        log_prefix="writes",
+        verify="crc32c",
+    )
     return workload_options(**(base | over))
 
 
@@ -125,8 +136,9 @@ def test_zero_is_no_rate_limit():
 def _plan(**overrides: str):
     resolved = scenario.resolve(scenario.read_source("integrity"), "quick", overrides)
     target = Target("data", "/d/", "file", Path("/d/iorig-data.dat"), 48 << 20, None, False, False)
-    return resolved, build_plan(resolved, {"data": target}, {("data", True): "libaio"}, "fio",
-                                "fio-3.33")  # fmt: skip
+    return resolved, build_plan(
+        resolved, {"data": target}, {("data", True): "libaio"}, "fio", "fio-3.33"
+    )
 
 
 def test_the_integrity_plan_replays_its_writer_first_in_the_verify_phase():
@@ -155,8 +167,13 @@ def test_a_replay_that_is_not_its_writers_job_is_refused():
     def plan_with(workloads: list[dict]):
         phases = [*data["phases"][:-1], verify | {"workloads": workloads}]
         changed = resolved.scenario.model_validate(data | {"phases": phases})
-        return build_plan(replace(resolved, scenario=changed), {"data": target},
-                          {("data", True): "libaio"}, "fio", "fio-3.33")  # fmt: skip
+        return build_plan(
+            replace(resolved, scenario=changed),
+            {"data": target},
+            {("data", True): "libaio"},
+            "fio",
+            "fio-3.33",
+        )
 
     writes, at_rest = verify["workloads"]
     with pytest.raises(UserError, match="does not replay the writer"):
@@ -204,15 +221,31 @@ def test_a_check_reading_several_blocks_at_once_counts_at_least_its_bad_reads():
     failed = [_verify_phase(error, PhaseStatus.FAILED)]
     # fio stops checking a read at its first bad block: 1 MiB reads of 32 KiB
     # pages count bad reads, a lower bound of bad pages
-    coarse = {"phases": [{"name": "verify", "kind": "verify", "workloads": [
-        {"name": "db", "rw": "read", "bs": 1 << 20, "verify_interval": 32768}]}]}  # fmt: skip
+    coarse = {
+        "phases": [
+            {
+                "name": "verify",
+                "kind": "verify",
+                "workloads": [
+                    {"name": "db", "rw": "read", "bs": 1 << 20, "verify_interval": 32768}
+                ],
+            }
+        ]
+    }
     check = data_check(failed, coarse)
     assert check is not None and check.coarse
     assert check.verdict == "FAIL: data lost: at least 6 blocks did not read back as last written"
     row = data_verdict(check)
     assert row is not None and "at least 6 did not" in row.name
-    exact = {"phases": [{"name": "verify", "kind": "verify", "workloads": [
-        {"name": "db", "rw": "read", "bs": 32768, "verify_interval": 32768}]}]}  # fmt: skip
+    exact = {
+        "phases": [
+            {
+                "name": "verify",
+                "kind": "verify",
+                "workloads": [{"name": "db", "rw": "read", "bs": 32768, "verify_interval": 32768}],
+            }
+        ]
+    }
     assert not data_check(failed, exact).coarse
 
 
@@ -226,12 +259,25 @@ def test_a_writer_that_went_over_its_blocks_again_is_said_so():
         scope = replace(builders.scope(np.array([700.0]), where=where), totals={"write": written})
         return builders.phase("mixed", np.array([700.0]), scopes=(scope,), repeat=repeat)
 
-    resolved = {"phases": [
-        {"name": "mixed", "kind": "measure",
-         "workloads": [{"name": "writes", "rw": "randwrite", "bs": 4096, "size": 4 << 20,
-                        "jobs": 1, "verify_state": True}]},
-        {"name": "verify", "kind": "verify", "workloads": []},
-    ]}  # fmt: skip
+    resolved = {
+        "phases": [
+            {
+                "name": "mixed",
+                "kind": "measure",
+                "workloads": [
+                    {
+                        "name": "writes",
+                        "rw": "randwrite",
+                        "bs": 4096,
+                        "size": 4 << 20,
+                        "jobs": 1,
+                        "verify_state": True,
+                    }
+                ],
+            },
+            {"name": "verify", "kind": "verify", "workloads": []},
+        ]
+    }
     check = data_check([mixed(0), mixed(1), _verify_phase()], resolved)
     assert check is not None and check.rewritten == (("writes", 700 * 2 / 1024),)
     assert check.verdict is not None and "writes 1.4 times" in check.verdict

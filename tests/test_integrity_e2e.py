@@ -111,8 +111,17 @@ def test_blocks_damaged_at_rest_are_named_and_fail_the_run_as_lost_data(iorig, s
         f.write(bytes(BS))
         os.fsync(f.fileno())
     # check only what is at rest, as the kept files hold it
-    again = iorig("run", "integrity", "--quick", "--set", "write=false", "--set", "mixed=false",
-                  "--target", f"{scratch}/")  # fmt: skip
+    again = iorig(
+        "run",
+        "integrity",
+        "--quick",
+        "--set",
+        "write=false",
+        "--set",
+        "mixed=false",
+        "--target",
+        f"{scratch}/",
+    )
     assert again.returncode == 3, again.stdout + again.stderr
     shown = _show(iorig)
     bad = sorted([*damaged, moved, zeroed])
@@ -145,10 +154,23 @@ def _start(scratch: Path, db: Path, tmp: Path, *args: str) -> subprocess.Popen:
     """iorig in the background, its working directories under ``tmp``."""
     env = dict(os.environ, IORIG_DB=str(db), COLUMNS="160", NO_COLOR="1", TMPDIR=str(tmp))
     return subprocess.Popen(
-        [sys.executable, "-m", "iorig", "run", "integrity", "--quick", *args,
-         "--target", f"{scratch}/"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=REPO,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "iorig",
+            "run",
+            "integrity",
+            "--quick",
+            *args,
+            "--target",
+            f"{scratch}/",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        cwd=REPO,
+    )
 
 
 def test_acknowledged_writes_lost_after_the_mixed_phase_are_named(scratch, db_path, tmp_path):
@@ -194,8 +216,18 @@ def test_a_fault_mid_write_is_checked_up_to_what_fio_had_acknowledged(
     # the fault is an event command: it touches $IORIG_TRIGGER first, as a
     # power cut's script would
     cut = 'cut=touch "$IORIG_TRIGGER" && echo "$IORIG_TRIGGER"'
-    proc = _start(scratch, db_path, work, "--set", "duration=60s", "--keep-files",
-                  "--event", "mixed@3s=run cut", "--event-command", cut)  # fmt: skip
+    proc = _start(
+        scratch,
+        db_path,
+        work,
+        "--set",
+        "duration=60s",
+        "--keep-files",
+        "--event",
+        "mixed@3s=run cut",
+        "--event-command",
+        cut,
+    )
     try:
         out, err = proc.communicate(timeout=120)
     finally:
@@ -224,8 +256,13 @@ def test_a_fault_mid_write_is_checked_up_to_what_fio_had_acknowledged(
     job = tmp_path / "no-state" / "job.fio"
     job.parent.mkdir()
     job.write_text(replay.replace("verify_state_load=1\n", ""))
-    done = subprocess.run(["fio", "--output=/dev/null", str(job)], cwd=job.parent,
-                          capture_output=True, text=True, timeout=120)  # fmt: skip
+    done = subprocess.run(
+        ["fio", "--output=/dev/null", str(job)],
+        cwd=job.parent,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     never = [f.offset for f in parse.verify_failures(done.stderr) if f.offset >= AT_REST]
     assert len(never) >= CHURN // BS - writes - 64, (len(never), writes)
     assert all(f.what.startswith("no verify header") for f in parse.verify_failures(done.stderr))

@@ -28,7 +28,7 @@ from iorig.model import (
     PhaseKind,
     errors_by_type,
 )
-from iorig.report.eventtables import _errors
+from iorig.report.tables.events import _errors
 from iorig.run.backend import HostLogs, RawPhase
 from iorig.run.collect import collect
 from iorig.scenario.schema import Workload
@@ -62,7 +62,11 @@ def test_local_errors_are_counted_per_type_and_add_up_to_fios_total():
     # the lines fio copies into --output are not parsed twice: only stderr counts
     job = parse.parse_final(output).jobs[0]
     assert (job.total_err, job.first_error, job.error, job.continued) == (
-        _fio_total(output), 5, 5, True)  # fmt: skip
+        _fio_total(output),
+        5,
+        5,
+        True,
+    )
 
 
 def test_a_servers_errors_are_counted_with_its_host():
@@ -77,28 +81,38 @@ def test_a_servers_errors_are_counted_with_its_host():
 @pytest.mark.parametrize(
     ("line", "expected"),
     [
-        ("fio: io_u error on file /d/a: Input/output error: read offset=0, buflen=4096",
-         ("read", EIO)),
-        ("fio: io_u error on file /d/a: Input/output error: write offset=4096, buflen=4096",
-         ("write", EIO)),
-        ("fio: io_u error on file /d/a: Input/output error: trim offset=0, buflen=4096",
-         ("write", EIO)),  # fio: any direction but read is a write error
-        (f"fio: io_u error on file /d/a: {EILSEQ}: read offset=0, buflen=4096",
-         ("verify", EILSEQ)),
-        ("fio: io_u error on file /d/with: colon: No space left on device: write offset=1, "
-         "buflen=512", ("write", "No space left on device")),
+        (
+            "fio: io_u error on file /d/a: Input/output error: read offset=0, buflen=4096",
+            ("read", EIO),
+        ),
+        (
+            "fio: io_u error on file /d/a: Input/output error: write offset=4096, buflen=4096",
+            ("write", EIO),
+        ),
+        (
+            "fio: io_u error on file /d/a: Input/output error: trim offset=0, buflen=4096",
+            ("write", EIO),
+        ),  # fio: any direction but read is a write error
+        (f"fio: io_u error on file /d/a: {EILSEQ}: read offset=0, buflen=4096", ("verify", EILSEQ)),
+        (
+            "fio: io_u error on file /d/with: colon: No space left on device: write offset=1, "
+            "buflen=512",
+            ("write", "No space left on device"),
+        ),
         ("fio: io_u error: Input/output error: read offset=8, buflen=512", ("read", EIO)),
     ],
-)  # fmt: skip
+)
 def test_error_lines(line: str, expected: tuple[str, str]):
     (count,) = parse.io_errors(line + "\n")
     assert (count.kind, count.message, count.count) == (*expected, 1)
 
 
 def test_other_lines_are_not_errors():
-    text = ("fio: pid=1, err=5/file:io_u.c:1889, func=io_u error, error=Input/output error\n"
-            "crc32c: verify failed at file /d offset 0, length 4096\n"
-            "io_u error on file x: y: read offset=1, buflen=2\n")  # fmt: skip
+    text = (
+        "fio: pid=1, err=5/file:io_u.c:1889, func=io_u error, error=Input/output error\n"
+        "crc32c: verify failed at file /d offset 0, length 4096\n"
+        "io_u error on file x: y: read offset=1, buflen=2\n"
+    )
     assert parse.io_errors(text) == ()
 
 
@@ -115,8 +129,17 @@ def _raw(stderr: str, output: str) -> RawPhase:
     # the recording kept no logs: one window stands for them (a measured job
     # of 2 s without any lost its logs and fails for that alone, tests/test_session.py)
     logs = {("rw", None): {1: {"iops": [parse.LogSample(1000, 1.0, "read", 0)]}}}
-    return RawPhase(0.0, 3.0, "", (), FioExit(0, output, stderr, None, 3.0), logs,
-                    (HostLogs("local"),), False, True)  # fmt: skip
+    return RawPhase(
+        0.0,
+        3.0,
+        "",
+        (),
+        FioExit(0, output, stderr, None, 3.0),
+        logs,
+        (HostLogs("local"),),
+        False,
+        True,
+    )
 
 
 def test_collect_counts_them_and_a_job_going_on_past_io_errors_did_not_fail():
@@ -124,8 +147,13 @@ def test_collect_counts_them_and_a_job_going_on_past_io_errors_did_not_fail():
     # what collect reads of a planned phase: its kind and length, its workloads'
     # labels and what they asked of fio (record.sh: randrw, 4k, QD 1)
     spec = Workload(rw="randrw", bs="4k")
-    phase = SimpleNamespace(kind=PhaseKind.MEASURE, duration_s=2.0, name="m", bytes_to_write=0,
-                            workloads=[SimpleNamespace(label="rw", spec=spec)])  # fmt: skip
+    phase = SimpleNamespace(
+        kind=PhaseKind.MEASURE,
+        duration_s=2.0,
+        name="m",
+        bytes_to_write=0,
+        workloads=[SimpleNamespace(label="rw", spec=spec)],
+    )
     got = collect(_raw(stderr, output), phase)  # type: ignore[arg-type]
     assert got.problem is None  # fio's "error": 5 is the first error it went on past
     assert sum(c.count for c in got.io_errors) == _fio_total(output)
@@ -150,9 +178,21 @@ def test_other_values_are_refused_saying_which_are_taken(value: object):
 
 
 def _options(**over: object) -> dict:
-    args: dict = dict(engine="psync", rw="randrw", bs=4096, filename="/d/f", size=1 << 20,
-                      offset=0, iodepth=1, jobs=1, direct=True, read_pct=50, rate_iops=None,
-                      runtime_s=3.0, log_prefix="w")  # fmt: skip
+    args: dict = dict(
+        engine="psync",
+        rw="randrw",
+        bs=4096,
+        filename="/d/f",
+        size=1 << 20,
+        offset=0,
+        iodepth=1,
+        jobs=1,
+        direct=True,
+        read_pct=50,
+        rate_iops=None,
+        runtime_s=3.0,
+        log_prefix="w",
+    )
     return workload_options(**args | over)
 
 
@@ -221,8 +261,11 @@ def test_hostile_counts_are_refused(item: object):
 
 def test_an_events_impact_has_its_phases_errors_by_type():
     per_second = np.full(30, 1000.0)
-    counts = (IoErrorCount("read", EIO, 8), IoErrorCount("write", EIO, 4),
-              IoErrorCount("read", EIO, 2, "h2:8765"))  # fmt: skip
+    counts = (
+        IoErrorCount("read", EIO, 8),
+        IoErrorCount("write", EIO, 4),
+        IoErrorCount("read", EIO, 2, "h2:8765"),
+    )
     event = EventRecord(10.0, EventAction.MARK, "x", EventStatus.DONE, 10.0, 10.1)
     phase = builders.phase("p", per_second, events=(event,), io_errors=counts)
     ((_, impact),) = phase_impacts(phase)

@@ -109,8 +109,15 @@ def test_errors_after_a_shutdown_are_counted_per_type_as_fio_counted_them(
     scenario = tmp_path / "errors.yaml"
     scenario.write_text(SCENARIO)
     command = f'{sys.executable} -c "{SHUTDOWN}" {ext4_dir}'
-    done = iorig("run", str(scenario), "--target", f"{ext4_dir}/", "--event-command",
-                 f"shutdown={command}", timeout=120)  # fmt: skip
+    done = iorig(
+        "run",
+        str(scenario),
+        "--target",
+        f"{ext4_dir}/",
+        "--event-command",
+        f"shutdown={command}",
+        timeout=120,
+    )
     shown = json.loads(iorig("show", "last", "--json", check=True).stdout)
     ((event),) = shown["events"]
     assert event["status"] == "done", (event, done.stderr)

@@ -13,10 +13,20 @@ from iorig.fio.jobfile import JobFileError, Section, render, workload_options
 
 def _options(**over: object) -> dict:
     args: dict = dict(
-        engine="libaio", rw="randread", bs=4096, filename="/data/test file", size=1 << 26,
-        offset=0, iodepth=32, jobs=4, direct=True, read_pct=None, rate_iops=None,
-        runtime_s=30.0, log_prefix="rr",
-    )  # fmt: skip
+        engine="libaio",
+        rw="randread",
+        bs=4096,
+        filename="/data/test file",
+        size=1 << 26,
+        offset=0,
+        iodepth=32,
+        jobs=4,
+        direct=True,
+        read_pct=None,
+        rate_iops=None,
+        runtime_s=30.0,
+        log_prefix="rr",
+    )
     args.update(over)
     return workload_options(**args)
 
@@ -24,10 +34,23 @@ def _options(**over: object) -> dict:
 def test_typical_random_workload():
     text = render({}, [Section("rr", _options())])
     lines = text.splitlines()
-    for expected in ("[rr]", "ioengine=libaio", "rw=randread", "bs=4096", "iodepth=32",
-                     "numjobs=4", "direct=1", "norandommap=1", "randrepeat=0",
-                     "refill_buffers=1", "time_based=1", "runtime=30000ms",
-                     "write_hist_log=rr", "log_hist_msec=1000", "log_avg_msec=1000"):  # fmt: skip
+    for expected in (
+        "[rr]",
+        "ioengine=libaio",
+        "rw=randread",
+        "bs=4096",
+        "iodepth=32",
+        "numjobs=4",
+        "direct=1",
+        "norandommap=1",
+        "randrepeat=0",
+        "refill_buffers=1",
+        "time_based=1",
+        "runtime=30000ms",
+        "write_hist_log=rr",
+        "log_hist_msec=1000",
+        "log_avg_msec=1000",
+    ):
         assert expected in lines, expected
     assert "[global]" not in lines  # nothing global to say
     assert not any(line.startswith("rwmixread") or line.startswith("rate") for line in lines)

@@ -19,7 +19,7 @@ from iorig.analyze.loadpoints import (
 )
 from iorig.errors import UserError
 from iorig.model import AGGREGATE, Disclosure, GeneratorCpu, Scope
-from iorig.report.searchtables import loadpoint_tables
+from iorig.report.tables.searches import loadpoint_tables
 
 # Seed 004: AI_IMAGE on Nutanix Files (AI_Jobs, latency ms, ops/s, MB/s); published ORT 1.94 ms
 SEED = [

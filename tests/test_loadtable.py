@@ -69,21 +69,33 @@ def test_csv_is_still_a_csv():
 @pytest.mark.parametrize(
     ("text", "message"),
     [
-        (LINES.replace("  2.1  ", "  2,1  "),
-         "report.txt line 15: load point 8: latency ms '2,1' is not a number"),
-        (LINES.replace("        104413", ""),
-         "report.txt line 15: load point 8 has 3 values where the table has 4"),
-        (LINES.replace(" ------------  ------------", " ------------  ==="),
-         "report.txt line 7: the header is not followed by its four dashed rules"),
+        (
+            LINES.replace("  2.1  ", "  2,1  "),
+            "report.txt line 15: load point 8: latency ms '2,1' is not a number",
+        ),
+        (
+            LINES.replace("        104413", ""),
+            "report.txt line 15: load point 8 has 3 values where the table has 4",
+        ),
+        (
+            LINES.replace(" ------------  ------------", " ------------  ==="),
+            "report.txt line 7: the header is not followed by its four dashed rules",
+        ),
         (LINES.replace("(msec)", "(usec)"), "report.txt line 4: no SPEC Performance table header"),
-        ("\n".join(LINES.splitlines()[:7]) + "\n\nnothing\n",
-         "report.txt line 7: no load points under the table's header"),
-        (SEED_TEXT.read_text().replace("300 10.6 130495 29339 ===", "300 10.6 ==="),
-         "report.txt line 1: load point 10 has only 3 values where the table has 4"),
-        (SEED_TEXT.read_text().replace("300 10.6 130495", "300 10.6 130,495"),
-         "report.txt line 1: load point 10: ops/s '130,495' is not a number"),
+        (
+            "\n".join(LINES.splitlines()[:7]) + "\n\nnothing\n",
+            "report.txt line 7: no load points under the table's header",
+        ),
+        (
+            SEED_TEXT.read_text().replace("300 10.6 130495 29339 ===", "300 10.6 ==="),
+            "report.txt line 1: load point 10 has only 3 values where the table has 4",
+        ),
+        (
+            SEED_TEXT.read_text().replace("300 10.6 130495", "300 10.6 130,495"),
+            "report.txt line 1: load point 10: ops/s '130,495' is not a number",
+        ),
     ],
-)  # fmt: skip
+)
 def test_bad_tables_are_refused_naming_the_line(text, message):
     with pytest.raises(UserError) as err:
         parse_spec_text(text, "report.txt")

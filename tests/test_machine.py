@@ -191,8 +191,12 @@ def test_lock_files_nobody_holds_are_swept_and_held_ones_stay(tmp_path):
 
 
 def test_what_a_lock_file_says_is_shown_only_in_iorigs_forms():
-    hostile = {"runs": ["\x1b[2J", "0123456789ab", 7], "owner": {"pid": "\x1b]0;x"},
-               "since": "yesterday", "via": "\x1b[31m"}  # fmt: skip
+    hostile = {
+        "runs": ["\x1b[2J", "0123456789ab", 7],
+        "owner": {"pid": "\x1b]0;x"},
+        "since": "yesterday",
+        "via": "\x1b[31m",
+    }
     text = locks.holder_text(hostile)
     assert text == "iorig run 0123456789ab" and "\x1b" not in text
     assert locks.holder_text({}) == "another iorig run (its id not yet known)"
@@ -215,8 +219,12 @@ def test_the_ssh_keeper_locks_the_keys_this_machine_locks(tmp_path):
     (tmp_path / "d").mkdir()
     (tmp_path / "d" / "f").write_bytes(b"x")
     (tmp_path / "l").symlink_to(tmp_path / "d")
-    for path in (tmp_path / "d" / "f", tmp_path / "l" / "f", tmp_path / "d" / "new",
-                 tmp_path / "gone" / "deeper" / "x"):  # fmt: skip
+    for path in (
+        tmp_path / "d" / "f",
+        tmp_path / "l" / "f",
+        tmp_path / "d" / "new",
+        tmp_path / "gone" / "deeper" / "x",
+    ):
         assert keeper.path_keys(str(path)) == locks.path_keys(path), path
     assert keeper.lock_dir() == str(statedir.shared())
     held = keeper.Locks()
@@ -270,8 +278,13 @@ def test_an_agent_holds_a_drivers_locks_while_its_connection_lives(tmp_path):
 
 
 def test_a_lock_request_that_is_not_one_is_refused():
-    for word in ("%%%", hostlock._encode({"a": 1}), hostlock._encode([]),
-                 hostlock._encode(["x\0y"]), hostlock._encode(["a"] * 65)):  # fmt: skip
+    for word in (
+        "%%%",
+        hostlock._encode({"a": 1}),
+        hostlock._encode([]),
+        hostlock._encode(["x\0y"]),
+        hostlock._encode(["a"] * 65),
+    ):
         with pytest.raises(ValueError):
             hostlock.request_paths(word)
     for answer in ("ERR no", "", "BUSY x y", "BUSY 1 %%%"):
@@ -302,8 +315,10 @@ EVENT = throttle.caps(iops=500)
 
 def _dead_record(**over: object) -> Path:
     path = statedir.private() / "throttle-7-3.json"
-    statedir.write_record(path, {"version": 1, "owner": DEAD, "device": "7:3",
-                                 "before": OWNER, "applied": EVENT} | over)  # fmt: skip
+    statedir.write_record(
+        path,
+        {"version": 1, "owner": DEAD, "device": "7:3", "before": OWNER, "applied": EVENT} | over,
+    )
     return path
 
 
@@ -312,8 +327,10 @@ def test_a_dead_runs_caps_are_put_back_exactly(blkio):
     record = _dead_record()
     said = throttles.recover()
     assert throttle.rules("7:3") == OWNER
-    assert said == ["restored the block throttle of device 7:3 that a killed iorig run "
-                    f"(pid {os.getpid()}) had left capped: back to read_iops 20000"]  # fmt: skip
+    assert said == [
+        "restored the block throttle of device 7:3 that a killed iorig run "
+        f"(pid {os.getpid()}) had left capped: back to read_iops 20000"
+    ]
     assert not record.exists() and throttles.recover() == []
 
 
@@ -321,8 +338,12 @@ def test_a_cap_changed_since_the_kill_is_left_as_found(blkio):
     throttle.restore("7:3", EVENT | {"read_iops": 700})  # its owner capped reads again
     _dead_record()
     (said,) = throttles.recover()
-    assert throttle.rules("7:3") == {"read_iops": 700, "write_iops": 0, "read_bps": 0,
-                                     "write_bps": 0}  # fmt: skip
+    assert throttle.rules("7:3") == {
+        "read_iops": 700,
+        "write_iops": 0,
+        "read_bps": 0,
+        "write_bps": 0,
+    }
     assert "changed since: read_iops 700" in said
 
 
@@ -381,8 +402,9 @@ def test_a_dead_runs_temporary_directories_go_and_nothing_else(tmp_path, monkeyp
     with leftovers.temporary_directory() as live:
         said = leftovers.clean()
         assert live.exists()
-    assert said == [f"removed {dead}, the working directory of a killed iorig run "
-                    f"(pid {os.getpid()})"]  # fmt: skip
+    assert said == [
+        f"removed {dead}, the working directory of a killed iorig run (pid {os.getpid()})"
+    ]
     assert not dead.exists()
     assert mine.exists() and plain.exists() and (tmp_path / "other").exists()
 
@@ -446,9 +468,19 @@ def test_a_host_whose_target_is_in_use_refuses_the_run_and_frees_the_others():
     from iorig.targets import remote_target
 
     hosts = [HostAddress(f"127.0.0.{i}", 8765) for i in (2, 3, 4)]
-    targets = {h.label: {"data": remote_target(None, host=h.label, role="data", size=1 << 20,
-                                                 size_explicit=True, allow_destroy=False)}
-               for h in hosts}  # fmt: skip
+    targets = {
+        h.label: {
+            "data": remote_target(
+                None,
+                host=h.label,
+                role="data",
+                size=1 << 20,
+                size_explicit=True,
+                allow_destroy=False,
+            )
+        }
+        for h in hosts
+    }
     given: dict[str, _Held] = {}
 
     def lock_one(host: HostAddress, paths: list[str]) -> _Held:
@@ -472,5 +504,7 @@ def test_a_host_whose_target_is_in_use_refuses_the_run_and_frees_the_others():
 
     held, notes = lock_hosts(hosts, targets, cannot)
     assert len(held) == 2
-    assert notes == ["127.0.0.2:8765: its targets are not locked against other runs (this fio "
-                     "server locks no targets)"]  # fmt: skip
+    assert notes == [
+        "127.0.0.2:8765: its targets are not locked against other runs (this fio "
+        "server locks no targets)"
+    ]

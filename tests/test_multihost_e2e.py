@@ -48,8 +48,10 @@ def test_cluster_percentiles_merge_every_hosts_bins_never_average_them():
     for job in output.jobs:
         by_host.setdefault(job.host, []).append(job)
     assert sorted(by_host) == ["127.0.0.2:18791", "127.0.0.3:18792", "127.0.0.4:18793"]
-    hosts = [build_scope(Scope(host=h), [SectionData("w", h, tuple(jobs), ())])
-             for h, jobs in by_host.items()]  # fmt: skip
+    hosts = [
+        build_scope(Scope(host=h), [SectionData("w", h, tuple(jobs), ())])
+        for h, jobs in by_host.items()
+    ]
     aggregate = merge_hosts(hosts, {})
     union = histogram.merge(d.hist for j in output.jobs for d in j.dirs.values())
     p99 = aggregate.totals[ALL].percentiles_ns((99.0,))[99.0]
@@ -71,8 +73,17 @@ def test_quick_peak_across_three_servers_stores_hosts_and_aggregate(iorig, tmp_p
         # iodepth 8, not peak's 128: three hosts writing 1 MiB blocks 128 deep
         # to this machine's one disk stalled one of them for 3 s in a
         # fresh-clone run (iorig named the stall and failed the phase, rightly)
-        result = iorig("run", "peak", *QUICK, "--set", "duration=2s", "--set", "iodepth=8",
-                       "--hosts", _hosts(hosts))  # fmt: skip
+        result = iorig(
+            "run",
+            "peak",
+            *QUICK,
+            "--set",
+            "duration=2s",
+            "--set",
+            "iodepth=8",
+            "--hosts",
+            _hosts(hosts),
+        )
         assert result.returncode == 0, result.stdout + result.stderr
         leftovers = [p for h in hosts for p in server_dir(tmp_path, h).iterdir()]
     assert leftovers == []  # the data files in the servers' directories were removed
@@ -136,8 +147,12 @@ def test_a_server_killed_mid_phase_fails_the_run_and_keeps_the_others(tmp_path, 
         scenario.write_text(PACED)
         proc = subprocess.Popen(
             [sys.executable, "-m", "iorig", "run", str(scenario), "--hosts", hosts],
-            cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        )  # fmt: skip
+            cwd=REPO,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         try:
             deadline = time.monotonic() + 90
             while time.monotonic() < deadline:  # the fill stored: random-read runs
@@ -177,11 +192,24 @@ def test_a_server_killed_mid_phase_fails_the_run_and_keeps_the_others(tmp_path, 
 @pytest.mark.fio
 def test_agent_serves_until_stopped(tmp_path):
     proc = subprocess.Popen(
-        [sys.executable, "-m", "iorig", "agent", "--bind", "127.0.0.5", "--port", "18799",
-         "--dir", str(tmp_path / "agent")],
-        cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        [
+            sys.executable,
+            "-m",
+            "iorig",
+            "agent",
+            "--bind",
+            "127.0.0.5",
+            "--port",
+            "18799",
+            "--dir",
+            str(tmp_path / "agent"),
+        ],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
         env=dict(os.environ, COLUMNS="160"),
-    )  # fmt: skip
+    )
     try:
         deadline = time.monotonic() + 20
         while time.monotonic() < deadline:

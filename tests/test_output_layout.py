@@ -34,9 +34,15 @@ COMMANDS = {
 
 
 def _env(db: Path, columns: int) -> dict[str, str]:
-    return dict(os.environ, IORIG_DB=str(db), COLUMNS=str(columns), NO_COLOR="1", TZ="UTC",
-                PYTHONPATH=os.pathsep.join([str(REPO / "src"), os.environ.get("PYTHONPATH", "")]),
-                TERM="xterm")  # fmt: skip
+    return dict(
+        os.environ,
+        IORIG_DB=str(db),
+        COLUMNS=str(columns),
+        NO_COLOR="1",
+        TZ="UTC",
+        PYTHONPATH=os.pathsep.join([str(REPO / "src"), os.environ.get("PYTHONPATH", "")]),
+        TERM="xterm",
+    )
 
 
 def _in_terminal(db: Path, columns: int, args: tuple[str, ...]) -> str:

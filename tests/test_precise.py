@@ -55,10 +55,13 @@ def test_a_precise_phase_keeps_its_settings(tmp_path):
         (("precision: 2%", "precision: 0%"), 9, "above 0 % and at most 50 %"),
         (("precision: 2%", "precision: 2%\n    min: 5s"), 9, "min must be at least 8 s"),
         (("duration: 60s", "duration: 9s"), 9, "cannot be shorter than min (10 s)"),
-        (("precision: 2%", "precision: 2%\n    events: [{at: 5s, do: mark here}]"), 9,
-         "events happen at set times"),
+        (
+            ("precision: 2%", "precision: 2%\n    events: [{at: 5s, do: mark here}]"),
+            9,
+            "events happen at set times",
+        ),
     ],
-)  # fmt: skip
+)
 def test_bad_precise_phases_name_file_line_and_fix(tmp_path, change, line, message):
     with pytest.raises(UserError) as err:
         _load(tmp_path, SCENARIO.replace(*change))
@@ -99,8 +102,14 @@ def test_precision_state_round_trips_and_hostile_payloads_are_refused():
     assert codecs.PRECISION.decode(codecs.PRECISION.encode(state)) == state
     assert codecs.PRECISION.decode(codecs.PRECISION.encode(None)) is None
     good = json.loads(codecs.PRECISION.encode(state))
-    for key, bad in [("metric", "latency"), ("seconds", True), ("confidence", 2), ("low", "x"),
-                     ("precise", 1), ("why", "x" * 500)]:  # fmt: skip
+    for key, bad in [
+        ("metric", "latency"),
+        ("seconds", True),
+        ("confidence", 2),
+        ("low", "x"),
+        ("precise", 1),
+        ("why", "x" * 500),
+    ]:
         doc = json.loads(json.dumps(good))
         doc["data"][key] = bad
         with pytest.raises(codecs.PayloadError):
@@ -114,10 +123,12 @@ def test_precision_state_round_trips_and_hostile_payloads_are_refused():
 def test_ab_link_round_trips_and_hostile_payloads_are_refused():
     link = AbLink("ab-1", "a", "0123456789ab", ("a", "b", "b"))
     assert codecs.AB.decode(codecs.AB.encode(link)) == link
-    for data in [{"id": "x", "side": "c", "peer": "p", "first": []},
-                 {"id": "", "side": "a", "peer": "p", "first": []},
-                 {"id": "x", "side": "a", "peer": "p", "first": ["a", "z"]},
-                 {"id": "x", "side": "a", "peer": "p"}]:  # fmt: skip
+    for data in [
+        {"id": "x", "side": "c", "peer": "p", "first": []},
+        {"id": "", "side": "a", "peer": "p", "first": []},
+        {"id": "x", "side": "a", "peer": "p", "first": ["a", "z"]},
+        {"id": "x", "side": "a", "peer": "p"},
+    ]:
         with pytest.raises(codecs.PayloadError):
             codecs.AB.decode(json.dumps({"version": 1, "data": data}))
 

@@ -23,8 +23,9 @@ LEVEL = 1000.0  # the true median of every simulated series
 TRIALS = 1000
 
 
-def ar1(rng: np.random.Generator, n: int, phi: float, sd_pct: float, *, heavy: bool = False
-        ) -> np.ndarray:  # fmt: skip
+def ar1(
+    rng: np.random.Generator, n: int, phi: float, sd_pct: float, *, heavy: bool = False
+) -> np.ndarray:
     """TRIALS stationary AR(1) series around LEVEL, marginal sd ``sd_pct`` %
     (heavy: Student t3 innovations). Symmetric, so the median is LEVEL."""
     shocks = (

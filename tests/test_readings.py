@@ -87,8 +87,9 @@ def test_error_rates_on_simulated_runs():
         )
 
     def triples(x: np.ndarray) -> list:
-        return [settle([_read(0, p), _read(1, q), _read(2, r)])
-                for p, q, r in zip(x, b, c, strict=True)]  # fmt: skip
+        return [
+            settle([_read(0, p), _read(1, q), _read(2, r)]) for p, q, r in zip(x, b, c, strict=True)
+        ]
 
     false_alarm, told_apart = pairs(a, b), pairs(a, shifted)
     steady, glitched = triples(a), triples(glitch)

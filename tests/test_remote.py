@@ -420,11 +420,19 @@ def _recorded_phase() -> tuple[RawPhase, PlannedPhase]:
     from iorig.targets import remote_target
 
     hosts = [parse_host(line) for line in (FIXTURE / "hosts.txt").read_text().split()]
-    resolved = resolve(adhoc_source("randread", name="cs"), None,
-                       {"bs": "4k", "iodepth": "4", "jobs": "2", "duration": "3s",
-                        "size": "16MiB"})  # fmt: skip
-    target = remote_target(None, host=hosts[0].label, role="data", size=16 << 20,
-                           size_explicit=True, allow_destroy=False)  # fmt: skip
+    resolved = resolve(
+        adhoc_source("randread", name="cs"),
+        None,
+        {"bs": "4k", "iodepth": "4", "jobs": "2", "duration": "3s", "size": "16MiB"},
+    )
+    target = remote_target(
+        None,
+        host=hosts[0].label,
+        role="data",
+        size=16 << 20,
+        size_explicit=True,
+        allow_destroy=False,
+    )
     plan = build_plan(resolved, {"data": target}, {("data", True): "io_uring"}, "fio", "fio-3.33")
     (phase,) = [p for p in plan.phases if p.name == "randread"]
     raw = RawPhase(
@@ -458,8 +466,12 @@ def test_collection_tells_the_recorded_hosts_apart_and_aligns_them():
     # one wall-clock axis: each host's start read from its own epoch-ms logs
     starts = {}
     for i, label in enumerate(labels):
-        times = [s.t_ms for jobs in [raw.logs[(f"randread.h{i}", label.split(":")[0])]]
-                 for kinds in jobs.values() for s in kinds["iops"]]  # fmt: skip
+        times = [
+            s.t_ms
+            for jobs in [raw.logs[(f"randread.h{i}", label.split(":")[0])]]
+            for kinds in jobs.values()
+            for s in kinds["iops"]
+        ]
         starts[label] = host_start_ms(times)
     first = min(starts.values())
     assert max(starts.values()) - first < 1000  # one client started them all

@@ -104,15 +104,29 @@ def test_html_report_in_headless_chromium(_cli, two_runs):
     profile, netlog, shot = base / "profile", base / "net.json", base / "report.png"
     done = subprocess.run(
         [
-            browser, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
-            "--no-first-run", "--disable-background-networking", "--disable-component-update",
-            "--disable-sync", f"--user-data-dir={profile}", "--enable-logging=stderr", "--v=0",
-            f"--log-net-log={netlog}", "--host-resolver-rules=MAP * ~NOTFOUND",
-            "--window-size=1200,3000", "--virtual-time-budget=15000", "--dump-dom",
+            browser,
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-quic",
+            "--no-first-run",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            f"--user-data-dir={profile}",
+            "--enable-logging=stderr",
+            "--v=0",
+            f"--log-net-log={netlog}",
+            "--host-resolver-rules=MAP * ~NOTFOUND",
+            "--window-size=1200,3000",
+            "--virtual-time-budget=15000",
+            "--dump-dom",
             f"file://{report}",
         ],
-        capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     dom = done.stdout
     console = [line for line in done.stderr.splitlines() if ":CONSOLE" in line]
     assert console == [], console  # no errors, no CSP violations, nothing logged at all
@@ -146,11 +160,21 @@ def test_html_report_in_headless_chromium(_cli, two_runs):
     ]
     assert page_requests == []
     screenshot = subprocess.run(
-        [browser, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-         f"--user-data-dir={profile}", "--window-size=1200,2400", "--virtual-time-budget=15000",
-         f"--screenshot={shot}", f"file://{report}"],
-        capture_output=True, timeout=120,
-    )  # fmt: skip
+        [
+            browser,
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-background-networking",
+            f"--user-data-dir={profile}",
+            "--window-size=1200,2400",
+            "--virtual-time-budget=15000",
+            f"--screenshot={shot}",
+            f"file://{report}",
+        ],
+        capture_output=True,
+        timeout=120,
+    )
     assert screenshot.returncode == 0 and shot.stat().st_size > 50_000
 
 
@@ -167,8 +191,9 @@ def test_html_chart_titles_are_drawn_clear_of_plotlys_toolbar(_cli, two_runs):
     report = base / "report.html"
     _cli(db, "report", "last~1", "last", "-o", str(report))
     for window in ("1200,3000", "800,3000"):  # two charts a row: 565 and 365 px wide
-        charts = devtools.evaluate(browser, report, devtools.CHART_BOXES, base / "profile",
-                                   window=window)  # fmt: skip
+        charts = devtools.evaluate(
+            browser, report, devtools.CHART_BOXES, base / "profile", window=window
+        )
         assert len(charts) == 14  # a timeline per run + 4 phases × 3
         for c in charts:
             assert c["title"] and c["modebar"], c
@@ -191,7 +216,11 @@ def test_report_markdown_json_csv(_cli, two_runs):
     rows = list(csv.DictReader(io.StringIO(_cli(db, "report", "last", "--format", "csv").stdout)))
     # one row per measured phase, in compare's row shape (samples are in the JSON)
     assert sorted(r["phase"] for r in rows) == [
-        "random-read", "random-write", "sequential-read", "sequential-write"]  # fmt: skip
+        "random-read",
+        "random-write",
+        "sequential-read",
+        "sequential-write",
+    ]
     assert {"median", "lat_p99_ns", "change_median"} <= set(rows[0])
     missing = _cli(db, "report", "last", check=False)
     assert missing.returncode == 2 and "-o report.html" in missing.stderr

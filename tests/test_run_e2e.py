@@ -61,9 +61,22 @@ def test_quick_peak_run_stores_four_measured_phases(iorig, scratch):
 
 def test_adhoc_run_prefills_reads_and_cleans_its_directory_file(iorig, scratch, db_path):
     result = iorig(
-        "run", "--rw", "randread", "--bs", "4k", "--iodepth", "8", "--jobs", "2",
-        "--duration", "2s", "--size", "16MiB", "--target", f"{scratch}/",
-    )  # fmt: skip
+        "run",
+        "--rw",
+        "randread",
+        "--bs",
+        "4k",
+        "--iodepth",
+        "8",
+        "--jobs",
+        "2",
+        "--duration",
+        "2s",
+        "--size",
+        "16MiB",
+        "--target",
+        f"{scratch}/",
+    )
     assert result.returncode == 0, result.stdout + result.stderr
     shown = _show(iorig)
     assert [p["kind"] for p in shown["other_phases"]] == ["prefill"]
@@ -89,10 +102,26 @@ def test_sigint_in_second_measured_phase_aborts_cleanly(scratch, db_path, tmp_pa
     tmpdir.mkdir()
     env = dict(os.environ, IORIG_DB=str(db_path), TMPDIR=str(tmpdir), COLUMNS="160")
     proc = subprocess.Popen(
-        [sys.executable, "-m", "iorig", "run", "peak", "--quick", "--set", "duration=8s",
-         "--target", str(scratch / "data"), "--size", "32MiB"],
-        cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "iorig",
+            "run",
+            "peak",
+            "--quick",
+            "--set",
+            "duration=8s",
+            "--target",
+            str(scratch / "data"),
+            "--size",
+            "32MiB",
+        ],
+        cwd=REPO,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         # fill, warmup and random-read stored => sequential-read (2nd measured) is running
         deadline = time.monotonic() + 120
@@ -122,9 +151,13 @@ def test_sigint_in_second_measured_phase_aborts_cleanly(scratch, db_path, tmp_pa
     shown = json.loads(
         subprocess.run(
             [sys.executable, "-m", "iorig", "show", "last", "--json"],
-            cwd=REPO, env=env, capture_output=True, text=True, check=True,
+            cwd=REPO,
+            env=env,
+            capture_output=True,
+            text=True,
+            check=True,
         ).stdout
-    )  # fmt: skip
+    )
     assert shown["run"]["status"] == "aborted"
     statuses = {p["name"]: p["status"] for p in shown["phases"]}
     assert statuses == {"random-read": "ok", "sequential-read": "aborted"}
@@ -211,8 +244,11 @@ def test_missing_fio_is_reported_with_the_fix(scratch, db_path):
     env = dict(os.environ, IORIG_DB=str(db_path), IORIG_FIO=str(scratch / "no-fio-here"))
     done = subprocess.run(
         [sys.executable, "-m", "iorig", "run", "peak", "--quick", "--target", f"{scratch}/"],
-        cwd=REPO, env=env, capture_output=True, text=True,
-    )  # fmt: skip
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
     assert done.returncode == 2
     assert "fio is not installed" in done.stderr and "apt-get install fio" in done.stderr
     assert not db_path.exists()

@@ -15,7 +15,7 @@ from iorig.analyze.search import CurveResult, KneeResult, SweepResult
 from iorig.cli.refs import resolve_run_id
 from iorig.errors import UserError
 from iorig.model import Metric, PhaseResult, StoredRun, histogram
-from iorig.report.searchtables import comparison_search_tables, search_tables
+from iorig.report.tables.searches import comparison_search_tables, search_tables
 from iorig.scenario.loading import source_from_text
 from iorig.scenario.sweep import parse_grid, resolve_with_sweep
 from iorig.store import Store
@@ -121,8 +121,9 @@ def _phase(
     hist = histogram.empty()
     hist[int(np.searchsorted(histogram.BIN_VALUES_NS, lat_ns))] = 10_000
     scope = builders.scope(np.full(10, iops), lat_ns=lat_ns, hist=hist)
-    return builders.phase(name, np.full(10, iops), headline, scopes=(scope,), seq=seq,
-                          repeat=repeat, point=point)  # fmt: skip
+    return builders.phase(
+        name, np.full(10, iops), headline, scopes=(scope,), seq=seq, repeat=repeat, point=point
+    )
 
 
 def _run(run_id: str, phases: list[PhaseResult], search: dict, label: str | None = None):

@@ -28,8 +28,18 @@ def _show(iorig) -> dict:
 
 @pytest.mark.fio
 def test_sweep_stores_every_point_and_compares_point_by_point(iorig, scratch):
-    args = ("sweep", f"{scratch}/", "--param", "bs=4k,64k", "--param", "rw=randread,write",
-            "--duration", "1s", "--size", "16MiB")  # fmt: skip
+    args = (
+        "sweep",
+        f"{scratch}/",
+        "--param",
+        "bs=4k,64k",
+        "--param",
+        "rw=randread,write",
+        "--duration",
+        "1s",
+        "--size",
+        "16MiB",
+    )
     first = iorig(*args, "--label", "A")
     assert first.returncode == 0, first.stdout + first.stderr
     shown = _show(iorig)
@@ -37,8 +47,11 @@ def test_sweep_stores_every_point_and_compares_point_by_point(iorig, scratch):
     assert [p["kind"] for p in shown["other_phases"]] == ["prefill"]  # randread needs it
     points = shown["search"]["points"]
     assert [(p["bs"], p["rw"]) for p in points] == [
-        ("4KiB", "randread"), ("4KiB", "write"), ("64KiB", "randread"), ("64KiB", "write"),
-    ]  # fmt: skip
+        ("4KiB", "randread"),
+        ("4KiB", "write"),
+        ("64KiB", "randread"),
+        ("64KiB", "write"),
+    ]
     assert all(p["iops"] > 0 and p["lat_p99_ns"] > 0 for p in points)
     assert shown["phases"][1]["point"] == {"bs": "4KiB", "rw": "write"}
     assert "Sweep" in first.stdout
@@ -52,9 +65,21 @@ def test_sweep_stores_every_point_and_compares_point_by_point(iorig, scratch):
 @pytest.mark.fio
 def test_knee_search_doubles_refines_and_remeasures(iorig, scratch):
     result = iorig(
-        "knee", f"{scratch}/", "--bs", "4k", "--duration", "1s", "--size", "16MiB",
-        "--max-concurrency", "8", "--confirm", "2", "--top", "2",
-    )  # fmt: skip
+        "knee",
+        f"{scratch}/",
+        "--bs",
+        "4k",
+        "--duration",
+        "1s",
+        "--size",
+        "16MiB",
+        "--max-concurrency",
+        "8",
+        "--confirm",
+        "2",
+        "--top",
+        "2",
+    )
     assert result.returncode == 0, result.stdout + result.stderr
     search = _show(iorig)["search"]
     assert search["kind"] == "knee" and search["settings"]["scale"] == "iodepth"
@@ -79,9 +104,19 @@ def test_knee_search_doubles_refines_and_remeasures(iorig, scratch):
 @pytest.mark.serial
 def test_load_point_curve_runs_fixed_rates_below_the_maximum(iorig, scratch):
     result = iorig(
-        "curve", f"{scratch}/", "--bs", "4k", "--iodepth", "4", "--duration", "2s",
-        "--size", "16MiB", "--fractions", "20,50",
-    )  # fmt: skip
+        "curve",
+        f"{scratch}/",
+        "--bs",
+        "4k",
+        "--iodepth",
+        "4",
+        "--duration",
+        "2s",
+        "--size",
+        "16MiB",
+        "--fractions",
+        "20,50",
+    )
     assert result.returncode == 0, result.stdout + result.stderr
     search = _show(iorig)["search"]
     assert search["kind"] == "curve" and search["max_iops"] > 0

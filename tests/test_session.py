@@ -20,7 +20,7 @@ from iorig.errors import UserError
 from iorig.fio import parse
 from iorig.model import ALL, GeneratorCpu, PhaseKind, PhaseStatus, RunStatus, Scope, ScopeKind
 from iorig.report.exporters import render
-from iorig.report.searchtables import search_tables
+from iorig.report.tables.searches import search_tables
 from iorig.run.events import PhaseFinished, PhaseProgress, PhaseStarted, RunStarted
 from iorig.run.plan import PlannedPhase
 from iorig.run.preflight import preflight
@@ -329,8 +329,14 @@ def test_knee_search_doubles_refines_and_remeasures_on_the_fake(db_path):
     # doubling: 1 2 4 8 16 (16 gains nothing over 8: stop), refine between 8 and 16
     # (11, the geometric midpoint), then two more measurements of the top three
     firsts = [name for name, r in measured if r == 0]
-    assert firsts == ["iodepth=1", "iodepth=2", "iodepth=4", "iodepth=8", "iodepth=16",
-                      "iodepth=11"]  # fmt: skip
+    assert firsts == [
+        "iodepth=1",
+        "iodepth=2",
+        "iodepth=4",
+        "iodepth=8",
+        "iodepth=16",
+        "iodepth=11",
+    ]
     repeats = sorted({name for name, r in measured if r > 0})
     assert repeats == ["iodepth=11", "iodepth=16", "iodepth=8"]
     assert len([1 for _, r in measured if r > 0]) == 6
@@ -476,8 +482,9 @@ def test_a_generator_busy_by_its_measured_cpu_is_named_where_fios_figures_look_i
     # fio's figures, and says so
     backend = FakeBackend(steps=lambda p, r: Step(cpu_pct=30.0), usable_cpus=1.0)
     with Store(db_path) as store:
-        stored = store.load_run(execute(_plan(backend, TWO_JOBS), store, backend,
-                                        command="test").run_id)  # fmt: skip
+        stored = store.load_run(
+            execute(_plan(backend, TWO_JOBS), store, backend, command="test").run_id
+        )
     (cpu,) = _codes(stored)["generator-limit"]
     assert "fio's 2 jobs kept 0.60 of the 1 CPU" in cpu
     assert "by fio's own per-job figures (iorig measured none in this phase)" in cpu
@@ -518,8 +525,9 @@ def test_the_seconds_a_requested_stop_distorts_are_not_kept():
     phase = plan.phases[1]
     raw = backend._raw(phase, Step())
     ran_out = phase_result(phase, 0, raw, "fio-3.33")
-    stopped = phase_result(phase, 0, replace(raw, exit=replace(raw.exit, stopped_by="request")),
-                           "fio-3.33")  # fmt: skip
+    stopped = phase_result(
+        phase, 0, replace(raw, exit=replace(raw.exit, stopped_by="request")), "fio-3.33"
+    )
     assert len(ran_out.aggregate.series[ALL]) == 2
     assert len(stopped.aggregate.series[ALL]) == 2 - STOP_ARTIFACT_S
     assert stopped.status is PhaseStatus.OK  # a requested stop is not a failure
@@ -532,9 +540,11 @@ def test_the_preflight_parses_each_distinct_job_text_once_and_names_the_refused_
     fio = tmp_path / "fio"
     # parses the job files it is given: refuses any holding "bs=3" (as fio
     # refuses a bad value); each call's files go to ``calls``, one line apart
-    fio.write_text(f'#!/bin/sh\nrc=0\nfor f; do case "$f" in *.fio) cat "$f" >> {calls}\n'
-                   'grep -q "^bs=3$" "$f" && { echo "bad bs" >&2; rc=1; };; esac; done\n'
-                   f'echo == >> {calls}\nexit $rc\n')  # fmt: skip
+    fio.write_text(
+        f'#!/bin/sh\nrc=0\nfor f; do case "$f" in *.fio) cat "$f" >> {calls}\n'
+        'grep -q "^bs=3$" "$f" && { echo "bad bs" >&2; rc=1; };; esac; done\n'
+        f"echo == >> {calls}\nexit $rc\n"
+    )
     fio.chmod(0o755)
     plan = _plan(FakeBackend())
 
@@ -593,8 +603,9 @@ def _knee_search(db_path, backend: FakeBackend, rule: KneeRule | None = None):
     source = adhoc_source("randread", name="knee", title="knee")
     resolved = resolve(source, None, {"duration": "3s", "size": "16MiB", "jobs": "1"})
     plan = backend.prepare(resolved, {}, allow_destroy=False, repeats=1)
-    settings = KneeSettings(scale="iodepth",
-                            rule=rule or KneeRule(min_gain=0.10, max_concurrency=64))  # fmt: skip
+    settings = KneeSettings(
+        scale="iodepth", rule=rule or KneeRule(min_gain=0.10, max_concurrency=64)
+    )
     with Store(db_path) as store:
         session = RunSession(plan, store, backend, command="test", search=settings.as_dict())
         with session:
@@ -612,8 +623,14 @@ def test_a_glitch_the_remeasure_disagrees_with_is_measured_again_and_left_out(db
     assert result.knee.point.concurrency == 4, result.knee.reason
     # the re-measure disagreed with the first reading beyond both runs' noise:
     # a third reading, which agreed with the second, settled it
-    assert ran[:6] == [("iodepth=1", 0), ("iodepth=2", 0), ("iodepth=4", 0),
-                       ("iodepth=2", 1), ("iodepth=4", 1), ("iodepth=4", 2)]  # fmt: skip
+    assert ran[:6] == [
+        ("iodepth=1", 0),
+        ("iodepth=2", 0),
+        ("iodepth=4", 0),
+        ("iodepth=2", 1),
+        ("iodepth=4", 1),
+        ("iodepth=4", 2),
+    ]
     (four,) = [s for s in result.remeasured if s.concurrency == 4]
     assert four.settled.state == "glitch" and four.settled.left_out == (0,)
     by_c = {p.concurrency: p for p in result.points}
@@ -634,8 +651,13 @@ def test_a_dip_that_stays_after_its_recheck_is_looked_past_to_the_knee(db_path):
 
     result, ran = _knee_search(db_path, FakeBackend(steps=step))
     assert result.knee.point.concurrency == 4, result.knee.reason
-    assert [n for n, _ in ran[:5]] == ["iodepth=1", "iodepth=2", "iodepth=1", "iodepth=2",
-                                       "iodepth=4"]  # fmt: skip
+    assert [n for n, _ in ran[:5]] == [
+        "iodepth=1",
+        "iodepth=2",
+        "iodepth=1",
+        "iodepth=2",
+        "iodepth=4",
+    ]
 
 
 def test_readings_too_short_for_their_noise_leave_the_knee_uncertain_between_them(db_path):

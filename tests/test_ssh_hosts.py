@@ -141,10 +141,22 @@ def test_a_paced_run_over_ssh_matches_direct_servers_and_leaves_nothing(tmp_path
         db = tmp_path / "ssh.sqlite"
         labels = ",".join(h.label for h in lab.hosts)
         proc = subprocess.Popen(
-            [sys.executable, "-m", "iorig", "--db", str(db), "run", str(scenario),
-             "--hosts", labels],
-            cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        )  # fmt: skip
+            [
+                sys.executable,
+                "-m",
+                "iorig",
+                "--db",
+                str(db),
+                "run",
+                str(scenario),
+                "--hosts",
+                labels,
+            ],
+            cwd=REPO,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         seen: list[tuple[str, str]] = []
         sockets: dict[str, int] = {}
         keepers: set[Path] = set()
@@ -172,8 +184,14 @@ def test_a_paced_run_over_ssh_matches_direct_servers_and_leaves_nothing(tmp_path
     assert set(forwarded.values()) == {0o700}, forwarded
     with fio_servers(2, tmp_path) as servers:
         direct_db = tmp_path / "direct.sqlite"
-        run_iorig(direct_db, "run", str(scenario), "--hosts", ",".join(s.label for s in servers),
-                  check=True)  # fmt: skip
+        run_iorig(
+            direct_db,
+            "run",
+            str(scenario),
+            "--hosts",
+            ",".join(s.label for s in servers),
+            check=True,
+        )
     direct = _aggregate_iops(direct_db)
     print(f"paced 2 × {PACED_IOPS} IOPS: over SSH {over_ssh:.0f}, direct {direct:.0f}")
     # the expected figure is the workload's own rate, on both paths
@@ -189,8 +207,15 @@ def test_a_host_that_asks_for_a_password_fails_at_once_naming_it(tmp_path, monke
         (lab.base / "authorized_keys").write_text("")  # our key no longer lets us in
         db = tmp_path / "r.sqlite"
         began = time.monotonic()
-        done = run_iorig(db, "run", "peak", "--quick", "--hosts",
-                         ",".join(h.label for h in lab.hosts), timeout=60)  # fmt: skip
+        done = run_iorig(
+            db,
+            "run",
+            "peak",
+            "--quick",
+            "--hosts",
+            ",".join(h.label for h in lab.hosts),
+            timeout=60,
+        )
         took = time.monotonic() - began
         left = lab.leftovers(wait_s=0)
     assert done.returncode != 0
@@ -212,15 +237,29 @@ def test_stop_host_and_start_host_work_over_ssh(tmp_path, monkeypatch):
     with ssh_hosts(2, tmp_path) as lab:
         monkeypatch.setenv(CONFIG_ENV, str(lab.config))
         db = tmp_path / "r.sqlite"
-        done = run_iorig(db, "run", "availability", "--quick", "--set", "fail_host=2",
-                         "--set", f"tolerance={TOLERANCE_PCT}",
-                         "--hosts", ",".join(h.label for h in lab.hosts), timeout=180)  # fmt: skip
+        done = run_iorig(
+            db,
+            "run",
+            "availability",
+            "--quick",
+            "--set",
+            "fail_host=2",
+            "--set",
+            f"tolerance={TOLERANCE_PCT}",
+            "--hosts",
+            ",".join(h.label for h in lab.hosts),
+            timeout=180,
+        )
         assert done.returncode == 0, done.stdout + done.stderr
         left = lab.leftovers(wait_s=0.5)
     doc = json.loads(run_iorig(db, "show", "last", "--json", check=True).stdout)
     stop, start = doc["events"]
     assert (stop["action"], stop["status"], start["action"], start["status"]) == (
-        "stop-host", "done", "start-host", "done")  # fmt: skip
+        "stop-host",
+        "done",
+        "start-host",
+        "done",
+    )
     assert stopped_for_s(start["detail"]) == pytest.approx(3.0, abs=0.3), start["detail"]
     # the server, its connection and the job: fio's jobs lead sessions of
     # their own, so a process-group stop would miss them and the host went on
@@ -253,17 +292,40 @@ def test_hosts_check_reports_each_host_and_names_those_that_would_spoil_a_run(tm
         env = lab.env | {"COLUMNS": "250"}
         good = ",".join(h.label for h in lab.hosts)
         done = subprocess.run(
-            [sys.executable, "-m", "iorig", "hosts", "check", good, "--json",
-             "--target", f"{lab.hosts[1].label}=/dev/null"],
-            cwd=REPO, env=env, capture_output=True, text=True, timeout=60,
-        )  # fmt: skip
+            [
+                sys.executable,
+                "-m",
+                "iorig",
+                "hosts",
+                "check",
+                good,
+                "--json",
+                "--target",
+                f"{lab.hosts[1].label}=/dev/null",
+            ],
+            cwd=REPO,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
         assert done.returncode == 0, done.stdout + done.stderr
         facts = {f["host"]: f for f in json.loads(done.stdout)["hosts"]}
         spoiled = subprocess.run(
-            [sys.executable, "-m", "iorig", "hosts", "check",
-             f"{lab.hosts[0].label},127.0.0.3:18797,127.0.0.9:18999"],
-            cwd=REPO, env=env, capture_output=True, text=True, timeout=60,
-        )  # fmt: skip
+            [
+                sys.executable,
+                "-m",
+                "iorig",
+                "hosts",
+                "check",
+                f"{lab.hosts[0].label},127.0.0.3:18797,127.0.0.9:18999",
+            ],
+            cwd=REPO,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
         left = lab.leftovers(wait_s=0)
     first, second = (facts[h.label] for h in lab.hosts)
     # the same machine behind both sshd: its own fio, CPUs and clock

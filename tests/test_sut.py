@@ -48,22 +48,27 @@ def test_the_template_validates_and_fills_every_section():
 def test_the_printed_template_passes_sut_check(tmp_path):
     printed = _cli(tmp_path / "db.sqlite", "sut", "template").stdout
     path = _write(tmp_path / "sut.yaml", printed)
-    assert "a valid system-under-test description" in _cli(tmp_path / "db", "sut", "check",
-                                                            str(path)).stdout  # fmt: skip
+    assert (
+        "a valid system-under-test description"
+        in _cli(tmp_path / "db", "sut", "check", str(path)).stdout
+    )
 
 
 @pytest.mark.parametrize(
     ("text", "line", "message"),
     [
         ("test:\n  tested_by: me\n  colour: red\n", 3, "test.colour: unknown field 'colour'"),
-        ("tuning:\n  software:\n    - parameter: x\n      valeu: 3\n", 4,
-         "tuning.software[0].valeu: unknown field"),
+        (
+            "tuning:\n  software:\n    - parameter: x\n      valeu: 3\n",
+            4,
+            "tuning.software[0].valeu: unknown field",
+        ),
         ("storage:\n  filesystems: many\n", 2, "storage.filesystems"),
         ("bill_of_materials:\n  - quantity: -1\n", 2, "bill_of_materials[0].quantity"),
         ("sut:\n  network:\n    transport:\n      - mtu: 1.5e3x\n", 4, "mtu"),
         ("product: [1, 2\n", 2, "not valid YAML"),
     ],
-)  # fmt: skip
+)
 def test_a_bad_sut_file_names_file_line_and_field(tmp_path, text, line, message):
     path = _write(tmp_path / "bad.yaml", text)
     with pytest.raises(UserError) as caught:
@@ -78,13 +83,16 @@ def test_a_scenario_sut_section_is_validated_with_file_and_line():
         "    workloads:\n      - rw: randread\nsut:\n  product:\n    nam: x\n"
     )
     with pytest.raises(UserError, match=r"s\.yaml:11: sut\.product\.nam: unknown field"):
-        scenario_mod.resolve(scenario_mod.ScenarioSource(
-            text, "s.yaml", scenario_mod.load_yaml(text, "s.yaml")))  # fmt: skip
+        scenario_mod.resolve(
+            scenario_mod.ScenarioSource(text, "s.yaml", scenario_mod.load_yaml(text, "s.yaml"))
+        )
 
 
 def test_the_sut_file_merges_over_the_scenario_section():
-    base = {"test": {"tested_by": "lab", "date_tested": "2026-11"},
-            "tuning": {"software": [{"parameter": "cache", "value": "on"}]}}  # fmt: skip
+    base = {
+        "test": {"tested_by": "lab", "date_tested": "2026-11"},
+        "tuning": {"software": [{"parameter": "cache", "value": "on"}]},
+    }
     over = {"test": {"tested_by": "me"}, "tuning": {"software": [{"parameter": "x"}]}}
     assert merged(base, over) == {
         "test": {"tested_by": "me", "date_tested": "2026-11"},  # mappings merge by key
@@ -111,10 +119,11 @@ def test_unfilled_fields_are_not_disclosed_and_differences_name_the_parameter():
 def test_tuning_that_was_given_is_never_listed_as_not_disclosed():
     # seen: tuning.software given, and the disclosure said "not disclosed:
     # Configuration and tuning" (its notes were not given)
-    from iorig.report.suttables import sut_tables, undisclosed
+    from iorig.report.tables.sut import sut_tables, undisclosed
 
-    record = SutRecord({"tuning": {"software": [
-        {"component": "filer", "parameter": "cache", "value": "off"}]}})  # fmt: skip
+    record = SutRecord(
+        {"tuning": {"software": [{"component": "filer", "parameter": "cache", "value": "off"}]}}
+    )
     missing = undisclosed(record)
     assert not [
         m
@@ -141,11 +150,13 @@ def test_plain_show_names_the_system_under_test_and_the_notes_briefly():
     from iorig.report.exporters import render
 
     described = SutRecord(
-        {"product": {"name": "Example Filer", "version": "4.1"},
-         "tuning": {"software": [{"parameter": "cache", "value": "off"}]},
-         "storage": {"stable_storage": "NVMe only"}},
+        {
+            "product": {"name": "Example Filer", "version": "4.1"},
+            "tuning": {"software": [{"parameter": "cache", "value": "off"}]},
+            "storage": {"stable_storage": "NVMe only"},
+        },
         ("firmware 2.1", "write cache off"),
-    )  # fmt: skip
+    )
     phases = [builders.phase("random-read", np.full(10, 1000.0))]
     text = render("text", analyse(builders.stored("a1", None, phases, sut=described)))
     lines = {line.split("  ")[0]: line.rstrip() for line in text.splitlines()}
@@ -154,8 +165,9 @@ def test_plain_show_names_the_system_under_test_and_the_notes_briefly():
     )
     assert lines["notes"].endswith("firmware 2.1; write cache off")
     # a run described by notes alone, and one not described: nothing made up
-    notes_only = render("text", analyse(builders.stored(
-        "a2", None, phases, sut=SutRecord({}, ("first try",)))))  # fmt: skip
+    notes_only = render(
+        "text", analyse(builders.stored("a2", None, phases, sut=SutRecord({}, ("first try",))))
+    )
     assert "system under test" not in notes_only and "first try" in notes_only
     bare = render("text", analyse(builders.stored("a3", None, phases)))
     assert "system under test" not in bare and "notes" not in bare
@@ -190,8 +202,20 @@ def test_a_bad_sut_fails_before_a_run_row_or_target_file_exists(tmp_path, args):
     bad = _write(tmp_path / "bad.yaml", "test:\n  tested_by: me\nprodcut: x\n")
     args = tuple(a.format(bad=bad, missing=tmp_path / "none.yaml") for a in args)
     db, data = tmp_path / "db.sqlite", tmp_path / "data"
-    done = _cli(db, "run", "--rw", "randread", "--size", "16MiB", "--duration", "1s",
-                "--target", f"{data}/", *args, check=False)  # fmt: skip
+    done = _cli(
+        db,
+        "run",
+        "--rw",
+        "randread",
+        "--size",
+        "16MiB",
+        "--duration",
+        "1s",
+        "--target",
+        f"{data}/",
+        *args,
+        check=False,
+    )
     assert done.returncode == 2, done.stdout + done.stderr
     if args[1] == str(bad):
         assert f"{bad}:3: prodcut: unknown field" in done.stderr
@@ -210,17 +234,33 @@ def described_runs(tmp_path_factory) -> tuple[Path, Path]:
     db = base / "results.sqlite"
     (REPO / ".test-scratch").mkdir(exist_ok=True)
     scratch = base / "data"
-    sut = {"test": {"tested_by": EVIL, "date_tested": "2026-11"},
-           "product": {"name": "Example Filer", "version": "4.1"},
-           "bill_of_materials": [{"quantity": 4, "vendor": "Example", "model": "EF-1"}],
-           "tuning": {"software": [{"component": "filer", "parameter": "cache", "value": "on"}]},
-           "storage": {"stable_storage": "NVMe only; no volatile cache"}}  # fmt: skip
+    sut = {
+        "test": {"tested_by": EVIL, "date_tested": "2026-11"},
+        "product": {"name": "Example Filer", "version": "4.1"},
+        "bill_of_materials": [{"quantity": 4, "vendor": "Example", "model": "EF-1"}],
+        "tuning": {"software": [{"component": "filer", "parameter": "cache", "value": "on"}]},
+        "storage": {"stable_storage": "NVMe only; no volatile cache"},
+    }
     first = _write(base / "a.yaml", json.dumps(sut))  # JSON is YAML
     sut["tuning"]["software"][0]["value"] = "off"
     second = _write(base / "b.yaml", json.dumps(sut))
     for path, note in ((first, "first try"), (second, "cache switched off")):
-        _cli(db, "run", "--rw", "randread", "--size", "16MiB", "--duration", "1s",
-             "--target", f"{scratch}/", "--sut", str(path), "--note", note)  # fmt: skip
+        _cli(
+            db,
+            "run",
+            "--rw",
+            "randread",
+            "--size",
+            "16MiB",
+            "--duration",
+            "1s",
+            "--target",
+            f"{scratch}/",
+            "--sut",
+            str(path),
+            "--note",
+            note,
+        )
     return db, base
 
 
@@ -236,8 +276,13 @@ def test_show_json_and_disclosure_carry_the_description(described_runs):
     disclosure = json.loads(_cli(db, "show", "last~1", "--disclosure", "--json").stdout)
     assert disclosure["sut"] == doc["sut"]
     text = _cli(db, "show", "last~1", "--disclosure").stdout
-    for expected in ("System under test", "Example Filer", "first try", "cache",
-                     f"{NOT_DISCLOSED}: Component software"):  # fmt: skip
+    for expected in (
+        "System under test",
+        "Example Filer",
+        "first try",
+        "cache",
+        f"{NOT_DISCLOSED}: Component software",
+    ):
         assert expected in text, expected
 
 
@@ -306,26 +351,53 @@ def test_the_disclosure_page_in_headless_chromium(described_runs):
     _cli(db, "report", "last", "--disclosure", "-o", str(page))
     html = page.read_text()
     assert "<script" not in html  # no scripts at all: the CSP allows none
-    order = [html.index(f'id="{s}"') for s in ("headline", "product", "bill-of-materials",
-             "configuration", "load-generators", "audit", "job-files")]  # fmt: skip
+    order = [
+        html.index(f'id="{s}"')
+        for s in (
+            "headline",
+            "product",
+            "bill-of-materials",
+            "configuration",
+            "load-generators",
+            "audit",
+            "job-files",
+        )
+    ]
     assert order == sorted(order), "sections out of seed 004's order"
     done = subprocess.run(
         [
-            browser, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
-            "--disable-background-networking", "--disable-component-update", "--disable-sync",
-            f"--user-data-dir={base / 'profile'}", "--enable-logging=stderr", "--v=0",
-            "--host-resolver-rules=MAP * ~NOTFOUND", "--virtual-time-budget=5000",
-            "--dump-dom", f"file://{page}",
+            browser,
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--no-first-run",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            f"--user-data-dir={base / 'profile'}",
+            "--enable-logging=stderr",
+            "--v=0",
+            "--host-resolver-rules=MAP * ~NOTFOUND",
+            "--virtual-time-budget=5000",
+            "--dump-dom",
+            f"file://{page}",
         ],
-        capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     dom = done.stdout
     console = [line for line in done.stderr.splitlines() if ":CONSOLE" in line]
     assert console == [], console  # no errors, no CSP violations
-    for heading in ("Performance", "Product and test information",
-                    "Solution under test bill of materials", "Configuration and tuning",
-                    "Load generators, as iorig measured them", "Audit findings",
-                    "fio job files"):  # fmt: skip
+    for heading in (
+        "Performance",
+        "Product and test information",
+        "Solution under test bill of materials",
+        "Configuration and tuning",
+        "Load generators, as iorig measured them",
+        "Audit findings",
+        "fio job files",
+    ):
         assert f">{heading}</h2>" in dom, heading
     assert "Example Filer" in dom and "EF-1" in dom and "cache switched off" in dom
     assert "rw=randread" in dom  # the measure phase's job file

@@ -164,13 +164,14 @@ def test_a_group_that_is_not_a_word_is_named_with_its_parameter():
         "With iodepth=1, B delivered 46 % more throughput, at 68 % of the latency; "
         "significant at all 9 points"
     )
-    both = GroupSummary("rw=read,iodepth=1", 9, 9, 9, (region,), what="read",
-                        condition="iodepth=1")  # fmt: skip
+    both = GroupSummary("rw=read,iodepth=1", 9, 9, 9, (region,), what="read", condition="iodepth=1")
     assert describe(both, "A", "B").startswith("With iodepth=1, B delivered 46 % more read")
     [same] = ratio_ranges(
-        [PointPair("1", "bs=4k", 100, 100.1, 1e6, 1e6, False, "", "iodepth=1"),
-         PointPair("1", "bs=8k", 100, 99.9, 1e6, 1e6, False, "", "iodepth=1")]
-    )  # fmt: skip
+        [
+            PointPair("1", "bs=4k", 100, 100.1, 1e6, 1e6, False, "", "iodepth=1"),
+            PointPair("1", "bs=8k", 100, 99.9, 1e6, 1e6, False, "", "iodepth=1"),
+        ]
+    )
     assert describe(same, "A", "B") == (
         "B: no significant difference in throughput from A with iodepth=1; "
         "not significant at either point"

@@ -153,9 +153,19 @@ def _mkfs(dev: Path) -> None:
 
 def _adhoc(iorig, dev: Path, *extra: str):
     return iorig(
-        "run", "--rw", "randread", "--bs", "4k", "--duration", "1s", "--size", "8MiB",
-        "--target", str(dev), *extra,
-    )  # fmt: skip
+        "run",
+        "--rw",
+        "randread",
+        "--bs",
+        "4k",
+        "--duration",
+        "1s",
+        "--size",
+        "8MiB",
+        "--target",
+        str(dev),
+        *extra,
+    )
 
 
 @pytest.mark.blockdev
@@ -222,8 +232,19 @@ def test_a_device_that_takes_discards_is_sent_them(iorig, loopdev):
     number, until it is removed."""
     if int(Path(f"/sys/block/{loopdev.name}/queue/discard_max_bytes").read_text()) == 0:
         pytest.skip(f"{loopdev} takes no discards on this machine")
-    done = iorig("run", "--rw", "randtrim", "--bs", "64k", "--duration", "1s", "--size", "8MiB",
-                 "--target", str(loopdev))  # fmt: skip
+    done = iorig(
+        "run",
+        "--rw",
+        "randtrim",
+        "--bs",
+        "64k",
+        "--duration",
+        "1s",
+        "--size",
+        "8MiB",
+        "--target",
+        str(loopdev),
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     shown = json.loads(iorig("show", "last", "--json", check=True).stdout)
     (phase,) = shown["phases"]

@@ -1,6 +1,6 @@
 """One timeline per run (issue 14): the timeline data of every phase on one
-wall-clock axis (report/timeline.py), the terminal's sparklines
-(report/sparkline.py, `iorig show RUN --timeline` on a real run) and the
+wall-clock axis (report/tables/timeline.py), the terminal's sparklines
+(report/writers/sparkline.py, `iorig show RUN --timeline` on a real run) and the
 HTML report's whole-run chart in a real headless Chromium."""
 
 from __future__ import annotations
@@ -32,10 +32,10 @@ from iorig.model import (
     StoredRun,
     histogram,
 )
-from iorig.report.html import HtmlExporter
 from iorig.report.options import RenderOptions
-from iorig.report.sparkline import BLOCKS, downsample, sparkline, timeline_lines
-from iorig.report.timeline import build_timeline, p99_per_second
+from iorig.report.tables.timeline import build_timeline, p99_per_second
+from iorig.report.writers.html import HtmlExporter
+from iorig.report.writers.sparkline import BLOCKS, downsample, sparkline, timeline_lines
 
 T0 = 1_700_000_000.0  # the run's first phase starts here (unix seconds)
 
@@ -62,10 +62,23 @@ def _scope(
     return ScopeResult(base.scope, 1, base.totals, {ALL: series}, 1.0, 1.0, 1.0, 0)
 
 
-def _phase(name: str, start: float, seconds: float, kind: PhaseKind = PhaseKind.MEASURE,
-           scopes: tuple[ScopeResult, ...] = (), **over) -> PhaseResult:  # fmt: skip
-    return phase(name, np.zeros(0), kind=kind, scopes=scopes, started_at=start,
-                 ended_at=start + seconds, **over)  # fmt: skip
+def _phase(
+    name: str,
+    start: float,
+    seconds: float,
+    kind: PhaseKind = PhaseKind.MEASURE,
+    scopes: tuple[ScopeResult, ...] = (),
+    **over,
+) -> PhaseResult:
+    return phase(
+        name,
+        np.zeros(0),
+        kind=kind,
+        scopes=scopes,
+        started_at=start,
+        ended_at=start + seconds,
+        **over,
+    )
 
 
 def _event(at: float, argument: str, status: EventStatus = EventStatus.DONE) -> EventRecord:
@@ -79,8 +92,11 @@ def _run(phases: list[PhaseResult], hosts: tuple[str, ...] = ("local",)) -> Stor
 
 def _two_phases_and_a_gap() -> StoredRun:
     """Measured 3 s, idle 2 s, measured 3 s (the second with a bigger block)."""
-    rows = [_hist_row([100_000] * 98 + [900_000, 2_000_000]), histogram.empty(),
-            _hist_row([50_000, 60_000, 70_000])]  # fmt: skip
+    rows = [
+        _hist_row([100_000] * 98 + [900_000, 2_000_000]),
+        histogram.empty(),
+        _hist_row([50_000, 60_000, 70_000]),
+    ]
     events = (_event(T0 + 1.5, "cache flushed"), _event(0, "never", EventStatus.SKIPPED))
     first = _phase("random-read", T0, 3.2, scopes=(_scope([1000, 0, 1200], rows),), events=events)
     pause = _phase("pause", T0 + 3.3, 2.0, PhaseKind.IDLE)
@@ -117,8 +133,11 @@ def test_missing_seconds_inside_a_phase_break_the_line():
 
 
 def test_p99_of_each_second_is_the_percentile_of_that_seconds_histogram_row():
-    rows = [_hist_row([100_000] * 98 + [900_000, 2_000_000]), histogram.empty(),
-            _hist_row([50_000, 60_000, 70_000])]  # fmt: skip
+    rows = [
+        _hist_row([100_000] * 98 + [900_000, 2_000_000]),
+        histogram.empty(),
+        _hist_row([50_000, 60_000, 70_000]),
+    ]
     assert p99_per_second(np.stack(rows), 3) == [
         histogram.percentiles(rows[0], (99.0,))[99.0],
         None,  # a second without completions has no latency
@@ -164,15 +183,16 @@ def test_the_events_table_and_the_timeline_place_an_event_at_one_time(db_path):
     # here the second host began 0.6 s after the first
     from tests.fake_backend import FakeBackend, Step
 
-    from iorig.report.eventtables import event_table
+    from iorig.report.tables.events import event_table
     from iorig.run.session import execute
     from iorig.scenario.loading import resolve, source_from_text
     from iorig.store import Store
 
     hosts = ("127.0.0.2:8765", "127.0.0.3:8765")
     backend = FakeBackend(hosts=hosts, steps=lambda p, r: Step(late_ms={hosts[1]: 600}, hold_s=0.4))
-    plan = backend.prepare(resolve(source_from_text(MARKED, "m.yaml")), {},
-                           allow_destroy=False, repeats=1)  # fmt: skip
+    plan = backend.prepare(
+        resolve(source_from_text(MARKED, "m.yaml")), {}, allow_destroy=False, repeats=1
+    )
     with Store(db_path) as store:
         stored = store.load_run(execute(plan, store, backend, command="test").run_id)
     (mark,) = build_timeline(stored).marks
@@ -190,8 +210,14 @@ def test_the_events_table_and_the_timeline_place_an_event_at_one_time(db_path):
 
 def test_one_metric_for_the_whole_run():
     iops = _phase("r", T0, 2, scopes=(_scope([100, 200], bs=8192),), headline=Metric.IOPS)
-    fill = _phase("fill", T0 - 5, 4, PhaseKind.PREFILL, scopes=(_scope([10, 10]),),
-                  headline=Metric.BYTES_PER_S)  # fmt: skip
+    fill = _phase(
+        "fill",
+        T0 - 5,
+        4,
+        PhaseKind.PREFILL,
+        scopes=(_scope([10, 10]),),
+        headline=Metric.BYTES_PER_S,
+    )
     tl = build_timeline(_run([iops, fill]))
     assert tl.metric is Metric.IOPS  # the measured phases' headline
     assert [p.name for p in tl.phases] == ["fill", "r"]  # in the order they ran
@@ -203,12 +229,17 @@ def test_one_metric_for_the_whole_run():
 
 
 def test_multi_host_runs_have_the_aggregate_and_each_host():
-    scopes = (_scope([30, 30]), _scope([10, 10], where=Scope(host="h1")),
-              _scope([20, 20], where=Scope(host="h2")))  # fmt: skip
+    scopes = (
+        _scope([30, 30]),
+        _scope([10, 10], where=Scope(host="h1")),
+        _scope([20, 20], where=Scope(host="h2")),
+    )
     tl = build_timeline(_run([_phase("m", T0, 2, scopes=scopes)], hosts=("h1", "h2")))
     assert [(t.host, t.throughput) for t in tl.traces()] == [
-        (None, (30, 30)), ("h1", (10, 10)), ("h2", (20, 20))
-    ]  # fmt: skip
+        (None, (30, 30)),
+        ("h1", (10, 10)),
+        ("h2", (20, 20)),
+    ]
 
 
 def test_repeats_are_named_by_their_number():
@@ -314,9 +345,12 @@ def test_show_timeline_of_a_real_run(iorig, scratch):
     names = ["fill", "warm", "first", "rest", "second"]
     rows = [line for line in out.splitlines() if re.match(rf"({'|'.join(names)}) +[a-z]+ ", line)]
     assert [r.split()[:3] for r in rows] == [
-        ["fill", "prefill", "ok"], ["warm", "warmup", "ok"], ["first", "measure", "ok"],
-        ["rest", "idle", "ok"], ["second", "measure", "ok"],
-    ]  # fmt: skip
+        ["fill", "prefill", "ok"],
+        ["warm", "warmup", "ok"],
+        ["first", "measure", "ok"],
+        ["rest", "idle", "ok"],
+        ["second", "measure", "ok"],
+    ]
     starts = [float(re.search(r"\+(\d+\.\d)s", r)[1]) for r in rows]
     assert starts[0] == 0.0 and starts == sorted(starts)
     for row in rows[1:3] + rows[4:]:  # the timed I/O phases have seconds to draw
@@ -334,8 +368,9 @@ def test_html_timeline_in_headless_chromium(tmp_path: Path):
     browser = chromium_or_skip()
     stored = _two_phases_and_a_gap()
     first, pause, second = stored.phases
-    evil = EventRecord(2.5, EventAction.MARK, 'cut <b>power</b> & "see"', EventStatus.DONE,
-                       T0 + 2.5, T0 + 2.5)  # fmt: skip
+    evil = EventRecord(
+        2.5, EventAction.MARK, 'cut <b>power</b> & "see"', EventStatus.DONE, T0 + 2.5, T0 + 2.5
+    )
     first = replace(first, events=(*first.events, evil))
     stored = replace(stored, phases=(first, pause, second))
     report = tmp_path / "report.html"
@@ -343,13 +378,28 @@ def test_html_timeline_in_headless_chromium(tmp_path: Path):
     html = report.read_text()
     assert "<b>power</b>" not in html
     done = subprocess.run(
-        [browser, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
-         "--disable-background-networking", "--disable-component-update", "--disable-sync",
-         f"--user-data-dir={tmp_path / 'profile'}", "--enable-logging=stderr", "--v=0",
-         "--host-resolver-rules=MAP * ~NOTFOUND", "--window-size=1200,2000",
-         "--virtual-time-budget=15000", "--dump-dom", f"file://{report}"],
-        capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+        [
+            browser,
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--no-first-run",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            f"--user-data-dir={tmp_path / 'profile'}",
+            "--enable-logging=stderr",
+            "--v=0",
+            "--host-resolver-rules=MAP * ~NOTFOUND",
+            "--window-size=1200,2000",
+            "--virtual-time-budget=15000",
+            "--dump-dom",
+            f"file://{report}",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     dom = done.stdout
     console = [line for line in done.stderr.splitlines() if ":CONSOLE" in line]
     assert console == [], console  # no JS error, no CSP violation

@@ -16,8 +16,8 @@ from tests import builders
 from iorig.analyze.summary import summarize_phase
 from iorig.errors import UserError
 from iorig.model import ALL, Metric
-from iorig.report.tables import direction_tables, summary_tables
-from iorig.report.tabular import phase_dict
+from iorig.report.tables.run import direction_tables, summary_tables
+from iorig.report.writers.jsoncsv import phase_dict
 from iorig.run import local
 from iorig.run.plan import trim_engine
 from iorig.scenario.adhoc import adhoc_source
@@ -92,8 +92,9 @@ def test_an_ad_hoc_trim_writes_its_working_set_first():
 def _trimwrite_phase():
     scope = builders.scope(np.full(5, 2000.0))
     write = dataclasses.replace(scope.totals[ALL], ddir="write", iops=1000.0, ios=5000)
-    trim = dataclasses.replace(scope.totals[ALL], ddir="trim", iops=1000.0, ios=5000,
-                               lat_mean_ns=2e5)  # fmt: skip
+    trim = dataclasses.replace(
+        scope.totals[ALL], ddir="trim", iops=1000.0, ios=5000, lat_mean_ns=2e5
+    )
     scope = dataclasses.replace(scope, totals={**scope.totals, "write": write, "trim": trim})
     return builders.phase("randtrimwrite", np.full(5, 2000.0), scopes=(scope,))
 
@@ -103,8 +104,9 @@ def test_a_phase_that_trims_shows_each_direction_on_its_own():
     assert [d.ddir for d in summary.directions] == ["write", "trim"]
     (table,) = direction_tables([summary])
     assert [row[:3] for row in table.rows] == [
-        ("randtrimwrite (IOPS)", "write", "1.00K"), ("randtrimwrite (IOPS)", "trim", "1.00K"),
-    ]  # fmt: skip
+        ("randtrimwrite (IOPS)", "write", "1.00K"),
+        ("randtrimwrite (IOPS)", "trim", "1.00K"),
+    ]
     assert table.rows[1][4] == "200.0 µs"
     assert [d["ddir"] for d in phase_dict(summary)["directions"]] == ["write", "trim"]
     # a phase without trims keeps the tables and JSON it always had

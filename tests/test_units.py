@@ -23,11 +23,21 @@ from iorig.units import (
 @pytest.mark.parametrize(
     ("text", "expected"),
     [
-        ("4k", 4096), ("4K", 4096), ("4Ki", 4096), ("4KiB", 4096), ("4KB", 4000),
-        ("64MiB", 64 << 20), ("1.5GiB", 3 << 29), ("1GB", 10**9), ("512", 512), ("512B", 512),
-        (" 8 KiB ", 8192), (4096, 4096), ("2TiB", 2 << 40),
+        ("4k", 4096),
+        ("4K", 4096),
+        ("4Ki", 4096),
+        ("4KiB", 4096),
+        ("4KB", 4000),
+        ("64MiB", 64 << 20),
+        ("1.5GiB", 3 << 29),
+        ("1GB", 10**9),
+        ("512", 512),
+        ("512B", 512),
+        (" 8 KiB ", 8192),
+        (4096, 4096),
+        ("2TiB", 2 << 40),
     ],
-)  # fmt: skip
+)
 def test_parse_size(text, expected):
     assert parse_size(text) == expected
 
@@ -65,10 +75,14 @@ def test_parse_percent_and_rate():
 
 @pytest.mark.parametrize(
     ("text", "expected"),
-    [("500kIOPS", (5e5, "iops")), ("3.5GB/s", (3.5e9, "bytes_per_s")),
-     ("600MBps", (6e8, "bytes_per_s")), ("10gbit", (1.25e9, "bytes_per_s")),
-     ("25Gb/s", (25e9 / 8, "bytes_per_s"))],
-)  # fmt: skip
+    [
+        ("500kIOPS", (5e5, "iops")),
+        ("3.5GB/s", (3.5e9, "bytes_per_s")),
+        ("600MBps", (6e8, "bytes_per_s")),
+        ("10gbit", (1.25e9, "bytes_per_s")),
+        ("25Gb/s", (25e9 / 8, "bytes_per_s")),
+    ],
+)
 def test_a_limit_is_read_with_its_unit(text, expected):
     assert parse_limit(text) == expected
 

@@ -25,11 +25,11 @@ from iorig.analyze.analysis import analyse, compare
 from iorig.analyze.criteria import criteria_of
 from iorig.analyze.verdictcmp import figure_change
 from iorig.model import Scope
-from iorig.report.cmptables import comparison_tables
-from iorig.report.fit import fit
 from iorig.report.options import RenderOptions
-from iorig.report.tabular import CSV_COLUMNS
-from iorig.report.verdicttables import requirements_table
+from iorig.report.tables.compare import comparison_tables
+from iorig.report.tables.verdicts import requirements_table
+from iorig.report.writers.fit import fit
+from iorig.report.writers.jsoncsv import CSV_COLUMNS
 from iorig.units import format_si
 
 RECORDED = DATA / "compare-exchange" / "results.sqlite"
@@ -69,13 +69,16 @@ def test_compare_of_exchange_runs_shows_both_verdicts_overall_and_per_host(cli, 
     for row in reads:
         assert row[2] == "pass: ≤ 10.00 s; fail: ≤ 1.0 µs" and row[-1] == "PASS → FAIL", row
     # the transactional IOPS of each side, as each run's own verdict judged it
-    judged = {label: {(v["name"], v["host"]): v for v in _shown(cli, db, label)["verdicts"]}
-              for label in ("pass", "fail")}  # fmt: skip
+    judged = {
+        label: {(v["name"], v["host"]): v for v in _shown(cli, db, label)["verdicts"]}
+        for label in ("pass", "fail")
+    }
     iops = [c for c in map(_cells, out.splitlines()) if c and c[0].startswith("Achieved")]
     for row in iops:
         name, host = "Achieved transactional I/O per second (database reads + writes)", row[1]
-        figures = [f"{format_si(judged[label][(name, host)]['value'])} IOPS"
-                   for label in ("pass", "fail")]  # fmt: skip
+        figures = [
+            f"{format_si(judged[label][(name, host)]['value'])} IOPS" for label in ("pass", "fail")
+        ]
         assert row[3:5] == figures and row[-1] == "PASS → PASS", row
     assert "not testable: one figure per run (--repeat N tests it)" in out  # the worst second
 
@@ -85,10 +88,16 @@ def test_json_compare_holds_every_requirement_as_each_run_judged_it(cli, db):
     compared = doc["verdicts"]
     shown = {label: _shown(cli, db, label) for label in ("pass", "fail")}
     assert [(r["label"], r["verdict"]) for r in compared["runs"]] == [
-        (label, shown[label]["verdict"]) for label in ("pass", "fail")]  # fmt: skip
+        (label, shown[label]["verdict"]) for label in ("pass", "fail")
+    ]
     assert [h["verdict"] for h in compared["runs"][1]["hosts"]] == ["FAIL", "FAIL"]
-    judged = {label: {(v["metric"] if v["metric"] == "data" else v["name"], v["host"]): v
-                      for v in shown[label]["verdicts"]} for label in shown}  # fmt: skip
+    judged = {
+        label: {
+            (v["metric"] if v["metric"] == "data" else v["name"], v["host"]): v
+            for v in shown[label]["verdicts"]
+        }
+        for label in shown
+    }
     assert len(compared["requirements"]) == len(judged["pass"]) == 13
     for row in compared["requirements"]:
         key = ("data" if row["metric"] == "data" else row["name"], row["host"])
@@ -96,7 +105,10 @@ def test_json_compare_holds_every_requirement_as_each_run_judged_it(cli, db):
         for side in row["runs"]:
             own = judged[side["label"]][key]
             assert (side["value"], side["limit"], side["passed"]) == (
-                own["value"], own["limit"], own["passed"]), (key, side)  # fmt: skip
+                own["value"],
+                own["limit"],
+                own["passed"],
+            ), (key, side)
         assert base["change"] is None and base["verdict"] is None
         if row["metric"] == "data":
             assert base["blocks"] == other["blocks"] == 1024 and other["lost"] == 0
@@ -121,12 +133,15 @@ def test_csv_compare_has_a_row_per_run_and_requirement(cli, db):
     assert len(required) == 2 * 13
     reads = [r for r in required if r["requirement"] == READ_AVG]
     assert [(r["label"], r["passed"], r["host_verdict"]) for r in reads] == [
-        ("pass", "True", "PASS"), ("fail", "False", "FAIL")] * 2  # fmt: skip
+        ("pass", "True", "PASS"),
+        ("fail", "False", "FAIL"),
+    ] * 2
     assert all(r["verdict"] == "" for r in required if r["label"] == "pass")  # the baseline
     assert all(r["verdict"] and r["change"] for r in reads if r["label"] == "fail")
     # a run on its own: the same requirement rows, without the comparison's columns
-    alone = list(csv.DictReader(io.StringIO(
-        cli(db, "show", "fail", "--format", "csv", check=True).stdout)))  # fmt: skip
+    alone = list(
+        csv.DictReader(io.StringIO(cli(db, "show", "fail", "--format", "csv", check=True).stdout))
+    )
     assert sum(r["record"] == "requirement" for r in alone) == 13
 
 
@@ -144,11 +159,20 @@ def test_markdown_and_html_show_both_verdicts(cli, db, tmp_path):
 def _two_hosts(run_id: str, label: str, h2_level: float, **over) -> object:
     h1 = 1000.0 + np.random.default_rng(1).normal(0, 10, 20)
     h2 = h2_level + np.random.default_rng(2).normal(0, h2_level / 100, 20)
-    scopes = (builders.scope(h1 + h2), builders.scope(h1, where=Scope(host="h1")),
-              builders.scope(h2, where=Scope(host="h2")))  # fmt: skip
+    scopes = (
+        builders.scope(h1 + h2),
+        builders.scope(h1, where=Scope(host="h1")),
+        builders.scope(h2, where=Scope(host="h2")),
+    )
     criteria = [{"name": "IOPS per host", "metric": "iops", "min": 800.0, "per": "host"}]
-    return builders.stored(run_id, label, [builders.phase("rr", h1 + h2, scopes=scopes)],
-                           hosts=["h1", "h2"], resolved={"criteria": criteria}, **over)  # fmt: skip
+    return builders.stored(
+        run_id,
+        label,
+        [builders.phase("rr", h1 + h2, scopes=scopes)],
+        hosts=["h1", "h2"],
+        resolved={"criteria": criteria},
+        **over,
+    )
 
 
 def test_the_host_that_fails_is_named_and_its_figure_tested():
@@ -157,8 +181,10 @@ def test_the_host_that_fails_is_named_and_its_figure_tested():
     cmp = compare([analyse(_two_hosts("a1", "A", 1000.0)), analyse(_two_hosts("b2", "B", 500.0))])
     vc = cmp.verdicts
     assert [r.verdict for r in vc.runs] == ["PASS", "FAIL on h2"]
-    assert [r.hosts for r in vc.runs] == [(("h1", "PASS"), ("h2", "PASS")),
-                                          (("h1", "PASS"), ("h2", "FAIL"))]  # fmt: skip
+    assert [r.hosts for r in vc.runs] == [
+        (("h1", "PASS"), ("h2", "PASS")),
+        (("h1", "PASS"), ("h2", "FAIL")),
+    ]
     by_host = {r.host: r.changes[1] for r in vc.requirements}
     assert by_host["h2"].verdict == "worse" and round(by_host["h2"].change, 2) == -0.50
     assert by_host["h1"].verdict == "same"
@@ -170,8 +196,9 @@ def test_the_host_that_fails_is_named_and_its_figure_tested():
 
 
 def test_a_run_without_criteria_has_no_verdict_beside_one_with_them():
-    plain = builders.stored("c3", "plain", [builders.phase("rr", np.full(20, 1500.0))],
-                            hosts=["h1", "h2"])  # fmt: skip
+    plain = builders.stored(
+        "c3", "plain", [builders.phase("rr", np.full(20, 1500.0))], hosts=["h1", "h2"]
+    )
     cmp = compare([analyse(_two_hosts("a1", "A", 1000.0)), analyse(plain)])
     verdicts = comparison_tables(cmp, RenderOptions())[0]
     assert verdicts.title == "Verdicts" and verdicts.rows[0] == ("overall", "PASS", "no verdict")
@@ -195,13 +222,20 @@ def _latency_run(level_ns: float, rng: np.random.Generator, repeats: int = 1) ->
                 scopes=(builders.scope(np.full(30, 1000.0), lat_ns=lat),),
             )
         )
-    return phases  # fmt: skip
+    return phases
 
 
-_CRITERIA = {c.name: c for c in criteria_of({"criteria": [
-    {"name": "mean", "metric": "lat_mean", "max": 1e9},
-    {"name": "worst second", "metric": "lat_mean_max", "max": 1e9},
-]})}  # fmt: skip
+_CRITERIA = {
+    c.name: c
+    for c in criteria_of(
+        {
+            "criteria": [
+                {"name": "mean", "metric": "lat_mean", "max": 1e9},
+                {"name": "worst second", "metric": "lat_mean_max", "max": 1e9},
+            ]
+        }
+    )
+}
 
 
 def _calls(name: str, ratio: float, trials: int, repeats: int, seed: int) -> dict[str, int]:
@@ -237,6 +271,7 @@ def test_the_worst_second_is_tested_only_across_repeats():
     assert repeated.get("worse", 0) >= 19, repeated
     c = _CRITERIA["worst second"]
     rng = np.random.default_rng(11)
-    found = figure_change((c, _latency_run(1e6, rng, 3)), (c, _latency_run(2e6, rng, 3)),
-                          None, np.nan, 0.02, 0.95)  # fmt: skip
+    found = figure_change(
+        (c, _latency_run(1e6, rng, 3)), (c, _latency_run(2e6, rng, 3)), None, np.nan, 0.02, 0.95
+    )
     assert found.method == "repeats" and found.test is not None and found.test.n_a == 3

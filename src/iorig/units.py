@@ -88,8 +88,9 @@ def parse_duration(value: str | int | float) -> float:
     if not match:
         raise ValueError(f"not a duration: {value!r} (use e.g. 500ms, 30s, 5m, 1h)")
     number, unit = match.groups()
-    return _duration_in_range(float(number) * _DURATION_FACTORS[unit.lower() if unit else None],
-                              value)  # fmt: skip
+    return _duration_in_range(
+        float(number) * _DURATION_FACTORS[unit.lower() if unit else None], value
+    )
 
 
 def _duration_in_range(seconds: float, given: object) -> float:

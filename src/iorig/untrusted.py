@@ -24,9 +24,20 @@ from iorig.errors import UserError
 _OTHERS = "\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069\u2028\u2029\ud800-\udfff"
 _ANY = re.compile(f"[\x00-\x1f{_OTHERS}]")
 _BUT_NEWLINE = re.compile(f"[\x00-\x09\x0b-\x1f{_OTHERS}]")
-_C0_NAMES = {"\t": "TAB", "\n": "NEWLINE", "\r": "CARRIAGE RETURN", "\x08": "BACKSPACE",
-             "\x1b": "ESC", "\x07": "BELL", "\x0b": "VERTICAL TAB", "\x0c": "FORM FEED",
-             "\x00": "NUL", "\x7f": "DELETE", "\x85": "NEXT LINE", "\x9b": "CSI"}  # fmt: skip
+_C0_NAMES = {
+    "\t": "TAB",
+    "\n": "NEWLINE",
+    "\r": "CARRIAGE RETURN",
+    "\x08": "BACKSPACE",
+    "\x1b": "ESC",
+    "\x07": "BELL",
+    "\x0b": "VERTICAL TAB",
+    "\x0c": "FORM FEED",
+    "\x00": "NUL",
+    "\x7f": "DELETE",
+    "\x85": "NEXT LINE",
+    "\x9b": "CSI",
+}
 
 
 def _escape(match: re.Match[str]) -> str:
@@ -139,9 +150,13 @@ def check_utf8_path(given: str, what: str = "the target") -> None:
 # than this. A scenario is then held to its own 1,000,000 characters.
 INPUT_LIMIT_BYTES = 4 << 20
 
-_KINDS = {stat.S_IFDIR: "a directory", stat.S_IFCHR: "a character device",
-          stat.S_IFBLK: "a block device", stat.S_IFIFO: "a named pipe (FIFO)",
-          stat.S_IFSOCK: "a socket"}  # fmt: skip
+_KINDS = {
+    stat.S_IFDIR: "a directory",
+    stat.S_IFCHR: "a character device",
+    stat.S_IFBLK: "a block device",
+    stat.S_IFIFO: "a named pipe (FIFO)",
+    stat.S_IFSOCK: "a socket",
+}
 
 
 def regular_file(path: str | os.PathLike[str], what: str) -> os.stat_result:

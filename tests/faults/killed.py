@@ -21,14 +21,18 @@ from tests.conftest import REPO
 def start(db: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.Popen:
     """``iorig ARGS`` in a process of its own against ``db``."""
     return subprocess.Popen(
-        [sys.executable, "-m", "iorig", *args], cwd=REPO,
+        [sys.executable, "-m", "iorig", *args],
+        cwd=REPO,
         env=dict(env or os.environ, IORIG_DB=str(db), COLUMNS="200", NO_COLOR="1"),
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
 
-def run(db: Path, *args: str, env: dict[str, str] | None = None, timeout: float = 120
-        ) -> subprocess.CompletedProcess:  # fmt: skip
+def run(
+    db: Path, *args: str, env: dict[str, str] | None = None, timeout: float = 120
+) -> subprocess.CompletedProcess:
     """``iorig ARGS`` to its end."""
     proc = start(db, *args, env=env)
     try:
@@ -63,8 +67,9 @@ def loop_device(directory: Path, size_bytes: int = 64 << 20) -> Iterator[Path]:
     image = directory / "disk.img"
     with open(image, "wb") as f:
         f.truncate(size_bytes)
-    done = subprocess.run(["losetup", "--find", "--show", str(image)], capture_output=True,
-                          text=True, timeout=30)  # fmt: skip
+    done = subprocess.run(
+        ["losetup", "--find", "--show", str(image)], capture_output=True, text=True, timeout=30
+    )
     if done.returncode != 0:
         pytest.skip(f"this machine does not allow loop devices: {done.stderr.strip()}")
     device = Path(done.stdout.strip())

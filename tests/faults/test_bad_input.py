@@ -138,8 +138,9 @@ def test_a_refused_plan_leaves_no_file_target_behind(refused, db_path, scratch, 
         ("random_bs=2g", "larger than fio takes"),
     ],
 )
-def test_values_fio_cannot_take_are_refused_with_the_parameter(refused, db_path, tmp_path, setting,
-                                                                field):  # fmt: skip
+def test_values_fio_cannot_take_are_refused_with_the_parameter(
+    refused, db_path, tmp_path, setting, field
+):
     done = refused("run", "peak", "--quick", "--target", f"{tmp_path}/t/", "--set", setting)
     assert done.returncode == 2, done.stdout + done.stderr
     assert field in done.stderr and setting.split("=")[0] in done.stderr
@@ -152,7 +153,7 @@ def test_values_fio_cannot_take_are_refused_with_the_parameter(refused, db_path,
 
 def test_a_megabyte_title_prints_at_once_as_plain_text_clipped():
     from iorig.cli.common import ProgressView
-    from iorig.report import terminal
+    from iorig.report.writers import terminal
     from iorig.run.events import RunStarted
 
     title = ("[bold red]x 0x1f 123 /a/b 'q' (1, 2) " * 30000)[:1_000_000]
@@ -210,8 +211,22 @@ def test_doctor_on_a_missing_path_fails(refused, tmp_path):
     ids=["proc-mem", "proc-new", "sys-new", "dev-null", "dev-new", "long-name", "long-path"],
 )
 def test_special_targets_are_refused_for_the_true_reason(refused, db_path, target, reason):
-    for args in (["doctor", target], ["run", "--rw", "read", "--bs", "4k", "--duration", "1s",
-                                      "--size", "1MiB", "--target", target]):  # fmt: skip
+    for args in (
+        ["doctor", target],
+        [
+            "run",
+            "--rw",
+            "read",
+            "--bs",
+            "4k",
+            "--duration",
+            "1s",
+            "--size",
+            "1MiB",
+            "--target",
+            target,
+        ],
+    ):
         done = refused(*args)
         assert done.returncode == 2, done.stdout + done.stderr
         assert reason in " ".join(done.stderr.split())
@@ -221,8 +236,19 @@ def test_special_targets_are_refused_for_the_true_reason(refused, db_path, targe
 
 # ----------------------------------------------------------------- agent
 
-ANY = ["0.0.0.0", "0", "0x0", "::", "[::]", "::0", "0:0:0:0:0:0:0:0", "::ffff:0.0.0.0",
-       "::ffff:0:0", "[::ffff:0.0.0.0]", ""]  # fmt: skip
+ANY = [
+    "0.0.0.0",
+    "0",
+    "0x0",
+    "::",
+    "[::]",
+    "::0",
+    "0:0:0:0:0:0:0:0",
+    "::ffff:0.0.0.0",
+    "::ffff:0:0",
+    "[::ffff:0.0.0.0]",
+    "",
+]
 
 
 @pytest.mark.parametrize("spelling", ANY)
@@ -273,8 +299,9 @@ def _agent(monkeypatch, tmp_path, *args: str) -> int | str | None:
     monkeypatch.setattr(agent_mod, "FioServer", _StandIn)
     monkeypatch.setattr(agent_mod, "ControlServer", _StandIn)
     monkeypatch.setattr(tlsrelay, "AgentListener", _ListenerStandIn)  # imported when used
-    monkeypatch.setattr(sys, "argv", ["iorig", "agent", *args, "--dir", str(tmp_path),
-                                      "--port", "18757"])  # fmt: skip
+    monkeypatch.setattr(
+        sys, "argv", ["iorig", "agent", *args, "--dir", str(tmp_path), "--port", "18757"]
+    )
     for console in (agent_mod.console, common.err_console):
         monkeypatch.setattr(console, "width", 500)
     with pytest.raises(SystemExit) as ended:
@@ -285,8 +312,9 @@ def _agent(monkeypatch, tmp_path, *args: str) -> int | str | None:
 @pytest.mark.parametrize(
     "bind", [*ANY, "10.0.0.11", "192.0.2.7", "fe80::1", "::ffff:10.0.0.1", "storage01"]
 )
-def test_an_agent_beyond_loopback_without_authentication_is_refused(monkeypatch, capsys,
-                                                                    tmp_path, bind):  # fmt: skip
+def test_an_agent_beyond_loopback_without_authentication_is_refused(
+    monkeypatch, capsys, tmp_path, bind
+):
     """Refused before fio is looked for (the unit tier forbids a process):
     nothing runs and nothing listens; the error names the way out."""
     assert _agent(monkeypatch, tmp_path, "--bind", bind) == 2
@@ -298,11 +326,23 @@ def test_an_agent_beyond_loopback_without_authentication_is_refused(monkeypatch,
 
 @pytest.mark.parametrize(
     ("host", "loopback"),
-    [("127.0.0.1", True), ("127.0.0.5", True), ("::1", True), ("[::1]", True),
-     ("::ffff:127.0.0.1", True), ("localhost", True), ("LOCALHOST", True),
-     ("10.0.0.1", False), ("::ffff:10.0.0.1", False), ("0.0.0.0", False), ("", False),
-     ("::", False), ("storage01", False), ("127.0.0.1.example.com", False)],
-)  # fmt: skip
+    [
+        ("127.0.0.1", True),
+        ("127.0.0.5", True),
+        ("::1", True),
+        ("[::1]", True),
+        ("::ffff:127.0.0.1", True),
+        ("localhost", True),
+        ("LOCALHOST", True),
+        ("10.0.0.1", False),
+        ("::ffff:10.0.0.1", False),
+        ("0.0.0.0", False),
+        ("", False),
+        ("::", False),
+        ("storage01", False),
+        ("127.0.0.1.example.com", False),
+    ],
+)
 def test_loopback_is_only_what_no_other_machine_reaches(host, loopback):
     from iorig.fio.hosts import is_loopback
 
@@ -311,8 +351,9 @@ def test_loopback_is_only_what_no_other_machine_reaches(host, loopback):
 
 @pytest.mark.system  # fio --version: a process
 @pytest.mark.parametrize("spelling", ANY)
-def test_agent_treats_every_spelling_of_all_interfaces_as_0000(monkeypatch, capsys, tmp_path,
-                                                               spelling):  # fmt: skip
+def test_agent_treats_every_spelling_of_all_interfaces_as_0000(
+    monkeypatch, capsys, tmp_path, spelling
+):
     """Asked for with --insecure-no-auth, it is named 0.0.0.0 or :: and
     warned about; the server is a stand-in, so nothing listens."""
     _agent(monkeypatch, tmp_path, "--bind", spelling, "--insecure-no-auth")  # the stand-in ends

@@ -27,10 +27,26 @@ def test_a_target_that_cannot_be_cleaned_up_is_a_warning_not_a_failure(scratch, 
     target.mkdir()
     env = dict(os.environ, IORIG_DB=str(db), COLUMNS="200")
     proc = subprocess.Popen(
-        [sys.executable, "-m", "iorig", "run", "--rw", "randread", "--size", "16MiB",
-         "--duration", "2s", "--target", f"{target}/"],
-        cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "iorig",
+            "run",
+            "--rw",
+            "randread",
+            "--size",
+            "16MiB",
+            "--duration",
+            "2s",
+            "--target",
+            f"{target}/",
+        ],
+        cwd=REPO,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         wait_stored(proc, db, "phases")  # the data file exists and the measured phase runs
         made = subprocess.run(["chattr", "+i", str(target)], capture_output=True, text=True)
@@ -44,9 +60,15 @@ def test_a_target_that_cannot_be_cleaned_up_is_a_warning_not_a_failure(scratch, 
     assert proc.returncode == 0, out + err
     assert "Traceback" not in err
     shown = json.loads(
-        subprocess.run([sys.executable, "-m", "iorig", "show", "last", "--json"], cwd=REPO,
-                       env=env, capture_output=True, text=True, check=True).stdout
-    )  # fmt: skip
+        subprocess.run(
+            [sys.executable, "-m", "iorig", "show", "last", "--json"],
+            cwd=REPO,
+            env=env,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+    )
     assert shown["run"]["status"] == "ok"
     warnings = [w for w in shown["run"]["warnings"] if w["code"] == "cleanup"]
     assert warnings and "could not remove" in warnings[0]["message"], shown["run"]["warnings"]

@@ -41,9 +41,13 @@ def _env(db: Path, **extra: str) -> dict[str, str]:
 
 def _iorig(db: Path, *args: str, **extra: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "iorig", *args], capture_output=True, text=True, timeout=120,
-        env=_env(db, **extra), cwd=REPO,
-    )  # fmt: skip
+        [sys.executable, "-m", "iorig", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=_env(db, **extra),
+        cwd=REPO,
+    )
 
 
 def _count(db: Path, sql: str) -> int:
@@ -200,10 +204,12 @@ def test_reading_commands_do_not_wait_for_a_lock_to_reap(tmp_path):
     with Store(db) as store:
         store.create_run(
             builders.record(
-                "0123456789ab", status=RunStatus.RUNNING, pid=dead.pid,
+                "0123456789ab",
+                status=RunStatus.RUNNING,
+                pid=dead.pid,
                 hostname=socket.gethostname(),
             )
-        )  # fmt: skip
+        )
     other = sqlite3.connect(db, isolation_level=None)
     other.execute("BEGIN EXCLUSIVE")
     try:
@@ -296,8 +302,12 @@ def read_only_dir(tmp_path: Path) -> Iterator[Path]:
     _need_root("mount")
     mnt = tmp_path / "ro"
     mnt.mkdir()
-    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(mnt)],
-                      capture_output=True).returncode != 0:  # fmt: skip
+    if (
+        subprocess.run(
+            ["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(mnt)], capture_output=True
+        ).returncode
+        != 0
+    ):
         pytest.skip("this machine does not allow mounting a tmpfs")
     try:
         with Store(mnt / "results.sqlite") as store:
@@ -313,8 +323,9 @@ def test_a_database_in_a_read_only_directory_is_refused_before_the_target(
     read_only_dir, tmp_path, fio_spy
 ):
     target = tmp_path / "target"
-    _refused_before_writing(read_only_dir / "results.sqlite", target, fio_spy,
-                            "is read-only", "remount")  # fmt: skip
+    _refused_before_writing(
+        read_only_dir / "results.sqlite", target, fio_spy, "is read-only", "remount"
+    )
     # a new database there too
     wanted = f"directory {read_only_dir} of the results database is read-only"
     _refused_before_writing(read_only_dir / "new" / "results.sqlite", target, fio_spy, wanted)
@@ -426,8 +437,15 @@ def _phases(n: int) -> list:
 def _unfinished(db: Path, pid: int, stored_phases: int) -> Path:
     """A database whose run is ``running`` with the first phases stored, and
     its recovery file holding the whole run, finished."""
-    run = builders.stored("0123456789ab", None, _phases(3), status=RunStatus.FAILED,
-                          error="stopped", pid=pid, hostname=socket.gethostname())  # fmt: skip
+    run = builders.stored(
+        "0123456789ab",
+        None,
+        _phases(3),
+        status=RunStatus.FAILED,
+        error="stopped",
+        pid=pid,
+        hostname=socket.gethostname(),
+    )
     with Store(db) as store:
         _running(store, "0123456789ab", pid)
         store.conn.execute("UPDATE runs SET ended_at = NULL, status = 'running'")
@@ -591,8 +609,12 @@ def small_fs(tmp_path: Path) -> Iterator[Path]:
     _need_root("mount")
     mnt = tmp_path / "small"
     mnt.mkdir()
-    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(mnt)],
-                      capture_output=True).returncode != 0:  # fmt: skip
+    if (
+        subprocess.run(
+            ["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(mnt)], capture_output=True
+        ).returncode
+        != 0
+    ):
         pytest.skip("this machine does not allow mounting a tmpfs")
     try:
         yield mnt
@@ -632,8 +654,9 @@ def test_a_full_database_loses_no_phase_whatever_runs_in_between(scratch, tmp_pa
         daemon=True,
     )
     watcher.start()
-    done = _iorig(db, *RUN[:-1], "4s", "--target", f"{scratch}/", TMPDIR=str(tmpdir),
-                  IORIG_DB_LOCK_WAIT="1")  # fmt: skip
+    done = _iorig(
+        db, *RUN[:-1], "4s", "--target", f"{scratch}/", TMPDIR=str(tmpdir), IORIG_DB_LOCK_WAIT="1"
+    )
     watcher.join(60)
     out = " ".join((done.stdout + done.stderr).split())
     assert filled and filled[0].name == "filler", out
@@ -669,21 +692,33 @@ def _dead_running_run(db: Path, run_id: str = "0123456789ab") -> str:
     dead.wait()
     one = [builders.phase("p0", np.full(3, 100.0))]
     with Store(db) as store:
-        store.add_runs([builders.stored(run_id, "killed", one, status=RunStatus.RUNNING,
-                                        pid=dead.pid, hostname=socket.gethostname()),
-                        builders.stored("0123456789ff", "other", one)])  # fmt: skip
+        store.add_runs(
+            [
+                builders.stored(
+                    run_id,
+                    "killed",
+                    one,
+                    status=RunStatus.RUNNING,
+                    pid=dead.pid,
+                    hostname=socket.gethostname(),
+                ),
+                builders.stored("0123456789ff", "other", one),
+            ]
+        )
     return run_id
 
 
 @pytest.mark.system
 @pytest.mark.parametrize(
     ("args", "shown"),
-    [(["report", "killed", "--format", "json"], '"status": "aborted"'),
-     (["compare", "killed", "other", "--format", "json"], '"status": "aborted"'),
-     (["export", "killed", "-o", "{tmp}/b.iorig"], "exported run"),
-     (["show", "killed", "--format", "html"], "aborted")],
+    [
+        (["report", "killed", "--format", "json"], '"status": "aborted"'),
+        (["compare", "killed", "other", "--format", "json"], '"status": "aborted"'),
+        (["export", "killed", "-o", "{tmp}/b.iorig"], "exported run"),
+        (["show", "killed", "--format", "html"], "aborted"),
+    ],
     ids=["report", "compare", "export", "show-html"],
-)  # fmt: skip
+)
 def test_every_command_that_shows_a_run_marks_a_dead_owners_run_aborted_first(
     tmp_path, cli, args, shown
 ):
@@ -706,8 +741,18 @@ def test_every_command_that_shows_a_run_marks_a_dead_owners_run_aborted_first(
 def test_the_next_run_marks_a_dead_owners_run_aborted(scratch, tmp_path, cli):
     db = tmp_path / "r.sqlite"
     run_id = _dead_running_run(db)
-    done = cli(db, "run", "--rw", "randread", "--size", "8MiB", "--duration", "1s",
-               "--target", f"{scratch}/")  # fmt: skip
+    done = cli(
+        db,
+        "run",
+        "--rw",
+        "randread",
+        "--size",
+        "8MiB",
+        "--duration",
+        "1s",
+        "--target",
+        f"{scratch}/",
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     with Store(db) as store:
         assert _status(store, run_id) == "aborted"

@@ -43,18 +43,47 @@ class Case:
 # ------------------------------------------------------------ bad values
 
 BAD_SIZES = ["-1", "lots", ".inf", ".nan", "99999999999999999999TiB", "1.5", "4 parsecs", "[4k]"]
-BAD_DURATIONS = [".inf", ".nan", "-5s", "99999999999999999999h", "0.0001s", "1.5ms", "abc",
-                 "[1, 2]", "{a: 1}", "true", "1000000000000h", "5 fortnights"]  # fmt: skip
+BAD_DURATIONS = [
+    ".inf",
+    ".nan",
+    "-5s",
+    "99999999999999999999h",
+    "0.0001s",
+    "1.5ms",
+    "abc",
+    "[1, 2]",
+    "{a: 1}",
+    "true",
+    "1000000000000h",
+    "5 fortnights",
+]
 BAD_INTS = ["1.5", "abc", ".inf", "[]", "9" * 45]
 BAD_BOOLS = ["maybe", "2", "[]", "-1"]
 BAD_CHOICES = ["nope", "1", "[]", "io-uring"]
-BY_TYPE = {"size": BAD_SIZES, "duration": BAD_DURATIONS, "int": BAD_INTS, "bool": BAD_BOOLS,
-           "choice": BAD_CHOICES}  # fmt: skip
+BY_TYPE = {
+    "size": BAD_SIZES,
+    "duration": BAD_DURATIONS,
+    "int": BAD_INTS,
+    "bool": BAD_BOOLS,
+    "choice": BAD_CHOICES,
+}
 
 # workload key -> values invalid for every workload of the built-ins
 WORKLOAD_BAD = {
-    "bs": ["5000", "2g", "-4k", ".inf", ".nan", "4 parsecs", "0", "9" * 25, "4KB", "513",
-           "99999999999999999999TiB", "{a: 1}"],
+    "bs": [
+        "5000",
+        "2g",
+        "-4k",
+        ".inf",
+        ".nan",
+        "4 parsecs",
+        "0",
+        "9" * 25,
+        "4KB",
+        "513",
+        "99999999999999999999TiB",
+        "{a: 1}",
+    ],
     "iodepth": ["0", "-1", "65537", "1.5", "abc", ".inf", "9" * 35, "[1]", "9" * 45],
     "jobs": ["0", "1025", "-3", "x", ".nan"],
     "rw": ["readd", "trimm", "123", "randwrites", "null", "''"],
@@ -67,8 +96,12 @@ WORKLOAD_BAD = {
     "distribution": ["zipf", "gauss:1", "zoned:1/2/3", "'random; rm -rf /'"],
     "offset": ["-1", "1.5", ".inf", "lots"],
     "size": ["-1", ".inf", "big", "99999999999999999999TiB"],
-    "blocksize": ["4k"], "io_depth": ["1"], "numjobs": ["1"], "exec": ["ls"], "filename": ["x"],
-}  # fmt: skip
+    "blocksize": ["4k"],
+    "io_depth": ["1"],
+    "numjobs": ["1"],
+    "exec": ["ls"],
+    "filename": ["x"],
+}
 BAD_RAMPS = [".inf", "0.0001s", "-1", "xyz", "1000000000000h", "2.5ms"]
 TOP_LEVEL_BAD = {"iorig": ["2", ".inf", "-1", "x"], "version": ["-1", "99999999999", "1.5", ".nan"]}
 
@@ -88,8 +121,12 @@ def _set_key(line: str, key: str, value: str) -> str:
 
 def _yaml_case(label: str, scenario: str, lines: list[str], line: int, field: str) -> Case:
     file = f"{label}.yaml"
-    return Case(label, ("run", "{yaml}", "--target", "{target}/"),
-                (f"{file}:{line}:", field), "\n".join(lines) + "\n")  # fmt: skip
+    return Case(
+        label,
+        ("run", "{yaml}", "--target", "{target}/"),
+        (f"{file}:{line}:", field),
+        "\n".join(lines) + "\n",
+    )
 
 
 def yaml_cases(rng: random.Random) -> list[Case]:
@@ -119,25 +156,35 @@ def yaml_cases(rng: random.Random) -> list[Case]:
         for value in BAD_DURATIONS:
             i = rng.choice(duration_lines)
             label = f"{scenario}-dur{len(cases):03d}"
-            cases.append(_yaml_case(label, scenario, mutated(i, f"    duration: {value}"), i + 1,
-                                    "duration"))  # fmt: skip
+            cases.append(
+                _yaml_case(label, scenario, mutated(i, f"    duration: {value}"), i + 1, "duration")
+            )
         for value in BAD_RAMPS:
             i = rng.choice(ramp_lines)
             label = f"{scenario}-ramp{len(cases):03d}"
-            cases.append(_yaml_case(label, scenario, mutated(i + 1, f"    ramp: {value}", True),
-                                    i + 2, "ramp"))  # fmt: skip
+            cases.append(
+                _yaml_case(
+                    label, scenario, mutated(i + 1, f"    ramp: {value}", True), i + 2, "ramp"
+                )
+            )
         for name, spec in doc.data["parameters"].items():
             i = doc.lines[("parameters", name, "default")] - 1
             value = rng.choice(BY_TYPE[spec["type"]])
             label = f"{scenario}-param{len(cases):03d}"
-            cases.append(_yaml_case(label, scenario, mutated(i, f"    default: {value}"), i + 1,
-                                    f"parameters.{name}.default"))  # fmt: skip
+            cases.append(
+                _yaml_case(
+                    label,
+                    scenario,
+                    mutated(i, f"    default: {value}"),
+                    i + 1,
+                    f"parameters.{name}.default",
+                )
+            )
         for key, values in TOP_LEVEL_BAD.items():
             i = doc.lines[(key,)] - 1
             for value in values:
                 label = f"{scenario}-top{len(cases):03d}"
-                cases.append(_yaml_case(label, scenario, mutated(i, f"{key}: {value}"), i + 1,
-                                        key))  # fmt: skip
+                cases.append(_yaml_case(label, scenario, mutated(i, f"{key}: {value}"), i + 1, key))
         # structure: an alias bomb, deep nesting, a huge number, each appended
         end = len(lines)
         bomb = ['x0: &x0 ["lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol"]']
@@ -158,35 +205,58 @@ def yaml_cases(rng: random.Random) -> list[Case]:
 def cli_cases(rng: random.Random) -> list[Case]:
     cases: list[Case] = []
     peak = ("run", "peak", "--quick", "--target", "{target}/")
-    params = {"duration": "duration", "gap": "duration", "warmup": "duration", "size": "size",
-              "random_bs": "size", "seq_bs": "size", "iodepth": "int", "jobs": "int",
-              "prefill": "bool", "direct": "bool", "engine": "choice"}  # fmt: skip
+    params = {
+        "duration": "duration",
+        "gap": "duration",
+        "warmup": "duration",
+        "size": "size",
+        "random_bs": "size",
+        "seq_bs": "size",
+        "iodepth": "int",
+        "jobs": "int",
+        "prefill": "bool",
+        "direct": "bool",
+        "engine": "choice",
+    }
     for name, kind in params.items():
         for value in BY_TYPE[kind]:
-            cases.append(Case(f"set-{name}-{value}", (*peak, "--set", f"{name}={value}"),
-                              (f"--set {name}=",)))  # fmt: skip
+            cases.append(
+                Case(
+                    f"set-{name}-{value}", (*peak, "--set", f"{name}={value}"), (f"--set {name}=",)
+                )
+            )
     for value in ["1B", "4KiB", "512KiB"]:  # smaller than one of the fill's 1 MiB blocks
-        cases.append(Case(f"set-size-{value}", (*peak, "--set", f"size={value}"),
-                          ("working set",)))  # fmt: skip
+        cases.append(Case(f"set-size-{value}", (*peak, "--set", f"size={value}"), ("working set",)))
     for value in ["0", "-4", "70000", "99999999999999999999"]:
-        cases.append(Case(f"set-iodepth-{value}", (*peak, "--set", f"iodepth={value}"),
-                          ("iodepth",)))  # fmt: skip
+        cases.append(
+            Case(f"set-iodepth-{value}", (*peak, "--set", f"iodepth={value}"), ("iodepth",))
+        )
     cases += [
         Case("set-unknown", (*peak, "--set", "nosuch=1"), ("no parameter 'nosuch'",)),
         Case("set-malformed", (*peak, "--set", "novalue"), ("expected name=value",)),
         Case("set-twice", (*peak, "--set", "duration=1s", "--duration", "2s"), ("duration",)),
-        Case("profile", ("run", "peak", "--profile", "nosuch", "--target", "{target}/"),
-             ("no profile 'nosuch'",)),
-        Case("scenario", ("run", "no-such-scenario", "--target", "{target}/"),
-             ("no-such-scenario",)),
-    ]  # fmt: skip
+        Case(
+            "profile",
+            ("run", "peak", "--profile", "nosuch", "--target", "{target}/"),
+            ("no profile 'nosuch'",),
+        ),
+        Case(
+            "scenario", ("run", "no-such-scenario", "--target", "{target}/"), ("no-such-scenario",)
+        ),
+    ]
     adhoc = ("run", "--rw", "randread", "--size", "16MiB", "--target", "{target}/")
     for value in ["5000", "2g", "0", "-4k", "abc", "99999999999999999999TiB", "4KB"]:
-        cases.append(Case(f"adhoc-bs-{value}", (*adhoc, "--bs", value, "--duration", "1s"),
-                          ("bs",)))  # fmt: skip
+        cases.append(
+            Case(f"adhoc-bs-{value}", (*adhoc, "--bs", value, "--duration", "1s"), ("bs",))
+        )
     for value in BAD_DURATIONS:
-        cases.append(Case(f"adhoc-duration-{value}", (*adhoc, "--bs", "4k", "--duration", value),
-                          ("duration",)))  # fmt: skip
+        cases.append(
+            Case(
+                f"adhoc-duration-{value}",
+                (*adhoc, "--bs", "4k", "--duration", value),
+                ("duration",),
+            )
+        )
     for option, values in {
         "--iodepth": ["0", "abc", "1.5", "65537"],
         "--jobs": ["0", "x", "1025"],
@@ -194,27 +264,92 @@ def cli_cases(rng: random.Random) -> list[Case]:
         "--engine": ["spdk", "exec"],
     }.items():
         for value in values:
-            cases.append(Case(f"adhoc{option}-{value}",
-                              (*adhoc, "--bs", "4k", "--duration", "1s", option, value),
-                              (option.lstrip("-"),)))  # fmt: skip
+            cases.append(
+                Case(
+                    f"adhoc{option}-{value}",
+                    (*adhoc, "--bs", "4k", "--duration", "1s", option, value),
+                    (option.lstrip("-"),),
+                )
+            )
     for value in ["150", "-1", "abc"]:
-        cases.append(Case(f"adhoc-read-pct-{value}",
-                          ("run", "--rw", "randrw", "--size", "16MiB", "--target", "{target}/",
-                           "--bs", "4k", "--duration", "1s", "--read-pct", value),
-                          ("read",)))  # fmt: skip
+        cases.append(
+            Case(
+                f"adhoc-read-pct-{value}",
+                (
+                    "run",
+                    "--rw",
+                    "randrw",
+                    "--size",
+                    "16MiB",
+                    "--target",
+                    "{target}/",
+                    "--bs",
+                    "4k",
+                    "--duration",
+                    "1s",
+                    "--read-pct",
+                    value,
+                ),
+                ("read",),
+            )
+        )
     for value in ["lots", "-1", ".inf", "99999999999999999999TiB"]:
-        cases.append(Case(f"adhoc-size-{value}", ("run", "--rw", "read", "--bs", "4k",
-                          "--duration", "1s", "--size", value, "--target", "{target}/"),
-                          ("size",)))  # fmt: skip
-    for target, reason in [("/proc/self/mem", "proc filesystem"), ("/dev/null", "character"),
-                           ("/dev/zero", "character"), ("/sys/kernel/", "sysfs"),
-                           ("/proc/", "proc filesystem")]:  # fmt: skip
-        cases.append(Case(f"target-{target}", ("run", "--rw", "read", "--bs", "4k",
-                          "--duration", "1s", "--size", "1MiB", "--target", target),
-                          (target.rstrip("/"), reason)))  # fmt: skip
+        cases.append(
+            Case(
+                f"adhoc-size-{value}",
+                (
+                    "run",
+                    "--rw",
+                    "read",
+                    "--bs",
+                    "4k",
+                    "--duration",
+                    "1s",
+                    "--size",
+                    value,
+                    "--target",
+                    "{target}/",
+                ),
+                ("size",),
+            )
+        )
+    for target, reason in [
+        ("/proc/self/mem", "proc filesystem"),
+        ("/dev/null", "character"),
+        ("/dev/zero", "character"),
+        ("/sys/kernel/", "sysfs"),
+        ("/proc/", "proc filesystem"),
+    ]:
+        cases.append(
+            Case(
+                f"target-{target}",
+                (
+                    "run",
+                    "--rw",
+                    "read",
+                    "--bs",
+                    "4k",
+                    "--duration",
+                    "1s",
+                    "--size",
+                    "1MiB",
+                    "--target",
+                    target,
+                ),
+                (target.rstrip("/"), reason),
+            )
+        )
         cases.append(Case(f"doctor-{target}", ("doctor", target), (target.rstrip("/"), reason)))
-    for ref in ["last~abc", "last~-1", "last~99999999999999999999", "last~", "last~1.5",
-                "zz-not-a-run", "LAST~1", "last~~1"]:  # fmt: skip
+    for ref in [
+        "last~abc",
+        "last~-1",
+        "last~99999999999999999999",
+        "last~",
+        "last~1.5",
+        "zz-not-a-run",
+        "LAST~1",
+        "last~~1",
+    ]:
         cases.append(Case(f"show-{ref}", ("show", ref), (ref,)))
         cases.append(Case(f"compare-{ref}", ("compare", ref, "last"), (ref,)))
     for value in ["-1", "0", "abc"]:
@@ -257,8 +392,7 @@ def _argv(case: Case, root: Path) -> tuple[list[str], Path, list[Path]]:
     yaml_path = root / f"{case.name}.yaml"
     if case.yaml is not None:
         yaml_path.write_text(case.yaml)
-    args = [a.replace("{target}", str(target)).replace("{yaml}", str(yaml_path))
-            for a in case.args]  # fmt: skip
+    args = [a.replace("{target}", str(target)).replace("{yaml}", str(yaml_path)) for a in case.args]
     return ["--db", str(db), *args], db, [target, work]
 
 
@@ -272,8 +406,7 @@ def wide_consoles(monkeypatch):
 
 
 @pytest.mark.fio
-def test_every_generated_bad_input_is_refused_cleanly(tmp_path, monkeypatch, capsys,
-                                                      wide_consoles):  # fmt: skip
+def test_every_generated_bad_input_is_refused_cleanly(tmp_path, monkeypatch, capsys, wide_consoles):
     def started(self: RunSession) -> RunSession:
         # an input that is no longer refused would run the built-in's full
         # default schedule (16 GiB, minutes): fail it at once instead
@@ -306,8 +439,9 @@ SUBPROCESS_SAMPLE = 6  # the real process path; every case runs in process above
 
 
 @pytest.mark.fio
-@pytest.mark.parametrize("case", random.Random(SEED + 2).sample(ALL, SUBPROCESS_SAMPLE),
-                         ids=lambda c: c.name)  # fmt: skip
+@pytest.mark.parametrize(
+    "case", random.Random(SEED + 2).sample(ALL, SUBPROCESS_SAMPLE), ids=lambda c: c.name
+)
 def test_a_sample_through_the_real_command_line(tmp_path, case):
     import os
     import subprocess
@@ -316,6 +450,12 @@ def test_a_sample_through_the_real_command_line(tmp_path, case):
     src = str(Path(__file__).resolve().parents[2] / "src")
     path = os.pathsep.join(p for p in (src, os.environ.get("PYTHONPATH", "")) if p)
     env = dict(os.environ, COLUMNS="10000", NO_COLOR="1", PYTHONPATH=path)
-    done = subprocess.run([sys.executable, "-m", "iorig", *argv], capture_output=True, text=True,
-                          timeout=120, env=env, cwd=dirs[1])  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, "-m", "iorig", *argv],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+        cwd=dirs[1],
+    )
     _check(case, done.returncode, done.stdout, done.stderr, db, dirs)

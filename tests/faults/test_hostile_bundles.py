@@ -335,11 +335,22 @@ def test_a_bundle_of_every_earlier_schema_reads_as_its_upgraded_database(tmp_pat
 
 def _phase_fields(phase) -> tuple:
     agg = phase.aggregate
-    figures = None if agg is None else {d: (t.ios, t.iops, t.hist.tobytes())
-                                        for d, t in agg.totals.items()}  # fmt: skip
+    figures = (
+        None
+        if agg is None
+        else {d: (t.ios, t.iops, t.hist.tobytes()) for d, t in agg.totals.items()}
+    )
     series = None if agg is None else {d: s.iops.tobytes() for d, s in agg.series.items()}
-    return (phase.name, phase.kind, phase.status, phase.point, phase.job_text,
-            phase.fio_output, figures, series)  # fmt: skip
+    return (
+        phase.name,
+        phase.kind,
+        phase.status,
+        phase.point,
+        phase.job_text,
+        phase.fio_output,
+        figures,
+        series,
+    )
 
 
 def test_import_never_copies_the_bundle_into_tmpdir(target, tmp_path, monkeypatch):
@@ -389,9 +400,12 @@ ENDLESS = (
 def _start_import(bundle: Path, db: Path, tmpdir: Path) -> subprocess.Popen:
     return subprocess.Popen(
         [sys.executable, "-m", "iorig", "import", str(bundle)],
-        cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
         env=dict(os.environ, IORIG_DB=str(db), TMPDIR=str(tmpdir)),
-    )  # fmt: skip
+    )
 
 
 def _ended_after_ctrl_c(proc: subprocess.Popen, busy) -> tuple[float | None, str]:

@@ -53,8 +53,9 @@ phases:
 
 
 @contextlib.contextmanager
-def _run(tmp_path: Path, db: Path, servers: list[FioServer], duration: str, *,
-         paced: bool = True) -> Iterator[subprocess.Popen]:  # fmt: skip
+def _run(
+    tmp_path: Path, db: Path, servers: list[FioServer], duration: str, *, paced: bool = True
+) -> Iterator[subprocess.Popen]:
     env = dict(os.environ, IORIG_DB=str(db), COLUMNS="200", TMPDIR=str(tmp_path))
     hosts = ",".join(s.address.label for s in servers)
     what: tuple[str, ...] = (*ADHOC, "--duration", duration)
@@ -64,8 +65,12 @@ def _run(tmp_path: Path, db: Path, servers: list[FioServer], duration: str, *,
         what = (str(scenario), "--set", f"duration={duration}")
     proc = subprocess.Popen(
         [sys.executable, "-m", "iorig", "run", *what, "--hosts", hosts],
-        cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
+        cwd=REPO,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         yield proc
     finally:
@@ -121,8 +126,10 @@ def test_ctrl_c_with_a_stopped_server_ends_in_seconds_and_keeps_the_healthy_host
     healthy = servers[0].address.label
     # the hung host's data file is not asked for: it cannot answer
     said = " ".join((out + err).split())
-    assert (f"could not remove iorig's data file(s) on {hung.address.label}: it did not "
-            "answer the stop request") in said, out + err  # fmt: skip
+    assert (
+        f"could not remove iorig's data file(s) on {hung.address.label}: it did not "
+        "answer the stop request"
+    ) in said, out + err
     assert hosts[hung.address.label][0] == "failed"
     assert hung.address.label in (hosts[hung.address.label][2] or "")
     # the healthy host answered the stop: its figures are kept
@@ -163,9 +170,12 @@ def test_a_host_stalled_mid_phase_fails_the_phase_naming_it_and_its_seconds_are_
     assert 3 <= last - first + 1 <= 6, error
     shown = subprocess.run(
         [sys.executable, "-m", "iorig", "show", "last", "--json"],
-        cwd=REPO, env=dict(os.environ, IORIG_DB=str(db)), capture_output=True, text=True,
+        cwd=REPO,
+        env=dict(os.environ, IORIG_DB=str(db)),
+        capture_output=True,
+        text=True,
         check=True,
-    ).stdout  # fmt: skip
+    ).stdout
     samples = [s for s in json.loads(shown)["samples"] if s["kind"] == "measure"]
     assert samples, "the seconds before the stall are kept"
     assert max(s["t_s"] for s in samples if s["ddir"] == "all") < first, (

@@ -48,11 +48,30 @@ def test_a_frozen_filesystem_under_a_prefill_fails_the_run_in_bounded_time(scrat
         device.cap(write_bps=4 << 20)
         env = dict(os.environ, IORIG_DB=str(db), COLUMNS="200")
         proc = subprocess.Popen(
-            [sys.executable, "-m", "iorig", "run", "--rw", "randread", "--size", "16MiB",
-             "--duration", "2s", "--engine", "psync", "--min-rate", "64MiB/s",
-             "--target", f"{mnt}/"],
-            cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        )  # fmt: skip
+            [
+                sys.executable,
+                "-m",
+                "iorig",
+                "run",
+                "--rw",
+                "randread",
+                "--size",
+                "16MiB",
+                "--duration",
+                "2s",
+                "--engine",
+                "psync",
+                "--min-rate",
+                "64MiB/s",
+                "--target",
+                f"{mnt}/",
+            ],
+            cwd=REPO,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         stack.callback(lambda: proc.poll() is None and proc.kill())
         wait_stored(proc, db, "runs")
         time.sleep(1.0)

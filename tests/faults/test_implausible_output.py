@@ -160,12 +160,31 @@ def test_a_fio_printing_impossible_bytes_fails_the_run_without_a_traceback(tmp_p
     wrapper.chmod(wrapper.stat().st_mode | stat.S_IXUSR)
     db = tmp_path / "r.sqlite"
     env = os.environ | {"IORIG_FIO": str(wrapper)}
-    argv = [sys.executable, "-m", "iorig", "--db", str(db), "run", "--rw", "randread",
-            "--bs", "4k", "--duration", "1s", "--size", "8MiB",
-            "--target", str(scratch / "t.dat")]  # fmt: skip
+    argv = [
+        sys.executable,
+        "-m",
+        "iorig",
+        "--db",
+        str(db),
+        "run",
+        "--rw",
+        "randread",
+        "--bs",
+        "4k",
+        "--duration",
+        "1s",
+        "--size",
+        "8MiB",
+        "--target",
+        str(scratch / "t.dat"),
+    ]
     done = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=120)
     assert done.returncode != 0, done.stdout
     assert "Traceback" not in done.stderr + done.stdout
-    shown = subprocess.run([sys.executable, "-m", "iorig", "--db", str(db), "show", "last"],
-                           capture_output=True, text=True, timeout=60)  # fmt: skip
+    shown = subprocess.run(
+        [sys.executable, "-m", "iorig", "--db", str(db), "show", "last"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert "failed" in shown.stdout and "bytes" in shown.stdout, textwrap.shorten(shown.stdout, 800)

@@ -85,10 +85,14 @@ def _commands(path: str, target: str) -> dict[str, tuple[str, ...]]:
 
 
 NAMED = {  # what the refusal calls the file, per command
-    "--sut": "--sut", "--hosts-file": "--hosts-file", "--allow-commands": "--allow-commands",
-    "sut check": "--sut", "scenario file": "scenario file", "scenarios show": "scenario file",
+    "--sut": "--sut",
+    "--hosts-file": "--hosts-file",
+    "--allow-commands": "--allow-commands",
+    "sut check": "--sut",
+    "scenario file": "scenario file",
+    "scenarios show": "scenario file",
     "bundle": "bundle",
-}  # fmt: skip
+}
 KINDS = ["chardev", "fifo", "directory", "large"]
 
 
@@ -97,7 +101,7 @@ KINDS = ["chardev", "fifo", "directory", "large"]
 @pytest.mark.parametrize("which", list(NAMED))
 def test_an_input_that_is_no_regular_file_or_too_large_is_refused(
     refused, db_path, tmp_path, memory_cap, which, kind
-):  # fmt: skip
+):
     if which == "bundle" and kind == "large":
         pytest.skip("a bundle is a database of any size: SQLite reads it, iorig does not")
     path, words = _special(tmp_path, kind)
@@ -147,11 +151,17 @@ def _surrogate(text: str) -> str:
 
 @pytest.mark.parametrize(
     ("option", "value"),
-    [("--label", "a\xffb"), ("--note", "cache\xff"), ("--target", "DIR/t\xff/"),
-     ("--sut", "DIR/s\xff.yaml"), ("--set", "engine=psync\xff")],
-)  # fmt: skip
-def test_an_argument_that_is_not_utf8_is_refused_before_anything(refused, db_path, tmp_path,
-                                                                 option, value):  # fmt: skip
+    [
+        ("--label", "a\xffb"),
+        ("--note", "cache\xff"),
+        ("--target", "DIR/t\xff/"),
+        ("--sut", "DIR/s\xff.yaml"),
+        ("--set", "engine=psync\xff"),
+    ],
+)
+def test_an_argument_that_is_not_utf8_is_refused_before_anything(
+    refused, db_path, tmp_path, option, value
+):
     target = tmp_path / "target"
     target.mkdir()
     value = _surrogate(value.replace("DIR", str(target)))
@@ -175,11 +185,23 @@ def test_a_real_command_line_with_a_byte_that_is_not_utf8(tmp_path):
     target.mkdir()
     db = tmp_path / "results.sqlite"
     done = subprocess.run(
-        [sys.executable, "-m", "iorig", "--db", str(db), *ADHOC, "--target", f"{target}/",
-         "--label", b"a\xffb"],
-        capture_output=True, cwd=REPO, timeout=120,
+        [
+            sys.executable,
+            "-m",
+            "iorig",
+            "--db",
+            str(db),
+            *ADHOC,
+            "--target",
+            f"{target}/",
+            "--label",
+            b"a\xffb",
+        ],
+        capture_output=True,
+        cwd=REPO,
+        timeout=120,
         env=dict(os.environ, COLUMNS="200", NO_COLOR="1", LC_ALL="C.UTF-8"),
-    )  # fmt: skip
+    )
     stderr = done.stderr.decode("utf-8", "replace")
     assert done.returncode == 2, stderr
     assert "--label" in stderr and "not valid UTF-8" in stderr and "0xff" in stderr
@@ -188,8 +210,9 @@ def test_a_real_command_line_with_a_byte_that_is_not_utf8(tmp_path):
     assert list(target.iterdir()) == []
 
 
-def test_a_target_under_a_directory_whose_name_is_not_utf8_is_refused(refused, db_path, tmp_path,
-                                                                       monkeypatch):  # fmt: skip
+def test_a_target_under_a_directory_whose_name_is_not_utf8_is_refused(
+    refused, db_path, tmp_path, monkeypatch
+):
     """The command line is UTF-8, the working directory is not: the target's
     full path could not be written to fio's job file (a traceback on main)."""
     here = tmp_path / "w\udcfe"  # byte 0xfe, as Python names it

@@ -95,8 +95,9 @@ def test_the_next_run_removes_what_a_dead_run_left_naming_it(scratch, tmp_path, 
     runs = [start(tmp_path / "dead.sqlite", *LONG, "--target", f"{dead}/", env=env)]
     try:
         wait_stored(runs[0], tmp_path / "dead.sqlite", "phases")
-        runs.append(start(tmp_path / "kept.sqlite", *LONG, "--target", f"{kept}/",
-                          "--keep-files", env=env))  # fmt: skip
+        runs.append(
+            start(tmp_path / "kept.sqlite", *LONG, "--target", f"{kept}/", "--keep-files", env=env)
+        )
         wait_stored(runs[1], tmp_path / "kept.sqlite", "phases")
         left = _tmp_entries(tmp)
         for proc in runs:
@@ -107,8 +108,21 @@ def test_the_next_run_removes_what_a_dead_run_left_naming_it(scratch, tmp_path, 
                 proc.kill()
                 proc.communicate()
     assert len(left) >= 2 and (dead / "iorig-data.dat").exists()
-    done = run(tmp_path / "next.sqlite", "run", "--rw", "randread", "--bs", "4k", "--size",
-               "16MiB", "--duration", "1s", "--target", f"{other}/", env=env)  # fmt: skip
+    done = run(
+        tmp_path / "next.sqlite",
+        "run",
+        "--rw",
+        "randread",
+        "--bs",
+        "4k",
+        "--size",
+        "16MiB",
+        "--duration",
+        "1s",
+        "--target",
+        f"{other}/",
+        env=env,
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     said = " ".join(done.stderr.split())
     assert f"removed {dead / 'iorig-data.dat'}" in said, said

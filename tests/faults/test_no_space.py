@@ -24,8 +24,11 @@ pytestmark = pytest.mark.fio
 @contextlib.contextmanager
 def _tmpfs(where: Path, size: str) -> Iterator[Path]:
     where.mkdir()
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(where)],
-                          capture_output=True, text=True)  # fmt: skip
+    done = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(where)],
+        capture_output=True,
+        text=True,
+    )
     if done.returncode != 0:
         pytest.skip(f"cannot mount a tmpfs: {done.stderr.strip()}")
     try:
@@ -36,11 +39,26 @@ def _tmpfs(where: Path, size: str) -> Iterator[Path]:
 
 def _iorig(db: Path, tmpdir: Path, target: Path, duration: str) -> subprocess.Popen:
     return subprocess.Popen(
-        [sys.executable, "-m", "iorig", "run", "--rw", "randread", "--size", "16MiB",
-         "--duration", duration, "--target", f"{target}/"],
-        cwd=REPO, env=dict(os.environ, IORIG_DB=str(db), TMPDIR=str(tmpdir), COLUMNS="200"),
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "iorig",
+            "run",
+            "--rw",
+            "randread",
+            "--size",
+            "16MiB",
+            "--duration",
+            duration,
+            "--target",
+            f"{target}/",
+        ],
+        cwd=REPO,
+        env=dict(os.environ, IORIG_DB=str(db), TMPDIR=str(tmpdir), COLUMNS="200"),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
 
 def test_a_tmpdir_without_room_is_refused_before_anything_is_written(scratch, tmp_path):

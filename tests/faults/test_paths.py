@@ -20,17 +20,30 @@ pytestmark = pytest.mark.skipif(shutil.which("fio") is None, reason="fio is not 
 
 
 def _options(**over):
-    base = dict(engine="psync", rw="write", bs=65536, filename="", size=1 << 20, offset=0,
-                iodepth=1, jobs=1, direct=False, read_pct=None, rate_iops=None,
-                runtime_s=None, log_prefix="t")  # fmt: skip
+    base = dict(
+        engine="psync",
+        rw="write",
+        bs=65536,
+        filename="",
+        size=1 << 20,
+        offset=0,
+        iodepth=1,
+        jobs=1,
+        direct=False,
+        read_pct=None,
+        rate_iops=None,
+        runtime_s=None,
+        log_prefix="t",
+    )
     return workload_options(**(base | over))
 
 
 def _run_fio(job_text: str, cwd) -> None:
     job = cwd / "job.fio"
     job.write_text(job_text)
-    done = subprocess.run(["fio", "--output=/dev/null", str(job)], cwd=cwd,
-                          capture_output=True, text=True, timeout=60)  # fmt: skip
+    done = subprocess.run(
+        ["fio", "--output=/dev/null", str(job)], cwd=cwd, capture_output=True, text=True, timeout=60
+    )
     assert done.returncode == 0, done.stderr
 
 

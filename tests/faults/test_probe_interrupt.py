@@ -48,15 +48,31 @@ def test_ctrl_c_during_a_hung_probe_leaves_no_process(tmp_path, scratch):
     target.mkdir()
     for attempt in range(3):
         proc = subprocess.Popen(
-            [sys.executable, "-m", "iorig", "run", "--rw", "randread", "--size", "16MiB",
-             "--duration", "2s", "--fio", str(wrapper), "--target", f"{target}/"],
+            [
+                sys.executable,
+                "-m",
+                "iorig",
+                "run",
+                "--rw",
+                "randread",
+                "--size",
+                "16MiB",
+                "--duration",
+                "2s",
+                "--fio",
+                str(wrapper),
+                "--target",
+                f"{target}/",
+            ],
             # faulthandler: a hang below dumps where every thread of iorig is
-            cwd=REPO, env=dict(os.environ, IORIG_DB=str(tmp_path / "r.sqlite"),
-                               PYTHONFAULTHANDLER="1"),
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            cwd=REPO,
+            env=dict(os.environ, IORIG_DB=str(tmp_path / "r.sqlite"), PYTHONFAULTHANDLER="1"),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
             # first as a background job of a script starts it: SIGINT ignored
             preexec_fn=_ignore_sigint if attempt == 0 else None,
-        )  # fmt: skip
+        )
         try:
             deadline = time.monotonic() + 30
             while not _with_marker(marker):

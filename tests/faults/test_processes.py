@@ -45,10 +45,28 @@ def test_killing_fios_parent_ends_its_workers_and_the_run(scratch, tmp_path):
     workdir.mkdir()
     env = dict(os.environ, IORIG_DB=str(tmp_path / "r.sqlite"), TMPDIR=str(workdir))
     iorig = subprocess.Popen(
-        [sys.executable, "-m", "iorig", "run", "--rw", "randread", "--size", "32MiB",
-         "--jobs", "2", "--duration", "30s", "--target", f"{scratch}/"],
-        cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "iorig",
+            "run",
+            "--rw",
+            "randread",
+            "--size",
+            "32MiB",
+            "--jobs",
+            "2",
+            "--duration",
+            "30s",
+            "--target",
+            f"{scratch}/",
+        ],
+        cwd=REPO,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     try:
         deadline = time.monotonic() + 30
         parent = None
@@ -110,8 +128,9 @@ def _catching_sigint(pid: int) -> float:
             status = Path(f"/proc/{pid}/status").read_text()
         except OSError:
             break  # already gone
-        caught = next(int(line.split()[1], 16) for line in status.splitlines()
-                      if line.startswith("SigCgt:"))  # fmt: skip
+        caught = next(
+            int(line.split()[1], 16) for line in status.splitlines() if line.startswith("SigCgt:")
+        )
         if caught & (1 << (signal.SIGINT - 1)):
             break
         time.sleep(0.002)
@@ -124,8 +143,14 @@ def _interrupted(args: list[str], env: dict[str, str], *signals_at_s: float) -> 
     # the command as installed (its entry point): `python -m iorig` can still
     # end by SIGINT when interrupted while importing (README: Interrupting a run)
     command = Path(sys.executable).parent / "iorig"
-    proc = subprocess.Popen([str(command), *args], cwd=REPO, env=env, text=True,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)  # fmt: skip
+    proc = subprocess.Popen(
+        [str(command), *args],
+        cwd=REPO,
+        env=env,
+        text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    )
     started = _catching_sigint(proc.pid)
     try:
         for at in signals_at_s:
@@ -156,8 +181,17 @@ def test_a_second_ctrl_c_as_a_run_ends_still_exits_130(scratch, tmp_path):
     # a second; a second one 0.2 s later landed as Python shut down and ended
     # iorig by SIGINT (-2 here, though a shell shows 130 either way)
     env = dict(os.environ, IORIG_DB=str(tmp_path / "r.sqlite"))
-    args = ["run", "--rw", "randread", "--size", "16MiB", "--duration", "20s",
-            "--target", f"{scratch}/"]  # fmt: skip
+    args = [
+        "run",
+        "--rw",
+        "randread",
+        "--size",
+        "16MiB",
+        "--duration",
+        "20s",
+        "--target",
+        f"{scratch}/",
+    ]
     for gap in (0.1, 0.2, 0.3):
         code, out = _interrupted(args, env, 4.0, 4.0 + gap)
         assert code == 130 and "Traceback" not in out, (gap, code, out[-2000:])

@@ -22,11 +22,28 @@ def test_an_existing_relative_remote_file_is_not_overwritten(tmp_path):
         content = b"the user's data\n" * 4096
         existing.write_bytes(content)
         done = subprocess.run(
-            [sys.executable, "-m", "iorig", "run", "--rw", "randwrite", "--size", "16MiB",
-             "--duration", "1s", "--hosts", server.address.label, "--target", "precious.dat"],
-            cwd=REPO, env=dict(os.environ, IORIG_DB=str(db), COLUMNS="200"),
-            capture_output=True, text=True, timeout=120,
-        )  # fmt: skip
+            [
+                sys.executable,
+                "-m",
+                "iorig",
+                "run",
+                "--rw",
+                "randwrite",
+                "--size",
+                "16MiB",
+                "--duration",
+                "1s",
+                "--hosts",
+                server.address.label,
+                "--target",
+                "precious.dat",
+            ],
+            cwd=REPO,
+            env=dict(os.environ, IORIG_DB=str(db), COLUMNS="200"),
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
     assert done.returncode == 2, done.stdout + done.stderr
     assert "refusing to overwrite" in done.stderr and "precious.dat" in done.stderr
     assert existing.read_bytes() == content

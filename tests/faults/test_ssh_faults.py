@@ -39,10 +39,21 @@ def _run(tmp_path: Path, lab: SshLab) -> Iterator[tuple[subprocess.Popen, Path]]
     scenario.write_text(PACED)
     env = dict(os.environ, IORIG_DB=str(db), COLUMNS="200", **{CONFIG_ENV: str(lab.config)})
     proc = subprocess.Popen(
-        [sys.executable, "-m", "iorig", "run", str(scenario),
-         "--hosts", ",".join(h.label for h in lab.hosts)],
-        cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "iorig",
+            "run",
+            str(scenario),
+            "--hosts",
+            ",".join(h.label for h in lab.hosts),
+        ],
+        cwd=REPO,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         wait_stored(proc, db, "phases")  # the fill stored: the measured phase starts
         time.sleep(2.0)

@@ -34,8 +34,9 @@ def test_a_link_at_the_data_files_place_is_refused_and_not_followed(tmp_path, el
     target.mkdir()
     (target / "iorig-data.dat").symlink_to(victim)
     with pytest.raises(UserError, match="is a symbolic link") as refused:
-        resolve_target(f"{target}/", role="data", size=1 << 20, size_explicit=True,
-                       allow_destroy=False)  # fmt: skip
+        resolve_target(
+            f"{target}/", role="data", size=1 << 20, size_explicit=True, allow_destroy=False
+        )
     assert str(victim) in str(refused.value)
     assert victim.exists() == (kind == "empty file")
     assert not victim.exists() or victim.stat().st_size == 0
@@ -75,8 +76,14 @@ def _kept_file_set(tmp_path: Path, elsewhere: Path) -> tuple[Path, Path]:
 def test_a_kept_file_set_holding_a_link_is_refused(tmp_path, elsewhere):
     home, victim = _kept_file_set(tmp_path, elsewhere)
     with pytest.raises(UserError, match="f1 is a symbolic link"):
-        resolve_target(f"{home.parent}/", role="data", size=1 << 20, size_explicit=True,
-                       allow_destroy=False, fileset=True)  # fmt: skip
+        resolve_target(
+            f"{home.parent}/",
+            role="data",
+            size=1 << 20,
+            size_explicit=True,
+            allow_destroy=False,
+            fileset=True,
+        )
     assert victim.read_bytes() == b"mine"
 
 
@@ -85,8 +92,14 @@ def test_a_file_of_a_file_set_replaced_by_a_link_mid_run_is_named_before_the_nex
 ):
     home, victim = _kept_file_set(tmp_path, elsewhere)
     (home / "d0" / "f1").unlink()
-    target = resolve_target(f"{home.parent}/", role="data", size=1 << 20, size_explicit=True,
-                            allow_destroy=False, fileset=True)  # fmt: skip
+    target = resolve_target(
+        f"{home.parent}/",
+        role="data",
+        size=1 << 20,
+        size_explicit=True,
+        allow_destroy=False,
+        fileset=True,
+    )
     before = identity(target)
     assert before is not None and identity_change(target, before, identity(target)) is None
     (home / "d0" / "f0").unlink()
@@ -96,8 +109,9 @@ def test_a_file_of_a_file_set_replaced_by_a_link_mid_run_is_named_before_the_nex
 
 
 def test_a_data_file_replaced_by_a_link_mid_run_is_a_replaced_target(tmp_path, elsewhere):
-    target = resolve_target(f"{tmp_path}/t/", role="data", size=1 << 20, size_explicit=True,
-                            allow_destroy=False)  # fmt: skip
+    target = resolve_target(
+        f"{tmp_path}/t/", role="data", size=1 << 20, size_explicit=True, allow_destroy=False
+    )
     before = identity(target)
     victim = elsewhere / "victim.bin"
     victim.write_bytes(b"\0" * (1 << 20))  # as large as the data file: only a link tells
@@ -109,8 +123,9 @@ def test_a_data_file_replaced_by_a_link_mid_run_is_a_replaced_target(tmp_path, e
 def test_the_mark_never_lands_on_a_links_target(tmp_path, elsewhere):
     from iorig.targets import release
 
-    target = resolve_target(f"{tmp_path}/t/", role="data", size=1 << 20, size_explicit=True,
-                            allow_destroy=False)  # fmt: skip
+    target = resolve_target(
+        f"{tmp_path}/t/", role="data", size=1 << 20, size_explicit=True, allow_destroy=False
+    )
     victim = elsewhere / "victim.bin"
     victim.write_bytes(b"user data")
     target.path.unlink()

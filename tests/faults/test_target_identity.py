@@ -24,11 +24,26 @@ def test_a_directory_target_recreated_mid_run_fails_the_run(scratch, tmp_path):
     target = scratch / "target"
     target.mkdir()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "iorig", "run", "--rw", "randread", "--size", "16MiB",
-         "--duration", "4s", "--target", f"{target}/"],
-        cwd=REPO, env=dict(os.environ, IORIG_DB=str(db), COLUMNS="200"),
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "iorig",
+            "run",
+            "--rw",
+            "randread",
+            "--size",
+            "16MiB",
+            "--duration",
+            "4s",
+            "--target",
+            f"{target}/",
+        ],
+        cwd=REPO,
+        env=dict(os.environ, IORIG_DB=str(db), COLUMNS="200"),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         # the prefill is stored: the measured phase reads the prefilled file
         wait_stored(proc, db, "phases")

@@ -35,8 +35,7 @@ def holding(tmp_path: Path) -> tuple[str, ...]:
     return (str(scenario),)
 
 
-def _second_run_is_refused(target: str, tmp_path: Path, env: dict[str, str] | None = None
-                           ) -> str:  # fmt: skip
+def _second_run_is_refused(target: str, tmp_path: Path, env: dict[str, str] | None = None) -> str:
     """The first run's id, once a second was refused and a third was not."""
     first_db, second_db = tmp_path / "first.sqlite", tmp_path / "second.sqlite"
     names = [f"{key}.lock" for key in target_keys(target, "data")]  # what the first run locks
@@ -88,11 +87,21 @@ def test_a_second_run_on_a_block_device_in_use_is_refused(tmp_path, scratch, mon
 def _busy(device: Path, seconds: float) -> subprocess.Popen:
     """Another program reading the device: a bare fio, no iorig run."""
     return subprocess.Popen(
-        ["fio", "--name=other", f"--filename={device}", "--rw=randread", "--bs=4k",
-         "--direct=1", "--rate_iops=2000", "--time_based", f"--runtime={seconds:g}",
-         "--output=/dev/null"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-    )  # fmt: skip
+        [
+            "fio",
+            "--name=other",
+            f"--filename={device}",
+            "--rw=randread",
+            "--bs=4k",
+            "--direct=1",
+            "--rate_iops=2000",
+            "--time_based",
+            f"--runtime={seconds:g}",
+            "--output=/dev/null",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
 
 
 def _device_warnings(db: Path) -> list[dict]:
@@ -130,8 +139,9 @@ def test_other_io_on_the_targets_device_is_named_by_the_audit(tmp_path, scratch)
 REMOTE_SHORT = ("--rw", "randread", "--bs", "4k", "--size", "16MiB", "--duration", "1s")
 
 
-def _second_remote_run_is_refused(hosts: str, env: dict[str, str], tmp_path: Path,
-                                  local_target: Path) -> None:  # fmt: skip
+def _second_remote_run_is_refused(
+    hosts: str, env: dict[str, str], tmp_path: Path, local_target: Path
+) -> None:
     """A run through ``hosts``, then another one there and one on this
     machine on the same file (the host is this machine): both refused naming
     the first; once it is killed the next run goes ahead."""
@@ -145,8 +155,7 @@ def _second_remote_run_is_refused(hosts: str, env: dict[str, str], tmp_path: Pat
         said = " ".join(second.stderr.split())
         assert f"in use by iorig run {first_id}" in said and hosts in said, said
         assert run_ids(tmp_path / "second.sqlite") == []
-        here = run(tmp_path / "here.sqlite", "run", *SHORT, "--target", str(local_target),
-                   env=env)  # fmt: skip
+        here = run(tmp_path / "here.sqlite", "run", *SHORT, "--target", str(local_target), env=env)
         assert here.returncode == 2, here.stdout + here.stderr
         assert f"in use by iorig run {first_id}" in " ".join(here.stderr.split())
         kill9(first)  # its connection to the host ends: the host frees the lock
@@ -156,8 +165,15 @@ def _second_remote_run_is_refused(hosts: str, env: dict[str, str], tmp_path: Pat
             first.communicate()
     deadline = time.monotonic() + 20
     while True:  # (the killed run's file is still on the host: an agent cannot tell it is)
-        third = run(tmp_path / "third.sqlite", "run", *REMOTE_SHORT, "--hosts", hosts,
-                    "--allow-destroy", env=env)  # fmt: skip
+        third = run(
+            tmp_path / "third.sqlite",
+            "run",
+            *REMOTE_SHORT,
+            "--hosts",
+            hosts,
+            "--allow-destroy",
+            env=env,
+        )
         if third.returncode != 2 or time.monotonic() > deadline:
             break
         time.sleep(1)  # the host notices the lost connection within seconds
@@ -188,12 +204,20 @@ def test_a_target_in_use_over_ssh_is_refused_there_and_here(tmp_path):
         try:
             wait_stored(first, first_db, "runs")
             (first_id,) = run_ids(first_db)
-            second = run(tmp_path / "second.sqlite", "run", *REMOTE_SHORT, "--hosts", hosts,
-                         *args, env=env)  # fmt: skip
+            second = run(
+                tmp_path / "second.sqlite", "run", *REMOTE_SHORT, "--hosts", hosts, *args, env=env
+            )
             assert second.returncode == 2, second.stdout + second.stderr
             assert f"in use by iorig run {first_id}" in " ".join(second.stderr.split())
-            here = run(tmp_path / "here.sqlite", "run", *SHORT, "--target", str(target),
-                       "--allow-destroy", env=env)  # fmt: skip
+            here = run(
+                tmp_path / "here.sqlite",
+                "run",
+                *SHORT,
+                "--target",
+                str(target),
+                "--allow-destroy",
+                env=env,
+            )
             assert here.returncode == 2, here.stdout + here.stderr
             kill9(first)  # the session ends: the keeper frees the lock as it exits
         finally:
@@ -202,8 +226,9 @@ def test_a_target_in_use_over_ssh_is_refused_there_and_here(tmp_path):
                 first.communicate()
         deadline = time.monotonic() + 20
         while True:
-            third = run(tmp_path / "third.sqlite", "run", *REMOTE_SHORT, "--hosts", hosts,
-                        *args, env=env)  # fmt: skip
+            third = run(
+                tmp_path / "third.sqlite", "run", *REMOTE_SHORT, "--hosts", hosts, *args, env=env
+            )
             if third.returncode != 2 or time.monotonic() > deadline:
                 break
             time.sleep(1)

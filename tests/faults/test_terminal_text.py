@@ -54,23 +54,44 @@ JOB = (
 
 def _run(run_id: str, label: str, level: float, seq: int) -> StoredRun:
     at = 1_767_225_600.0 + seq * 100
-    mark = EventRecord(1.0, EventAction.MARK, "mark" + P, EventStatus.DONE, at + 1, at + 1,
-                       detail="detail" + P)  # fmt: skip
-    phase = builders.phase("read" + P, np.full(10, level) + np.arange(10), job_text=JOB,
-                           events=(mark,), started_at=at, ended_at=at + 10)  # fmt: skip
+    mark = EventRecord(
+        1.0, EventAction.MARK, "mark" + P, EventStatus.DONE, at + 1, at + 1, detail="detail" + P
+    )
+    phase = builders.phase(
+        "read" + P,
+        np.full(10, level) + np.arange(10),
+        job_text=JOB,
+        events=(mark,),
+        started_at=at,
+        ended_at=at + 10,
+    )
     return builders.stored(
-        run_id, label, [phase],
-        scenario="peak" + P, title="title" + P, fio_version="fio-3.33" + P,
-        targets=[{"role": "data", "kind": "file", "given": "/d/" + P, "path": "/d/f" + P,
-                  "size_bytes": 1 << 30}],
+        run_id,
+        label,
+        [phase],
+        scenario="peak" + P,
+        title="title" + P,
+        fio_version="fio-3.33" + P,
+        targets=[
+            {
+                "role": "data",
+                "kind": "file",
+                "given": "/d/" + P,
+                "path": "/d/f" + P,
+                "size_bytes": 1 << 30,
+            }
+        ],
         params={"size": {"value": 1, "text": "1GiB" + P, "origin": "--set"}},
         warnings=(Finding("busy", "message" + P, "advice" + P),),
         disclosure=Disclosure({"host": {"name" + P: "value" + P}}),
-        sut=SutRecord({"product": {"name": "product" + P, "description": "about" + P}},
-                      ("note" + P,)),
-        command="iorig run" + P, hostname="host" + P,
-        started_at=at, ended_at=at + 10,
-    )  # fmt: skip
+        sut=SutRecord(
+            {"product": {"name": "product" + P, "description": "about" + P}}, ("note" + P,)
+        ),
+        command="iorig run" + P,
+        hostname="host" + P,
+        started_at=at,
+        ended_at=at + 10,
+    )
 
 
 def _runs() -> list:
@@ -124,11 +145,12 @@ COMMANDS = [
 @pytest.mark.parametrize("terminal", [False, True], ids=["piped", "terminal"])
 @pytest.mark.parametrize("source", ["stored", "imported"])
 @pytest.mark.parametrize("args", COMMANDS, ids=[" ".join(c) for c in COMMANDS])
-def test_no_control_or_bidi_character_reaches_the_output_raw(
-    request, args, source, terminal
-):  # fmt: skip
-    db = request.getfixturevalue("stored_db") if source == "stored" else (
-        request.getfixturevalue("imported_db")[0])  # fmt: skip
+def test_no_control_or_bidi_character_reaches_the_output_raw(request, args, source, terminal):
+    db = (
+        request.getfixturevalue("stored_db")
+        if source == "stored"
+        else (request.getfixturevalue("imported_db")[0])
+    )
     done = cli_in_process(db, *args, columns=100, terminal=terminal)
     assert done.returncode == 0, done.stdout + done.stderr
     out = done.stdout + done.stderr
@@ -154,8 +176,10 @@ def test_show_jobs_shows_a_line_separator_inside_a_value_as_an_escape(stored_db)
     for terminal in (False, True):
         out = cli_in_process(stored_db, "show", A, "--jobs", terminal=terminal).stdout
         lines = [SGR.sub("", line).strip() for line in out.splitlines()]
-        assert "filename=/data/a\\u2028exec_prerun=touch /tmp/pwned\\u2029rw=read\\x0bdirect=0"\
-               "\\x0cbs=4k\\x0dsize=1m\\x85iodepth=1" in lines, out  # fmt: skip
+        assert (
+            "filename=/data/a\\u2028exec_prerun=touch /tmp/pwned\\u2029rw=read\\x0bdirect=0"
+            "\\x0cbs=4k\\x0dsize=1m\\x85iodepth=1" in lines
+        ), out
         assert not [line for line in lines if line.startswith(("exec_prerun", "rw=", "bs="))]
 
 
@@ -165,9 +189,16 @@ def test_markdown_and_csv_keep_user_text_in_its_cell(stored_db):
     md = cli_in_process(stored_db, "show", A, "--format", "md").stdout
     assert not [line for line in md.splitlines() if line.startswith("forged-line")]
     with Store(stored_db) as store:
-        store.add_runs([builders.stored("cccc00000003", "=HYPERLINK(\"http://x\",\"a\")",
-                                        [builders.phase("@SUM(1+1)", np.full(5, 10.0))],
-                                        started_at=5.0)])  # fmt: skip
+        store.add_runs(
+            [
+                builders.stored(
+                    "cccc00000003",
+                    '=HYPERLINK("http://x","a")',
+                    [builders.phase("@SUM(1+1)", np.full(5, 10.0))],
+                    started_at=5.0,
+                )
+            ]
+        )
     csv_text = cli_in_process(stored_db, "show", "cccc00000003", "--format", "csv").stdout
     header, row = list(csv.reader(io.StringIO(csv_text)))
     cells = dict(zip(header, row, strict=True))
@@ -231,12 +262,26 @@ def _rows(db: Path) -> int:
         ("--note", "c\u2028d", "U+2028"),
     ],
 )
-def test_label_and_note_refuse_control_and_bidi_characters(refused, db_path, tmp_path, option,
-                                                            value, named):  # fmt: skip
+def test_label_and_note_refuse_control_and_bidi_characters(
+    refused, db_path, tmp_path, option, value, named
+):
     target = tmp_path / "target"
     target.mkdir()
-    done = refused("run", "--rw", "randread", "--bs", "4k", "--duration", "1s", "--size", "1MiB",
-                   "--target", f"{target}/", option, value)  # fmt: skip
+    done = refused(
+        "run",
+        "--rw",
+        "randread",
+        "--bs",
+        "4k",
+        "--duration",
+        "1s",
+        "--size",
+        "1MiB",
+        "--target",
+        f"{target}/",
+        option,
+        value,
+    )
     assert done.returncode == 2, done.stdout + done.stderr
     message = " ".join(done.stderr.split())
     assert option in message and named in message, message
@@ -256,12 +301,12 @@ def test_ab_side_labels_are_one_line_of_plain_text(refused, db_path):
 
 
 def test_every_console_is_the_one_that_shows_text_visibly():
-    """Nothing prints around report/console.py: no other rich Console is
+    """Nothing prints around report/writers/console.py: no other rich Console is
     made, and nothing calls print(), typer.echo or click.echo."""
     src = Path(__file__).resolve().parents[2] / "src" / "iorig"
     found = []
     for path in sorted(src.rglob("*.py")):
-        if path.name == "console.py" and path.parent.name == "report":
+        if path.name == "console.py" and path.parent.name == "writers":
             continue
         text = path.read_text()
         if not re.search(r"\bConsole\b|print\(|echo\(", text):
@@ -295,8 +340,10 @@ def test_an_error_quoting_a_files_text_and_a_scenario_title_show_escapes(tmp_pat
         assert "unknown field" in done.stderr
         assert _raw(done.stderr, terminal) == [], repr(done.stderr)
         assert "x\\x1b]8;;http://evil.example/" in done.stderr, done.stderr
-        shown = cli_in_process(tmp_path / "db.sqlite", "scenarios", "show", str(scenario),
-                               terminal=terminal)  # fmt: skip
+        shown = cli_in_process(
+            tmp_path / "db.sqlite", "scenarios", "show", str(scenario), terminal=terminal
+        )
         assert shown.returncode == 0, shown.stderr
         assert _raw(shown.stdout, terminal) == [] and "t\\x1b[2J\\u202e" in shown.stdout, (
-            shown.stdout)  # fmt: skip
+            shown.stdout
+        )

@@ -96,8 +96,20 @@ def test_the_next_run_restores_them_and_the_audit_names_the_owners_cap(device, t
     dev, majmin = device
     _killed_while_throttled(dev, majmin, tmp_path)
     db = tmp_path / "next.sqlite"
-    done = run(db, "run", "--rw", "randread", "--bs", "4k", "--size", "16MiB", "--duration",
-               "2s", "--target", str(dev))  # fmt: skip
+    done = run(
+        db,
+        "run",
+        "--rw",
+        "randread",
+        "--bs",
+        "4k",
+        "--size",
+        "16MiB",
+        "--duration",
+        "2s",
+        "--target",
+        str(dev),
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     assert f"restored the block throttle of device {majmin}" in " ".join(done.stderr.split())
     assert throttle.rules(majmin) == OWNER

@@ -27,9 +27,12 @@ def stored(db: Path, table: str) -> int:
 
 
 def wait_stored(
-    proc: subprocess.Popen, db: Path, table: str = "phases", at_least: int = 1,
+    proc: subprocess.Popen,
+    db: Path,
+    table: str = "phases",
+    at_least: int = 1,
     timeout_s: float = 60.0,
-) -> None:  # fmt: skip
+) -> None:
     """Wait until ``proc`` has stored ``at_least`` rows in ``table`` (the
     prefill stored: the measured phase is starting); fail if it ends first."""
     deadline = time.monotonic() + timeout_s

@@ -97,27 +97,45 @@ class Capped:
             (self.cgroup / "cgroup.procs").write_text(str(os.getpid()))
 
     def run(
-        self, args: Sequence[str], *, env: dict[str, str] | None = None, timeout: float = 300,
+        self,
+        args: Sequence[str],
+        *,
+        env: dict[str, str] | None = None,
+        timeout: float = 300,
         cwd: Path = REPO,
-    ) -> subprocess.CompletedProcess:  # fmt: skip
+    ) -> subprocess.CompletedProcess:
         """Run a command subject to the caps (inside the cgroup on v2)."""
         return subprocess.run(
-            list(args), capture_output=True, text=True, timeout=timeout, env=env, cwd=cwd,
+            list(args),
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            env=env,
+            cwd=cwd,
             preexec_fn=self._enter if self.cgroup is not None else None,
-        )  # fmt: skip
+        )
 
     def fio(self, *options: str, runtime_s: float = 2.0) -> dict:
         """A bare fio run on the device (fio's JSON output)."""
         done = self.run(
-            ["fio", "--name=bare", f"--filename={self.path}", "--direct=1", "--time_based",
-             f"--runtime={runtime_s}", "--output-format=json", *options],
+            [
+                "fio",
+                "--name=bare",
+                f"--filename={self.path}",
+                "--direct=1",
+                "--time_based",
+                f"--runtime={runtime_s}",
+                "--output-format=json",
+                *options,
+            ],
             timeout=runtime_s + 60,
-        )  # fmt: skip
+        )
         assert done.returncode == 0, done.stderr
         return json.loads(done.stdout)
 
-    def iorig(self, db: Path, *args: str, timeout: float = 300
-              ) -> subprocess.CompletedProcess | CliResult:  # fmt: skip
+    def iorig(
+        self, db: Path, *args: str, timeout: float = 300
+    ) -> subprocess.CompletedProcess | CliResult:
         """iorig in the cgroup; commands that only read the database run in
         this process (no I/O on the device to cap)."""
         if args and args[0] in READS:
@@ -130,13 +148,15 @@ class Capped:
 def mounted(device: Capped, directory: Path) -> Iterator[Path]:
     """An ext4 filesystem on the device, mounted at ``directory`` (for file-set
     scenarios); unmounted whatever happens."""
-    made = subprocess.run(["mkfs.ext4", "-q", "-F", str(device.path)], capture_output=True,
-                          text=True, timeout=120)  # fmt: skip
+    made = subprocess.run(
+        ["mkfs.ext4", "-q", "-F", str(device.path)], capture_output=True, text=True, timeout=120
+    )
     if made.returncode != 0:
         raise Unavailable(f"mkfs.ext4 failed: {made.stderr.strip()}")
     directory.mkdir(parents=True, exist_ok=True)
-    done = subprocess.run(["mount", str(device.path), str(directory)], capture_output=True,
-                          text=True, timeout=60)  # fmt: skip
+    done = subprocess.run(
+        ["mount", str(device.path), str(directory)], capture_output=True, text=True, timeout=60
+    )
     if done.returncode != 0:
         raise Unavailable(f"cannot mount {device.path}: {done.stderr.strip()}")
     try:
@@ -173,8 +193,10 @@ def capped_device(directory: Path, size_bytes: int = 256 << 20) -> Iterator[Capp
     try:
         done = subprocess.run(
             ["losetup", "--find", "--show", "--direct-io=on", str(backing)],
-            capture_output=True, text=True, timeout=30,
-        )  # fmt: skip
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
         if done.returncode != 0:
             raise Unavailable(f"losetup failed: {done.stderr.strip()}")
         device = Path(done.stdout.strip())
@@ -192,11 +214,20 @@ def capped_device(directory: Path, size_bytes: int = 256 << 20) -> Iterator[Capp
         capped = Capped(device, backing, majmin, how, size_bytes, cgroup=cgroup)
         # written once, uncapped, so that reads read real data
         fill = capped.run(
-            ["fio", "--name=fill", f"--filename={device}", "--rw=write", "--bs=1m",
-             "--direct=1", "--ioengine=libaio", "--iodepth=8", "--refill_buffers",
-             "--output=/dev/null"],
+            [
+                "fio",
+                "--name=fill",
+                f"--filename={device}",
+                "--rw=write",
+                "--bs=1m",
+                "--direct=1",
+                "--ioengine=libaio",
+                "--iodepth=8",
+                "--refill_buffers",
+                "--output=/dev/null",
+            ],
             timeout=120,
-        )  # fmt: skip
+        )
         if fill.returncode != 0:
             raise Unavailable(f"cannot prefill {device}: {fill.stderr.strip()}")
         yield capped

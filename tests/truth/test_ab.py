@@ -28,10 +28,25 @@ CAP = 20_000
 
 def _run(device, db, label: str, repeat: int) -> None:
     done = device.iorig(
-        db, "run", "--rw", "randread", "--bs", "4k", "--iodepth", "16", "--duration", "1s",
-        "--size", "64MiB", "--target", str(device.path), "--repeat", str(repeat),
-        "--label", label,
-    )  # fmt: skip
+        db,
+        "run",
+        "--rw",
+        "randread",
+        "--bs",
+        "4k",
+        "--iodepth",
+        "16",
+        "--duration",
+        "1s",
+        "--size",
+        "64MiB",
+        "--target",
+        str(device.path),
+        "--repeat",
+        str(repeat),
+        "--label",
+        label,
+    )
     assert done.returncode == 0, done.stdout + done.stderr
 
 

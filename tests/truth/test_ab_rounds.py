@@ -27,10 +27,28 @@ CAP = 20_000
 
 def _ab(a, b, db, *rounds: str) -> dict:
     done = a.iorig(
-        db, "ab", "--rw", "randread", "--bs", "4k", "--iodepth", "16", "--duration", "1s",
-        "--size", "64MiB", "--a", f"target={a.path}", "--b", f"target={b.path}", "--seed", "7",
-        *rounds, "--format", "json",
-    )  # fmt: skip
+        db,
+        "ab",
+        "--rw",
+        "randread",
+        "--bs",
+        "4k",
+        "--iodepth",
+        "16",
+        "--duration",
+        "1s",
+        "--size",
+        "64MiB",
+        "--a",
+        f"target={a.path}",
+        "--b",
+        f"target={b.path}",
+        "--seed",
+        "7",
+        *rounds,
+        "--format",
+        "json",
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     return json.loads(done.stdout)
 
@@ -41,8 +59,10 @@ def test_ab_finds_a_10_percent_slower_device_within_5_rounds(capped, truth_db):
     (phase,) = data["ab"]["phases"]
     change = (phase["ratio"] - 1) * 100
     low, high = (phase["ci_low"] - 1) * 100, (phase["ci_high"] - 1) * 100
-    print(f"truth 3b: B capped at 90 % of A: {change:+.1f} %, CI {low:+.1f}…{high:+.1f} %, "
-          f"{len(phase['rounds'])} rounds: {phase['sentence']}")  # fmt: skip
+    print(
+        f"truth 3b: B capped at 90 % of A: {change:+.1f} %, CI {low:+.1f}…{high:+.1f} %, "
+        f"{len(phase['rounds'])} rounds: {phase['sentence']}"
+    )
     assert phase["verdict"] == "worse"
     assert change == pytest.approx(-10, abs=3)
     assert low <= -7 and -13 <= high < 0, (low, high)
@@ -66,8 +86,10 @@ def test_ab_of_two_equal_devices_says_no_difference_19_times_in_20(capped, truth
         verdicts.append(test.verdict)
     same = sum(v in ("undecided", "equivalent") for v in verdicts)
     whole = paired_test(la, lb)
-    print(f"truth 3b: equal caps: no significant difference in {same} of 20 trials "
-          f"({verdicts.count('equivalent')} equivalent); all 10 rounds: "
-          f"{(whole.ratio - 1) * 100:+.2f} %, CI {(whole.ci_low - 1) * 100:+.2f}…"
-          f"{(whole.ci_high - 1) * 100:+.2f} %")  # fmt: skip
+    print(
+        f"truth 3b: equal caps: no significant difference in {same} of 20 trials "
+        f"({verdicts.count('equivalent')} equivalent); all 10 rounds: "
+        f"{(whole.ratio - 1) * 100:+.2f} %, CI {(whole.ci_low - 1) * 100:+.2f}…"
+        f"{(whole.ci_high - 1) * 100:+.2f} %"
+    )
     assert same >= 19, verdicts

@@ -35,9 +35,14 @@ def _reads_per_job() -> float:
     for phase in resolved.scenario.measured:
         for w in phase.workloads:
             if w.enabled and w.op == "io" and w.rw in ("read", "randread") and w.rate_iops:
-                sizes = [(int(b), float(p)) for b, p in
-                         (item.split("/") for item in w.bssplit.split(":"))] if w.bssplit else [
-                    (w.bs, 100.0)]  # fmt: skip
+                sizes = (
+                    [
+                        (int(b), float(p))
+                        for b, p in (item.split("/") for item in w.bssplit.split(":"))
+                    ]
+                    if w.bssplit
+                    else [(w.bs, 100.0)]
+                )
                 mean = sum(b * p for b, p in sizes) / sum(p for _, p in sizes)
                 total += w.jobs * w.rate_iops * mean
     return total
@@ -49,8 +54,7 @@ def test_load_points_past_the_bandwidth_cap_are_invalid(capped, truth_db, tmp_pa
     device = capped(size_bytes=1 << 30, read_bps=int(2.15 * per_job))
     try:
         with mounted(device, tmp_path / "fs") as directory:
-            done = device.iorig(truth_db, "run", "ai-image", "--quick", "--target",
-                                f"{directory}/")  # fmt: skip
+            done = device.iorig(truth_db, "run", "ai-image", "--quick", "--target", f"{directory}/")
     except Unavailable as exc:
         pytest.skip(str(exc))
     assert done.returncode == 0, done.stdout + done.stderr

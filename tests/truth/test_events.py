@@ -49,8 +49,9 @@ def test_a_throttle_event_dips_to_its_rate_and_recovers_after_unthrottle(
     device = capped()  # no cap yet: first, is the device fast enough for the base cap?
     if device.how != "v1":
         pytest.skip("the owner's cap must be in the root blkio cgroup iorig's events throttle")
-    free_iops = read_iops(device.fio("--rw=randread", "--bs=4k", "--ioengine=io_uring",
-                                     "--iodepth=16", runtime_s=1))  # fmt: skip
+    free_iops = read_iops(
+        device.fio("--rw=randread", "--bs=4k", "--ioengine=io_uring", "--iodepth=16", runtime_s=1)
+    )
     assert free_iops > 1.5 * BASE_IOPS, f"the free device ({free_iops:.0f} IOPS) is too slow"
     device.cap(read_iops=BASE_IOPS, write_iops=BASE_IOPS)
     scenario = tmp_path / "throttled.yaml"
@@ -65,8 +66,10 @@ def test_a_throttle_event_dips_to_its_rate_and_recovers_after_unthrottle(
     capped_at = cap["started_at"] - doc["run"]["started_at"]  # near 4 s + start-up
     inside = [v for t, v in samples.items() if capped_at + 1.5 <= t <= capped_at + 4 - 0.5]
     after = [v for t, v in samples.items() if t >= capped_at + 4 + 2]
-    print(f"truth events: free {free_iops:.0f} IOPS, base {BASE_IOPS}, throttled seconds "
-          f"{inside}, after the unthrottle {after}, impact {impact}")  # fmt: skip
+    print(
+        f"truth events: free {free_iops:.0f} IOPS, base {BASE_IOPS}, throttled seconds "
+        f"{inside}, after the unthrottle {after}, impact {impact}"
+    )
     assert impact["baseline"] == pytest.approx(BASE_IOPS, rel=0.1)
     assert len(inside) >= 2
     assert all(v == pytest.approx(CAP_IOPS, rel=0.1) for v in inside), inside
@@ -78,6 +81,9 @@ def test_a_throttle_event_dips_to_its_rate_and_recovers_after_unthrottle(
     assert after and all(v == pytest.approx(BASE_IOPS, rel=0.1) for v in after), after
     # the owner's cap is back, not lifted with the event's
     assert throttle.rules(device.majmin) == {
-        "read_iops": BASE_IOPS, "write_iops": BASE_IOPS, "read_bps": 0, "write_bps": 0,
-    }  # fmt: skip
+        "read_iops": BASE_IOPS,
+        "write_iops": BASE_IOPS,
+        "read_bps": 0,
+        "write_bps": 0,
+    }
     assert "its own caps back" in lift["detail"], lift

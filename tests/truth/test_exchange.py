@@ -32,17 +32,35 @@ DB_CAP = 60  # IOPS each way on the slow database
 
 def _exchange(db: Capped, log: Capped, truth_db, *args: str, duration: str = "4s"):
     return db.iorig(
-        truth_db, "run", "exchange", "--quick", "--target-db", str(db.path), "--target-log",
-        str(log.path), "--allow-destroy", "--duration", duration, "--maintenance-rate", "64KiB",
+        truth_db,
+        "run",
+        "exchange",
+        "--quick",
+        "--target-db",
+        str(db.path),
+        "--target-log",
+        str(log.path),
+        "--allow-destroy",
+        "--duration",
+        duration,
+        "--maintenance-rate",
+        "64KiB",
         *args,
-    )  # fmt: skip
+    )
 
 
 def _bare_log_latency_ns(log: Capped) -> float:
     """The log device's own latency for the log writes iorig judges: 4-8 KiB
     sequential writes at 20 a second, alone on the device."""
-    doc = log.fio("--rw=write", "--bssplit=4k/50:8k/50", "--ioengine=libaio", "--iodepth=1",
-                  "--rate_iops=20", "--size=4m", runtime_s=3)  # fmt: skip
+    doc = log.fio(
+        "--rw=write",
+        "--bssplit=4k/50:8k/50",
+        "--ioengine=libaio",
+        "--iodepth=1",
+        "--rate_iops=20",
+        "--size=4m",
+        runtime_s=3,
+    )
     (job,) = doc["jobs"]
     return float(job["write"]["clat_ns"]["mean"])
 
@@ -69,7 +87,9 @@ def test_a_slow_database_does_not_fail_the_log_and_sizes_are_honoured(capped, tr
     # 17 ms an I/O) to each log write; a device in memory answers in tens of
     # µs, where a neighbour's CPU alone adds as much (104 µs against 42 bare)
     assert log_avg["passed"] and log_avg["value"] <= 1.5 * bare + LOG_SLACK_NS, (
-        log_avg["value"], bare)  # fmt: skip
+        log_avg["value"],
+        bare,
+    )
     # the database is what is slow: its reads queue on the cap
     assert not reads["passed"] and reads["value"] > 30e6, reads["value"]
     writes = by_name["Database writes, average latency (reported, as Jetstress does; no limit)"]
@@ -91,8 +111,7 @@ def test_database_read_latency_queues_on_the_cap_thread_by_thread(capped, truth_
     flight and each waits T / 400 s."""
     db = capped(size_bytes=128 * MiB, read_iops=CAP)
     log = capped(size_bytes=32 * MiB)
-    done = _exchange(db, log, truth_db, "--threads", "1,2,4", "--db-size", "32MiB",
-                     duration="2s")  # fmt: skip
+    done = _exchange(db, log, truth_db, "--threads", "1,2,4", "--db-size", "32MiB", duration="2s")
     assert done.returncode in (0, 3), done.stdout + done.stderr
     shown = json.loads(db.iorig(truth_db, "show", "last", "--json").stdout)
     reads = {
@@ -113,15 +132,36 @@ def test_database_read_latency_queues_on_the_cap_thread_by_thread(capped, truth_
     assert "db read lat" in done.stdout and "db write lat" in done.stdout
     # --threads auto: with a read limit of 6 ms the model passes 1 and 2 threads
     # (2.5 and 5 ms) and fails 4 (10 ms); the fewest that pass is 1
-    auto = _exchange(db, log, truth_db, "--threads", "auto", "--db-size", "32MiB",
-                     "--db-read-avg", "6ms", duration="2s")  # fmt: skip
+    auto = _exchange(
+        db,
+        log,
+        truth_db,
+        "--threads",
+        "auto",
+        "--db-size",
+        "32MiB",
+        "--db-read-avg",
+        "6ms",
+        duration="2s",
+    )
     assert auto.returncode == 0, auto.stdout + auto.stderr
     assert "fewest threads that pass every criterion: 1" in auto.stdout
     # a limit below what one thread waits (2.5 ms), and an IOPS target out of
     # reach, pass nothing: said so with the shortfall, exit 3
-    none = _exchange(db, log, truth_db, "--threads", "auto", "--db-size", "32MiB",
-                     "--db-read-avg", "1500us", "--set", "target_iops=100000000",
-                     duration="2s")  # fmt: skip
+    none = _exchange(
+        db,
+        log,
+        truth_db,
+        "--threads",
+        "auto",
+        "--db-size",
+        "32MiB",
+        "--db-read-avg",
+        "1500us",
+        "--set",
+        "target_iops=100000000",
+        duration="2s",
+    )
     assert none.returncode == 3, none.stdout + none.stderr
     assert "no thread count tried passes every criterion" in none.stdout
     assert "Verdict: FAIL" in none.stdout and "short by" in none.stdout
@@ -146,15 +186,33 @@ def test_two_hosts_are_each_judged_against_their_own_target(capped, truth_db, tm
             for role, device in (("db", db), ("log", log))
         )
         done = devices[0][0].iorig(
-            truth_db, "run", "exchange", "--quick", "--hosts", ",".join(h.label for h in hosts),
-            "--target", targets, "--allow-destroy", "--db-size", "32MiB", "--log-size", "16MiB",
-            "--duration", "4s", "--maintenance-rate", "64KiB", "--mailboxes", "10000",
-        )  # fmt: skip
+            truth_db,
+            "run",
+            "exchange",
+            "--quick",
+            "--hosts",
+            ",".join(h.label for h in hosts),
+            "--target",
+            targets,
+            "--allow-destroy",
+            "--db-size",
+            "32MiB",
+            "--log-size",
+            "16MiB",
+            "--duration",
+            "4s",
+            "--maintenance-rate",
+            "64KiB",
+            "--mailboxes",
+            "10000",
+        )
     assert done.returncode == 3, done.stdout + done.stderr
     shown = json.loads(devices[0][0].iorig(truth_db, "show", "last", "--json").stdout)
     iops = [v for v in shown["verdicts"] if v["metric"] == "iops"]
-    print(f"truth 7: per-host transactional IOPS {[round(v['value']) for v in iops]}, "
-          f"target {iops[0]['limit']:.0f} each, verdict {shown['verdict']}")  # fmt: skip
+    print(
+        f"truth 7: per-host transactional IOPS {[round(v['value']) for v in iops]}, "
+        f"target {iops[0]['limit']:.0f} each, verdict {shown['verdict']}"
+    )
     assert sorted(v["host"] for v in iops) == sorted(h.label for h in hosts)
     for v in iops:
         assert v["limit"] == pytest.approx(10000 * 0.067)
@@ -182,8 +240,18 @@ def test_compare_of_a_passing_and_a_failing_run_shows_both_verdicts(capped, trut
     devices = {}
     for label, (reads, writes) in caps.items():
         db = devices[label] = capped(size_bytes=128 * MiB, read_iops=reads, write_iops=writes)
-        done = _exchange(db, log, truth_db, "--mailboxes", str(MAILBOXES), "--db-size", "32MiB",
-                         "--label", label, duration="10s")  # fmt: skip
+        done = _exchange(
+            db,
+            log,
+            truth_db,
+            "--mailboxes",
+            str(MAILBOXES),
+            "--db-size",
+            "32MiB",
+            "--label",
+            label,
+            duration="10s",
+        )
         assert done.returncode in (0, 3), done.stdout + done.stderr
     fast = devices["fast"]
     out = fast.iorig(truth_db, "compare", "fast", "slow").stdout
@@ -198,8 +266,10 @@ def test_compare_of_a_passing_and_a_failing_run_shows_both_verdicts(capped, trut
     iops = next(r for r in compared["requirements"] if r["metric"] == "iops")
     for side, label in zip(iops["runs"], caps, strict=True):
         cap = sum(caps[label])
-        print(f"truth 8: {label}: transactional IOPS {side['value']:.0f}, caps {cap}, target "
-              f"{side['limit']:.0f}: {'PASS' if side['passed'] else 'FAIL'}")  # fmt: skip
+        print(
+            f"truth 8: {label}: transactional IOPS {side['value']:.0f}, caps {cap}, target "
+            f"{side['limit']:.0f}: {'PASS' if side['passed'] else 'FAIL'}"
+        )
         assert 0.75 * cap <= side["value"] <= 1.05 * cap, (label, side["value"], cap)
         assert side["limit"] == pytest.approx(MAILBOXES * 0.067)
     assert [s["passed"] for s in iops["runs"]] == [True, False]

@@ -40,8 +40,14 @@ GENERATOR_CODES = {"generator-limit", "cpu-bound", "generator-ceiling"}
 
 def _iorig(db: Path, *args: str, prefix: tuple[str, ...] = ()) -> subprocess.CompletedProcess:
     env = dict(os.environ, IORIG_DB=str(db), COLUMNS="200", NO_COLOR="1")
-    return subprocess.run([*prefix, sys.executable, "-m", "iorig", *args], capture_output=True,
-                          text=True, timeout=300, env=env, cwd=REPO)  # fmt: skip
+    return subprocess.run(
+        [*prefix, sys.executable, "-m", "iorig", *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+        cwd=REPO,
+    )
 
 
 def _shown(db: Path) -> dict:
@@ -57,11 +63,29 @@ def _codes(shown: dict) -> dict[str, str]:
 def test_four_jobs_pinned_to_one_cpu_name_the_generator(truth_db):
     with tempfile.TemporaryDirectory(dir="/dev/shm", prefix="iorig-truth-") as memory:
         done = _iorig(
-            truth_db, "run", "--rw", "randread", "--jobs", "4", "--iodepth", "1",
-            "--engine", "psync", "--bs", "4k", "--size", "64MiB", "--duration", "2s",
-            "--set", "direct=false", "--keep-files", "--target", f"{memory}/",
+            truth_db,
+            "run",
+            "--rw",
+            "randread",
+            "--jobs",
+            "4",
+            "--iodepth",
+            "1",
+            "--engine",
+            "psync",
+            "--bs",
+            "4k",
+            "--size",
+            "64MiB",
+            "--duration",
+            "2s",
+            "--set",
+            "direct=false",
+            "--keep-files",
+            "--target",
+            f"{memory}/",
             prefix=("taskset", "-c", "0"),
-        )  # fmt: skip
+        )
         assert done.returncode == 0, done.stdout + done.stderr
         shown = _shown(truth_db)
         (phase,) = shown["phases"]
@@ -69,11 +93,23 @@ def test_four_jobs_pinned_to_one_cpu_name_the_generator(truth_db):
         # the truth: the same jobs on the same file, free to use every CPU
         (data,) = Path(memory).glob("*.dat")
         bare = subprocess.run(
-            ["fio", "--name=bare", f"--filename={data}", "--rw=randread", "--bs=4k",
-             "--numjobs=4", "--ioengine=psync", "--direct=0", "--time_based", "--runtime=2",
-             "--output-format=json"],
-            capture_output=True, text=True, timeout=60,
-        )  # fmt: skip
+            [
+                "fio",
+                "--name=bare",
+                f"--filename={data}",
+                "--rw=randread",
+                "--bs=4k",
+                "--numjobs=4",
+                "--ioengine=psync",
+                "--direct=0",
+                "--time_based",
+                "--runtime=2",
+                "--output-format=json",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
         assert bare.returncode == 0, bare.stderr
         free = read_iops(json.loads(bare.stdout))
     print(f"truth 9: 4 jobs pinned to one CPU {pinned:.0f} IOPS, free on every CPU {free:.0f}")
@@ -93,10 +129,22 @@ def test_four_jobs_pinned_to_one_cpu_name_the_generator(truth_db):
 def _bare_memory_fio(data: Path, *options: str) -> float:
     """The truth: bare fio on the same file, free to use every CPU."""
     bare = subprocess.run(
-        ["fio", "--name=bare", f"--filename={data}", "--rw=randread", "--bs=4k", "--direct=0",
-         "--time_based", "--runtime=3", "--output-format=json", *options],
-        capture_output=True, text=True, timeout=60,
-    )  # fmt: skip
+        [
+            "fio",
+            "--name=bare",
+            f"--filename={data}",
+            "--rw=randread",
+            "--bs=4k",
+            "--direct=0",
+            "--time_based",
+            "--runtime=3",
+            "--output-format=json",
+            *options,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert bare.returncode == 0, bare.stderr
     return read_iops(json.loads(bare.stdout))
 
@@ -106,11 +154,29 @@ def _bare_memory_fio(data: Path, *options: str) -> float:
 def test_four_io_uring_jobs_at_qd32_pinned_to_one_cpu_name_the_generator(truth_db):
     with tempfile.TemporaryDirectory(dir="/dev/shm", prefix="iorig-truth-") as memory:
         done = _iorig(
-            truth_db, "run", "--rw", "randread", "--jobs", "4", "--iodepth", "32",
-            "--engine", "io_uring", "--bs", "4k", "--size", "64MiB", "--duration", "3s",
-            "--set", "direct=false", "--keep-files", "--target", f"{memory}/",
+            truth_db,
+            "run",
+            "--rw",
+            "randread",
+            "--jobs",
+            "4",
+            "--iodepth",
+            "32",
+            "--engine",
+            "io_uring",
+            "--bs",
+            "4k",
+            "--size",
+            "64MiB",
+            "--duration",
+            "3s",
+            "--set",
+            "direct=false",
+            "--keep-files",
+            "--target",
+            f"{memory}/",
             prefix=("taskset", "-c", "0"),
-        )  # fmt: skip
+        )
         assert done.returncode == 0, done.stdout + done.stderr
         shown = _shown(truth_db)
         (data,) = Path(memory).glob("*.dat")
@@ -143,10 +209,25 @@ def test_four_io_uring_jobs_at_qd32_pinned_to_one_cpu_name_the_generator(truth_d
 def test_four_io_uring_jobs_at_qd32_on_a_capped_device_do_not_blame_the_generator(capped, truth_db):
     device = capped(read_iops=CAP)
     done = device.iorig(
-        truth_db, "run", "--rw", "randread", "--jobs", "4", "--iodepth", "32", "--engine",
-        "io_uring", "--bs", "4k", "--size", "64MiB", "--duration", "3s", "--target",
+        truth_db,
+        "run",
+        "--rw",
+        "randread",
+        "--jobs",
+        "4",
+        "--iodepth",
+        "32",
+        "--engine",
+        "io_uring",
+        "--bs",
+        "4k",
+        "--size",
+        "64MiB",
+        "--duration",
+        "3s",
+        "--target",
         str(device.path),
-    )  # fmt: skip
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     shown = json.loads(device.iorig(truth_db, "show", "last", "--json").stdout)
     (phase,) = shown["phases"]
@@ -158,9 +239,21 @@ def test_four_io_uring_jobs_at_qd32_on_a_capped_device_do_not_blame_the_generato
 def test_one_job_on_a_capped_device_reaches_the_cap_without_blaming_the_generator(capped, truth_db):
     device = capped(read_iops=CAP)
     done = device.iorig(
-        truth_db, "run", "--rw", "randread", "--iodepth", "8", "--bs", "4k", "--size", "64MiB",
-        "--duration", "2s", "--target", str(device.path),
-    )  # fmt: skip
+        truth_db,
+        "run",
+        "--rw",
+        "randread",
+        "--iodepth",
+        "8",
+        "--bs",
+        "4k",
+        "--size",
+        "64MiB",
+        "--duration",
+        "2s",
+        "--target",
+        str(device.path),
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     shown = json.loads(device.iorig(truth_db, "show", "last", "--json").stdout)
     (phase,) = shown["phases"]

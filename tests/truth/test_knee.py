@@ -32,25 +32,42 @@ def test_knee_of_a_capped_device(capped, truth_db):
     bare: dict[int, int] = {}
     for depth in (1, 2, 4, 8, 16, 32, 64):
         runs = [
-            read_iops(device.fio("--rw=randread", "--bs=4k", "--ioengine=io_uring",
-                                 f"--iodepth={depth}", runtime_s=1))
+            read_iops(
+                device.fio(
+                    "--rw=randread",
+                    "--bs=4k",
+                    "--ioengine=io_uring",
+                    f"--iodepth={depth}",
+                    runtime_s=1,
+                )
+            )
             for _ in range(3)
-        ]  # fmt: skip
+        ]
         bare[depth] = round(statistics.median(runs))
         if bare[depth] >= 0.9 * CAP:
             lowest = depth
             break
     assert lowest is not None, "bare fio never reached 90 % of the cap"
     done = device.iorig(
-        truth_db, "knee", str(device.path), "--size", "64MiB", "--duration", "1s",
-        "--max-concurrency", "64", "--engine", "io_uring",
-    )  # fmt: skip
+        truth_db,
+        "knee",
+        str(device.path),
+        "--size",
+        "64MiB",
+        "--duration",
+        "1s",
+        "--max-concurrency",
+        "64",
+        "--engine",
+        "io_uring",
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     search = json.loads(device.iorig(truth_db, "show", "last", "--json").stdout)["search"]
     knee = search["knee"]
     low, high = search["plateau"]["ci"]
-    runs = {r["concurrency"]: [round(x["throughput"]) for x in r["runs"]]
-            for r in search["remeasured"]}  # fmt: skip
+    runs = {
+        r["concurrency"]: [round(x["throughput"]) for x in r["runs"]] for r in search["remeasured"]
+    }
     span = search["uncertain_between"] or [knee["concurrency"]] * 2
     print(
         f"truth 2: cap {CAP}; bare fio (medians {bare}) reaches 90 % at QD {lowest}; "

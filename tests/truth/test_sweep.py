@@ -30,10 +30,24 @@ SIZES = (4096, 8192, 32768)
 def _sweep(device, db, label: str) -> None:
     sizes = ",".join(f"{bs // 1024}k" for bs in SIZES)
     done = device.iorig(
-        db, "sweep", str(device.path), "--param", f"bs={sizes}", "--rw", "randread",
-        "--iodepth", "8", "--duration", "1s", "--size", "32MiB", "--repeat", "2",
-        "--label", label,
-    )  # fmt: skip
+        db,
+        "sweep",
+        str(device.path),
+        "--param",
+        f"bs={sizes}",
+        "--rw",
+        "randread",
+        "--iodepth",
+        "8",
+        "--duration",
+        "1s",
+        "--size",
+        "32MiB",
+        "--repeat",
+        "2",
+        "--label",
+        label,
+    )
     assert done.returncode == 0, done.stdout + done.stderr
 
 

@@ -32,8 +32,9 @@ def _run(device, db, *args: str) -> dict:
 
 def test_random_read_median_is_the_iops_cap(capped, truth_db):
     device = capped(read_iops=IOPS_CAP)
-    run = _run(device, truth_db, "--rw", "randread", "--bs", "4k", "--iodepth", "32",
-               "--duration", "4s")  # fmt: skip
+    run = _run(
+        device, truth_db, "--rw", "randread", "--bs", "4k", "--iodepth", "32", "--duration", "4s"
+    )
     (phase,) = run["phases"]
     assert phase["metric"] == "iops"
     median = phase["per_second"]["median"]
@@ -54,8 +55,20 @@ def test_sequential_read_is_the_bandwidth_cap_and_its_percent_of_the_limit(cappe
         # 4 s, not 3: a loaded fio may not log its last second, and the
         # median of the two left is half its first, which starts slow on a
         # busy machine (CI measured 94.7 % of the cap that way)
-        run = _run(device, truth_db, "--rw", "read", "--bs", "128k", "--iodepth", "8",
-                   "--duration", "4s", "--label", label)  # fmt: skip
+        run = _run(
+            device,
+            truth_db,
+            "--rw",
+            "read",
+            "--bs",
+            "128k",
+            "--iodepth",
+            "8",
+            "--duration",
+            "4s",
+            "--label",
+            label,
+        )
         (phase,) = run["phases"]
         assert phase["metric"] == "bytes_per_s"
         assert phase["per_second"]["median"] == pytest.approx(BPS_CAP, rel=0.03)

@@ -27,19 +27,35 @@ TRIM_IOPS_CAP = 1_000
 
 def test_random_trims_run_at_the_write_iops_cap(capped, truth_db):
     device = capped(write_iops=TRIM_IOPS_CAP)
-    bare = device.fio("--rw=randtrim", "--bs=4k", "--ioengine=libaio", "--iodepth=32",
-                      "--size=64m", runtime_s=3)  # fmt: skip
+    bare = device.fio(
+        "--rw=randtrim", "--bs=4k", "--ioengine=libaio", "--iodepth=32", "--size=64m", runtime_s=3
+    )
     bare_iops = sum(j["trim"]["iops"] for j in bare["jobs"])
-    done = device.iorig(truth_db, "run", "--rw", "randtrim", "--bs", "4k", "--iodepth", "32",
-                        "--duration", "8s", "--size", "64MiB", "--target",
-                        str(device.path))  # fmt: skip
+    done = device.iorig(
+        truth_db,
+        "run",
+        "--rw",
+        "randtrim",
+        "--bs",
+        "4k",
+        "--iodepth",
+        "32",
+        "--duration",
+        "8s",
+        "--size",
+        "64MiB",
+        "--target",
+        str(device.path),
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     doc = json.loads(device.iorig(truth_db, "show", "last", "--json").stdout)
     (phase,) = doc["phases"]
     median = phase["per_second"]["median"]
     seconds = [round(s["iops"]) for s in doc["samples"] if s["ddir"] == "trim"]
-    print(f"truth trim: write IOPS cap {TRIM_IOPS_CAP}, bare fio {bare_iops:.0f} trims/s, "
-          f"iorig per-second median {median:.0f} (seconds {seconds})")  # fmt: skip
+    print(
+        f"truth trim: write IOPS cap {TRIM_IOPS_CAP}, bare fio {bare_iops:.0f} trims/s, "
+        f"iorig per-second median {median:.0f} (seconds {seconds})"
+    )
     assert phase["metric"] == "iops" and phase["status"] == "ok"
     assert median == pytest.approx(TRIM_IOPS_CAP, rel=0.03), median
     (trim,) = phase["directions"]

@@ -69,9 +69,16 @@ class PairedTest:
         return self.verdict in SIGNIFICANT
 
     def as_ratio_test(self) -> RatioTest:
-        return RatioTest(self.ratio, self.ci_low, self.ci_high, self.p_value,
-                         float(self.rounds - 1), self.rounds, self.rounds,
-                         self.confidence)  # fmt: skip
+        return RatioTest(
+            self.ratio,
+            self.ci_low,
+            self.ci_high,
+            self.p_value,
+            float(self.rounds - 1),
+            self.rounds,
+            self.rounds,
+            self.confidence,
+        )
 
 
 def classify(low: float, high: float, change: float, threshold: float) -> str:
@@ -103,8 +110,15 @@ def paired_test(
     df = n - 1
     q = _quantile(0.5 + confidence / 2.0, df)
     p = 2.0 * (1.0 - t_cdf(abs(mean / se), df))
-    return PairedTest(n, math.exp(mean), math.exp(mean - q * se), math.exp(mean + q * se),
-                      max(0.0, min(1.0, p)), confidence, threshold)  # fmt: skip
+    return PairedTest(
+        n,
+        math.exp(mean),
+        math.exp(mean - q * se),
+        math.exp(mean + q * se),
+        max(0.0, min(1.0, p)),
+        confidence,
+        threshold,
+    )
 
 
 def look_confidence(confidence: float, max_rounds: int, min_rounds: int = MIN_AUTO_ROUNDS) -> float:
@@ -204,8 +218,14 @@ class AbComparison:
 def linked(base: StoredRun, other: StoredRun) -> bool:
     """The two runs are the two sides of one interleaved A/B."""
     x, y = base.run.ab, other.run.ab
-    return (x is not None and y is not None and x.id == y.id and x.peer == other.run.id
-            and y.peer == base.run.id and x.side != y.side)  # fmt: skip
+    return (
+        x is not None
+        and y is not None
+        and x.id == y.id
+        and x.peer == other.run.id
+        and y.peer == base.run.id
+        and x.side != y.side
+    )
 
 
 def ab_comparison(
@@ -213,10 +233,15 @@ def ab_comparison(
 ) -> AbComparison:
     assert base.run.ab is not None and other.run.ab is not None
     phases = tuple(
-        AbPhase(name, rounds, tuple(a), tuple(b),
-                paired_test(a, b, confidence=confidence, threshold=threshold))
+        AbPhase(
+            name,
+            rounds,
+            tuple(a),
+            tuple(b),
+            paired_test(a, b, confidence=confidence, threshold=threshold),
+        )
         for name, (rounds, a, b) in level_pairs(base.phases, other.phases).items()
-    )  # fmt: skip
+    )
     first = base.run.ab.first or other.run.ab.first
     return AbComparison(base.run.ab.id, (base.run.ab.side, other.run.ab.side), first, phases)
 
@@ -224,12 +249,16 @@ def ab_comparison(
 def paired_difference(plain: Difference, test: PairedTest | None) -> Difference:
     """``compare``'s difference with the verdict of the paired rounds."""
     if test is None:
-        return replace(plain, test=None, method=METHOD, verdict="untestable",
-                       below_threshold=False)  # fmt: skip
+        return replace(plain, test=None, method=METHOD, verdict="untestable", below_threshold=False)
     verdict = test.verdict
-    return replace(plain, test=test.as_ratio_test(), method=METHOD,
-                   verdict=verdict if verdict in SIGNIFICANT else "same",
-                   below_threshold=False, equivalent=verdict == "equivalent")  # fmt: skip
+    return replace(
+        plain,
+        test=test.as_ratio_test(),
+        method=METHOD,
+        verdict=verdict if verdict in SIGNIFICANT else "same",
+        below_threshold=False,
+        equivalent=verdict == "equivalent",
+    )
 
 
 def with_paired_verdicts(
@@ -255,15 +284,21 @@ def verdict_line(name: str, test: PairedTest | None, labels: tuple[str, str]) ->
     a, b = labels
     if test is None:
         return f"{name}: not testable: fewer than two rounds completed on both sides"
-    ci = (f"{test.confidence * 100:.0f} % CI {_pct(test.ci_low - 1)} … {_pct(test.ci_high - 1)}, "
-          f"paired t on {test.rounds} rounds, p = {test.p_value:.2g}")  # fmt: skip
+    ci = (
+        f"{test.confidence * 100:.0f} % CI {_pct(test.ci_low - 1)} … {_pct(test.ci_high - 1)}, "
+        f"paired t on {test.rounds} rounds, p = {test.p_value:.2g}"
+    )
     verdict = test.verdict
     if verdict in SIGNIFICANT:
         how = "faster" if test.change > 0 else "slower"
         return f"{name}: {b} is {abs(test.change) * 100:.1f} % {how} than {a} ({ci}): significant"
     if verdict == "equivalent":
-        return (f"{name}: no significant difference ({b} {_pct(test.change)} vs {a}, {ci}), "
-                f"equivalent within ±{test.threshold * 100:g} %")  # fmt: skip
-    return (f"{name}: undecided at {test.rounds} rounds: the difference is between "
-            f"{_pct(test.ci_low - 1)} and {_pct(test.ci_high - 1)} ({b} {_pct(test.change)} "
-            f"vs {a}, {ci})")  # fmt: skip
+        return (
+            f"{name}: no significant difference ({b} {_pct(test.change)} vs {a}, {ci}), "
+            f"equivalent within ±{test.threshold * 100:g} %"
+        )
+    return (
+        f"{name}: undecided at {test.rounds} rounds: the difference is between "
+        f"{_pct(test.ci_low - 1)} and {_pct(test.ci_high - 1)} ({b} {_pct(test.change)} "
+        f"vs {a}, {ci})"
+    )

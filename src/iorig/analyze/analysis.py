@@ -97,10 +97,11 @@ def _host_latencies(stored: StoredRun) -> dict[str, dict[str, dict[str, float]]]
         if phase.kind is PhaseKind.MEASURE and phase.host_scopes:
             label = phase.name + (f" #{phase.repeat + 1}" if phase.repeat else "")
             out[label] = {
-                host.scope.host or "": {name: figure(c, [phase], host.scope.host)
-                                        for name, c in columns}
+                host.scope.host or "": {
+                    name: figure(c, [phase], host.scope.host) for name, c in columns
+                }
                 for host in phase.host_scopes
-            }  # fmt: skip
+            }
     return out
 
 

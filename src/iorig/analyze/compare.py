@@ -375,8 +375,10 @@ def sut_differences(runs: Sequence[StoredRun], labels: Sequence[str]) -> list[st
             notes.append(f"system under test: {key} differs — {listed}")
     if len(notes) > MAX_DISCLOSURE_LINES:
         hidden = len(notes) - MAX_DISCLOSURE_LINES
-        notes = [*notes[:MAX_DISCLOSURE_LINES],
-                 f"… and {hidden} more (iorig show RUN --disclosure)"]  # fmt: skip
+        notes = [
+            *notes[:MAX_DISCLOSURE_LINES],
+            f"… and {hidden} more (iorig show RUN --disclosure)",
+        ]
     return notes
 
 

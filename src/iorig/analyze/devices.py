@@ -51,8 +51,9 @@ def requests(ios: int, io_bytes: int, max_request_bytes: int | None) -> int:
     return ios * max(1, math.ceil(io_bytes / ios / max_request_bytes))
 
 
-def fio_counts(result: PhaseResult, workloads: Sequence[str], max_request_bytes: int | None
-               ) -> tuple[int, int, int]:  # fmt: skip
+def fio_counts(
+    result: PhaseResult, workloads: Sequence[str], max_request_bytes: int | None
+) -> tuple[int, int, int]:
     """fio's (I/Os, bytes, device requests) of the named workloads of a phase
     (the aggregate's when the phase has no per-workload figures)."""
     scopes = [s for s in result.scopes if s.scope.workload in workloads]

@@ -94,12 +94,14 @@ def generator_load(phase: PhaseResult, usable_cpus: float | None) -> GeneratorLo
     per_job = (scope.usr_cpu_pct + scope.sys_cpu_pct) * scope.jobs / 100.0
     measured = phase.generator_cpu
     if measured is None:
-        return GeneratorLoad(scope.jobs, per_job, usable_cpus, scope.busiest_job_cpu_pct,
-                             engine=phase.engine)  # fmt: skip
+        return GeneratorLoad(
+            scope.jobs, per_job, usable_cpus, scope.busiest_job_cpu_pct, engine=phase.engine
+        )
     # clock ticks at the window's two ends can read a hair over the CPUs there are
     busy = min(measured.cpus_busy, usable_cpus)
-    return GeneratorLoad(scope.jobs, busy, usable_cpus, scope.busiest_job_cpu_pct, True, per_job,
-                         phase.engine)  # fmt: skip
+    return GeneratorLoad(
+        scope.jobs, busy, usable_cpus, scope.busiest_job_cpu_pct, True, per_job, phase.engine
+    )
 
 
 @dataclass(frozen=True)

@@ -76,8 +76,17 @@ class Impact:
         return out | {"metric": str(self.metric)}
 
 
-_DIGITS = {"baseline": 1, "baseline_p99_ns": 0, "dip_pct": 1, "dip_at_s": 1, "worst_p99_ns": 0,
-           "recovery_s": 1, "observed_s": 1, "lost_ios": 0, "lost_bytes": 0}  # fmt: skip
+_DIGITS = {
+    "baseline": 1,
+    "baseline_p99_ns": 0,
+    "dip_pct": 1,
+    "dip_at_s": 1,
+    "worst_p99_ns": 0,
+    "recovery_s": 1,
+    "observed_s": 1,
+    "lost_ios": 0,
+    "lost_bytes": 0,
+}
 
 
 def per_second_p99_ns(series: Series) -> np.ndarray:
@@ -143,8 +152,22 @@ def impact_of(
     after = np.flatnonzero(~ended)
     if after.size == 0:
         notes.append("no seconds after the event")
-        return Impact(baseline, base_p99, None, None, None, None, False, 0.0,
-                      None, None, errors, metric, "; ".join(notes), by_type)  # fmt: skip
+        return Impact(
+            baseline,
+            base_p99,
+            None,
+            None,
+            None,
+            None,
+            False,
+            0.0,
+            None,
+            None,
+            errors,
+            metric,
+            "; ".join(notes),
+            by_type,
+        )
     ta, va = t[after], level[after]
     observed_s = float(ta[-1] - max(event_t_s, ta[0] - 1))
     low = int(np.argmin(va))
@@ -156,8 +179,10 @@ def impact_of(
         inside = np.abs(va - baseline) <= baseline * settings.tolerance_pct / 100 + _EPS
         settled = _settled_at(ta, inside, settings.settle_s)
         if settled is None:
-            notes.append(f"not within ±{settings.tolerance_pct:g} % of the baseline for "
-                         f"{settings.settle_s:g} s in the {observed_s:.1f} s observed")  # fmt: skip
+            notes.append(
+                f"not within ±{settings.tolerance_pct:g} % of the baseline for "
+                f"{settings.settle_s:g} s in the {observed_s:.1f} s observed"
+            )
     recovery_s = None if settled is None else round(max(0.0, float(ta[settled]) - 1 - event_t_s), 1)
 
     # Losses up to the recovering second (or the end); latency at least over the
@@ -234,8 +259,9 @@ def settings_of(resolved: dict[str, Any]) -> ImpactSettings:
     if not isinstance(rule, dict):
         return ImpactSettings()
     try:
-        return ImpactSettings(float(rule["baseline"]), float(rule["tolerance"]),
-                              float(rule["settle"]))  # fmt: skip
+        return ImpactSettings(
+            float(rule["baseline"]), float(rule["tolerance"]), float(rule["settle"])
+        )
     except (KeyError, TypeError, ValueError):
         return ImpactSettings()
 
@@ -243,5 +269,8 @@ def settings_of(resolved: dict[str, Any]) -> ImpactSettings:
 def run_impacts(phases: Sequence[PhaseResult], resolved: dict[str, Any]) -> list[EventImpact]:
     """Every event of a run, in phase order, with its impact."""
     settings = settings_of(resolved)
-    return [EventImpact(p.name, p.repeat, event, impact, p.event_at_s(event))
-            for p in phases for event, impact in phase_impacts(p, settings)]  # fmt: skip
+    return [
+        EventImpact(p.name, p.repeat, event, impact, p.event_at_s(event))
+        for p in phases
+        for event, impact in phase_impacts(p, settings)
+    ]

@@ -73,8 +73,10 @@ class DataCheck:
         own failure then speaks)."""
         if self.lost:
             n = self.bad
-            return (f"FAIL: data lost: {self.at_least}{n:,} block{'s' * (n != 1)} did not read "
-                    "back as last written")  # fmt: skip
+            return (
+                f"FAIL: data lost: {self.at_least}{n:,} block{'s' * (n != 1)} did not read "
+                "back as last written"
+            )
         if self.complete:
             return (
                 f"PASS: all {self.blocks:,} blocks ({format_bytes(self.io_bytes)}) read back "
@@ -114,11 +116,13 @@ def _granularity(resolved: dict[str, Any]) -> dict[tuple[str, str], int]:
 def _coarse(resolved: dict[str, Any]) -> bool:
     """A verify phase reads more than one checksummed block at a time."""
     return any(
-        isinstance(w.get("bs"), int) and isinstance(w.get("verify_interval"), int)
+        isinstance(w.get("bs"), int)
+        and isinstance(w.get("verify_interval"), int)
         and w["bs"] > w["verify_interval"]
-        for phase in resolved.get("phases", []) if phase.get("kind") == PhaseKind.VERIFY.value
+        for phase in resolved.get("phases", [])
+        if phase.get("kind") == PhaseKind.VERIFY.value
         for w in phase.get("workloads", [])
-    )  # fmt: skip
+    )
 
 
 def _blocks(phase: PhaseResult, sizes: dict[tuple[str, str], int]) -> tuple[int, int]:
@@ -175,8 +179,9 @@ def data_check(phases: Sequence[PhaseResult], resolved: dict[str, Any]) -> DataC
     complete = all(p.status is PhaseStatus.OK for p in checks)
     rewritten = tuple(_rewritten(phases, resolved))
     names = tuple(p.name for p in checks)
-    return DataCheck(names, blocks, total, bad, "; ".join(listings), complete, rewritten,
-                     _coarse(resolved))  # fmt: skip
+    return DataCheck(
+        names, blocks, total, bad, "; ".join(listings), complete, rewritten, _coarse(resolved)
+    )
 
 
 def data_verdict(check: DataCheck) -> Verdict | None:
@@ -184,8 +189,10 @@ def data_verdict(check: DataCheck) -> Verdict | None:
     requirement's name: a block count is neither a rate nor a latency)."""
     if check.lost:
         first = check.listing.split("; ")[0]
-        name = (f"Every block reads back as last written: {check.at_least}{check.bad:,} did not "
-                f"(first: {first})")  # fmt: skip
+        name = (
+            f"Every block reads back as last written: {check.at_least}{check.bad:,} did not "
+            f"(first: {first})"
+        )
     elif check.complete:
         name = (
             f"Every block reads back as last written: {check.blocks:,} blocks "

@@ -110,8 +110,10 @@ def _choices(steps: Mapping[int, KneeStep]) -> Iterable[dict[int, Point]]:
     base = {c: s.point for c, s in steps.items()}
     options = [s.alternatives() for s in steps.values() if not s.settled.settled]
     if len(options) > MAX_ENUMERATED:  # every point low, every point high
-        options_iter: Iterable[tuple[Point, ...]] = [tuple(o[0] for o in options),
-                                                     tuple(o[1] for o in options)]  # fmt: skip
+        options_iter: Iterable[tuple[Point, ...]] = [
+            tuple(o[0] for o in options),
+            tuple(o[1] for o in options),
+        ]
     else:
         options_iter = product(*options)
     for choice in options_iter:

@@ -27,8 +27,18 @@ from iorig.analyze.loadpoints import LoadRow, parse_table_csv
 from iorig.errors import UserError
 
 # the header's words in reading order; NAME is the business metric (AI_Jobs, Builds …)
-_HEADER = (r"business", r"average", r"metric", r"latency", r"\S+", r"\S+", r"\(\S+\)",
-           r"\(msec\)", r"ops/sec", r"mb/sec")  # fmt: skip
+_HEADER = (
+    r"business",
+    r"average",
+    r"metric",
+    r"latency",
+    r"\S+",
+    r"\S+",
+    r"\(\S+\)",
+    r"\(msec\)",
+    r"ops/sec",
+    r"mb/sec",
+)
 _RULE = re.compile(r"-{3,}")
 _NUMBER = re.compile(r"[0-9]+(?:\.[0-9]*)?|\.[0-9]+")
 _ORT = re.compile(r"Overall\s+Response\s+Time\s*=\s*([0-9]+(?:\.[0-9]+)?)\s*msec", re.I)

@@ -140,8 +140,9 @@ def median_interval(series: Sequence[float], confidence: float = 0.95) -> Median
         # every second within what one logged second is known to: constant at
         # that resolution, however the seconds alternate (a capped device's
         # 2000, 2002, 2002, 2000 … would otherwise read as correlated)
-        return _resolved(MedianInterval(median, median, median, 0.0, n, 1, confidence,
-                                        why="constant"))  # fmt: skip
+        return _resolved(
+            MedianInterval(median, median, median, 0.0, n, 1, confidence, why="constant")
+        )
     rho = min(max(lag1(_ranks(values, order, ordered)), 0.0), 0.99)
     lengths = np.arange(1, n // MIN_BATCHES + 1)
     residual = batch_lag1(rho, lengths)

@@ -463,8 +463,9 @@ def _loadpoints(stored: StoredRun, pooled: Mapping[str, RunPhase]) -> LoadPointR
     ort = None
     if len({x for x, _ in pairs}) >= 2 and all(math.isfinite(y) for _, y in pairs):
         ort = overall_response_time_ms(pairs)
-    return LoadPointResult(settings, settings.get("name", param), tolerance, cap, tuple(points),
-                           ort)  # fmt: skip
+    return LoadPointResult(
+        settings, settings.get("name", param), tolerance, cap, tuple(points), ort
+    )
 
 
 # ------------------------------------------------------------------ all

@@ -75,8 +75,9 @@ class SteadyWatch:
         return replace(held, rounds=tuple(self.rounds))
 
 
-def steady_of_series(iops: Sequence[float], bytes_per_s: Sequence[float], rule: SteadyRule
-                     ) -> SteadyState:  # fmt: skip
+def steady_of_series(
+    iops: Sequence[float], bytes_per_s: Sequence[float], rule: SteadyRule
+) -> SteadyState:
     """The verdict on a per-second series, as if it had been watched live."""
     watch = SteadyWatch(rule)
     watch.feed(0, 0.0, 0.0)

@@ -264,8 +264,9 @@ def sweep_comparisons(
             # number needs its name ("with iodepth=1", not "1 throughput")
             words = [point.test] if several_tests else []
             words += [point.coords[k] for k in others if _word(point.coords[k])]
-            condition = ", ".join(f"{k}={point.coords[k]}" for k in others
-                                  if not _word(point.coords[k]))  # fmt: skip
+            condition = ", ".join(
+                f"{k}={point.coords[k]}" for k in others if not _word(point.coords[k])
+            )
             significant = None
             if diff is not None and diff.verdict != "untestable":
                 significant = diff.significant
@@ -286,9 +287,13 @@ def sweep_comparisons(
         if pairs:
             out.append(
                 SweepComparison(
-                    labels[0], labels[i], base.x_axis, tuple(pairs), tuple(verdicts),
+                    labels[0],
+                    labels[i],
+                    base.x_axis,
+                    tuple(pairs),
+                    tuple(verdicts),
                     tuple(ratio_ranges(pairs)),
                     ", ".join((["test"] if several_tests else []) + list(base.axes[1:])),
                 )
-            )  # fmt: skip
+            )
     return out

@@ -159,8 +159,9 @@ def figure_change(
         method = "batch means" if a and b else "none"
     else:
         return FigureChange(change, None, "none", "untestable", False, ONE_FIGURE)
-    test = welch_ratio([v for v in a if not math.isnan(v)], [v for v in b if not math.isnan(v)],
-                       confidence)  # fmt: skip
+    test = welch_ratio(
+        [v for v in a if not math.isnan(v)], [v for v in b if not math.isnan(v)], confidence
+    )
     verdict, below = judge(test, threshold, higher)
     return FigureChange(change, test, method, verdict, below, "" if test else "too few samples")
 
@@ -183,8 +184,11 @@ def verdict_comparison(
             for i, (run, v) in enumerate(zip(runs, verdicts, strict=True))
         )
         name = DATA_NAME if first.metric == DATA else first.name
-        rows.append(RequirementRow(name, first.phase, first.host, first.metric, first.bound,
-                                   verdicts, changes))  # fmt: skip
+        rows.append(
+            RequirementRow(
+                name, first.phase, first.host, first.metric, first.bound, verdicts, changes
+            )
+        )
     return VerdictComparison(
         runs=tuple(RunVerdict(r.verdict, host_verdicts(r.verdicts)) for r in runs),
         requirements=tuple(rows),
@@ -211,5 +215,8 @@ def _row_change(
     return figure_change(
         (ca, _repeats(base.stored, base_verdict.phase)),
         (cb, _repeats(run.stored, verdict.phase)),
-        verdict.host, change, threshold, confidence,
-    )  # fmt: skip
+        verdict.host,
+        change,
+        threshold,
+        confidence,
+    )

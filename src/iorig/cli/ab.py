@@ -44,7 +44,7 @@ from iorig.cli.common import (
     render_options,
 )
 from iorig.errors import UserError
-from iorig.report.console import SafeConsole
+from iorig.report.writers.console import SafeConsole
 from iorig.run.ab import AbOutcome, AbSettings, Side, SideKey, check_sides, run_ab
 from iorig.run.backend import PhaseBackend
 from iorig.run.events import Event, PhaseStarted
@@ -97,36 +97,45 @@ def _rounds(text: str) -> int | None:
     try:
         rounds = int(text)
     except ValueError:
-        raise UserError(f"--rounds {text!r}: a number of rounds or auto", hint="e.g. --rounds 5"
-                        ) from None  # fmt: skip
+        raise UserError(
+            f"--rounds {text!r}: a number of rounds or auto", hint="e.g. --rounds 5"
+        ) from None
     if not 2 <= rounds <= 1000:
-        raise UserError("--rounds: 2 to 1000 (a paired test needs two rounds at least)",
-                        hint="--rounds auto adds rounds until the verdict is clear")  # fmt: skip
+        raise UserError(
+            "--rounds: 2 to 1000 (a paired test needs two rounds at least)",
+            hint="--rounds auto adds rounds until the verdict is clear",
+        )
     return rounds
 
 
-def _resolve(key: str, source: ScenarioSource, profile: str | None, overrides: dict[str, str]
-             ) -> ResolvedScenario:  # fmt: skip
+def _resolve(
+    key: str, source: ScenarioSource, profile: str | None, overrides: dict[str, str]
+) -> ResolvedScenario:
     try:
         return resolve_with_sweep(source, profile, overrides)
     except UserError as exc:
-        raise UserError(f"side {key.upper()}: {exc.message}",
-                        hint=exc.hint or f"fix --{key} (or --set, which both sides share)"
-                        ) from None  # fmt: skip
+        raise UserError(
+            f"side {key.upper()}: {exc.message}",
+            hint=exc.hint or f"fix --{key} (or --set, which both sides share)",
+        ) from None
 
 
 def _plans(
-    resolved: dict[str, ResolvedScenario], targets: dict[str, list[str]], *,
-    allow_destroy: bool, fio: str | None,
-) -> dict[str, tuple[Plan, PhaseBackend]]:  # fmt: skip
+    resolved: dict[str, ResolvedScenario],
+    targets: dict[str, list[str]],
+    *,
+    allow_destroy: bool,
+    fio: str | None,
+) -> dict[str, tuple[Plan, PhaseBackend]]:
     """Both sides' plans; a side that cannot be planned leaves no target file
     of the other behind."""
     made: dict[str, tuple[Plan, PhaseBackend]] = {}
     try:
         for key in ("a", "b"):
             try:
-                made[key] = plan_for(resolved[key], targets[key], hosts=[],
-                                     allow_destroy=allow_destroy, fio=fio)  # fmt: skip
+                made[key] = plan_for(
+                    resolved[key], targets[key], hosts=[], allow_destroy=allow_destroy, fio=fio
+                )
             except UserError as exc:
                 hint = exc.hint or f"fix the targets of --{key}"
                 raise UserError(f"side {key.upper()}: {exc.message}", hint=hint) from None
@@ -198,15 +207,25 @@ def ab_cmd(
         raise UserError("--threshold is a percentage from 0 to 100, e.g. 2")
     count = _rounds(rounds)
     source = _scenario_source(scenario, rw)
-    common = collect_overrides(list(set_ or []), size=size, bs=bs, iodepth=iodepth, jobs=jobs,
-                               duration=duration, read_pct=read_pct, engine=engine)  # fmt: skip
+    common = collect_overrides(
+        list(set_ or []),
+        size=size,
+        bs=bs,
+        iodepth=iodepth,
+        jobs=jobs,
+        duration=duration,
+        read_pct=read_pct,
+        engine=engine,
+    )
     profile = "quick" if quick else profile
     resolved, targets = {}, {}
     for key, items in (("a", a), ("b", b)):
         if not items:
-            raise UserError(f"side {key.upper()} is not given",
-                            hint=f"e.g. --{key} target=/mnt/{key} (or --{key} iodepth=32 "
-                            "with --target PATH for both)")  # fmt: skip
+            raise UserError(
+                f"side {key.upper()} is not given",
+                hint=f"e.g. --{key} target=/mnt/{key} (or --{key} iodepth=32 "
+                "with --target PATH for both)",
+            )
         sets, bound = side_items(key, items)
         overrides = common | collect_overrides(sets)
         resolved[key] = _resolve(key, source, profile, overrides)
@@ -216,10 +235,12 @@ def ab_cmd(
     labels = {"a": a_label, "b": b_label}
     sides = (Side("a", *plans["a"], a_label), Side("b", *plans["b"], b_label))
     settings = AbSettings(
-        rounds=count, max_rounds=max_rounds, threshold=threshold / 100,
+        rounds=count,
+        max_rounds=max_rounds,
+        threshold=threshold / 100,
         confidence=confidence / 100,
         seed=seed if seed is not None else random.SystemRandom().randrange(2**31),
-    )  # fmt: skip
+    )
     out = err_console if chosen is Format.json else console
     with open_for_run(ctx.obj, list(plans.values())) as store:
         with ProgressView(out) as view:
@@ -230,12 +251,21 @@ def ab_cmd(
                     event = replace(event, phase=phase)
                 view.handle(event)
 
-            outcome = run_ab(sides, store, settings, command=command_line(),
-                             on_event=on_event, keep_files=keep_files)  # fmt: skip
+            outcome = run_ab(
+                sides,
+                store,
+                settings,
+                command=command_line(),
+                on_event=on_event,
+                keep_files=keep_files,
+            )
         kept = [o.recovery for o in outcome.outcomes if o.recovery is not None]
         if not kept:
-            cmp = compare([analyse(store.load_run(o.run_id)) for o in outcome.outcomes],
-                          threshold=threshold / 100, confidence=confidence / 100)  # fmt: skip
+            cmp = compare(
+                [analyse(store.load_run(o.run_id)) for o in outcome.outcomes],
+                threshold=threshold / 100,
+                confidence=confidence / 100,
+            )
     _report(ctx, outcome, kept, out)
     if not kept:
         emit(chosen.value, cmp, render_options())
@@ -255,9 +285,10 @@ def _report(ctx: typer.Context, outcome: AbOutcome, kept: list, err: SafeConsole
             err.print(f"[yellow]run {o.run_id}: {escape(o.error)}[/]")
     if kept:
         files = ", ".join(escape(str(k)) for k in kept)
-        err.print(f"[bold red]the results database {escape(str(ctx.obj))} could not be "
-                  f"written[/]: the results are kept in {files} (add them with iorig "
-                  "import)")  # fmt: skip
+        err.print(
+            f"[bold red]the results database {escape(str(ctx.obj))} could not be "
+            f"written[/]: the results are kept in {files} (add them with iorig "
+            "import)"
+        )
         return
-    err.print(f"stored in {escape(str(ctx.obj))}; again with `iorig compare {a.run_id} "
-              f"{b.run_id}`")  # fmt: skip
+    err.print(f"stored in {escape(str(ctx.obj))}; again with `iorig compare {a.run_id} {b.run_id}`")

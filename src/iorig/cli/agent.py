@@ -33,7 +33,7 @@ from iorig.fio.server import FioServer, refuse_unauthenticated
 from iorig.fio.sockdir import socket_dir
 from iorig.machine import locks
 from iorig.machine.leftovers import stamp
-from iorig.report.tabular import to_json
+from iorig.report.writers.jsoncsv import to_json
 from iorig.run.hostcheck import HostFacts, check_hosts
 from iorig.targets import bind_host_targets
 from iorig.units import format_bytes
@@ -54,10 +54,11 @@ def _refused(peer: str, why: str) -> None:
 
 agent_app = typer.Typer(invoke_without_command=True)
 app.add_typer(
-    agent_app, name="agent",
+    agent_app,
+    name="agent",
     help="Serve fio jobs for `iorig run --hosts` on this machine (`iorig agent token`: "
     "make the token agents and drivers share).",
-)  # fmt: skip
+)
 
 _TOKEN_HELP = (
     "the shared token (`iorig agent token`, mode 0600): drivers reach this agent as "
@@ -65,8 +66,9 @@ _TOKEN_HELP = (
 )
 
 
-def _agent_auth(token_file: Path | None, cert: Path | None, key: Path | None,
-                client_ca: Path | None) -> agentauth.Auth | None:  # fmt: skip
+def _agent_auth(
+    token_file: Path | None, cert: Path | None, key: Path | None, client_ca: Path | None
+) -> agentauth.Auth | None:
     if token_file is not None and (cert or key or client_ca):
         raise UserError(
             "choose one way to authenticate: --token-file, or --cert, --key and --client-ca"
@@ -140,8 +142,7 @@ def agent(
                 how = "no authentication"
             else:
                 server = _serve_authenticated(stack, fio_path, address, workdir, auth)
-                how = ("a token over TLS" if isinstance(auth, agentauth.TokenAuth)
-                       else "mutual TLS")  # fmt: skip
+                how = "a token over TLS" if isinstance(auth, agentauth.TokenAuth) else "mutual TLS"
             console.print(
                 f"iorig agent: {escape(version)} serving on {escape(address.label)} with "
                 f"{how}, working directory {escape(str(workdir))}"
@@ -205,12 +206,14 @@ def _serve_unauthenticated(
     private = _private_dir(stack)
     server = FioServer(fio, SocketEndpoint(str(private / "fio.sock")), workdir)
     stack.callback(server.stop)
-    control = ControlServer(address, server.processes, watch, jobs=server.jobs_age_s,
-                            locker=_locker(workdir))  # fmt: skip
+    control = ControlServer(
+        address, server.processes, watch, jobs=server.jobs_age_s, locker=_locker(workdir)
+    )
     from iorig.fio.tlsrelay import AgentListener  # asyncio and ssl: agents only
 
-    listener = AgentListener(address, None, str(private / "fio.sock"), control, _refused,
-                             on_connection=watch)  # fmt: skip
+    listener = AgentListener(
+        address, None, str(private / "fio.sock"), control, _refused, on_connection=watch
+    )
     server.start()
     _listen(listener, address)
     stack.callback(listener.close)
@@ -241,9 +244,12 @@ def _listen(listener: tlsrelay.AgentListener, address: HostAddress) -> None:
 
 
 def _serve_authenticated(
-    stack: contextlib.ExitStack, fio: str, address: HostAddress, workdir: Path,
+    stack: contextlib.ExitStack,
+    fio: str,
+    address: HostAddress,
+    workdir: Path,
     auth: agentauth.Auth,
-) -> FioServer:  # fmt: skip
+) -> FioServer:
     """fio's server on a Unix socket in a private directory, reached only
     through the TLS listener on ``address`` (fio.tlsrelay)."""
     private = _private_dir(stack)
@@ -252,10 +258,12 @@ def _serve_authenticated(
     from iorig.fio.tlsrelay import AgentListener  # asyncio and ssl: agents only
 
     listener = AgentListener(
-        address, auth, str(private / "fio.sock"),
+        address,
+        auth,
+        str(private / "fio.sock"),
         ControlServer(None, server.processes, jobs=server.jobs_age_s, locker=_locker(workdir)),
         _refused,
-    )  # fmt: skip
+    )
     server.start()
     _listen(listener, address)
     stack.callback(listener.close)
@@ -302,18 +310,24 @@ def hosts_check(
         doc = {"format_version": 1, "hosts": [asdict(f) for f in facts]}
         sys.stdout.write(to_json(doc))
     else:
-        table = Table("host", "way", "fio", "engines", "clock offset", "CPUs", "target",
-                      "free", "problems")  # fmt: skip
+        table = Table(
+            "host", "way", "fio", "engines", "clock offset", "CPUs", "target", "free", "problems"
+        )
         for f in facts:
             table.add_row(
-                escape(f.host), f.way, escape(f.fio_version or "?"),
+                escape(f.host),
+                f.way,
+                escape(f.fio_version or "?"),
                 escape(" ".join(f.engines)) if f.engines is not None else "?",
-                _offset(f), str(f.cpus) if f.cpus is not None else "?",
-                escape(f"{f.target or ('keeper dir' if f.way == 'ssh' else '?')} "
-                       f"({f.target_kind or '?'})"),
+                _offset(f),
+                str(f.cpus) if f.cpus is not None else "?",
+                escape(
+                    f"{f.target or ('keeper dir' if f.way == 'ssh' else '?')} "
+                    f"({f.target_kind or '?'})"
+                ),
                 format_bytes(f.free_bytes) if f.free_bytes is not None else "?",
                 escape("; ".join(f.problems)) or "[green]none[/]",
-            )  # fmt: skip
+            )
         console.print(table)
     spoiled = [f for f in facts if f.problems]
     if spoiled:

@@ -65,14 +65,14 @@ from iorig.cli.refs import resolve_run_id, resolve_runs
 from iorig.cli.sut import write_disclosure
 from iorig.errors import UserError
 from iorig.model import Metric, StoredRun, series_stats
-from iorig.report import terminal
 from iorig.report.exporters import render
 from iorig.report.options import Limit
-from iorig.report.sparkline import timeline_lines
-from iorig.report.suttables import sut_view
-from iorig.report.tabular import FORMAT_VERSION, run_dict, series_dict, sut_dict, to_json
-from iorig.report.text import tables_text
-from iorig.report.timeline import build_timeline
+from iorig.report.tables.sut import sut_view
+from iorig.report.tables.timeline import build_timeline
+from iorig.report.writers import terminal
+from iorig.report.writers.jsoncsv import FORMAT_VERSION, run_dict, series_dict, sut_dict, to_json
+from iorig.report.writers.sparkline import timeline_lines
+from iorig.report.writers.text import tables_text
 from iorig.run.events import RunOutcome
 from iorig.run.searches import ThreadsSettings, run_threads_auto, stretch_builder
 from iorig.run.session import RunSession, execute
@@ -137,9 +137,15 @@ def run(
     source = _scenario_source(scenario, rw)
     extra_sets, extra_targets = scenario_options(ctx.args)
     overrides = collect_overrides(
-        [*(set_ or []), *extra_sets], size=size, bs=bs, iodepth=iodepth, jobs=jobs,
-        duration=duration, read_pct=read_pct, engine=engine,
-    )  # fmt: skip
+        [*(set_ or []), *extra_sets],
+        size=size,
+        bs=bs,
+        iodepth=iodepth,
+        jobs=jobs,
+        duration=duration,
+        read_pct=read_pct,
+        engine=engine,
+    )
     # a fio job file's own filename= or directory= unless --target is given
     target = [*(target or []), *extra_targets] or ([source.target] if source.target else [])
     grid = parse_grid(param or [])
@@ -150,21 +156,33 @@ def run(
         resolved = with_precision(resolved, parse_precision(precision))
     preflight(ctx.obj)  # a database the run could not write to: refused before any target
     plan, backend = plan_for(
-        resolved, target, hosts=host_list(hosts, hosts_file), allow_destroy=allow_destroy,
-        fio=fio, repeats=repeat, min_rate=min_rate,
-        events=EventOptions(tuple(event or ()), tuple(event_command or ()),
-                            tuple(allow_commands or ())),
+        resolved,
+        target,
+        hosts=host_list(hosts, hosts_file),
+        allow_destroy=allow_destroy,
+        fio=fio,
+        repeats=repeat,
+        min_rate=min_rate,
+        events=EventOptions(
+            tuple(event or ()), tuple(event_command or ()), tuple(allow_commands or ())
+        ),
         sut=SutOptions(sut, tuple(note or ())),
-    )  # fmt: skip
+    )
     if auto:
         settings = ThreadsSettings()
         build = stretch_builder(plan, source, profile, overrides)
 
         def work(store: Store, on_event: Callable) -> RunOutcome:
             session = RunSession(
-                plan, store, backend, command=command_line(), on_event=on_event,
-                keep_files=keep_files, label=label, search=settings.as_dict(),
-            )  # fmt: skip
+                plan,
+                store,
+                backend,
+                command=command_line(),
+                on_event=on_event,
+                keep_files=keep_files,
+                label=label,
+                search=settings.as_dict(),
+            )
             with session:
                 run_threads_auto(session, build, settings)
             return session.outcome
@@ -174,11 +192,17 @@ def run(
         outcome, analysis = run_with_progress(
             ctx.obj,
             lambda store, on_event: execute(
-                plan, store, backend, command=command_line(), on_event=on_event,
-                keep_files=keep_files, label=label, search=search_settings(resolved),
+                plan,
+                store,
+                backend,
+                command=command_line(),
+                on_event=on_event,
+                keep_files=keep_files,
+                label=label,
+                search=search_settings(resolved),
             ),
             (plan, backend),
-        )  # fmt: skip
+        )
     finish(ctx.obj, outcome, analysis)
 
 
@@ -379,8 +403,16 @@ def compare_cmd(
             "compare needs at least two runs (or one run and --limit)",
             hint="e.g. iorig compare last~1 last, or iorig compare last --limit 3.5GB/s",
         )
-    _comparison_out(ctx, list(run_refs), threshold, confidence, limit, fmt or Format.text,
-                    as_percent_of=as_percent_of, output=None)  # fmt: skip
+    _comparison_out(
+        ctx,
+        list(run_refs),
+        threshold,
+        confidence,
+        limit,
+        fmt or Format.text,
+        as_percent_of=as_percent_of,
+        output=None,
+    )
 
 
 AsPercentOfOpt = Annotated[
@@ -483,8 +515,16 @@ def report(
         return
     if chosen is Format.html and output is None:
         raise UserError("an HTML report needs a file", hint="add -o report.html")
-    _comparison_out(ctx, list(run_refs), threshold, confidence, limit, chosen,
-                    as_percent_of=as_percent_of, output=output)  # fmt: skip
+    _comparison_out(
+        ctx,
+        list(run_refs),
+        threshold,
+        confidence,
+        limit,
+        chosen,
+        as_percent_of=as_percent_of,
+        output=output,
+    )
 
 
 @app.command("export")

@@ -26,12 +26,12 @@ from iorig.errors import UserError
 from iorig.fio.hosts import MAX_HOSTS, HostSpec, parse_entry, parse_hosts, too_many_hosts
 from iorig.machine.recovery import recover
 from iorig.model import ALL, PhaseKind, RunStatus
-from iorig.report.console import SafeConsole
 from iorig.report.exporters import render
-from iorig.report.metrics import metric
 from iorig.report.options import RenderOptions
-from iorig.report.terminal import DESCRIPTION_CHARS, TITLE_CHARS, clip
-from iorig.report.text import PIPED_WIDTH
+from iorig.report.tables.metrics import metric
+from iorig.report.writers.console import SafeConsole
+from iorig.report.writers.terminal import DESCRIPTION_CHARS, TITLE_CHARS, clip
+from iorig.report.writers.text import PIPED_WIDTH
 from iorig.run import make_backend
 from iorig.run.actions import check_events, parse_grants
 from iorig.run.backend import PhaseBackend
@@ -57,7 +57,7 @@ from iorig.untrusted import check_text, check_utf8_path, read_input
 EXIT_CODES = {RunStatus.OK: 0, RunStatus.FAILED: 1, RunStatus.ABORTED: 130}
 EXIT_VERDICT_FAILED = 3
 
-# every text printed is shown visibly (report/console.py), never re-styled
+# every text printed is shown visibly (report/writers/console.py), never re-styled
 console = SafeConsole()
 err_console = SafeConsole(stderr=True)
 
@@ -249,9 +249,11 @@ def with_events(resolved: ResolvedScenario, items: Sequence[str]) -> ResolvedSce
     phases = []
     for p in scenario.phases:
         try:
-            phases.append(Phase.model_validate(
-                p.model_dump() | {"events": [*p.events, *added.get(p.name, [])]}
-            ))  # fmt: skip
+            phases.append(
+                Phase.model_validate(
+                    p.model_dump() | {"events": [*p.events, *added.get(p.name, [])]}
+                )
+            )
         except ValidationError as exc:
             problems = "; ".join(e["msg"].removeprefix("Value error, ") for e in exc.errors())
             raise UserError(f"--event for phase {p.name!r}: {problems}") from None
@@ -382,10 +384,16 @@ class ProgressView:
 
     def __init__(self, out: SafeConsole) -> None:
         self.live = out.is_terminal
-        self.console = out if self.live else SafeConsole(
-            file=out.file, width=PIPED_WIDTH, no_color=out.no_color,
-            soft_wrap=True,
-        )  # fmt: skip
+        self.console = (
+            out
+            if self.live
+            else SafeConsole(
+                file=out.file,
+                width=PIPED_WIDTH,
+                no_color=out.no_color,
+                soft_wrap=True,
+            )
+        )
         self.names: dict[tuple[int, int], str] = {}
         self.progress = Progress(
             TextColumn("{task.description}"),

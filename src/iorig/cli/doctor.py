@@ -14,7 +14,7 @@ from iorig.analyze.generator import GeneratorShape
 from iorig.cli.common import Rw, app, console
 from iorig.errors import UserError
 from iorig.machine.recovery import recover
-from iorig.report import terminal
+from iorig.report.writers import terminal
 from iorig.run.doctor import examine, measure_data_pattern, measure_generator
 from iorig.store import Store
 from iorig.targets import check_kind
@@ -94,8 +94,10 @@ def _reap(db: Path) -> list[str]:
     if not db.is_file():
         return []
     with Store(db) as store:
-        return [f"marked run {run_id} aborted: its iorig process ended without finishing"
-                for run_id in store.reap_stale()]  # fmt: skip
+        return [
+            f"marked run {run_id} aborted: its iorig process ended without finishing"
+            for run_id in store.reap_stale()
+        ]
 
 
 def _block_size(text: str) -> int:

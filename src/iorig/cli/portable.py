@@ -48,8 +48,10 @@ def waiting_notes(store: Store, run_ids: Iterable[str]) -> list[Text]:
     notes = []
     for run_id, kept in sorted(store.waiting_recoveries(run_ids).items()):
         if kept.is_file():
-            said = (f"its last results wait in {kept}: add them with "
-                    f"`iorig --db {store.path} import {kept}`")  # fmt: skip
+            said = (
+                f"its last results wait in {kept}: add them with "
+                f"`iorig --db {store.path} import {kept}`"
+            )
         else:
             said = f"its last results were kept in {kept}, which is no longer there"
         notes.append(Text.assemble(("note:", "yellow"), f" run {run_id}: {said}"))

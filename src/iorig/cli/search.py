@@ -49,8 +49,8 @@ from iorig.cli.common import (
     run_with_progress,
 )
 from iorig.errors import UserError
-from iorig.report.searchtables import ort_table
-from iorig.report.tables import to_rich
+from iorig.report.tables.run import to_rich
+from iorig.report.tables.searches import ort_table
 from iorig.run.backend import PhaseBackend
 from iorig.run.events import RunOutcome
 from iorig.run.plan import Plan
@@ -128,9 +128,12 @@ def sweep(
             raise UserError("rw is both swept (--param rw=…) and fixed (--rw)", hint="drop one")
         patterns = grid.get("rw", [rw.value if rw else "randread"])
         source = adhoc_source(
-            patterns[0], rw_parameter=True, prefill=any(p in READS | TRIMS for p in patterns),
-            name="sweep", title="ad-hoc sweep",
-        )  # fmt: skip
+            patterns[0],
+            rw_parameter=True,
+            prefill=any(p in READS | TRIMS for p in patterns),
+            name="sweep",
+            title="ad-hoc sweep",
+        )
     else:
         if rw is not None:
             raise UserError(
@@ -138,28 +141,44 @@ def sweep(
             )
         source = read_source(scenario)
     overrides = collect_overrides(
-        set_ or [], size=size, bs=bs, iodepth=iodepth, jobs=jobs, duration=duration,
-        read_pct=read_pct, engine=engine,
-    )  # fmt: skip
+        set_ or [],
+        size=size,
+        bs=bs,
+        iodepth=iodepth,
+        jobs=jobs,
+        duration=duration,
+        read_pct=read_pct,
+        engine=engine,
+    )
     resolved = resolve_with_sweep(source, "quick" if quick else profile, overrides, grid)
     if not resolved.sweep:
         raise UserError(
             "nothing to sweep", hint="give --param name=v1,v2 (e.g. --param bs=4k,64k,1m)"
         )
     plan, backend = plan_for(
-        resolved, _targets(target_arg, target), hosts=host_list(hosts, hosts_file),
-        allow_destroy=allow_destroy, fio=fio, repeats=repeat,
+        resolved,
+        _targets(target_arg, target),
+        hosts=host_list(hosts, hosts_file),
+        allow_destroy=allow_destroy,
+        fio=fio,
+        repeats=repeat,
         sut=SutOptions(sut, tuple(note or ())),
-    )  # fmt: skip
+    )
     search = search_settings(resolved)
     outcome, analysis = run_with_progress(
         ctx.obj,
         lambda store, on_event: execute(
-            plan, store, backend, command=command_line(), on_event=on_event,
-            keep_files=keep_files, label=label, search=search,
+            plan,
+            store,
+            backend,
+            command=command_line(),
+            on_event=on_event,
+            keep_files=keep_files,
+            label=label,
+            search=search,
         ),
         (plan, backend),
-    )  # fmt: skip
+    )
     finish(ctx.obj, outcome, analysis)
 
 
@@ -194,9 +213,15 @@ def _search(
 
     def work(store: Store, on_event: Callable) -> RunOutcome:
         session = RunSession(
-            plan, store, backend, command=command_line(), on_event=on_event,
-            keep_files=keep_files, label=label, search=settings,
-        )  # fmt: skip
+            plan,
+            store,
+            backend,
+            command=command_line(),
+            on_event=on_event,
+            keep_files=keep_files,
+            label=label,
+            search=settings,
+        )
         with session:
             drive(session)
         return session.outcome
@@ -261,16 +286,26 @@ def knee(
         if stat != "p99":
             raise UserError("--slo takes a p99 limit, e.g. --slo p99<=1ms")
     overrides = collect_overrides(
-        set_ or [], size=size, bs=bs, duration=_point_duration(duration, quick),
-        read_pct=read_pct, engine=engine,
+        set_ or [],
+        size=size,
+        bs=bs,
+        duration=_point_duration(duration, quick),
+        read_pct=read_pct,
+        engine=engine,
         **{"jobs" if scale is Scale.iodepth else "iodepth": fixed},
-    )  # fmt: skip
+    )
     planned = _adhoc_plan(
-        name="knee", title=f"knee search: {rw.value}, raising {scale.value}", rw=rw,
-        targets=_targets(target_arg, target), overrides=overrides, quick=quick,
-        allow_destroy=allow_destroy, fio=fio, hosts=host_list(hosts, hosts_file),
+        name="knee",
+        title=f"knee search: {rw.value}, raising {scale.value}",
+        rw=rw,
+        targets=_targets(target_arg, target),
+        overrides=overrides,
+        quick=quick,
+        allow_destroy=allow_destroy,
+        fio=fio,
+        hosts=host_list(hosts, hosts_file),
         sut=SutOptions(sut, tuple(note or ())),
-    )  # fmt: skip
+    )
     template_phase(planned[0])
     settings = KneeSettings(
         scale=scale.value,
@@ -283,8 +318,14 @@ def knee(
         top=top,
     )
     check_knee(planned[0], settings)
-    _search(ctx, planned, settings.as_dict(), lambda s: run_knee(s, settings), label=label,
-            keep_files=keep_files)  # fmt: skip
+    _search(
+        ctx,
+        planned,
+        settings.as_dict(),
+        lambda s: run_knee(s, settings),
+        label=label,
+        keep_files=keep_files,
+    )
 
 
 POINT_DURATION = "30s"
@@ -365,18 +406,36 @@ def curve(
     if max_iops is not None and max_iops <= 0:
         raise UserError("--max-iops must be greater than zero")
     overrides = collect_overrides(
-        set_ or [], size=size, bs=bs, iodepth=iodepth if iodepth else 32, jobs=jobs,
-        duration=_point_duration(duration, quick), read_pct=read_pct, engine=engine,
-    )  # fmt: skip
+        set_ or [],
+        size=size,
+        bs=bs,
+        iodepth=iodepth if iodepth else 32,
+        jobs=jobs,
+        duration=_point_duration(duration, quick),
+        read_pct=read_pct,
+        engine=engine,
+    )
     planned = _adhoc_plan(
-        name="curve", title=f"load-point curve: {rw.value}", rw=rw,
-        targets=_targets(target_arg, target), overrides=overrides, quick=quick,
-        allow_destroy=allow_destroy, fio=fio, hosts=host_list(hosts, hosts_file),
+        name="curve",
+        title=f"load-point curve: {rw.value}",
+        rw=rw,
+        targets=_targets(target_arg, target),
+        overrides=overrides,
+        quick=quick,
+        allow_destroy=allow_destroy,
+        fio=fio,
+        hosts=host_list(hosts, hosts_file),
         sut=SutOptions(sut, tuple(note or ())),
-    )  # fmt: skip
+    )
     template_phase(planned[0])
-    _search(ctx, planned, settings.as_dict(), lambda s: run_curve(s, settings), label=label,
-            keep_files=keep_files)  # fmt: skip
+    _search(
+        ctx,
+        planned,
+        settings.as_dict(),
+        lambda s: run_curve(s, settings),
+        label=label,
+        keep_files=keep_files,
+    )
 
 
 @app.command()

@@ -34,7 +34,7 @@ def sut_check(file: Annotated[Path, typer.Argument(help="a --sut YAML file")]) -
 
 def write_disclosure(db: Path, ref: str, output: Path) -> None:
     """The full-disclosure HTML page of one run (or load-point curve)."""
-    from iorig.report.disclosure import render_disclosure  # jinja2: when asked for
+    from iorig.report.writers.disclosure import render_disclosure  # jinja2: when asked for
 
     with open_reaped(db) as store:
         run_id = resolve_run_id(store, ref)

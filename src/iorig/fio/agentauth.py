@@ -288,8 +288,9 @@ def nonce() -> str:
     return secrets.token_hex(_NONCE_HEX // 2)
 
 
-def _proof(auth: TokenAuth, role: str, agent_nonce: str, driver_nonce: str,
-           channel: str, binding: bytes) -> str:  # fmt: skip
+def _proof(
+    auth: TokenAuth, role: str, agent_nonce: str, driver_nonce: str, channel: str, binding: bytes
+) -> str:
     message = "\n".join((MAGIC, role, agent_nonce, driver_nonce, channel)).encode() + binding
     return hmac.new(auth.token, message, hashlib.sha256).hexdigest()
 

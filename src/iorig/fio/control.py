@@ -220,8 +220,11 @@ class ControlServer:
             conn.settimeout(None)  # held while the driver's connection lives
             if conn.family in (socket.AF_INET, socket.AF_INET6):  # a driver gone silently
                 conn.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
-                for option, value in (("TCP_KEEPIDLE", 30), ("TCP_KEEPINTVL", 10),
-                                      ("TCP_KEEPCNT", 3)):  # fmt: skip
+                for option, value in (
+                    ("TCP_KEEPIDLE", 30),
+                    ("TCP_KEEPINTVL", 10),
+                    ("TCP_KEEPCNT", 3),
+                ):
                     if hasattr(socket, option):
                         conn.setsockopt(socket.IPPROTO_TCP, getattr(socket, option), value)
             while line := _read_line(reader):

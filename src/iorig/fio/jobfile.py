@@ -19,10 +19,30 @@ OptionValue = str | int | float | bool | tuple[str, ...]
 
 # sync … posixaio: a user's fio job file may name them; falloc: trims of a file
 # (fio punches holes with it; its other engines trim block devices only)
-ENGINES = ("io_uring", "libaio", "psync", "filestat", "null", "sync", "pvsync", "pvsync2",
-           "posixaio", "falloc")  # fmt: skip
-RW_MODES = ("read", "write", "randread", "randwrite", "randrw", "rw", "trim", "randtrim",
-            "trimwrite", "randtrimwrite")  # fmt: skip
+ENGINES = (
+    "io_uring",
+    "libaio",
+    "psync",
+    "filestat",
+    "null",
+    "sync",
+    "pvsync",
+    "pvsync2",
+    "posixaio",
+    "falloc",
+)
+RW_MODES = (
+    "read",
+    "write",
+    "randread",
+    "randwrite",
+    "randrw",
+    "rw",
+    "trim",
+    "randtrim",
+    "trimwrite",
+    "randtrimwrite",
+)
 CONTINUE_ON_ERROR = ("none", "read", "write", "io", "verify", "all")  # fio's classes
 _FORBIDDEN_CHARS = {
     "$": "fio expands $VAR",
@@ -338,7 +358,7 @@ def continue_options(value: str | None, check: bool) -> dict[str, OptionValue]:
     return {"continue_on_error": wanted} | ({"error_dump": True} if value else {})
 
 
-def workload_options(
+def workload_options(  # noqa: C901, PLR0912, PLR0913
     *,
     engine: str,
     rw: str,

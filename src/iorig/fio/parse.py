@@ -321,8 +321,10 @@ _VERIFY_LINE = re.compile(
 )
 # What fio 3.x prints before "at file …" when a block's verify header is wrong
 # (verify.c, verify_header): the field, the value read, the value wanted.
-_HEADER = re.compile(r"^bad (?:header )?(?P<field>[\w ]+?) (?P<found>\w+), (?:wanted|calculated) "
-                     r"(?P<expected>\w+)$")  # fmt: skip
+_HEADER = re.compile(
+    r"^bad (?:header )?(?P<field>[\w ]+?) (?P<found>\w+), (?:wanted|calculated) "
+    r"(?P<expected>\w+)$"
+)
 _HEADER_KINDS = {  # field -> (what it means, what the values are)
     "magic header": ("no verify header (never written, or the write was lost)", "magic"),
     "offset": ("misplaced write (the header names another offset)", "header offset"),
@@ -407,8 +409,18 @@ def verify_failures(stderr: str) -> list[VerifyFailure]:
                 kind = "bad header" if "header" in detail else detail
         else:
             kind = f"{what} mismatch"
-        out.append(VerifyFailure(match["path"], int(match["offset"]), int(match["length"]), kind,
-                                 expected, found, value, host))  # fmt: skip
+        out.append(
+            VerifyFailure(
+                match["path"],
+                int(match["offset"]),
+                int(match["length"]),
+                kind,
+                expected,
+                found,
+                value,
+                host,
+            )
+        )
     return out
 
 
@@ -419,8 +431,9 @@ _IO_ERROR_LINE = re.compile(
     r"offset=\d+, buflen=\d+\s*$"
 )
 # EILSEQ is what fio's verify sets: glibc's text, and this machine's
-_EILSEQ_TEXTS = frozenset({"Invalid or incomplete multibyte or wide character",
-                           os.strerror(errno.EILSEQ)})  # fmt: skip
+_EILSEQ_TEXTS = frozenset(
+    {"Invalid or incomplete multibyte or wide character", os.strerror(errno.EILSEQ)}
+)
 
 
 def error_kind(ddir: str, message: str) -> str:

@@ -195,7 +195,7 @@ def _where(host: Endpoint, deadline: float) -> tuple[int, object] | ProbeFailure
     return family, infos[0][4]
 
 
-def _probe_once(host: Endpoint, version: int, deadline: float) -> ServerInfo | ProbeFailure:
+def _probe_once(host: Endpoint, version: int, deadline: float) -> ServerInfo | ProbeFailure:  # noqa: PLR0911
     where = _where(host, deadline)
     if isinstance(where, ProbeFailure):
         return where

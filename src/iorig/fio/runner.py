@@ -129,8 +129,13 @@ class FioProcess:
             head = ("--status-interval=1", "--eta=never") if status else ("--eta=never",)
             tail = (str(jobfile),)
         self.command = (
-            fio, "--output-format=json+", f"--output={self.output_path}", *head, *extra_args, *tail
-        )  # fmt: skip
+            fio,
+            "--output-format=json+",
+            f"--output={self.output_path}",
+            *head,
+            *extra_args,
+            *tail,
+        )
         self.workdir = workdir
         self.stopped_by: str | None = None
         self.exit: FioExit | None = None

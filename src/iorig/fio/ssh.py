@@ -61,14 +61,21 @@ def ssh_command(host: SshHost, control_path: Path, *options: str) -> list[str]:
     HOST``: nothing from the host list can be read as an option."""
     args = [
         "ssh",
-        "-o", "BatchMode=yes",
-        "-o", f"ConnectTimeout={CONNECT_S:g}",
-        "-o", "ServerAliveInterval=5",
-        "-o", "ServerAliveCountMax=3",
-        "-o", "ForwardAgent=no",  # a host under test gets no way into the user's keys
-        "-o", "ForwardX11=no",
-        "-o", f"ControlPath={control_path}",
-    ]  # fmt: skip
+        "-o",
+        "BatchMode=yes",
+        "-o",
+        f"ConnectTimeout={CONNECT_S:g}",
+        "-o",
+        "ServerAliveInterval=5",
+        "-o",
+        "ServerAliveCountMax=3",
+        "-o",
+        "ForwardAgent=no",  # a host under test gets no way into the user's keys
+        "-o",
+        "ForwardX11=no",
+        "-o",
+        f"ControlPath={control_path}",
+    ]
     if config := os.environ.get(CONFIG_ENV):
         args += ["-F", config]
     if host.port is not None:
@@ -103,15 +110,26 @@ class SshConnection:
         """Connect, start the keeper and forward a local port to its fio
         server; UserError naming the host and why when any step fails."""
         command = ssh_command(
-            self.host, self.control_path,
-            "-o", "ControlMaster=yes", "-o", "ControlPersist=no",
-            "-o", "ClearAllForwardings=yes", "-o", "ExitOnForwardFailure=yes", "-T",
-        )  # fmt: skip
+            self.host,
+            self.control_path,
+            "-o",
+            "ControlMaster=yes",
+            "-o",
+            "ControlPersist=no",
+            "-o",
+            "ClearAllForwardings=yes",
+            "-o",
+            "ExitOnForwardFailure=yes",
+            "-T",
+        )
         with open(self._errors, "wb") as errors:
             self._proc = subprocess.Popen(
-                [*command, BOOTSTRAP], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                stderr=errors, start_new_session=True,  # Ctrl-C is iorig's to handle
-            )  # fmt: skip
+                [*command, BOOTSTRAP],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=errors,
+                start_new_session=True,  # Ctrl-C is iorig's to handle
+            )
         assert self._proc.stdin is not None
         script = KEEPER.read_text(encoding="utf-8")
         try:
@@ -128,8 +146,10 @@ class SshConnection:
             raise self._failure(hello)
         words = hello.removeprefix(MAGIC).split()
         if words[:1] == ["ERROR"]:
-            raise UserError(f"{self.label}: {hello.removeprefix(MAGIC).strip()[6:]}",
-                            hint="install fio (and python3) on the host")  # fmt: skip
+            raise UserError(
+                f"{self.label}: {hello.removeprefix(MAGIC).strip()[6:]}",
+                hint="install fio (and python3) on the host",
+            )
         # the directory reaches ssh's -L: a plain absolute path or nothing
         if words[:1] != ["READY"] or len(words) != 2 or not _REMOTE_DIR.match(words[1]):
             raise UserError(f"{self.label}: unexpected answer from iorig's keeper: {hello:.100}")
@@ -169,10 +189,20 @@ class SshConnection:
         spec = f"{local}:{self.remote_dir}/fio.sock"
         try:
             done = subprocess.run(
-                ssh_command(self.host, self.control_path, "-o", "ControlMaster=no",
-                            "-O", "forward", "-L", spec),
-                stdin=subprocess.DEVNULL, capture_output=True, timeout=ANSWER_S,
-            )  # fmt: skip
+                ssh_command(
+                    self.host,
+                    self.control_path,
+                    "-o",
+                    "ControlMaster=no",
+                    "-O",
+                    "forward",
+                    "-L",
+                    spec,
+                ),
+                stdin=subprocess.DEVNULL,
+                capture_output=True,
+                timeout=ANSWER_S,
+            )
             problem = done.stderr.decode(errors="replace").strip()[-200:]
             if done.returncode == 0:
                 return SocketEndpoint(str(local))
@@ -221,8 +251,10 @@ class SshConnection:
         try:
             done = subprocess.run(
                 [*command, " ".join(shlex.quote(word) for word in argv)],
-                stdin=subprocess.DEVNULL, capture_output=True, timeout=timeout_s,
-            )  # fmt: skip
+                stdin=subprocess.DEVNULL,
+                capture_output=True,
+                timeout=timeout_s,
+            )
         except subprocess.TimeoutExpired:
             return None
         return done.stdout.decode(errors="replace") if done.returncode == 0 else None

@@ -336,7 +336,7 @@ def private_base():
     return "/var/tmp" if os.access("/var/tmp", os.W_OK) else None
 
 
-def main():
+def main():  # noqa: C901, PLR0912, PLR0915
     fio = shutil.which("fio")
     if fio is None:
         say(MAGIC + " ERROR fio is not installed on this host (or not on the SSH user's PATH)")

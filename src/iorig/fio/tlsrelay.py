@@ -139,10 +139,11 @@ class AgentListener:
         self._loop = _Loop("iorig-agent-tls")
         try:
             self._server = self._loop.run(
-                asyncio.start_server(self._serve, self.address.host or None, self.address.port,
-                                     reuse_address=True),
+                asyncio.start_server(
+                    self._serve, self.address.host or None, self.address.port, reuse_address=True
+                ),
                 timeout_s=10.0,
-            )  # fmt: skip
+            )
         except BaseException:
             self._loop.stop()
             self._loop = None
@@ -174,8 +175,15 @@ class AgentListener:
         try:
             async with asyncio.timeout(HANDSHAKE_S):
                 channel = await self._handshake(reader, writer)
-        except (AuthRefused, TimeoutError, ssl.SSLError, OSError, ConnectionError,
-                ValueError, asyncio.IncompleteReadError) as exc:  # fmt: skip
+        except (
+            AuthRefused,
+            TimeoutError,
+            ssl.SSLError,
+            OSError,
+            ConnectionError,
+            ValueError,
+            asyncio.IncompleteReadError,
+        ) as exc:
             self.on_refused(where, _why(exc))
             await _close(writer)
             return
@@ -252,8 +260,9 @@ class AgentRelays:
         for channel in agentauth.CHANNELS:
             path = self.workdir / f"t{index}.{channel.lower()}.sock"
 
-            async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
-                            channel: str = channel) -> None:  # fmt: skip
+            async def serve(
+                reader: asyncio.StreamReader, writer: asyncio.StreamWriter, channel: str = channel
+            ) -> None:
                 # cancelled when the relays close (a lock's connection may still be
                 # closing): an end, not an error for asyncio to print
                 with contextlib.suppress(asyncio.CancelledError):
@@ -270,8 +279,15 @@ class AgentRelays:
         try:
             async with asyncio.timeout(HANDSHAKE_S * 2):
                 remote = await self._connect(host, channel)
-        except (AuthRefused, TimeoutError, ssl.SSLError, OSError, ConnectionError,
-                ValueError, asyncio.IncompleteReadError) as exc:  # fmt: skip
+        except (
+            AuthRefused,
+            TimeoutError,
+            ssl.SSLError,
+            OSError,
+            ConnectionError,
+            ValueError,
+            asyncio.IncompleteReadError,
+        ) as exc:
             self.problems[host.label] = _driver_why(exc)
             await _close(local[1])
             return
@@ -283,9 +299,12 @@ class AgentRelays:
     ) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
         name = host.host if isinstance(self.auth, CertAuth) else None
         reader, writer = await asyncio.open_connection(
-            host.host, host.port, ssl=self._context, server_hostname=name,
+            host.host,
+            host.port,
+            ssl=self._context,
+            server_hostname=name,
             ssl_handshake_timeout=HANDSHAKE_S,
-        )  # fmt: skip
+        )
         try:
             ssl_object = writer.get_extra_info("ssl_object")
             binding = agentauth.certificate_hash(ssl_object.getpeercert(binary_form=True))
@@ -366,8 +385,10 @@ class AgentLinks:
             except ControlError as exc:
                 failures[host.label] = str(exc).removeprefix(f"{host.label}: ")
 
-        threads = [threading.Thread(target=ping, args=(h,), daemon=True)
-                   for h, _, _ in self._links.values()]  # fmt: skip
+        threads = [
+            threading.Thread(target=ping, args=(h,), daemon=True)
+            for h, _, _ in self._links.values()
+        ]
         for thread in threads:
             thread.start()
         for thread in threads:

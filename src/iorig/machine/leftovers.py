@@ -121,8 +121,16 @@ class LaidOut:
     def planned(self, path: Path, kind: str) -> None:
         """``path`` (a ``file`` or a ``fileset`` directory) does not exist and
         this run will make it, to remove after the run."""
-        data = {"version": 1, "owner": Stamp.mine().as_dict(), "path": str(path), "kind": kind,
-                "node": None, "run": None, "keep": False, "since": time.time()}  # fmt: skip
+        data = {
+            "version": 1,
+            "owner": Stamp.mine().as_dict(),
+            "path": str(path),
+            "kind": kind,
+            "node": None,
+            "run": None,
+            "keep": False,
+            "since": time.time(),
+        }
         write_record(_record_path(path), data)
         self._records[path] = data
 
@@ -186,10 +194,15 @@ def _leftover(record: Path) -> Leftover | bool | None:
     found = Stamp.of(data.get("owner"))
     path, kind, node = data.get("path"), data.get("kind"), data.get("node")
     run, keep, token = data.get("run"), data.get("keep"), data.get("token")
-    if (found is None or not isinstance(path, str) or not path.startswith("/")
-            or kind not in ("file", "fileset") or not isinstance(keep, bool)
-            or not (run is None or isinstance(run, str))
-            or not (token is None or isinstance(token, str))):  # fmt: skip
+    if (
+        found is None
+        or not isinstance(path, str)
+        or not path.startswith("/")
+        or kind not in ("file", "fileset")
+        or not isinstance(keep, bool)
+        or not (run is None or isinstance(run, str))
+        or not (token is None or isinstance(token, str))
+    ):
         return False
     if node is not None and not (
         isinstance(node, list) and len(node) == 2 and all(isinstance(n, int) for n in node)
@@ -197,8 +210,9 @@ def _leftover(record: Path) -> Leftover | bool | None:
         return False
     if found.alive:
         return None
-    return Leftover(record, Path(path), kind, tuple(node) if node else None, token, keep, run,
-                    found.pid)  # fmt: skip
+    return Leftover(
+        record, Path(path), kind, tuple(node) if node else None, token, keep, run, found.pid
+    )
 
 
 def dead_data() -> list[Leftover]:

@@ -129,8 +129,9 @@ def _open(path: Path) -> int:
         except PermissionError:  # another user's file not writable to us: lock it anyway
             return os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
         try:
-            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
-                         0o666)  # fmt: skip
+            fd = os.open(
+                path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o666
+            )
         except FileExistsError:
             continue  # made by another process in between: open that one
         with contextlib.suppress(OSError):
@@ -220,8 +221,13 @@ def _take(key: str, directory: Path) -> int:
 
 def _write(lock: _Lock, via: str) -> None:
     runs = list(dict.fromkeys(r for c in lock.claims for r in c.runs))
-    data = {"owner": Stamp.mine().as_dict(), "host": socket.gethostname(), "runs": runs,
-            "since": lock.since, "via": via}  # fmt: skip
+    data = {
+        "owner": Stamp.mine().as_dict(),
+        "host": socket.gethostname(),
+        "runs": runs,
+        "since": lock.since,
+        "via": via,
+    }
     with contextlib.suppress(OSError):
         text = json.dumps(data).encode()
         os.ftruncate(lock.fd, 0)

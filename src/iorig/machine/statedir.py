@@ -50,8 +50,9 @@ def _made(path: Path) -> Path:
     except FileExistsError:
         pass
     except OSError as exc:
-        raise UserError(f"cannot make {path}, where iorig keeps its target locks: "
-                        f"{exc.strerror}") from None  # fmt: skip
+        raise UserError(
+            f"cannot make {path}, where iorig keeps its target locks: {exc.strerror}"
+        ) from None
     st = os.lstat(path)
     if not _shared_ok(st.st_mode):
         raise UserError(

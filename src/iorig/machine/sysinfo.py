@@ -26,8 +26,14 @@ SYS = Path("/sys")
 PROC = Path("/proc")
 
 # Usable bytes/s per lane after line encoding (METHODOLOGY §8).
-PCIE_LANE_BYTES_PER_S = {2.5: 250e6, 5.0: 500e6, 8.0: 985e6, 16.0: 1.97e9, 32.0: 3.94e9,
-                         64.0: 7.56e9}  # fmt: skip
+PCIE_LANE_BYTES_PER_S = {
+    2.5: 250e6,
+    5.0: 500e6,
+    8.0: 985e6,
+    16.0: 1.97e9,
+    32.0: 3.94e9,
+    64.0: 7.56e9,
+}
 SATA_BYTES_PER_S = {1.5: 150e6, 3.0: 300e6, 6.0: 600e6}
 SAS_LANE_BYTES_PER_S = {3.0: 300e6, 6.0: 600e6, 12.0: 1.2e9, 22.5: 2.4e9}
 

@@ -66,8 +66,17 @@ def begin(majmin: str, applied: dict[str, int]) -> None:
             _put_back(path, data)  # what a killed run left, first
     if before is None:
         before = throttle.rules(majmin)
-    write_record(path, {"version": 1, "owner": Stamp.mine().as_dict(), "device": majmin,
-                        "before": before, "applied": applied, "since": time.time()})  # fmt: skip
+    write_record(
+        path,
+        {
+            "version": 1,
+            "owner": Stamp.mine().as_dict(),
+            "device": majmin,
+            "before": before,
+            "applied": applied,
+            "since": time.time(),
+        },
+    )
 
 
 def end(majmin: str) -> None:
@@ -100,12 +109,18 @@ def _put_back(path: Path, data: dict) -> str | None:
             return f"could not restore the block throttle of device {majmin}: {exc}"
         changed = {n: current[n] for n in FILES if n not in back and current[n] != before[n]}
         if not back:
-            return None if not changed else (
-                f"device {majmin}: its block throttle was changed after {who} set it "
-                f"({describe(changed)}): left as it is"
-            )  # fmt: skip
-        said = (f"restored the block throttle of device {majmin} that {who} had left capped: "
-                f"back to {describe(before)}")  # fmt: skip
+            return (
+                None
+                if not changed
+                else (
+                    f"device {majmin}: its block throttle was changed after {who} set it "
+                    f"({describe(changed)}): left as it is"
+                )
+            )
+        said = (
+            f"restored the block throttle of device {majmin} that {who} had left capped: "
+            f"back to {describe(before)}"
+        )
         if changed:
             said += f" (left as found, changed since: {describe(changed)})"
         return said

@@ -114,9 +114,13 @@ def window(series: Series, first: int, last: int) -> Series:
     """The seconds ``first`` … ``last`` (by ``t_s``) of a series."""
     keep = (series.t_s >= first) & (series.t_s <= last)
     return Series(
-        series.ddir, series.t_s[keep], series.iops[keep], series.bytes_per_s[keep],
-        series.lat_mean_ns[keep], series.hist[keep] if len(series.hist) else series.hist,
-    )  # fmt: skip
+        series.ddir,
+        series.t_s[keep],
+        series.iops[keep],
+        series.bytes_per_s[keep],
+        series.lat_mean_ns[keep],
+        series.hist[keep] if len(series.hist) else series.hist,
+    )
 
 
 def drop_last(series: Series, seconds: int) -> Series:
@@ -149,8 +153,11 @@ def merge_hosts(hosts: Sequence[ScopeResult], shifts_s: Mapping[str, int]) -> Sc
     totals = merge_totals([{d: t for d, t in h.totals.items() if d != ALL} for h in hosts])
     series = {}
     for ddir in dict.fromkeys(d for h in hosts for d in h.series):
-        parts = [shift_series(h.series[ddir], shifts_s.get(h.scope.host or "", 0))
-                 for h in hosts if ddir in h.series]  # fmt: skip
+        parts = [
+            shift_series(h.series[ddir], shifts_s.get(h.scope.host or "", 0))
+            for h in hosts
+            if ddir in h.series
+        ]
         series[ddir] = combine_aligned(ddir, parts)
     jobs = sum(h.jobs for h in hosts)
     return ScopeResult(

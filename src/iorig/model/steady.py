@@ -23,8 +23,9 @@ class WindowCheck:
     slope_frac: float  # |slope| * (n - 1) / mean
 
 
-def check_window(values: list[float] | tuple[float, ...], max_range: float, max_slope: float
-                 ) -> WindowCheck:  # fmt: skip
+def check_window(
+    values: list[float] | tuple[float, ...], max_range: float, max_slope: float
+) -> WindowCheck:
     data = np.asarray(values, dtype=float)
     mean = float(data.mean())
     if mean <= 0:
@@ -33,8 +34,9 @@ def check_window(values: list[float] | tuple[float, ...], max_range: float, max_
     slope = float(np.polyfit(x, data, 1)[0]) if data.size > 1 else 0.0
     range_frac = float(data.max() - data.min()) / mean
     slope_frac = abs(slope) * (data.size - 1) / mean
-    return WindowCheck(range_frac <= max_range and slope_frac <= max_slope, mean, range_frac,
-                       slope_frac)  # fmt: skip
+    return WindowCheck(
+        range_frac <= max_range and slope_frac <= max_slope, mean, range_frac, slope_frac
+    )
 
 
 @dataclass(frozen=True)

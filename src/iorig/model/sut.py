@@ -273,11 +273,18 @@ def disclosure_tables(record: SutRecord) -> list[SutTable]:
         if item is not None:
             out.append(_item_table(title, item, data.get(name)))
             continue
-        sub = next((a for a in getattr(info.annotation, "__args__", ()) if isinstance(a, type)
-                    and issubclass(a, BaseModel)), None)  # fmt: skip
+        sub = next(
+            (
+                a
+                for a in getattr(info.annotation, "__args__", ())
+                if isinstance(a, type) and issubclass(a, BaseModel)
+            ),
+            None,
+        )
         if sub is None:
-            out.append(SutTable(title, (), (("", _cell(data.get(name))),),
-                                missing=data.get(name) is None))  # fmt: skip
+            out.append(
+                SutTable(title, (), (("", _cell(data.get(name))),), missing=data.get(name) is None)
+            )
             continue
         value = data.get(name) or {}
         lists = {n: _item_type(f.annotation) for n, f in sub.model_fields.items()}
@@ -287,15 +294,19 @@ def disclosure_tables(record: SutRecord) -> list[SutTable]:
             unfilled = all(v is None for _, v in scalars)
             # a section given in part (tuning items, no notes): only the fields
             # left out are "not disclosed", named, never the section
-            part = title if not value or not unfilled else (
-                f"{title}: {', '.join(_label(n) for n, _ in scalars)}")  # fmt: skip
+            part = (
+                title
+                if not value or not unfilled
+                else (f"{title}: {', '.join(_label(n) for n, _ in scalars)}")
+            )
             out.append(SutTable(part, (), rows, missing=unfilled))
         for n, t in lists.items():
             if t is not None:
                 out.append(_item_table(f"{title}: {_label(n)}", t, value.get(n)))
     notes = tuple(("", n) for n in record.notes)
-    out.append(SutTable("Run notes (--note)", (), notes or (("", NOT_DISCLOSED),),
-                        missing=not notes))  # fmt: skip
+    out.append(
+        SutTable("Run notes (--note)", (), notes or (("", NOT_DISCLOSED),), missing=not notes)
+    )
     return out
 
 

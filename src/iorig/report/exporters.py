@@ -6,10 +6,10 @@ from __future__ import annotations
 from typing import Protocol
 
 from iorig.analyze.analysis import Comparison, RunAnalysis
-from iorig.report.markdown import MarkdownExporter
 from iorig.report.options import RenderOptions
-from iorig.report.tabular import CsvExporter, JsonExporter
-from iorig.report.text import TextExporter
+from iorig.report.writers.jsoncsv import CsvExporter, JsonExporter
+from iorig.report.writers.markdown import MarkdownExporter
+from iorig.report.writers.text import TextExporter
 
 
 class Exporter(Protocol):
@@ -23,12 +23,12 @@ class _Html:
     the report's module are a tenth of what every ``iorig`` start imports."""
 
     def run(self, analysis: RunAnalysis, options: RenderOptions) -> str:
-        from iorig.report.html import HtmlExporter
+        from iorig.report.writers.html import HtmlExporter
 
         return HtmlExporter().run(analysis, options)
 
     def comparison(self, cmp: Comparison, options: RenderOptions) -> str:
-        from iorig.report.html import HtmlExporter
+        from iorig.report.writers.html import HtmlExporter
 
         return HtmlExporter().comparison(cmp, options)
 

@@ -73,8 +73,11 @@ def stretches(plan: Plan) -> tuple[list[PlannedPhase], list[PlannedPhase], list[
     if not measured:
         return list(plan.phases), [], []
     first, last = measured[0], measured[-1]
-    return (list(plan.phases[:first]), list(plan.phases[first : last + 1]),
-            list(plan.phases[last + 1 :]))  # fmt: skip
+    return (
+        list(plan.phases[:first]),
+        list(plan.phases[first : last + 1]),
+        list(plan.phases[last + 1 :]),
+    )
 
 
 def check_sides(a: Plan, b: Plan) -> None:
@@ -138,8 +141,10 @@ def run_ab(
             sb.interrupt()
 
         stack.enter_context(signals_call(interrupt))
-        note = (f"interleaved A/B {ab_id}: run {sa.run_id} is A, run {sb.run_id} is B; the "
-                f"order of each round drawn by random.Random({settings.seed})")  # fmt: skip
+        note = (
+            f"interleaved A/B {ab_id}: run {sa.run_id} is A, run {sb.run_id} is B; the "
+            f"order of each round drawn by random.Random({settings.seed})"
+        )
         _link(store, sessions, ab_id, first, note)
         for key in ("a", "b"):
             for phase in stretches(sessions[key].plan)[0]:
@@ -172,8 +177,13 @@ def _another(settings: AbSettings, a: RunSession, b: RunSession, done: int) -> b
     if settings.rounds is not None:
         return done < settings.rounds
     pairs = {name: (x, y) for name, (_, x, y) in level_pairs(a.results, b.results).items()}
-    return keep_going(pairs, rounds=done, max_rounds=settings.max_rounds,
-                      confidence=settings.confidence, threshold=settings.threshold)  # fmt: skip
+    return keep_going(
+        pairs,
+        rounds=done,
+        max_rounds=settings.max_rounds,
+        confidence=settings.confidence,
+        threshold=settings.threshold,
+    )
 
 
 def _link(

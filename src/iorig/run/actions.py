@@ -72,8 +72,7 @@ def parse_grants(items: Sequence[str], files: Sequence[Path]) -> dict[str, str]:
 
 
 def _events(resolved: ResolvedScenario) -> list[tuple[str, EventSpec, Action]]:
-    return [(p.name, e, e.action) for p in resolved.scenario.phases if p.enabled
-            for e in p.events]  # fmt: skip
+    return [(p.name, e, e.action) for p in resolved.scenario.phases if p.enabled for e in p.events]
 
 
 def host_of(subject: str, hosts: Sequence[HostSpec]) -> HostSpec:
@@ -197,11 +196,15 @@ class PhaseEvents:
     def findings(self) -> list[Finding]:
         """Events that failed, as warnings of the run."""
         return [
-            Finding("event", f"event '{r.label}' at {r.at_s:g}s failed: {r.detail}",
-                    "its impact figures describe a fault that may not have happened",
-                    self.phase.name)
-            for r in self.records if r.status is EventStatus.FAILED
-        ]  # fmt: skip
+            Finding(
+                "event",
+                f"event '{r.label}' at {r.at_s:g}s failed: {r.detail}",
+                "its impact figures describe a fault that may not have happened",
+                self.phase.name,
+            )
+            for r in self.records
+            if r.status is EventStatus.FAILED
+        ]
 
     def _run(self) -> None:
         while not (self._begun.is_set() or self._done.is_set()):
@@ -222,16 +225,30 @@ class PhaseEvents:
             if detail is not None:
                 self._add(spec, EventStatus.DONE, began, detail)
 
-    def _add(self, spec: EventSpec, status: EventStatus, began: float, detail: str,
-             ended_at: float | None = None, **more: object) -> None:  # fmt: skip
+    def _add(
+        self,
+        spec: EventSpec,
+        status: EventStatus,
+        began: float,
+        detail: str,
+        ended_at: float | None = None,
+        **more: object,
+    ) -> None:
         action = spec.action
         ended = ended_at if ended_at is not None else (time.time() if began else 0.0)
         with self._lock:
-            self.records.append(EventRecord(
-                at_s=spec.at, action=action.action, argument=action.argument, status=status,
-                started_at=began, ended_at=ended, detail=detail,
-                **more,  # type: ignore[arg-type]
-            ))  # fmt: skip
+            self.records.append(
+                EventRecord(
+                    at_s=spec.at,
+                    action=action.action,
+                    argument=action.argument,
+                    status=status,
+                    started_at=began,
+                    ended_at=ended,
+                    detail=detail,
+                    **more,  # type: ignore[arg-type]
+                )
+            )
 
     def _perform(self, spec: EventSpec, action: Action, began: float) -> str | None:
         """Do one event; its detail, or None when it is recorded later (commands)."""
@@ -286,9 +303,13 @@ class PhaseEvents:
         line = self.grants[action.subject]
         output = tempfile.TemporaryFile()  # noqa: SIM115 - closed when the command is recorded
         proc = subprocess.Popen(
-            ["/bin/sh", "-c", line], stdin=subprocess.DEVNULL, stdout=output,
-            stderr=subprocess.STDOUT, start_new_session=True, env=self._environment(),
-        )  # fmt: skip
+            ["/bin/sh", "-c", line],
+            stdin=subprocess.DEVNULL,
+            stdout=output,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            env=self._environment(),
+        )
         command = _Command(spec, action.subject, line, proc, output, began)
         command.thread = threading.Thread(target=self._await, args=(command,), daemon=True)
         self._commands.append(command)
@@ -308,9 +329,15 @@ class PhaseEvents:
         ended = time.time()
         code = 128 - code if code < 0 else code  # killed by a signal: as the shell says it
         detail = "\n".join(filter(None, [_output(command.output), command.killed]))
-        self._add(command.spec, EventStatus.DONE if code == 0 else EventStatus.FAILED,
-                  command.started, detail, exit_code=code, command=command.line,
-                  ended_at=ended)  # fmt: skip
+        self._add(
+            command.spec,
+            EventStatus.DONE if code == 0 else EventStatus.FAILED,
+            command.started,
+            detail,
+            exit_code=code,
+            command=command.line,
+            ended_at=ended,
+        )
 
     def _undo(self) -> None:
         """What the phase's events left in place, put back."""

@@ -64,8 +64,7 @@ def _job_logs(
     if start_ms:
         kinds = {k: [replace(s, t_ms=s.t_ms - start_ms) for s in v] for k, v in kinds.items()}
     if paused:
-        kinds = {k: _zero_filled(v, paused) if k in ("iops", "bw") else v
-                 for k, v in kinds.items()}  # fmt: skip
+        kinds = {k: _zero_filled(v, paused) if k in ("iops", "bw") else v for k, v in kinds.items()}
     return JobLogs.of(kinds)
 
 
@@ -83,8 +82,10 @@ def _zero_filled(samples: list[Any], paused: Sequence[tuple[int, int]]) -> list[
         bs = next(s.bs for s in samples if s.ddir == ddir)
         for a, b in pairwise(times):
             if b - a > 1500 and _overlaps(a, b, paused):
-                out += [parse.LogSample(k * 1000, 0.0, ddir, bs)
-                        for k in range(round(a / 1000) + 1, round(b / 1000))]  # fmt: skip
+                out += [
+                    parse.LogSample(k * 1000, 0.0, ddir, bs)
+                    for k in range(round(a / 1000) + 1, round(b / 1000))
+                ]
     return sorted(out, key=lambda s: s.t_ms)
 
 
@@ -119,8 +120,11 @@ def collect(
     missing = [h for h in raw.hosts if h.label not in present]
     starts = _host_starts(raw.hosts, phase, by_prefix) if raw.wallclock_logs else {}
     first = min(starts.values(), default=0)
-    paused = {h: [(round(a * 1000) - starts[h], round(b * 1000) - starts[h]) for a, b in spans]
-              for h, spans in (pauses or {}).items() if h in starts}  # fmt: skip
+    paused = {
+        h: [(round(a * 1000) - starts[h], round(b * 1000) - starts[h]) for a, b in spans]
+        for h, spans in (pauses or {}).items()
+        if h in starts
+    }
     sections = []
     for host in raw.hosts:
         if host in missing:
@@ -130,8 +134,9 @@ def collect(
         for w in phase.workloads:
             jobs = tuple(j for j in output.jobs if j.name == w.label and j.host == host.label)
             kinds_by_job = by_prefix.get(w.label + host.log_suffix, {})
-            job_logs = tuple(_job_logs(kinds, start, mine)
-                             for _, kinds in sorted(kinds_by_job.items()))  # fmt: skip
+            job_logs = tuple(
+                _job_logs(kinds, start, mine) for _, kinds in sorted(kinds_by_job.items())
+            )
             if phase.kind is PhaseKind.VERIFY:
                 job_logs = tuple(_read_logs(logs) for logs in job_logs)
             sections.append(SectionData(w.label, host.label, jobs, job_logs))
@@ -154,8 +159,9 @@ def collect(
     if missing:
         fallback = tail(raw.exit.stderr, 2) or "it stopped answering or was stopped mid-phase"
         why = {h.label: raw.host_problems.get(h.label, fallback) for h in missing}
-        scopes += [ScopeResult.failed(Scope(host=h), f"no results from {h}: {w}")
-                   for h, w in why.items()]  # fmt: skip
+        scopes += [
+            ScopeResult.failed(Scope(host=h), f"no results from {h}: {w}") for h, w in why.items()
+        ]
         kept = "; the other hosts' figures are kept" if len(missing) < len(raw.hosts) else ""
         problems.append(
             f"{len(missing)} of {len(raw.hosts)} hosts gave no results ("
@@ -165,8 +171,9 @@ def collect(
     # A job that went on past read or write errors (continue_on_error) did what
     # the scenario asked: its errors are counted, not a failure. Verify errors
     # (EILSEQ) are lost data and always fail the phase.
-    failed = [j for j in output.jobs
-              if j.error and not (j.continued and j.first_error != errno.EILSEQ)]  # fmt: skip
+    failed = [
+        j for j in output.jobs if j.error and not (j.continued and j.first_error != errno.EILSEQ)
+    ]
     if failed:
         j = failed[0]
         where = f" on {j.host}" if several else ""
@@ -196,8 +203,14 @@ def _read_logs(logs: JobLogs) -> JobLogs:
     def reads(rows: tuple[Any, ...]) -> tuple[Any, ...]:
         return tuple(r for r in rows if r.ddir == "read")
 
-    return replace(logs, iops=reads(logs.iops), bw=reads(logs.bw), clat=reads(logs.clat),
-                   hist=reads(logs.hist), completions=reads(logs.completions))  # fmt: skip
+    return replace(
+        logs,
+        iops=reads(logs.iops),
+        bw=reads(logs.bw),
+        clat=reads(logs.clat),
+        hist=reads(logs.hist),
+        completions=reads(logs.completions),
+    )
 
 
 def _host_starts(
@@ -277,8 +290,10 @@ def lost_logs_message(lost: Sequence[Unlogged], several: bool) -> str:
 
 
 def _covers(scope: Scope, unlogged: Sequence[Unlogged]) -> bool:
-    return any(scope.workload in (None, u.section.workload) and scope.host in (None, u.section.host)
-               for u in unlogged)  # fmt: skip
+    return any(
+        scope.workload in (None, u.section.workload) and scope.host in (None, u.section.host)
+        for u in unlogged
+    )
 
 
 def _without_series(scope: ScopeResult) -> ScopeResult:

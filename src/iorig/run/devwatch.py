@@ -89,9 +89,16 @@ def devices(plan: Plan, phase: PlannedPhase) -> list[Device]:
     for disk, (owns, labels, direct) in found.items():
         sysfs = (SYS_DEV / disk).resolve()
         kb = _read(sysfs / "queue" / "max_sectors_kb")
-        out.append(Device(disk, tuple(sorted(owns)), sysfs.name,
-                          int(kb) * 1024 if kb and kb.strip().isdigit() else None,
-                          tuple(labels), direct))  # fmt: skip
+        out.append(
+            Device(
+                disk,
+                tuple(sorted(owns)),
+                sysfs.name,
+                int(kb) * 1024 if kb and kb.strip().isdigit() else None,
+                tuple(labels),
+                direct,
+            )
+        )
     return out
 
 
@@ -152,8 +159,11 @@ def limits(numbers: tuple[str, ...]) -> list[str]:
         for where in _chain(root, v2):
             for line in (_read(where / "io.max") or "").splitlines():
                 device, *pairs = line.split()
-                set_ = [p for p in pairs if p.partition("=")[0] in V2_KEYS
-                        and p.partition("=")[2] not in ("", "max")]  # fmt: skip
+                set_ = [
+                    p
+                    for p in pairs
+                    if p.partition("=")[0] in V2_KEYS and p.partition("=")[2] not in ("", "max")
+                ]
                 if device in numbers and set_:
                     place = "/" + "/".join(where.relative_to(root).parts)
                     out.append(f"{' '.join(set_)} on {device} (cgroup v2 io.max, {place})")

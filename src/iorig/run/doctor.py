@@ -149,8 +149,10 @@ def measure_data_pattern(
             "refill_buffers": True,
         }
         if compress_pct:
-            options |= {"buffer_compress_percentage": round(compress_pct),
-                        "buffer_compress_chunk": 4096}  # fmt: skip
+            options |= {
+                "buffer_compress_percentage": round(compress_pct),
+                "buffer_compress_chunk": 4096,
+            }
         if dedupe_pct:
             options["dedupe_percentage"] = round(dedupe_pct)
         job = Path(tmp) / "sample.fio"

@@ -59,8 +59,9 @@ def measure_ceiling(
     except parse.FioOutputError as exc:
         why = tail(done.stderr, 1) or done.stopped_by or f"exit code {done.returncode}"
         raise UserError(f"fio's null engine did not run: {why}") from exc
-    iops = sum(d.iops for j in output.jobs if j.host in hosts and not j.error
-               for d in j.dirs.values())  # fmt: skip
+    iops = sum(
+        d.iops for j in output.jobs if j.host in hosts and not j.error for d in j.dirs.values()
+    )
     where = "this machine" if list(hosts) == ["local"] else f"{len(hosts)} hosts together"
     return Ceiling(shape, iops, where) if iops > 0 else None
 
@@ -96,8 +97,9 @@ def heavy_phases(
         shape = phase_shape(planned[result.name]) if result.name in planned else None
         if heavy and shape is not None:
             busy = load.cpus_busy if load is not None else busiest
-            found[result.name] = max((busy, shape), found.get(result.name, (0.0, shape)),
-                                     key=lambda x: x[0])  # fmt: skip
+            found[result.name] = max(
+                (busy, shape), found.get(result.name, (0.0, shape)), key=lambda x: x[0]
+            )
     out: dict[str, GeneratorShape] = {}
     shapes: set[GeneratorShape] = set()
     for name, (_, shape) in sorted(found.items(), key=lambda kv: -kv[1][0]):

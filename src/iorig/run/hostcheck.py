@@ -104,7 +104,7 @@ def _local_engines(fio: str) -> tuple[str, ...]:
     return tuple(e for e in ENGINES if runner.run_quick([fio, f"--enghelp={e}"])[0] == 0)
 
 
-def check_hosts(
+def check_hosts(  # noqa: C901, PLR0912, PLR0915
     hosts: Sequence[HostSpec], fio: str, targets: dict[str, str] | None = None
 ) -> list[HostFacts]:
     """Every host's facts, checked against this machine's fio; a host that
@@ -180,8 +180,10 @@ def check_hosts(
             known.update(fio_version=result.fio_version, os=result.os)
             known.setdefault("cpus", result.cpus)
             if result.fio_version != version or (protocol and result.protocol != protocol):
-                mine.append(f"runs {result.fio_version} (protocol {result.protocol}), "
-                            f"not this machine's {version} (protocol {protocol})")  # fmt: skip
+                mine.append(
+                    f"runs {result.fio_version} (protocol {result.protocol}), "
+                    f"not this machine's {version} (protocol {protocol})"
+                )
         elif result is not None:
             mine.append(f"its fio server did not answer: {result.detail}")
         if (found := known.get("engines")) is not None:
@@ -190,8 +192,10 @@ def check_hosts(
                 mine.append(f"lacks the engine(s) {', '.join(missing)} this machine has")
         offset, error = known.get("clock_offset_s"), known.get("clock_error_s") or 0.0
         if offset is not None and abs(offset) - error > CLOCK_LIMIT_S:
-            mine.append(f"its clock is {offset:+.2f} s off this machine's: per-second series "
-                        "are aligned on wall clocks (keep the hosts in NTP sync)")  # fmt: skip
+            mine.append(
+                f"its clock is {offset:+.2f} s off this machine's: per-second series "
+                "are aligned on wall clocks (keep the hosts in NTP sync)"
+            )
         if known.get("target") and known.get("target_kind") == "directory":
             mine.append(f"the target {known.get('target')} is a directory, not a file or device")
         way = {HostAddress: "agent", SshHost: "ssh", TlsHost: "tls"}[type(host)]

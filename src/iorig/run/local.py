@@ -151,8 +151,9 @@ class LocalBackend:
             for role, spec in scenario.targets.items():  # all locked before anything is made
                 if paths[role]:  # in use by another run: refused, naming it
                     check_kind(paths[role])
-                    self._claim.take(paths[role], target_keys(paths[role], role,
-                                                              fileset=spec.fileset))  # fmt: skip
+                    self._claim.take(
+                        paths[role], target_keys(paths[role], role, fileset=spec.fileset)
+                    )
             for role, spec in scenario.targets.items():
                 if paths[role] and (laid := _to_lay_out(paths[role], role, spec.fileset)):
                     self._laid.planned(*laid)  # recorded before it exists: a kill leaves it

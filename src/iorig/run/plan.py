@@ -156,10 +156,15 @@ def phase_workloads(phase: Phase, roles: Iterable[str]) -> list[Workload]:
         return list(phase.workloads)
     roles = list(roles)
     return [
-        Workload(name=f"precondition-{role}" if len(roles) > 1 else None, target=role, rw="write",
-                 bs=128 * 1024, iodepth=16)
+        Workload(
+            name=f"precondition-{role}" if len(roles) > 1 else None,
+            target=role,
+            rw="write",
+            bs=128 * 1024,
+            iodepth=16,
+        )
         for role in roles
-    ]  # fmt: skip
+    ]
 
 
 _REPLAYS = {"randwrite": "randread", "write": "read"}
@@ -243,9 +248,17 @@ def check_replays(phases: Iterable[PlannedPhase]) -> None:
                     w.target.path,
                     index,
                 )
-                theirs = (_REPLAYS[writer.spec.rw], writer.spec.bs, writer.size_bytes,
-                          writer.offset_bytes, writer.spec.jobs, writer.spec.offset_increment,
-                          writer.spec.verify_interval, writer.target.path, windex)  # fmt: skip
+                theirs = (
+                    _REPLAYS[writer.spec.rw],
+                    writer.spec.bs,
+                    writer.size_bytes,
+                    writer.offset_bytes,
+                    writer.spec.jobs,
+                    writer.spec.offset_increment,
+                    writer.spec.verify_interval,
+                    writer.target.path,
+                    windex,
+                )
                 if mine != theirs:
                     raise UserError(
                         f"{where} does not replay the writer {w.label!r} of phase "
@@ -337,8 +350,9 @@ def build_plan(
                 )
             engine = w.engine if w.engine != "auto" else engines[(w.target, w.direct)]
             if w.rw in TRIMS:
-                engine = trim_engine(f"phase {phase.name!r}, workload {w.label!r}", w, target,
-                                     engine)  # fmt: skip
+                engine = trim_engine(
+                    f"phase {phase.name!r}, workload {w.label!r}", w, target, engine
+                )
             planned.append(PlannedWorkload(w.label, w, target, size, w.offset, engine, loops))
         phases.append(
             PlannedPhase(

@@ -34,19 +34,29 @@ LOG_TOLERANCE = 0.10  # the logged seconds' sum against the total: window edges
 WALL_SLACK_S = 5.0  # fio's runtime against the phase's wall time: clock steps, rounding
 
 _FIELDS = (
-    ("ios", "I/Os"), ("io_bytes", "bytes"), ("runtime_ms", "runtime (ms)"), ("iops", "IOPS"),
-    ("bytes_per_s", "bytes/s"), ("clat_min_ns", "minimum latency"),
-    ("clat_max_ns", "maximum latency"), ("clat_mean_ns", "mean latency"),
+    ("ios", "I/Os"),
+    ("io_bytes", "bytes"),
+    ("runtime_ms", "runtime (ms)"),
+    ("iops", "IOPS"),
+    ("bytes_per_s", "bytes/s"),
+    ("clat_min_ns", "minimum latency"),
+    ("clat_max_ns", "maximum latency"),
+    ("clat_mean_ns", "mean latency"),
     ("lat_mean_ns", "mean total latency"),
-)  # fmt: skip
+)
 
 
 def _number(value: float) -> str:
     return f"{value:.4g}" if abs(value) >= 1e6 or value != int(value) else f"{int(value):,}"
 
 
-def _direction(job: JobStats, ddir: str, d: DirStats, phase: PlannedPhase,
-               wall_s: float | None) -> str | None:  # fmt: skip
+def _direction(  # noqa: PLR0911
+    job: JobStats,
+    ddir: str,
+    d: DirStats,
+    phase: PlannedPhase,
+    wall_s: float | None,
+) -> str | None:
     """What in one direction of one job cannot be, or None."""
     what = f"job {job.name}{'' if job.host == 'local' else ' on ' + job.host} ({ddir})"
     for name, label in _FIELDS:
@@ -119,8 +129,10 @@ def implausible_series(scopes: Sequence[ScopeResult]) -> str | None:
             totals = scope.totals.get(ddir)
             for values, what in ((series.iops, "IOPS"), (series.bytes_per_s, "bytes/s")):
                 if values.size and not (np.isfinite(values).all() and (values >= 0).all()):
-                    return f"fio's per-second {what} of {scope.scope} ({ddir}) hold a value "\
-                           "that is negative or not a finite number"  # fmt: skip
+                    return (
+                        f"fio's per-second {what} of {scope.scope} ({ddir}) hold a value "
+                        "that is negative or not a finite number"
+                    )
             if totals is None or not series.iops.size:
                 continue
             logged = float(series.iops.sum())

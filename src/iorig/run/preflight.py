@@ -77,9 +77,12 @@ def _parse(fio: str, jobs: list[Path], tmp: Path) -> str | None:
     """fio's complaint about the job files ``jobs``, or None if it parses them."""
     workdir = Path(tempfile.mkdtemp(prefix="parse-", dir=tmp))
     done = FioProcess(
-        fio, jobs[-1], workdir, status=False,
+        fio,
+        jobs[-1],
+        workdir,
+        status=False,
         extra_args=("--parse-only", *(str(job) for job in jobs[:-1])),
-    ).run(timeout_s=PARSE_TIMEOUT_S)  # fmt: skip
+    ).run(timeout_s=PARSE_TIMEOUT_S)
     if done.returncode == 0 and done.stopped_by is None:
         return None
     return tail(done.stderr) or f"exit code {done.returncode}"

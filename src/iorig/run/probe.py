@@ -47,8 +47,9 @@ def spot_in(location: Path, *, block_device: bool) -> ProbeSpot:
 
 
 class JobRunner(Protocol):
-    def run_jobs(self, texts: Mapping[str, str], timeout_s: float, *, read_only: bool = False
-                 ) -> FioExit:  # fmt: skip
+    def run_jobs(
+        self, texts: Mapping[str, str], timeout_s: float, *, read_only: bool = False
+    ) -> FioExit:
         """Run one job file per host (label -> job text) at once; ``read_only``:
         with fio's ``--readonly`` where the runner can give it."""
         ...
@@ -117,8 +118,9 @@ def probe_engine(
         details = "; ".join(tried[hosts[0]])
         message = f"no fio engine could do I/O at {where} ({details})"
     else:
-        listed = "; ".join(f"{h}: {', '.join(r.split(':')[0] for r in t)} failed"
-                           for h, t in tried.items())  # fmt: skip
+        listed = "; ".join(
+            f"{h}: {', '.join(r.split(':')[0] for r in t)} failed" for h, t in tried.items()
+        )
         message = f"no fio engine could do I/O at the target on every host ({listed})"
     hint = "check that fio can open the target"
     if direct and not all(s.read_only for s in spots.values()):

@@ -49,9 +49,12 @@ class Keeper:
         )
 
     def finish(
-        self, status: RunStatus, error: str | None, findings: list[Finding],
+        self,
+        status: RunStatus,
+        error: str | None,
+        findings: list[Finding],
         results: list[PhaseResult],
-    ) -> None:  # fmt: skip
+    ) -> None:
         """Store the run's final status and audit findings (or, once the run
         went to a recovery file, update that file and mark the run in the
         database as having its results there, if it can be written now)."""
@@ -63,9 +66,12 @@ class Keeper:
             except Unwritable as exc:
                 self.problem = exc
         final = replace(
-            self.record, status=status, error=error, ended_at=time.time(),
+            self.record,
+            status=status,
+            error=error,
+            ended_at=time.time(),
             warnings=self.record.warnings + tuple(findings),
-        )  # fmt: skip
+        )
         self._keep(final, results)
         # still locked: the run stays `running` there until the import completes it
         with contextlib.suppress(Unwritable):

@@ -113,7 +113,7 @@ def check_knee(plan: Plan, settings: KneeSettings) -> None:
         )
 
 
-def run_knee(session: RunSession, settings: KneeSettings) -> None:
+def run_knee(session: RunSession, settings: KneeSettings) -> None:  # noqa: C901, PLR0912, PLR0915
     """Double the scaled variable until throughput stops paying, refine,
     then re-measure the best candidates (each measurement a fresh fio).
     Only depths the engine keeps are run; a concurrency whose readings
@@ -137,12 +137,18 @@ def run_knee(session: RunSession, settings: KneeSettings) -> None:
         nonlocal seq
         if concurrency not in phases:
             value = concurrency // fixed
-            point = {"concurrency": concurrency, settings.scale: value,
-                     "jobs" if settings.scale == "iodepth" else "iodepth": fixed}  # fmt: skip
+            point = {
+                "concurrency": concurrency,
+                settings.scale: value,
+                "jobs" if settings.scale == "iodepth" else "iodepth": fixed,
+            }
             phases[concurrency] = _variant(
-                template, seq, knee_name(settings.scale, value), point,
+                template,
+                seq,
+                knee_name(settings.scale, value),
+                point,
                 **{settings.scale: value},
-            )  # fmt: skip
+            )
             seq += 1
         runs[concurrency] = runs.get(concurrency, 0) + 1
         session.run_phase(phases[concurrency], runs[concurrency] - 1)
@@ -295,7 +301,7 @@ class ThreadsSettings:
         return {"kind": "threads", "axes": ["threads"], "max_threads": self.max_threads}
 
 
-def run_threads_auto(
+def run_threads_auto(  # noqa: C901
     session: RunSession,
     stretch_for: Callable[[int, int], list[PlannedPhase]],
     settings: ThreadsSettings,
@@ -388,9 +394,10 @@ def stretch_builder(
         measured = [i for i, p in enumerate(replanned.phases) if p.kind is PhaseKind.MEASURE]
         stretch = replanned.phases[measured[0] : measured[-1] + 1]
         return [
-            replace(p, seq=seq + i, name=f"{p.name}:threads={threads}",
-                    point={"threads": str(threads)})
+            replace(
+                p, seq=seq + i, name=f"{p.name}:threads={threads}", point={"threads": str(threads)}
+            )
             for i, p in enumerate(stretch)
-        ]  # fmt: skip
+        ]
 
     return build

@@ -176,8 +176,7 @@ class ServerBackend:
         except UserError:
             protocol = None
         endpoints = dict(zip(self.addresses, self.specs, strict=True))
-        found = server_versions(self.fio, list(endpoints), PROBE_TIMEOUT_S,
-                                local_protocol=protocol)  # fmt: skip
+        found = server_versions(self.fio, list(endpoints), PROBE_TIMEOUT_S, local_protocol=protocol)
         results = {endpoints[address]: result for address, result in found.items()}
         check_versions(self.fio_version, results, local_protocol=protocol)
         return {
@@ -238,8 +237,9 @@ class ServerBackend:
                     if w.engine == "auto" and key not in engines:
                         spots = {h: probe_spot(host_targets[h][w.target]) for h in self.hosts}
                         engines[key] = probe_engine(self, spots, direct=w.direct)
-            plan = build_plan(resolved, host_targets[self.hosts[0]], engines, self.fio,
-                              self.fio_version, repeats)  # fmt: skip
+            plan = build_plan(
+                resolved, host_targets[self.hosts[0]], engines, self.fio, self.fio_version, repeats
+            )
             # The machine iorig runs on is only the client here: its facts are kept
             # apart, and what each server told about itself is all iorig knows of it.
             fio_facts = collect_fio(self.fio, self.fio_version, plan.engines)
@@ -250,8 +250,13 @@ class ServerBackend:
                     "client": dict(disclose([], fio_facts).sections),
                 }
             )
-            plan = replace(plan, hosts=self.specs, host_targets=host_targets,
-                           disclosure=disclosure, notes=plan.notes + tuple(unlocked))  # fmt: skip
+            plan = replace(
+                plan,
+                hosts=self.specs,
+                host_targets=host_targets,
+                disclosure=disclosure,
+                notes=plan.notes + tuple(unlocked),
+            )
             preflight(self.fio, plan, self.host_jobs)
             return plan
 
@@ -295,8 +300,11 @@ class ServerBackend:
         Devices are left alone."""
         texts = {}
         for host, targets in host_targets.items():
-            sections = [_layout(role, t) for role, t in targets.items()
-                        if not str(t.path).startswith("/dev/")]  # fmt: skip
+            sections = [
+                _layout(role, t)
+                for role, t in targets.items()
+                if not str(t.path).startswith("/dev/")
+            ]
             if sections:
                 texts[host] = render({}, sections)
         if not texts:
@@ -339,10 +347,13 @@ class ServerBackend:
                 job = workdir / f"job-h{i}.fio"
                 job.write_text(texts[host.label])
                 clients[host.label] = FioProcess(
-                    self.fio, None, workdir,
+                    self.fio,
+                    None,
+                    workdir,
                     clients=((f"--client={_client_arg(workdir, i, address)}", job),),
-                    tag=f"-h{i}", stop_steps=CLIENT_STOP,
-                )  # fmt: skip
+                    tag=f"-h{i}",
+                    stop_steps=CLIENT_STOP,
+                )
         return clients
 
     # ------------------------------------------------------------ phases
@@ -350,10 +361,16 @@ class ServerBackend:
     def host_jobs(self, plan: Plan, run_id: str, phase: PlannedPhase) -> dict[str, str]:
         """Each host's job text: its own targets and log prefix ``<workload>.h<i>``."""
         return {
-            host.label: job_text(plan, run_id, phase, targets=plan.host_targets[host.label],
-                                 log_suffix=f".h{i}", host=host.label)
+            host.label: job_text(
+                plan,
+                run_id,
+                phase,
+                targets=plan.host_targets[host.label],
+                log_suffix=f".h{i}",
+                host=host.label,
+            )
             for i, host in enumerate(self.specs)
-        }  # fmt: skip
+        }
 
     def run_phase(self, job: PhaseJob) -> Iterator[Progress | RawPhase]:
         phase = job.phase
@@ -454,22 +471,40 @@ class ServerBackend:
 
 def _layout(role: str, target: Target) -> Section:
     """fio's setup only (``create_only``): the file at its full size, no I/O."""
-    options = {"ioengine": "psync", "rw": "write", "bs": 4096, "filename": str(target.path),
-               "size": target.size_bytes, "create_only": True}  # fmt: skip
+    options = {
+        "ioengine": "psync",
+        "rw": "write",
+        "bs": 4096,
+        "filename": str(target.path),
+        "size": target.size_bytes,
+        "create_only": True,
+    }
     return Section(f"layout-{role}", options)
 
 
 def _exists_probe(role: str, target: Target) -> Section:
     """A 4 KiB read that fails instead of creating the file when it is absent."""
-    options = {"ioengine": "psync", "rw": "read", "bs": 4096, "size": 4096,
-               "filename": str(target.path), "allow_file_create": False}  # fmt: skip
+    options = {
+        "ioengine": "psync",
+        "rw": "read",
+        "bs": 4096,
+        "size": 4096,
+        "filename": str(target.path),
+        "allow_file_create": False,
+    }
     return Section(f"exists-{role}", options)
 
 
 def _removal(role: str, target: Target) -> Section:
     """A tiny read of the file with fio's ``unlink``: removes it on the server."""
-    options = {"ioengine": "psync", "rw": "read", "bs": 4096, "size": 4096,
-               "filename": str(target.path), "unlink": True}  # fmt: skip
+    options = {
+        "ioengine": "psync",
+        "rw": "read",
+        "bs": 4096,
+        "size": 4096,
+        "filename": str(target.path),
+        "unlink": True,
+    }
     return Section(f"remove-{role}", options)
 
 

@@ -95,8 +95,7 @@ def _targets(plan: Plan) -> list[dict[str, Any]]:
     return [asdict(t) | {"path": str(t.path)} for t in plan.targets.values()]
 
 
-def run_record(plan: Plan, run_id: str, command: str, label: str | None, search: dict
-               ) -> RunRecord:  # fmt: skip
+def run_record(plan: Plan, run_id: str, command: str, label: str | None, search: dict) -> RunRecord:
     """The new run as it is stored before its first phase (``running``)."""
     resolved = plan.resolved
     scenario = resolved.scenario
@@ -225,9 +224,10 @@ class RunSession:
                     problems = self.backend.clean_up(self.plan, keep_files=self.keep_files)
                     if problems and self._keeper.recovery is None:
                         with contextlib.suppress(Unwritable):  # warnings only: never fatal
-                            self.store.add_warnings(self.run_id, [
-                                Finding("cleanup", p, "", None, "warning") for p in problems
-                            ])  # fmt: skip
+                            self.store.add_warnings(
+                                self.run_id,
+                                [Finding("cleanup", p, "", None, "warning") for p in problems],
+                            )
         finally:
             self._stack.close()
 
@@ -323,16 +323,20 @@ class RunSession:
     def _fio_phase(self, job: PhaseJob) -> PhaseResult:
         raw: RawPhase | None = None
         devices = DeviceWatch(self.plan, job.phase)  # their counters before fio starts
-        with PhaseEvents(self.plan, job.phase, self.plan.event_grants, job.trigger,
-                         controls=self.backend.control) as events:  # fmt: skip
+        with PhaseEvents(
+            self.plan, job.phase, self.plan.event_grants, job.trigger, controls=self.backend.control
+        ) as events:
             for item in self.backend.run_phase(job):
                 if isinstance(item, RawPhase):
                     raw = item
                 else:
                     if item.io_started_at is not None:
                         events.begin(item.io_started_at)
-                    self.on_event(PhaseProgress(job.phase, job.repeat, item.elapsed_s,
-                                                item.fraction, item.rates))  # fmt: skip
+                    self.on_event(
+                        PhaseProgress(
+                            job.phase, job.repeat, item.elapsed_s, item.fraction, item.rates
+                        )
+                    )
         assert raw is not None, "a backend ends a phase with its raw result"
         if raw.problem is None and (full := workdir_full(job.workdir)) is not None:
             raw = replace(raw, problem=full)
@@ -427,16 +431,20 @@ def phase_result(
         # no live status (fio servers): judged on the per-second series after the fact
         series = result.aggregate.series.get(ALL)
         if series is not None:
-            steady = steady_of_series(series.iops.tolist(), series.bytes_per_s.tolist(),
-                                      phase.steady)  # fmt: skip
+            steady = steady_of_series(
+                series.iops.tolist(), series.bytes_per_s.tolist(), phase.steady
+            )
             result = replace(result, steady=steady)
     if phase.precision_pct is not None and result.aggregate is not None:
         series = result.aggregate.series.get(ALL)
         if series is not None and phase.duration_s:
             state = precision_state(
-                series.values(phase.headline).tolist(), str(phase.headline),
-                phase.precision_pct, phase.min_s, phase.duration_s,
-            )  # fmt: skip
+                series.values(phase.headline).tolist(),
+                str(phase.headline),
+                phase.precision_pct,
+                phase.min_s,
+                phase.duration_s,
+            )
             result = replace(result, precision=state)
     return result
 
@@ -488,9 +496,15 @@ def execute(
 ) -> RunOutcome:
     """Run the plan's phases in order (repeats included), storing each."""
     session = RunSession(
-        plan, store, backend, command=command, on_event=on_event, keep_files=keep_files,
-        label=label, search=search,
-    )  # fmt: skip
+        plan,
+        store,
+        backend,
+        command=command,
+        on_event=on_event,
+        keep_files=keep_files,
+        label=label,
+        search=search,
+    )
     with session:
         schedule = plan.schedule()
         for at, (phase, repeat) in enumerate(schedule):

@@ -23,8 +23,18 @@ ADHOC_DEFAULTS: dict[str, Any] = {
 }
 
 
-RW_CHOICES = ["read", "write", "randread", "randwrite", "randrw", "rw", "trim", "randtrim",
-              "trimwrite", "randtrimwrite"]  # fmt: skip
+RW_CHOICES = [
+    "read",
+    "write",
+    "randread",
+    "randwrite",
+    "randrw",
+    "rw",
+    "trim",
+    "randtrim",
+    "trimwrite",
+    "randtrimwrite",
+]
 
 
 def adhoc_source(
@@ -80,11 +90,16 @@ def adhoc_source(
                 "kind": "prefill",
                 "description": "write the working set once so that reads return real data",
                 "workloads": [
-                    {"rw": "write", "bs": "1MiB", "iodepth": 4, "direct": "${direct}",
-                     "engine": "${engine}"}
+                    {
+                        "rw": "write",
+                        "bs": "1MiB",
+                        "iodepth": 4,
+                        "direct": "${direct}",
+                        "engine": "${engine}",
+                    }
                 ],
             }
-        )  # fmt: skip
+        )
     phases.append(
         {
             "name": "measure" if rw_parameter else rw,

@@ -117,8 +117,10 @@ def check_phase_events(events: list[EventSpec], duration_s: float | None) -> Non
     if duration_s is None:
         raise ValueError("events need a phase that runs for a duration (warmup or measure)")
     open_: dict[tuple[EventAction, str], float] = {}
-    ends = {EventAction.START_HOST: EventAction.STOP_HOST,
-            EventAction.UNTHROTTLE: EventAction.THROTTLE}  # fmt: skip
+    ends = {
+        EventAction.START_HOST: EventAction.STOP_HOST,
+        EventAction.UNTHROTTLE: EventAction.THROTTLE,
+    }
     for spec in sorted(events, key=lambda e: e.at):
         if spec.at >= duration_s:
             raise ValueError(

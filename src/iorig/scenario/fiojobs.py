@@ -51,14 +51,36 @@ from iorig.scenario.fiopolicy import (
 from iorig.scenario.schema import READS, TRIMS, Workload
 
 ENGINES = ("io_uring", "libaio", "psync", "sync", "pvsync", "pvsync2", "posixaio", "null")
-RW_VALUES = ("read", "write", "randread", "randwrite", "rw", "randrw", "trim", "randtrim",
-             "trimwrite", "randtrimwrite")  # fmt: skip
-CONTINUE = {"0": "none", "1": "all", "none": "none", "read": "read", "write": "write", "io": "io",
-            "verify": "verify", "all": "all"}  # fmt: skip
+RW_VALUES = (
+    "read",
+    "write",
+    "randread",
+    "randwrite",
+    "rw",
+    "randrw",
+    "trim",
+    "randtrim",
+    "trimwrite",
+    "randtrimwrite",
+)
+CONTINUE = {
+    "0": "none",
+    "1": "all",
+    "none": "none",
+    "read": "read",
+    "write": "write",
+    "io": "io",
+    "verify": "verify",
+    "all": "all",
+}
 # the option behind a workload field, for schema errors (others: the same name)
-_FIELD_OPTION = {"jobs": "numjobs", "read_pct": "rwmixread", "distribution":
-                 "random_distribution", "compress": "buffer_compress_percentage",
-                 "dedupe": "dedupe_percentage"}  # fmt: skip
+_FIELD_OPTION = {
+    "jobs": "numjobs",
+    "read_pct": "rwmixread",
+    "distribution": "random_distribution",
+    "compress": "buffer_compress_percentage",
+    "dedupe": "dedupe_percentage",
+}
 _NAME_RE = re.compile(r"[^a-z0-9_-]+")
 Effective = dict[str, tuple[JobOption, JobSection]]
 
@@ -169,8 +191,11 @@ def _bs(r: _Reader) -> tuple[int, str | None]:
     bs = 4096
     if "bs" in r.eff:
         if "," in (r.text("bs") or ""):
-            r.refuse("bs", "a block size per direction is not in iorig's model",
-                     "give one size, or bssplit=")  # fmt: skip
+            r.refuse(
+                "bs",
+                "a block size per direction is not in iorig's model",
+                "give one size, or bssplit=",
+            )
         else:
             bs = r.get("bs", fio_size, bs)
     if "bsrange" in r.eff:
@@ -181,8 +206,9 @@ def _bs(r: _Reader) -> tuple[int, str | None]:
             r.refuse("bsrange", str(exc))
             sizes = {bs}
         if len(sizes) > 1:
-            r.refuse("bsrange", "a range of block sizes is not in iorig's model",
-                     "give bs= or bssplit=")  # fmt: skip
+            r.refuse(
+                "bsrange", "a range of block sizes is not in iorig's model", "give bs= or bssplit="
+            )
         bs = min(sizes)
     split = None
     if "bssplit" in r.eff:
@@ -191,8 +217,9 @@ def _bs(r: _Reader) -> tuple[int, str | None]:
             if "," in text:
                 raise ValueProblem("a split per direction is not in iorig's model")
             pairs = [item.partition("/") for item in text.split(":")]
-            split = ":".join(f"{fio_size(size)}/{int(fio_int(0, 100)(pct))}"
-                             for size, _, pct in pairs)  # fmt: skip
+            split = ":".join(
+                f"{fio_size(size)}/{int(fio_int(0, 100)(pct))}" for size, _, pct in pairs
+            )
         except ValueProblem as exc:
             r.refuse("bssplit", str(exc), "give size/percent pairs: 4k/50:64k/50")
     return bs, split
@@ -203,8 +230,11 @@ def _engine(r: _Reader, rw: str) -> str:
     if text is None:
         return "psync"  # fio's default
     if text.startswith(("exec", "external")) or "/" in text:
-        r.refuse("ioengine", "it runs a program or loads a library into fio",
-                 "use io_uring, libaio or psync")  # fmt: skip
+        r.refuse(
+            "ioengine",
+            "it runs a program or loads a library into fio",
+            "use io_uring, libaio or psync",
+        )
     elif text == "falloc" and rw in TRIMS:
         return "auto"  # trims on a file are fio's falloc engine's hole punches (iorig.run.plan)
     elif text not in ENGINES:
@@ -240,9 +270,12 @@ def _path(r: _Reader) -> str | None:
     name, directory = r.text("filename"), r.text("directory")
     for option, text in (("filename", name), ("directory", directory)):
         if text is not None and (not text or "\\" in text or ":" in text or text == "-"):
-            r.refuse(option, "iorig runs a job file on one file, directory or device: no "
-                     "several files (':'), escapes or standard input",
-                     "give one path, or --target")  # fmt: skip
+            r.refuse(
+                option,
+                "iorig runs a job file on one file, directory or device: no "
+                "several files (':'), escapes or standard input",
+                "give one path, or --target",
+            )
             return None
     if name is not None:
         return os.path.abspath(os.path.join(directory or "", name))
@@ -284,8 +317,7 @@ def _refuse_options(job: JobFile, problems: _Problems) -> None:
         for option in section.options:
             found = rule(option.name)
             if found.handling in _REFUSED:
-                problems.add(option, section, f"{_REFUSED[found.handling]}: {found.why}",
-                             found.fix)  # fmt: skip
+                problems.add(option, section, f"{_REFUSED[found.handling]}: {found.why}", found.fix)
 
 
 def _spec(r: _Reader, label: str, notes: list[str]) -> _Spec:
@@ -298,9 +330,14 @@ def _spec(r: _Reader, label: str, notes: list[str]) -> _Spec:
     offset = r.get("offset", fio_size, 0)
     increment = r.get("offset_increment", fio_size)
     workload: dict[str, Any] = {
-        "name": label, "rw": rw, "bs": bs, "iodepth": r.get("iodepth", fio_int(1, 65536), 1),
-        "jobs": jobs, "direct": _direct(r), "engine": _engine(r, rw),
-    }  # fmt: skip
+        "name": label,
+        "rw": rw,
+        "bs": bs,
+        "iodepth": r.get("iodepth", fio_int(1, 65536), 1),
+        "jobs": jobs,
+        "direct": _direct(r),
+        "engine": _engine(r, rw),
+    }
     if rw in ("rw", "randrw") and (pct := _read_pct(r)) is not None:
         workload["read_pct"] = pct
     extra = {
@@ -321,8 +358,11 @@ def _spec(r: _Reader, label: str, notes: list[str]) -> _Spec:
         if extra["continue_on_error"] is None:
             r.refuse("continue_on_error", f"iorig takes {', '.join(CONTINUE)}")
     if r.text("kb_base") not in (None, "1024"):
-        r.refuse("kb_base", "iorig reads sizes as fio does by default (kb_base=1024)",
-                 "write sizes with k, m, g (powers of 1024)")  # fmt: skip
+        r.refuse(
+            "kb_base",
+            "iorig reads sizes as fio does by default (kb_base=1024)",
+            "write sizes with k, m, g (powers of 1024)",
+        )
     workload |= {k: v for k, v in extra.items() if v is not None}
     passed = _options(r, notes)
     if "rate_iops" in workload and "rate_process" not in passed:
@@ -331,10 +371,19 @@ def _spec(r: _Reader, label: str, notes: list[str]) -> _Spec:
         workload["fio_options"] = passed
     extent = None if size is None else offset + (jobs - 1) * (increment or 0) + size
     return _Spec(
-        r.section, label, workload, size, offset, extent, r.get("stonewall", fio_bool, False),
-        r.get("time_based", fio_bool, False), r.get("runtime", fio_time_us),
-        r.get("ramp_time", fio_time_us, 0), _path(r), r.text("description") or "",
-    )  # fmt: skip
+        r.section,
+        label,
+        workload,
+        size,
+        offset,
+        extent,
+        r.get("stonewall", fio_bool, False),
+        r.get("time_based", fio_bool, False),
+        r.get("runtime", fio_time_us),
+        r.get("ramp_time", fio_time_us, 0),
+        _path(r),
+        r.text("description") or "",
+    )
 
 
 def _check_time(spec: _Spec, r: _Reader) -> None:
@@ -342,13 +391,19 @@ def _check_time(spec: _Spec, r: _Reader) -> None:
         if spec.time_based:
             why = "time_based without runtime: fio would run the job until it is stopped"
         elif spec.runtime_us:
-            why = ("runtime without time_based: fio would stop the job at its size or its "
-                   "runtime, whichever comes first")  # fmt: skip
+            why = (
+                "runtime without time_based: fio would stop the job at its size or its "
+                "runtime, whichever comes first"
+            )
         else:
             why = "the job is not time-based: it ends after going over its size once"
-        r.problems.add(spec.section, spec.section, why,
-                       "add time_based and runtime= (iorig measures for a set time; --set "
-                       "duration=… shortens every phase)")  # fmt: skip
+        r.problems.add(
+            spec.section,
+            spec.section,
+            why,
+            "add time_based and runtime= (iorig measures for a set time; --set "
+            "duration=… shortens every phase)",
+        )
         return
     for name, value in (("runtime", spec.runtime_us), ("ramp_time", spec.ramp_us)):
         if value % 1000:
@@ -364,8 +419,11 @@ def _validated(spec: _Spec, problems: _Problems) -> None:
         for err in exc.errors():
             name = str(err["loc"][0]) if err["loc"] else ""
             message = err["msg"].removeprefix("Value error, ")
-            problems.add(spec.section, spec.section,
-                         f"{_FIELD_OPTION.get(name, name) or 'the job'}: {message}")  # fmt: skip
+            problems.add(
+                spec.section,
+                spec.section,
+                f"{_FIELD_OPTION.get(name, name) or 'the job'}: {message}",
+            )
 
 
 def _phases(specs: list[_Spec], problems: _Problems) -> list[list[_Spec]]:
@@ -379,10 +437,14 @@ def _phases(specs: list[_Spec], problems: _Problems) -> list[list[_Spec]]:
         for what, key in (("runtime", "runtime_us"), ("ramp_time", "ramp_us")):
             values = {getattr(s, key) for s in group}
             if len(values) > 1:
-                problems.add(group[0].section, group[0].section,
-                             f"the jobs run together ({', '.join(s.section.name for s in group)}) "
-                             f"have different {what}s: iorig measures a phase over the seconds "
-                             "all its jobs ran", f"give them one {what}, or stonewall")  # fmt: skip
+                problems.add(
+                    group[0].section,
+                    group[0].section,
+                    f"the jobs run together ({', '.join(s.section.name for s in group)}) "
+                    f"have different {what}s: iorig measures a phase over the seconds "
+                    "all its jobs ran",
+                    f"give them one {what}, or stonewall",
+                )
     return groups
 
 
@@ -415,9 +477,12 @@ def translate(job: JobFile, path: Path) -> Translation:
     paths = {s.path for s in specs}
     if len(paths) > 1:
         where = ", ".join(f"[{s.section.name}] {s.path or '(none)'}" for s in specs)
-        problems.add(job.jobs[0], job.jobs[0],
-                     f"the jobs name different files ({where}): iorig runs a job file on one "
-                     "target", "give them one filename=, or --target")  # fmt: skip
+        problems.add(
+            job.jobs[0],
+            job.jobs[0],
+            f"the jobs name different files ({where}): iorig runs a job file on one target",
+            "give them one filename=, or --target",
+        )
     if problems.lines:
         raise UserError(
             f"iorig does not run this job file as it is ({len(problems.lines)} "
@@ -426,8 +491,10 @@ def translate(job: JobFile, path: Path) -> Translation:
         )
     target = paths.pop()
     if target is not None and target.endswith("/"):
-        notes.append(f"fio would give each job its own file in {target}; iorig runs every job "
-                     "on one file in it (iorig-data.dat), as its scenarios do")  # fmt: skip
+        notes.append(
+            f"fio would give each job its own file in {target}; iorig runs every job "
+            "on one file in it (iorig-data.dat), as its scenarios do"
+        )
     return Translation(_document(job, path, groups), target, tuple(notes))
 
 
@@ -436,15 +503,22 @@ def _document(job: JobFile, path: Path, groups: list[list[_Spec]]) -> str:
     extents = [s.extent for s in specs if s.extent is not None]
     runtimes = {s.runtime_us or 0 for s in specs}
     parameters: dict[str, Any] = {
-        "size": {"type": "size", "default": _size_text(max(extents, default=0)),
-                 "help": "the target; every job's size is cut to fit in it (default: the "
-                 "job file's largest extent)"},
-        "duration": {"type": "duration", "default": (f"{max(runtimes) // 10**6}s"
-                                                     if max(runtimes) % 10**6 == 0
-                                                     else f"{max(runtimes) // 1000}ms"),
-                     "help": "the longest a phase runs (each runs its job's runtime, at most "
-                     "this)"},
-    }  # fmt: skip
+        "size": {
+            "type": "size",
+            "default": _size_text(max(extents, default=0)),
+            "help": "the target; every job's size is cut to fit in it (default: the "
+            "job file's largest extent)",
+        },
+        "duration": {
+            "type": "duration",
+            "default": (
+                f"{max(runtimes) // 10**6}s"
+                if max(runtimes) % 10**6 == 0
+                else f"{max(runtimes) // 1000}ms"
+            ),
+            "help": "the longest a phase runs (each runs its job's runtime, at most this)",
+        },
+    }
     phases: list[dict[str, Any]] = []
     readers = [s for s in specs if s.workload["rw"] in READS | TRIMS]
     if readers:
@@ -453,12 +527,22 @@ def _document(job: JobFile, path: Path, groups: list[list[_Spec]]) -> str:
             "default": True,
             "help": "write the target once before the jobs read or trim",
         }
-        phases.append({
-            "name": "prefill", "kind": "prefill", "enabled": "${prefill}",
-            "description": "iorig writes the target once so that reads return written data",
-            "workloads": [{"rw": "write", "bs": "1MiB", "iodepth": 4,
-                           "direct": readers[0].workload["direct"]}],
-        })  # fmt: skip
+        phases.append(
+            {
+                "name": "prefill",
+                "kind": "prefill",
+                "enabled": "${prefill}",
+                "description": "iorig writes the target once so that reads return written data",
+                "workloads": [
+                    {
+                        "rw": "write",
+                        "bs": "1MiB",
+                        "iodepth": 4,
+                        "direct": readers[0].workload["direct"],
+                    }
+                ],
+            }
+        )
     for group in groups:
         workloads = []
         for s in group:
@@ -473,11 +557,18 @@ def _document(job: JobFile, path: Path, groups: list[list[_Spec]]) -> str:
             "name": first.label,
             "kind": "measure",
             "duration": "${duration}" if len(runtimes) == 1 else f"${{min(duration, {runtime})}}",
-            "description": " ".join(filter(None, (
-                f"[{', '.join(s.section.name for s in group)}] of {path.name}, line "
-                f"{first.section.line}", first.description))),
+            "description": " ".join(
+                filter(
+                    None,
+                    (
+                        f"[{', '.join(s.section.name for s in group)}] of {path.name}, line "
+                        f"{first.section.line}",
+                        first.description,
+                    ),
+                )
+            ),
             "workloads": workloads,
-        }  # fmt: skip
+        }
         if first.ramp_us:
             phase["ramp"] = _seconds(first.ramp_us)
         phases.append(phase)

@@ -61,8 +61,16 @@ class ValueProblem(ValueError):
 _SIZE_RE = re.compile(r"^(\d{1,20})([kmgtp]?)(i?b?)$", re.IGNORECASE)
 _POWERS = {"": 0, "k": 1, "m": 2, "g": 3, "t": 4, "p": 5}
 _TIME_RE = re.compile(r"^(\d{1,15})(us|usec|ms|msec|s|m|h|d)?$", re.IGNORECASE)
-_TIME_US = {"us": 1, "usec": 1, "ms": 1000, "msec": 1000, "s": 10**6, "m": 60 * 10**6,
-            "h": 3600 * 10**6, "d": 86400 * 10**6}  # fmt: skip
+_TIME_US = {
+    "us": 1,
+    "usec": 1,
+    "ms": 1000,
+    "msec": 1000,
+    "s": 10**6,
+    "m": 60 * 10**6,
+    "h": 3600 * 10**6,
+    "d": 86400 * 10**6,
+}
 MAX_U64 = 2**63 - 1
 
 
@@ -139,22 +147,59 @@ _U32 = 2**32 - 1
 # ---------------------------------------------------------------- the table
 
 ALIASES = {
-    "readwrite": "rw", "blocksize": "bs", "blocksize_range": "bsrange", "timeout": "runtime",
-    "wait_for_previous": "stonewall", "iodepth_batch_submit": "iodepth_batch",
-    "iodepth_batch_complete": "iodepth_batch_complete_min", "io_limit": "io_size",
-    "fileoffset": "offset", "nr_files": "nrfiles", "fill_fs": "fill_device", "iomem": "mem",
-    "ratemin": "rate_min", "ratecycle": "rate_cycle", "disable_bw": "disable_bw_measurement",
-    "ss": "steadystate", "ss_dur": "steadystate_duration", "ss_ramp": "steadystate_ramp_time",
-    "blockalign": "ba", "blocksize_unaligned": "bs_unaligned",
-}  # fmt: skip
+    "readwrite": "rw",
+    "blocksize": "bs",
+    "blocksize_range": "bsrange",
+    "timeout": "runtime",
+    "wait_for_previous": "stonewall",
+    "iodepth_batch_submit": "iodepth_batch",
+    "iodepth_batch_complete": "iodepth_batch_complete_min",
+    "io_limit": "io_size",
+    "fileoffset": "offset",
+    "nr_files": "nrfiles",
+    "fill_fs": "fill_device",
+    "iomem": "mem",
+    "ratemin": "rate_min",
+    "ratecycle": "rate_cycle",
+    "disable_bw": "disable_bw_measurement",
+    "ss": "steadystate",
+    "ss_dur": "steadystate_duration",
+    "ss_ramp": "steadystate_ramp_time",
+    "blockalign": "ba",
+    "blocksize_unaligned": "bs_unaligned",
+}
 
-MAPPED = frozenset({
-    "rw", "bs", "bsrange", "bssplit", "iodepth", "numjobs", "size", "offset", "offset_increment",
-    "rwmixread", "rwmixwrite", "direct", "buffered", "ioengine", "rate_iops", "rate",
-    "random_distribution", "buffer_compress_percentage", "dedupe_percentage",
-    "continue_on_error", "time_based", "runtime", "ramp_time", "filename", "directory",
-    "stonewall", "kb_base",
-})  # fmt: skip
+MAPPED = frozenset(
+    {
+        "rw",
+        "bs",
+        "bsrange",
+        "bssplit",
+        "iodepth",
+        "numjobs",
+        "size",
+        "offset",
+        "offset_increment",
+        "rwmixread",
+        "rwmixwrite",
+        "direct",
+        "buffered",
+        "ioengine",
+        "rate_iops",
+        "rate",
+        "random_distribution",
+        "buffer_compress_percentage",
+        "dedupe_percentage",
+        "continue_on_error",
+        "time_based",
+        "runtime",
+        "ramp_time",
+        "filename",
+        "directory",
+        "stonewall",
+        "kb_base",
+    }
+)
 
 # fio gets these as the file gives them (iorig.fio.jobfile's whitelist has each)
 PASSED: dict[str, Callable[[str | None], OptionValue]] = {
@@ -225,8 +270,10 @@ _REMOVE = "remove it from the job file"
 UNSAFE: dict[str, tuple[str, str]] = {
     "exec_prerun": (_RUNS + " before the job", "run it yourself before iorig"),
     "exec_postrun": (_RUNS + " after the job", "run it yourself after iorig"),
-    "ioscheduler": ("it switches the device's I/O scheduler in sysfs, a system setting that "
-                    "outlives the run", "set the scheduler yourself and describe it with --sut"),
+    "ioscheduler": (
+        "it switches the device's I/O scheduler in sysfs, a system setting that outlives the run",
+        "set the scheduler yourself and describe it with --sut",
+    ),
     "read_iolog": (_FILES + " (an I/O trace to replay)", _REMOVE),
     "read_iolog_chunked": (_FILES + " (an I/O trace to replay)", _REMOVE),
     "write_iolog": (_FILES + " (an I/O trace)", _REMOVE),
@@ -244,12 +291,16 @@ UNSAFE: dict[str, tuple[str, str]] = {
     "write_lat_log": (_LOGS, _REMOVE),
     "write_iops_log": (_LOGS, _REMOVE),
     "write_hist_log": (_LOGS, _REMOVE),
-    "filename_format": ("it names many files; iorig runs a job file on one target",
-                        "give one filename= (or --target)"),
-    "unique_filename": ("it names files by client address; iorig runs a job file on one "
-                        "target", _REMOVE),
+    "filename_format": (
+        "it names many files; iorig runs a job file on one target",
+        "give one filename= (or --target)",
+    ),
+    "unique_filename": (
+        "it names files by client address; iorig runs a job file on one target",
+        _REMOVE,
+    ),
     "mem": ("it can map a file the job file names as the I/O buffers", _REMOVE),
-}  # fmt: skip
+}
 _UNSAFE_PREFIXES = {
     "exec_": (_RUNS, _REMOVE),
     "trigger": (_RUNS + " (fio's triggers run commands)", _REMOVE),
@@ -272,24 +323,36 @@ _PIN = (
     "the storage for a starved generator"
 )
 UNMEASURABLE: dict[str, tuple[str, str]] = {
-    "loops": ("it repeats a job that ends after its size; " + _TIME_BASE,
-              "remove it (iorig run --repeat N repeats the measured phases)"),
+    "loops": (
+        "it repeats a job that ends after its size; " + _TIME_BASE,
+        "remove it (iorig run --repeat N repeats the measured phases)",
+    ),
     "io_size": ("it ends the job after an amount of I/O; " + _TIME_BASE, _REMOVE),
     "number_ios": ("it ends the job after a number of I/Os; " + _TIME_BASE, _REMOVE),
     "fill_device": ("it writes until the device is full; " + _TIME_BASE, _REMOVE),
-    "startdelay": ("it starts the job late, while the phase's other jobs run: iorig measures "
-                   "a phase over the seconds all its jobs ran", _REMOVE),
-    "wait_for": ("it starts a job when another ends, inside one phase: iorig measures a phase "
-                 "over the seconds all its jobs ran", "use stonewall (a phase of its own)"),
+    "startdelay": (
+        "it starts the job late, while the phase's other jobs run: iorig measures "
+        "a phase over the seconds all its jobs ran",
+        _REMOVE,
+    ),
+    "wait_for": (
+        "it starts a job when another ends, inside one phase: iorig measures a phase "
+        "over the seconds all its jobs ran",
+        "use stonewall (a phase of its own)",
+    ),
     "exitall": ("it ends every job when one ends", _REMOVE),
     "exit_what": ("it ends other jobs when one ends", _REMOVE),
     "exitall_on_error": ("it ends every job when one fails", _REMOVE),
-    "steadystate": ("fio would end the job on its own steady-state rule",
-                    "use iorig's until: steady (a scenario) or run --precision"),
+    "steadystate": (
+        "fio would end the job on its own steady-state rule",
+        "use iorig's until: steady (a scenario) or run --precision",
+    ),
     "steadystate_duration": ("fio would end the job on its own steady-state rule", _REMOVE),
     "steadystate_ramp_time": ("fio would end the job on its own steady-state rule", _REMOVE),
-    "latency_target": ("fio would change the queue depth as it runs, so no phase measures one "
-                       "load", "use iorig knee --slo p99<=…"),
+    "latency_target": (
+        "fio would change the queue depth as it runs, so no phase measures one load",
+        "use iorig knee --slo p99<=…",
+    ),
     "latency_window": ("fio would change the queue depth as it runs", _REMOVE),
     "latency_percentile": ("fio would change the queue depth as it runs", _REMOVE),
     "latency_run": ("fio would change the queue depth as it runs", _REMOVE),
@@ -313,17 +376,20 @@ UNMEASURABLE: dict[str, tuple[str, str]] = {
     "bwavgtime": (_LOGGED, _REMOVE),
     "iopsavgtime": (_LOGGED, _REMOVE),
     "log_entries": (_LOGGED, _REMOVE),
-    "unlink": ("iorig creates and removes its target itself (run --keep-files keeps it)",
-               _REMOVE),
+    "unlink": ("iorig creates and removes its target itself (run --keep-files keeps it)", _REMOVE),
     "unlink_each_loop": ("iorig creates and removes its target itself", _REMOVE),
     "create_only": ("the job would only lay out its file; " + _TIME_BASE, _REMOVE),
-    "nrfiles": ("it spreads a job over several files; iorig runs a job file on one target",
-                _REMOVE),
-    "filesize": ("it sizes several files of a job; iorig runs a job file on one target",
-                 "use size="),
+    "nrfiles": (
+        "it spreads a job over several files; iorig runs a job file on one target",
+        _REMOVE,
+    ),
+    "filesize": (
+        "it sizes several files of a job; iorig runs a job file on one target",
+        "use size=",
+    ),
     "rw_sequencer": ("iorig's rw has no offset sequencer", _REMOVE),
     "zonemode": ("iorig's targets have no zones", _REMOVE),
-}  # fmt: skip
+}
 _UNMEASURABLE_PREFIXES = {
     "log_": (_LOGGED, _REMOVE),
     "verify": (_VERIFY, _REMOVE),

@@ -44,9 +44,17 @@ class _Model(BaseModel):
 
 LATENCY_METRICS = ("lat_mean", "lat_max", "lat_mean_max", "p50", "p90", "p99", "p99.9", "p99.99")
 CriterionMetric = Literal[
-    "iops", "bytes_per_s", "lat_mean", "lat_max", "lat_mean_max", "p50", "p90", "p99", "p99.9",
+    "iops",
+    "bytes_per_s",
+    "lat_mean",
+    "lat_max",
+    "lat_mean_max",
+    "p50",
+    "p90",
+    "p99",
+    "p99.9",
     "p99.99",
-]  # fmt: skip
+]
 
 
 class Criterion(_Model):
@@ -166,9 +174,17 @@ def _strict_bool(value: Any) -> bool:
 Bool = Annotated[bool, BeforeValidator(_strict_bool)]
 
 RW = Literal[
-    "read", "write", "randread", "randwrite", "randrw", "rw", "trim", "randtrim", "trimwrite",
+    "read",
+    "write",
+    "randread",
+    "randwrite",
+    "randrw",
+    "rw",
+    "trim",
+    "randtrim",
+    "trimwrite",
     "randtrimwrite",
-]  # fmt: skip
+]
 # fio's continue_on_error classes: io is read and write, all adds verify
 ContinueOnError = Literal["none", "read", "write", "io", "verify", "all"]
 SEQUENTIAL = frozenset({"read", "write", "rw", "trim", "trimwrite"})
@@ -404,7 +420,7 @@ class Phase(_Model):
     events: list[EventSpec] = Field(default_factory=list, max_length=100)
 
     @model_validator(mode="after")
-    def _shape(self) -> Phase:
+    def _shape(self) -> Phase:  # noqa: C901, PLR0912
         if self.events:
             if self.kind not in (PhaseKind.WARMUP, PhaseKind.MEASURE):
                 raise ValueError("events apply to warmup and measure phases (they run for a time)")
@@ -622,8 +638,12 @@ class Scenario(_Model):
                     f"criterion {c.name!r} names phase {c.phase!r}, which is not a measured "
                     f"phase ({', '.join(measured) or 'none'})"
                 )
-            labels = {w.label for p in measured.values() for w in p.workloads
-                      if c.phase is None or p.name == c.phase}  # fmt: skip
+            labels = {
+                w.label
+                for p in measured.values()
+                for w in p.workloads
+                if c.phase is None or p.name == c.phase
+            }
             unknown = sorted(set(c.workloads or ()) - labels)
             if unknown:
                 raise ValueError(

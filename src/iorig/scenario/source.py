@@ -116,8 +116,11 @@ class _Open:
 def _field(stack: list[_Open]) -> str:
     """Where the node being scanned sits, as messages name fields
     (``phases[2].workloads[0].bs: ``)."""
-    parts = [f"[{f.index}]" if not f.mapping else str(f.key) for f in stack
-             if not f.mapping or (f.key is not None and not f.at_key)]  # fmt: skip
+    parts = [
+        f"[{f.index}]" if not f.mapping else str(f.key)
+        for f in stack
+        if not f.mapping or (f.key is not None and not f.at_key)
+    ]
     return ".".join(parts).replace(".[", "[") + ": " if parts else ""
 
 
@@ -140,7 +143,7 @@ def _refuse(source: str, mark: yaml.Mark | None, what: str, hint: str) -> UserEr
     return UserError(f"{where}: {what}", hint=hint)
 
 
-def check_limits(text: str, source: str, loader: type = yaml.SafeLoader) -> None:
+def check_limits(text: str, source: str, loader: type = yaml.SafeLoader) -> None:  # noqa: C901
     """Scan the YAML event stream (no recursion, no expansion) and refuse a
     document that is too large, too deep, alias-heavy or holds an oversized
     number, naming the line. Raises UserError."""

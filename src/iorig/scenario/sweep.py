@@ -46,7 +46,7 @@ def point_label(point: dict[str, str]) -> str:
     return ",".join(f"{name}={text}" for name, text in point.items())
 
 
-def resolve_with_sweep(
+def resolve_with_sweep(  # noqa: C901, PLR0912
     source: ScenarioSource,
     profile: str | None = None,
     overrides: dict[str, str] | None = None,

@@ -46,7 +46,7 @@ def _number_problem(value: float) -> str | None:
     return None
 
 
-def _check(value: Any, hint: Any, path: str) -> None:
+def _check(value: Any, hint: Any, path: str) -> None:  # noqa: C901, PLR0911, PLR0912
     if hint is Any:
         return
     origin = typing.get_origin(hint)
@@ -124,8 +124,12 @@ def check_run(stored: StoredRun) -> None:
                     f"phases[{i}].scopes[{j}].scope.host {host!r:.40} is not one of the run's hosts"
                 )
             for ddir, series in scope.series.items():
-                sizes = {len(series), series.iops.size, series.bytes_per_s.size,
-                         series.lat_mean_ns.size}  # fmt: skip
+                sizes = {
+                    len(series),
+                    series.iops.size,
+                    series.bytes_per_s.size,
+                    series.lat_mean_ns.size,
+                }
                 rows = series.hist.shape[0] if series.hist.ndim == 2 else -1
                 if len(sizes) != 1 or rows not in (0, len(series)):
                     raise InvalidRun(
@@ -142,8 +146,9 @@ def _listed(items: list[str]) -> str:
     return ", ".join(items[:LISTED]) + (f" and {more} more" if more > 0 else "")
 
 
-def check_schema(version: int, objects: frozenset[tuple[str, str, str, str | None]],
-                 path: object) -> None:  # fmt: skip
+def check_schema(
+    version: int, objects: frozenset[tuple[str, str, str, str | None]], path: object
+) -> None:
     """Refuse a file whose schema objects (``schema.file_objects``) are not
     exactly those of iorig's schema ``version`` (its ``PRAGMA user_version``):
     no view, trigger, virtual table, extra index, table or column, and

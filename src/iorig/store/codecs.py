@@ -160,8 +160,17 @@ def _event_from_data(item: Any) -> EventRecord:
     """One stored event, every field checked (bundles are untrusted input)."""
     if not isinstance(item, dict):
         raise TypeError("an event is not an object")
-    names = {"at_s", "action", "argument", "status", "started_at", "ended_at", "detail",
-             "exit_code", "command"}  # fmt: skip
+    names = {
+        "at_s",
+        "action",
+        "argument",
+        "status",
+        "started_at",
+        "ended_at",
+        "detail",
+        "exit_code",
+        "command",
+    }
     if set(item) != names:
         raise ValueError(f"event fields {sorted(item)} are not {sorted(names)}")
     times = [item[k] for k in ("at_s", "started_at", "ended_at")]
@@ -236,8 +245,9 @@ def _io_errors_from_data(data: Any) -> tuple[IoErrorCount, ...]:
 
 
 def _io_errors_to_data(counts: tuple[IoErrorCount, ...]) -> list[dict[str, Any]]:
-    return [{"kind": c.kind, "message": c.message, "count": c.count, "host": c.host}
-            for c in counts]  # fmt: skip
+    return [
+        {"kind": c.kind, "message": c.message, "count": c.count, "host": c.host} for c in counts
+    ]
 
 
 # ------------------------------------------------------------ system under test
@@ -279,8 +289,21 @@ def _number(value: Any, name: str, *, optional: bool = False) -> float | None:
     return float(value)
 
 
-_PRECISION_FIELDS = {"metric", "target_pct", "min_s", "max_s", "precise", "seconds", "median",
-                     "low", "high", "achieved_pct", "confidence", "batch_s", "why"}  # fmt: skip
+_PRECISION_FIELDS = {
+    "metric",
+    "target_pct",
+    "min_s",
+    "max_s",
+    "precise",
+    "seconds",
+    "median",
+    "low",
+    "high",
+    "achieved_pct",
+    "confidence",
+    "batch_s",
+    "why",
+}
 
 
 def _precision_from_data(data: Any) -> PrecisionState | None:
@@ -345,8 +368,11 @@ def _ab_from_data(data: Any) -> AbLink | None:
 
 
 def _ab_to_data(link: AbLink | None) -> dict[str, Any] | None:
-    return None if link is None else {"id": link.id, "side": link.side, "peer": link.peer,
-                                      "first": list(link.first)}  # fmt: skip
+    return (
+        None
+        if link is None
+        else {"id": link.id, "side": link.side, "peer": link.peer, "first": list(link.first)}
+    )
 
 
 # ------------------------------------------------------------ generator CPU

@@ -170,10 +170,17 @@ READ_LIMITS = {
     sqlite3.SQLITE_LIMIT_TRIGGER_DEPTH: 1,
     sqlite3.SQLITE_LIMIT_WORKER_THREADS: 0,
 }
-READ_PRAGMAS = ("trusted_schema = OFF", "cell_size_check = ON", "temp_store = MEMORY",
-                "mmap_size = 0")  # fmt: skip
-READ_CONFIG = (("SQLITE_DBCONFIG_DEFENSIVE", True), ("SQLITE_DBCONFIG_TRUSTED_SCHEMA", False),
-               ("SQLITE_DBCONFIG_ENABLE_TRIGGER", False))  # fmt: skip
+READ_PRAGMAS = (
+    "trusted_schema = OFF",
+    "cell_size_check = ON",
+    "temp_store = MEMORY",
+    "mmap_size = 0",
+)
+READ_CONFIG = (
+    ("SQLITE_DBCONFIG_DEFENSIVE", True),
+    ("SQLITE_DBCONFIG_TRUSTED_SCHEMA", False),
+    ("SQLITE_DBCONFIG_ENABLE_TRIGGER", False),
+)
 READ_FUNCTIONS = frozenset({"count"})
 SQLITE_INTERRUPT = 9
 
@@ -218,8 +225,9 @@ class _Authorizer:
         self.readable = readable | {"sqlite_master", "sqlite_schema", "sqlite_temp_master"}
         self.setting_up = True
 
-    def __call__(self, action: int, arg1: str | None, arg2: str | None, db: str | None,
-                 _inner: str | None) -> int:  # fmt: skip
+    def __call__(
+        self, action: int, arg1: str | None, arg2: str | None, db: str | None, _inner: str | None
+    ) -> int:
         if action == sqlite3.SQLITE_SELECT:
             return sqlite3.SQLITE_OK
         if action == sqlite3.SQLITE_READ:
@@ -237,8 +245,9 @@ class _Authorizer:
         return sqlite3.SQLITE_DENY
 
 
-def read_only(path: Path, readable: frozenset[str], budget: float) -> tuple[
-        sqlite3.Connection, Guard, Callable[[], None]]:  # fmt: skip
+def read_only(
+    path: Path, readable: frozenset[str], budget: float
+) -> tuple[sqlite3.Connection, Guard, Callable[[], None]]:
     """A guarded connection reading ``path`` in place (see above), its
     ``Guard`` (work bound, Ctrl-C), and the function to call once the
     caller's temporary views exist: from then on the connection only reads

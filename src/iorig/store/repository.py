@@ -1,7 +1,7 @@
 """The results database: runs, phases and every figure they produced.
 
 One SQLite file, WAL mode, schema version in ``PRAGMA user_version`` with
-forward migrations (schema.py); a database written by a newer iorig is
+forward migrations (store/schema.py); a database written by a newer iorig is
 refused rather than misread. A run row exists (``running``) before fio
 starts; each finished phase is written in one transaction with its totals,
 per-second samples, histograms and artifacts (job file, raw fio output), so
@@ -268,8 +268,13 @@ class Store:
         its last results (which ``iorig import`` of that file then adds)."""
         if status is RunStatus.RUNNING:
             raise ValueError(f"bad final status {status!r}")
-        values = (str(RunStatus(status)), error, time.time(),
-                  None if recovery_file is None else str(recovery_file), run_id)  # fmt: skip
+        values = (
+            str(RunStatus(status)),
+            error,
+            time.time(),
+            None if recovery_file is None else str(recovery_file),
+            run_id,
+        )
         self.write(
             lambda c: c.execute(
                 "UPDATE runs SET status = ?, error = ?, ended_at = ?, recovery_file = ? "
@@ -284,8 +289,9 @@ class Store:
         every round, as the order of the rounds grows."""
 
         def work(c: sqlite3.Connection) -> None:
-            done = c.execute("UPDATE runs SET ab_json = ? WHERE id = ?",
-                             (codecs.AB.encode(link), run_id))  # fmt: skip
+            done = c.execute(
+                "UPDATE runs SET ab_json = ? WHERE id = ?", (codecs.AB.encode(link), run_id)
+            )
             if done.rowcount != 1:
                 raise KeyError(f"no run {run_id}")
 
@@ -314,11 +320,14 @@ class Store:
             places = (p for p in recovery_places(self.path, run_id) if p.is_file())
             recovery = next(places, None)
             if recovery is not None:
-                error += (f"; its last results are in {recovery}: add them with "
-                          f"`iorig --db {self.path} import {recovery}`")  # fmt: skip
+                error += (
+                    f"; its last results are in {recovery}: add them with "
+                    f"`iorig --db {self.path} import {recovery}`"
+                )
             try:
-                self.finish_run(run_id, RunStatus.ABORTED, error, recovery_file=recovery,
-                                wait_s=REAP_WAIT_S)  # fmt: skip
+                self.finish_run(
+                    run_id, RunStatus.ABORTED, error, recovery_file=recovery, wait_s=REAP_WAIT_S
+                )
             except Unwritable:
                 break
             reaped.append(run_id)

@@ -18,8 +18,13 @@ from iorig.model import PhaseResult, RunRecord, RunStatus, ScopeResult, StoredRu
 from iorig.store import codecs, owner
 from iorig.store.cells import command_text, member, nan_to_none, pack, scope_text
 
-PCT_COLUMNS = {50.0: "lat_p50_ns", 90.0: "lat_p90_ns", 99.0: "lat_p99_ns", 99.9: "lat_p999_ns",
-               99.99: "lat_p9999_ns"}  # fmt: skip
+PCT_COLUMNS = {
+    50.0: "lat_p50_ns",
+    90.0: "lat_p90_ns",
+    99.0: "lat_p99_ns",
+    99.9: "lat_p999_ns",
+    99.99: "lat_p9999_ns",
+}
 ARTIFACTS = ("job.fio", "command", "fio-output.json", "fio-stderr.txt")
 
 
@@ -114,11 +119,10 @@ def insert_phase(c: sqlite3.Connection, run_id: str, phase: PhaseResult) -> int:
     texts = dict(
         zip(
             ARTIFACTS,
-            (phase.job_text, command_text(phase.command), phase.fio_output,
-             phase.fio_stderr),
+            (phase.job_text, command_text(phase.command), phase.fio_output, phase.fio_stderr),
             strict=True,
         )
-    )  # fmt: skip
+    )
     c.executemany(
         "INSERT INTO artifacts (phase_id, name, data) VALUES (?,?,?)",
         [(phase_id, n, zlib.compress(t.encode(), 6)) for n, t in texts.items() if t],
@@ -167,9 +171,14 @@ def _save_scope(c: sqlite3.Connection, phase_id: int, result: ScopeResult) -> No
         insert(
             c,
             "histograms",
-            {"result_id": result_id, "ddir": ddir, "kind": "total", "rows": 1,
-             "data": pack(t.hist)},
-        )  # fmt: skip
+            {
+                "result_id": result_id,
+                "ddir": ddir,
+                "kind": "total",
+                "rows": 1,
+                "data": pack(t.hist),
+            },
+        )
     for ddir, s in result.series.items():
         c.executemany(
             "INSERT INTO samples (result_id, ddir, t_s, iops, bytes_per_s, lat_mean_ns) "
@@ -182,9 +191,14 @@ def _save_scope(c: sqlite3.Connection, phase_id: int, result: ScopeResult) -> No
         insert(
             c,
             "histograms",
-            {"result_id": result_id, "ddir": ddir, "kind": "per_second", "rows": len(s),
-             "data": pack(s.hist)},
-        )  # fmt: skip
+            {
+                "result_id": result_id,
+                "ddir": ddir,
+                "kind": "per_second",
+                "rows": len(s),
+                "data": pack(s.hist),
+            },
+        )
 
 
 def ended_without_finishing(pid: int) -> str:

@@ -153,11 +153,21 @@ def _migrate_to_v2(conn: sqlite3.Connection) -> None:
 # "data": <what versions 1 and 2 stored>}, so that its shape can change later
 # by payload migrations (see codecs.py) without a schema migration.
 JSON_COLUMNS = {
-    "runs": ("id", ("resolved_json", "params_json", "targets_json", "hosts_json",
-                    "warnings_json", "disclosure_json", "search_json")),
+    "runs": (
+        "id",
+        (
+            "resolved_json",
+            "params_json",
+            "targets_json",
+            "hosts_json",
+            "warnings_json",
+            "disclosure_json",
+            "search_json",
+        ),
+    ),
     "phases": ("id", ("point_json",)),
     "steady_states": ("phase_id", ("rounds_json",)),
-}  # fmt: skip
+}
 
 
 def _migrate_to_v3(conn: sqlite3.Connection) -> None:
@@ -276,8 +286,11 @@ def _normal(sql: str | None) -> str | None:
 
 
 @functools.cache
-def _built(version: int) -> tuple[frozenset[tuple[str, str, str, str | None]],
-                                  dict[str, tuple[tuple[str, str | None], ...]]]:  # fmt: skip
+def _built(
+    version: int,
+) -> tuple[
+    frozenset[tuple[str, str, str, str | None]], dict[str, tuple[tuple[str, str | None], ...]]
+]:
     conn = sqlite3.connect(":memory:", isolation_level=None)
     try:
         for migrate in MIGRATIONS[:version]:

@@ -193,8 +193,9 @@ def remote_target(
             )
     if size <= 0:
         raise UserError(f"the working set of target {role!r} is 0 bytes", hint="give --size")
-    return Target(role, text or "(server directory)", "remote", Path(path), size, None, False,
-                  remove, host)  # fmt: skip
+    return Target(
+        role, text or "(server directory)", "remote", Path(path), size, None, False, remove, host
+    )
 
 
 # ------------------------------------------------------------------ binding
@@ -299,11 +300,28 @@ def _prepare_fileset(directory: Path, role: str, size: int, allow_destroy: bool)
 
 
 # Filesystems whose files are the kernel's windows, not storage.
-PSEUDO_FILESYSTEMS = frozenset({
-    "proc", "sysfs", "devpts", "debugfs", "tracefs", "securityfs", "cgroup", "cgroup2",
-    "configfs", "bpf", "pstore", "efivarfs", "fusectl", "mqueue", "binfmt_misc", "autofs",
-    "rpc_pipefs", "nsfs",
-})  # fmt: skip
+PSEUDO_FILESYSTEMS = frozenset(
+    {
+        "proc",
+        "sysfs",
+        "devpts",
+        "debugfs",
+        "tracefs",
+        "securityfs",
+        "cgroup",
+        "cgroup2",
+        "configfs",
+        "bpf",
+        "pstore",
+        "efivarfs",
+        "fusectl",
+        "mqueue",
+        "binfmt_misc",
+        "autofs",
+        "rpc_pipefs",
+        "nsfs",
+    }
+)
 
 
 def _filesystem_type(path: Path) -> str | None:
@@ -331,8 +349,15 @@ def check_kind(given: str) -> None:
     except OSError:
         mode = None  # not there yet: made where its nearest existing parent is
     if mode is not None and not (stat.S_ISREG(mode) or stat.S_ISDIR(mode) or stat.S_ISBLK(mode)):
-        kind = ("a character device" if stat.S_ISCHR(mode) else "a pipe" if stat.S_ISFIFO(mode)
-                else "a socket" if stat.S_ISSOCK(mode) else "a special file")  # fmt: skip
+        kind = (
+            "a character device"
+            if stat.S_ISCHR(mode)
+            else "a pipe"
+            if stat.S_ISFIFO(mode)
+            else "a socket"
+            if stat.S_ISSOCK(mode)
+            else "a special file"
+        )
         raise UserError(
             f"{given} is {kind}, not a regular file, directory or block device",
             hint="give a file, a directory or a block device to test",

@@ -35,9 +35,24 @@ def main() -> None:
     scratch = Path(tempfile.mkdtemp(dir=REPO / ".test-scratch"))
     try:
         with fio_servers(2, scratch) as hosts:
-            common = ("run", "exchange", "--quick", "--hosts", ",".join(h.label for h in hosts),
-                      "--mailboxes", "100", "--db-size", "8MiB", "--log-size", "4MiB",
-                      "--duration", "10s", "--maintenance-rate", "64KiB", *LENIENT)  # fmt: skip
+            common = (
+                "run",
+                "exchange",
+                "--quick",
+                "--hosts",
+                ",".join(h.label for h in hosts),
+                "--mailboxes",
+                "100",
+                "--db-size",
+                "8MiB",
+                "--log-size",
+                "4MiB",
+                "--duration",
+                "10s",
+                "--maintenance-rate",
+                "64KiB",
+                *LENIENT,
+            )
             run_iorig(RECORDED, *common, "--db-read-avg", "10s", "--label", "pass", check=True)
             failed = run_iorig(RECORDED, *common, "--db-read-avg", "1us", "--label", "fail")
             assert failed.returncode == 3, failed.stdout + failed.stderr

@@ -42,11 +42,26 @@ def main() -> None:
         data = Path(memory) / "data"
         data.write_bytes(os.urandom(64 << 20))
         fio = subprocess.Popen(
-            ["taskset", "-c", "0", "fio", "--name=uring", f"--filename={data}",
-             "--rw=randread", "--bs=4k", "--numjobs=4", "--iodepth=32", "--ioengine=io_uring",
-             "--direct=0", "--time_based", "--runtime=4", "--output-format=json"],
-            stdout=subprocess.PIPE, text=True,
-        )  # fmt: skip
+            [
+                "taskset",
+                "-c",
+                "0",
+                "fio",
+                "--name=uring",
+                f"--filename={data}",
+                "--rw=randread",
+                "--bs=4k",
+                "--numjobs=4",
+                "--iodepth=32",
+                "--ioengine=io_uring",
+                "--direct=0",
+                "--time_based",
+                "--runtime=4",
+                "--output-format=json",
+            ],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
         samples = []
         started = time.monotonic()
         for at in (1.0, 3.0):

@@ -26,9 +26,23 @@ def main() -> None:
     scratch = Path(tempfile.mkdtemp(dir=REPO / ".test-scratch"))
     try:
         for label in ("A", EVIL):
-            run_iorig(RECORDED, "run", "peak", "--quick", "--target", str(scratch / "data"),
-                      "--size", "32MiB", "--set", "duration=2s", "--set", "warmup=1s",
-                      "--label", label, check=True)  # fmt: skip
+            run_iorig(
+                RECORDED,
+                "run",
+                "peak",
+                "--quick",
+                "--target",
+                str(scratch / "data"),
+                "--size",
+                "32MiB",
+                "--set",
+                "duration=2s",
+                "--set",
+                "warmup=1s",
+                "--label",
+                label,
+                check=True,
+            )
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     print(f"recorded {RECORDED}")

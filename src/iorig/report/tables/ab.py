@@ -8,8 +8,8 @@ from typing import Any
 
 from iorig.analyze.ab import AbComparison, verdict_line
 from iorig.analyze.analysis import Comparison
-from iorig.report.metrics import metric
-from iorig.report.tables import TableModel
+from iorig.report.tables.metrics import metric
+from iorig.report.tables.run import TableModel
 
 DRIFT_NOTE = (
     "these runs were not interleaved: drift of the system between them cannot be told "
@@ -35,8 +35,11 @@ def rounds_table(cmp: Comparison) -> TableModel | None:
         fmt = metric(headline[phase.name]) if phase.name in headline else None
         for r, x, y in zip(phase.rounds, phase.a, phase.b, strict=True):
             first = ab.first[r] if r < len(ab.first) else None
-            order = "-" if first is None else (
-                f"{names[first]} then {names['b' if first == 'a' else 'a']}")  # fmt: skip
+            order = (
+                "-"
+                if first is None
+                else (f"{names[first]} then {names['b' if first == 'a' else 'a']}")
+            )
             shown = (fmt.format(x), fmt.format(y)) if fmt else (f"{x:.4g}", f"{y:.4g}")
             rows.append((phase.name, str(r + 1), order, *shown, f"{y / x:.3f}" if x else "-"))
     return TableModel(
@@ -65,17 +68,19 @@ def ab_dict(cmp: Comparison) -> dict[str, Any] | None:
     phases = []
     for p in ab.phases:
         t = p.test
-        phases.append({
-            "phase": p.name,
-            "rounds": [r + 1 for r in p.rounds],
-            "a": list(p.a),
-            "b": list(p.b),
-            "verdict": t.verdict if t else "untestable",
-            "ratio": t.ratio if t else None,
-            "ci_low": t.ci_low if t else None,
-            "ci_high": t.ci_high if t else None,
-            "p_value": t.p_value if t else None,
-            "method": "paired t on log ratios of round medians",
-            "sentence": verdict_line(p.name, t, (cmp.labels[0], cmp.labels[1])),
-        })  # fmt: skip
+        phases.append(
+            {
+                "phase": p.name,
+                "rounds": [r + 1 for r in p.rounds],
+                "a": list(p.a),
+                "b": list(p.b),
+                "verdict": t.verdict if t else "untestable",
+                "ratio": t.ratio if t else None,
+                "ci_low": t.ci_low if t else None,
+                "ci_high": t.ci_high if t else None,
+                "p_value": t.p_value if t else None,
+                "method": "paired t on log ratios of round medians",
+                "sentence": verdict_line(p.name, t, (cmp.labels[0], cmp.labels[1])),
+            }
+        )
     return {"id": ab.id, "sides": list(ab.sides), "first": list(ab.first), "phases": phases}

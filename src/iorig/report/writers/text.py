@@ -9,13 +9,13 @@ from rich.console import RenderableType
 from rich.text import Text
 
 from iorig.analyze.analysis import Comparison, RunAnalysis
-from iorig.report import terminal
-from iorig.report.cmptables import comparison_notes, comparison_tables, run_limit_table
-from iorig.report.console import SafeConsole
-from iorig.report.fit import fit
 from iorig.report.options import RenderOptions
-from iorig.report.searchtables import search_tables
-from iorig.report.tables import TableModel, run_tables, summary_tables, to_rich, visible_model
+from iorig.report.tables.compare import comparison_notes, comparison_tables, run_limit_table
+from iorig.report.tables.run import TableModel, run_tables, summary_tables, to_rich, visible_model
+from iorig.report.tables.searches import search_tables
+from iorig.report.writers import terminal
+from iorig.report.writers.console import SafeConsole
+from iorig.report.writers.fit import fit
 from iorig.untrusted import visible
 
 # a pipe's "width": wide enough that rich wraps nothing (its lines are then
@@ -73,8 +73,11 @@ def run_view(analysis: RunAnalysis, options: RenderOptions) -> list[RenderableTy
     measured = analysis.measured
     if measured:
         parts += _tables(summary_tables(measured), options)
-        parts += [Text(terminal.clip(f"{s.name}: {s.error}", terminal.DESCRIPTION_CHARS),
-                       style="red") for s in measured if s.error]  # fmt: skip
+        parts += [
+            Text(terminal.clip(f"{s.name}: {s.error}", terminal.DESCRIPTION_CHARS), style="red")
+            for s in measured
+            if s.error
+        ]
     else:
         parts.append(Text("no measured phase finished", style="yellow"))
     parts += _tables(run_tables(analysis) + search_tables(analysis.search), options)

@@ -14,7 +14,7 @@ from dataclasses import dataclass, replace
 
 from rich.cells import cell_len
 
-from iorig.report.tablemodel import TableModel
+from iorig.report.tables.model import TableModel
 
 # rich's boxed table: "│ " before each cell, " " after it, and the closing "│"
 PER_COLUMN = 3
@@ -65,8 +65,9 @@ def minimum_widths(model: TableModel) -> list[int]:
         elif model.one_line:
             cells_min = whole
         else:
-            cells_min = max((cell_len(t) if FIGURE.match(t) else longest_word(t) for t in cells),
-                            default=0)  # fmt: skip
+            cells_min = max(
+                (cell_len(t) if FIGURE.match(t) else longest_word(t) for t in cells), default=0
+            )
         out.append(max(longest_word(header), cells_min))
     return out
 

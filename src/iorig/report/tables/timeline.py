@@ -193,8 +193,16 @@ def build_timeline(stored: StoredRun) -> Timeline:
                 if host is not None:
                     hosts[host] = None
         spans.append(
-            PhaseSpan(p.name, p.name if names[p.name] == 1 else f"{p.name} #{p.repeat + 1}",
-                      p.kind, p.status, p.repeat, start, p.ended_at - origin, samples,
-                      _marks(p, origin))
-        )  # fmt: skip
+            PhaseSpan(
+                p.name,
+                p.name if names[p.name] == 1 else f"{p.name} #{p.repeat + 1}",
+                p.kind,
+                p.status,
+                p.repeat,
+                start,
+                p.ended_at - origin,
+                samples,
+                _marks(p, origin),
+            )
+        )
     return Timeline(origin, metric, tuple(spans), tuple(hosts))

@@ -16,11 +16,11 @@ import jinja2
 from iorig import __version__
 from iorig.analyze.analysis import RunAnalysis
 from iorig.model.records import flatten, target_name
-from iorig.report.searchtables import search_tables
-from iorig.report.suttables import sut_tables
-from iorig.report.tablemodel import TableModel
-from iorig.report.tables import summary_tables
-from iorig.report.terminal import limit_text
+from iorig.report.tables.model import TableModel
+from iorig.report.tables.run import summary_tables
+from iorig.report.tables.searches import search_tables
+from iorig.report.tables.sut import sut_tables
+from iorig.report.writers.terminal import limit_text
 from iorig.units import format_bytes
 
 _ENV = jinja2.Environment(

@@ -38,9 +38,14 @@ def visible_text(text: Text) -> Text:
         at += len(shown)
     starts.append(at)
     out = Text(
-        "".join(parts), style=text.style, justify=text.justify, overflow=text.overflow,
-        no_wrap=text.no_wrap, end=text.end, tab_size=text.tab_size,
-    )  # fmt: skip
+        "".join(parts),
+        style=text.style,
+        justify=text.justify,
+        overflow=text.overflow,
+        no_wrap=text.no_wrap,
+        end=text.end,
+        tab_size=text.tab_size,
+    )
     out.spans = [Span(starts[s.start], starts[s.end], s.style) for s in text.spans]
     return out
 

@@ -20,15 +20,15 @@ from iorig.model import (
 )
 from iorig.model.records import flatten, target_name
 from iorig.model.sut import brief
-from iorig.report.metrics import metric
-from iorig.report.tablemodel import TableModel
+from iorig.report.tables.metrics import metric
+from iorig.report.tables.model import TableModel
 from iorig.scenario.loading import ResolvedScenario, ScenarioSource
 from iorig.units import format_bytes, format_duration, format_rate, format_si
 from iorig.untrusted import visible
 
 # User text (titles, labels, paths, descriptions) is shown as rich Text, never
 # parsed for markup or highlighted, made visible (a control or text-direction
-# character as an escape: report/console.py) and clipped where a table or a
+# character as an escape: report/writers/console.py) and clipped where a table or a
 # heading shows it: rich's wrapping of a megabyte title takes seconds.
 CELL_CHARS = 300
 TITLE_CHARS = 200
@@ -173,15 +173,26 @@ def runs_table(
             for name, unit, values in headlines.get(run.id, [])
         ]
         scenario = run.scenario + (f" ({run.profile})" if run.profile else "")
-        rows.append((
-            run.id, when(run.started_at)[5:16],  # MM-DD HH:MM
-            scenario, str(run.status),
-            *([clip(run.label or "-")] if labelled else []),
-            clip(", ".join(t["given"] for t in run.targets)),
-            ", ".join(parts) or "-",
-        ))  # fmt: skip
-    headers = ("id", "started", "scenario", "status", *(["label"] if labelled else []),
-               "target", "median per second")  # fmt: skip
+        rows.append(
+            (
+                run.id,
+                when(run.started_at)[5:16],  # MM-DD HH:MM
+                scenario,
+                str(run.status),
+                *([clip(run.label or "-")] if labelled else []),
+                clip(", ".join(t["given"] for t in run.targets)),
+                ", ".join(parts) or "-",
+            )
+        )
+    headers = (
+        "id",
+        "started",
+        "scenario",
+        "status",
+        *(["label"] if labelled else []),
+        "target",
+        "median per second",
+    )
     # kept longest: the id (what other commands take), the status, the figures
     priority = (0, 3, 4, 1, *([5] if labelled else []), 6, 2)
     return TableModel(

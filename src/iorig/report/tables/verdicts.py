@@ -18,7 +18,7 @@ from iorig.analyze.verdictcmp import (
     RequirementRow,
     VerdictComparison,
 )
-from iorig.report.tables import TableModel, criterion_value
+from iorig.report.tables.run import TableModel, criterion_value
 
 NO_VERDICT = "no verdict"  # a run without criteria or a data check
 
@@ -33,8 +33,13 @@ def verdicts_table(cmp: Comparison) -> TableModel | None:
     for host in hosts:
         rows.append((host, *(dict(r.hosts).get(host, "-") for r in vc.runs)))
     notes = ("a host's verdict: the requirements judged on its own share",) if hosts else ()
-    return TableModel("Verdicts", ("verdict of", *cmp.labels), tuple(rows),
-                      ("l", *("l" for _ in cmp.labels)), notes)  # fmt: skip
+    return TableModel(
+        "Verdicts",
+        ("verdict of", *cmp.labels),
+        tuple(rows),
+        ("l", *("l" for _ in cmp.labels)),
+        notes,
+    )
 
 
 def change_text(change: FigureChange | None) -> str:
@@ -70,8 +75,10 @@ def _data_cell(check: DataCheck | None) -> str:
 
 
 def _result(row: RequirementRow) -> str:
-    results = ["-" if v is None else "info" if v.bound == "info" else "PASS" if v.passed else "FAIL"
-               for v in row.verdicts]  # fmt: skip
+    results = [
+        "-" if v is None else "info" if v.bound == "info" else "PASS" if v.passed else "FAIL"
+        for v in row.verdicts
+    ]
     return " → ".join(results) if len(results) == 2 else " / ".join(results)
 
 
@@ -86,8 +93,13 @@ def requirements_table(cmp: Comparison) -> TableModel | None:
     # the data check's row names its check: a phase column only for several measured phases
     phased = len({r.phase for r in vc.requirements if r.metric != DATA}) > 1
     hosted = any(r.host for r in vc.requirements)
-    headers = ["Requirement", *(["Phase"] if phased else []), *(["Host"] if hosted else []),
-               "Limit", labels[0]]  # fmt: skip
+    headers = [
+        "Requirement",
+        *(["Phase"] if phased else []),
+        *(["Host"] if hosted else []),
+        "Limit",
+        labels[0],
+    ]
     align = ["l", *(["l"] if phased else []), *(["l"] if hosted else []), "r", "r"]
     for label in labels[1:]:
         headers += [label, "% change" if two else f"% vs {labels[0]}"]
@@ -96,8 +108,12 @@ def requirements_table(cmp: Comparison) -> TableModel | None:
     align += ["l", "c"]
     rows = []
     for row in vc.requirements:
-        cells = [row.name, *([row.phase] if phased else []),
-                 *([row.host or "all"] if hosted else []), _limit(row, labels)]  # fmt: skip
+        cells = [
+            row.name,
+            *([row.phase] if phased else []),
+            *([row.host or "all"] if hosted else []),
+            _limit(row, labels),
+        ]
         for i, verdict in enumerate(row.verdicts):
             if row.metric == DATA:
                 cells.append(_data_cell(vc.data[i]) if verdict else "-")
@@ -111,8 +127,16 @@ def requirements_table(cmp: Comparison) -> TableModel | None:
         rows.append(tuple(cells))
     # a narrow terminal keeps what each run achieved and its result, then the
     # significance; the limit and the % columns go first
-    priority = (0, *([2] if phased else []), *([0] if hosted else []), 3, 1,
-                *(p for _ in labels[1:] for p in (1, 4)), 2, 1)  # fmt: skip
+    priority = (
+        0,
+        *([2] if phased else []),
+        *([0] if hosted else []),
+        3,
+        1,
+        *(p for _ in labels[1:] for p in (1, 4)),
+        2,
+        1,
+    )
     return TableModel(
         "Requirements: each run's figure, its change and whether it exceeds the noise",
         tuple(headers),
@@ -142,17 +166,24 @@ def _notes(vc: VerdictComparison, baseline: str) -> tuple[str, ...]:
     ]
     methods = vc.methods
     if "repeats" in methods:
-        notes.append("Significance by Welch's t-test on the figure of each repeat (fresh fio "
-                     "runs).")  # fmt: skip
+        notes.append(
+            "Significance by Welch's t-test on the figure of each repeat (fresh fio runs)."
+        )
     if "batch means" in methods:
-        notes.append("Significance by Welch's t-test on batch means of the figure's per-second "
-                     "values within each run; --repeat N adds run-to-run variation.")  # fmt: skip
+        notes.append(
+            "Significance by Welch's t-test on batch means of the figure's per-second "
+            "values within each run; --repeat N adds run-to-run variation."
+        )
     if any(c is not None and c.why == ONE_FIGURE for r in vc.requirements for c in r.changes):
-        notes.append("A percentile, a maximum or the worst second is one figure per run: "
-                     "without --repeat N on both runs it is not testable.")  # fmt: skip
+        notes.append(
+            "A percentile, a maximum or the worst second is one figure per run: "
+            "without --repeat N on both runs it is not testable."
+        )
     if any(r.metric == DATA for r in vc.requirements):
-        notes.append("The data check counts blocks that did not read back as last written: "
-                     "there is no noise to test, and one lost block fails the run.")  # fmt: skip
+        notes.append(
+            "The data check counts blocks that did not read back as last written: "
+            "there is no noise to test, and one lost block fails the run."
+        )
     return tuple(notes)
 
 
@@ -170,32 +201,50 @@ def verdicts_dict(cmp: Comparison) -> dict[str, Any] | None:
         test = change.test if change else None
         check = vc.data[i] if data else None
         return {
-            "label": cmp.labels[i], "run_id": ids[i],
-            "limit": v.limit if v else None, "value": v.value if v else None,
+            "label": cmp.labels[i],
+            "run_id": ids[i],
+            "limit": v.limit if v else None,
+            "value": v.value if v else None,
             "passed": v.passed if v else None,
-            **({"blocks": check.blocks if check else None, "lost": check.bad if check else None}
-               if data else {}),
+            **(
+                {"blocks": check.blocks if check else None, "lost": check.bad if check else None}
+                if data
+                else {}
+            ),
             "change": change.change if change else None,
             "verdict": change.verdict if change else None,
             "method": change.method if change else None,
             "not_testable": (change.why or None) if change else None,
-            "ratio": test.ratio if test else None, "ci_low": test.ci_low if test else None,
+            "ratio": test.ratio if test else None,
+            "ci_low": test.ci_low if test else None,
             "ci_high": test.ci_high if test else None,
             "p_value": test.p_value if test else None,
-        }  # fmt: skip
+        }
 
     return {
         "runs": [
-            {"label": label, "run_id": run_id, "verdict": r.verdict,
-             "hosts": [{"host": h, "verdict": hv} for h, hv in r.hosts]}
+            {
+                "label": label,
+                "run_id": run_id,
+                "verdict": r.verdict,
+                "hosts": [{"host": h, "verdict": hv} for h, hv in r.hosts],
+            }
             for label, run_id, r in zip(cmp.labels, ids, vc.runs, strict=True)
         ],
         "requirements": [
-            {"name": row.name, "phase": row.phase, "host": row.host, "metric": row.metric,
-             "bound": row.bound, "higher_is_better": row.higher_is_better,
-             "runs": [side(i, v, c, row.metric == DATA)
-                      for i, (v, c) in enumerate(zip(row.verdicts, row.changes, strict=True))]}
+            {
+                "name": row.name,
+                "phase": row.phase,
+                "host": row.host,
+                "metric": row.metric,
+                "bound": row.bound,
+                "higher_is_better": row.higher_is_better,
+                "runs": [
+                    side(i, v, c, row.metric == DATA)
+                    for i, (v, c) in enumerate(zip(row.verdicts, row.changes, strict=True))
+                ],
+            }
             for row in vc.requirements
         ],
         "threshold": vc.threshold,
-    }  # fmt: skip
+    }

@@ -20,9 +20,9 @@ import numpy as np
 from rich.text import Text
 
 from iorig.model import EventStatus, PhaseKind, series_stats
-from iorig.report.metrics import metric
-from iorig.report.terminal import CELL_CHARS, STATUS_STYLE, clip
-from iorig.report.timeline import PhaseSpan, Timeline
+from iorig.report.tables.metrics import metric
+from iorig.report.tables.timeline import PhaseSpan, Timeline
+from iorig.report.writers.terminal import CELL_CHARS, STATUS_STYLE, clip
 from iorig.units import format_latency
 
 BLOCKS = "▁▂▃▄▅▆▇█"
@@ -98,11 +98,15 @@ def timeline_lines(timeline: Timeline, width: int = 100, *, unicode: bool = True
     top = timeline.max_throughput
     chars = BLOCKS if unicode else ASCII
     lines = [
-        Text("start: since the first phase started; p99: the range of each second's p99",
-             style="dim"),
-        Text(f"{unit.unit} per second: median; sparklines scaled to the run's highest second "
-             f"({unit.with_unit(top) if top else '-'})", style="dim"),
-    ]  # fmt: skip
+        Text(
+            "start: since the first phase started; p99: the range of each second's p99", style="dim"
+        ),
+        Text(
+            f"{unit.unit} per second: median; sparklines scaled to the run's highest second "
+            f"({unit.with_unit(top) if top else '-'})",
+            style="dim",
+        ),
+    ]
     rows = [_columns(p, _one_line(p.label, NAME_CHARS), timeline) for p in timeline.phases]
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))] if rows else []
     for phase, row in zip(timeline.phases, rows, strict=True):

@@ -29,9 +29,9 @@ from iorig.analyze.search import CurveResult, KneeResult, LoadPointResult, Searc
 from iorig.analyze.summary import PhaseSummary
 from iorig.analyze.verdictcmp import FigureChange, host_verdicts
 from iorig.model import PhaseKind, PrecisionState, RunRecord, SeriesStats, StoredRun
-from iorig.report.abtables import ab_dict
 from iorig.report.options import RenderOptions
-from iorig.report.verdicttables import verdicts_dict
+from iorig.report.tables.ab import ab_dict
+from iorig.report.tables.verdicts import verdicts_dict
 from iorig.untrusted import visible
 
 FORMAT_VERSION = 1
@@ -62,14 +62,23 @@ def series_dict(stats: SeriesStats) -> dict[str, Any]:
 def phase_dict(s: PhaseSummary) -> dict[str, Any]:
     # a phase that trims also has each direction on its own (its figures add
     # unlike I/Os); others keep the shape they always had
-    directions = {
-        "directions": [
-            {"ddir": d.ddir, "ios": d.ios, "iops": _num(d.iops),
-             "bytes_per_s": _num(d.bytes_per_s), "lat_mean_ns": _num(d.lat_mean_ns),
-             "lat_p99_ns": _num(d.lat_p99_ns)}
-            for d in s.directions
-        ]
-    } if s.trims else {}  # fmt: skip
+    directions = (
+        {
+            "directions": [
+                {
+                    "ddir": d.ddir,
+                    "ios": d.ios,
+                    "iops": _num(d.iops),
+                    "bytes_per_s": _num(d.bytes_per_s),
+                    "lat_mean_ns": _num(d.lat_mean_ns),
+                    "lat_p99_ns": _num(d.lat_p99_ns),
+                }
+                for d in s.directions
+            ]
+        }
+        if s.trims
+        else {}
+    )
     return {
         "name": s.name,
         "kind": str(s.kind),
@@ -107,10 +116,15 @@ def precision_dict(state: PrecisionState | None) -> dict[str, Any] | None:
     if state is None:
         return None
     return state.as_record() | {
-        "precise": state.precise, "median": _num(state.median), "low": _num(state.low),
-        "high": _num(state.high), "confidence": state.confidence, "min_s": state.min_s,
-        "max_s": state.max_s, "why": state.why or None,
-    }  # fmt: skip
+        "precise": state.precise,
+        "median": _num(state.median),
+        "low": _num(state.low),
+        "high": _num(state.high),
+        "confidence": state.confidence,
+        "min_s": state.min_s,
+        "max_s": state.max_s,
+        "why": state.why or None,
+    }
 
 
 def run_dict(run: RunRecord) -> dict[str, Any]:
@@ -179,33 +193,52 @@ def run_document(analysis: RunAnalysis) -> dict[str, Any]:
             if p.steady is not None
         ],
         "phases": [phase_dict(s) | {"point": s.point} for s in analysis.measured],
-        "other_phases": [phase_dict(s) for s in analysis.summaries
-                         if s.kind is not PhaseKind.MEASURE],
+        "other_phases": [
+            phase_dict(s) for s in analysis.summaries if s.kind is not PhaseKind.MEASURE
+        ],
         "search": search_dict(analysis.search),
         "verdicts": [
-            {"name": v.name, "phase": v.phase, "host": v.host, "metric": v.metric,
-             "bound": v.bound, "limit": _num(v.limit), "value": _num(v.value),
-             "passed": v.passed, "margin": _num(v.margin)}
+            {
+                "name": v.name,
+                "phase": v.phase,
+                "host": v.host,
+                "metric": v.metric,
+                "bound": v.bound,
+                "limit": _num(v.limit),
+                "value": _num(v.value),
+                "passed": v.passed,
+                "margin": _num(v.margin),
+            }
             for v in analysis.verdicts
         ],
         "verdict": analysis.verdict,
         "timed_phases": [
-            {"phase": s.name, "kind": str(s.kind), "status": str(s.status),
-             "elapsed_s": s.elapsed_s, "io_bytes": s.io_bytes,
-             "bytes_per_s": _num(s.bytes_per_s) if s.ios else None, "error": s.error}
+            {
+                "phase": s.name,
+                "kind": str(s.kind),
+                "status": str(s.status),
+                "elapsed_s": s.elapsed_s,
+                "io_bytes": s.io_bytes,
+                "bytes_per_s": _num(s.bytes_per_s) if s.ios else None,
+                "error": s.error,
+            }
             for s in analysis.summaries
             if s.kind.size_based
         ],
         "events": [event_dict(e) for e in analysis.events],
         "per_host": [host_phase_dict(h) for h in per_host(analysis)],
         "samples": series_records(stored),
-    }  # fmt: skip
+    }
 
 
 def event_dict(e: EventImpact) -> dict[str, Any]:
     """An event as it happened, with its impact (None where not measured)."""
-    return {"phase": e.phase, "repeat": e.repeat, **e.event.as_dict(),
-            "impact": e.impact.as_dict() if e.impact is not None else None}  # fmt: skip
+    return {
+        "phase": e.phase,
+        "repeat": e.repeat,
+        **e.event.as_dict(),
+        "impact": e.impact.as_dict() if e.impact is not None else None,
+    }
 
 
 def host_phase_dict(h: HostPhase) -> dict[str, Any]:
@@ -216,16 +249,22 @@ def host_phase_dict(h: HostPhase) -> dict[str, Any]:
         "repeat": h.repeat,
         "metric": str(h.headline),
         "hosts": [
-            {"host": f.host, "level": _num(f.level), "lat_mean_ns": _num(f.lat_mean_ns),
-             "lat_p99_ns": _num(f.lat_p99_ns),
-             "latencies_ns": {k: _num(v) for k, v in f.latencies.items()},
-             "status": f.status, "error": f.error}
+            {
+                "host": f.host,
+                "level": _num(f.level),
+                "lat_mean_ns": _num(f.lat_mean_ns),
+                "lat_p99_ns": _num(f.lat_p99_ns),
+                "latencies_ns": {k: _num(v) for k, v in f.latencies.items()},
+                "status": f.status,
+                "error": f.error,
+            }
             for f in h.hosts
         ],
         "average_per_host": _num(h.average),
-        "spread": None if h.spread is None else
-        {"slowest": h.spread.slowest, "fastest": h.spread.fastest, "cov": _num(h.spread.cov)},
-    }  # fmt: skip
+        "spread": None
+        if h.spread is None
+        else {"slowest": h.spread.slowest, "fastest": h.spread.fastest, "cov": _num(h.spread.cov)},
+    }
 
 
 def _knee_point(p: Point) -> dict[str, Any]:
@@ -266,20 +305,36 @@ def search_dict(result: SearchResult | None) -> dict[str, Any] | None:
             "settings": k.settings,
             "metric": k.headline,
             "points": [
-                _knee_point(p) | {"in_flight": c.outstanding, "queue_kept": not c.short,
-                                  "queue_deeper": c.deeper, "kept_concurrency": kept}
-                for p, c, kept in zip(k.points, k.little, k.kept or (None,) * len(k.points),
-                                      strict=True)
+                _knee_point(p)
+                | {
+                    "in_flight": c.outstanding,
+                    "queue_kept": not c.short,
+                    "queue_deeper": c.deeper,
+                    "kept_concurrency": kept,
+                }
+                for p, c, kept in zip(
+                    k.points, k.little, k.kept or (None,) * len(k.points), strict=True
+                )
             ],
             "knee": _knee_point(k.knee.point) if k.knee.point else None,
             "reason": k.knee.reason,
             "uncertain_between": list(k.uncertain) if k.uncertain else None,
             "remeasured": [
-                {"concurrency": s.concurrency, "state": s.settled.state,
-                 "left_out": [r + 1 for r in s.settled.left_out],
-                 "runs": [{"run": r.repeat + 1, "throughput": r.level, "low": r.low,
-                           "high": r.high, "seconds": r.seconds}
-                          for r in s.settled.readings]}
+                {
+                    "concurrency": s.concurrency,
+                    "state": s.settled.state,
+                    "left_out": [r + 1 for r in s.settled.left_out],
+                    "runs": [
+                        {
+                            "run": r.repeat + 1,
+                            "throughput": r.level,
+                            "low": r.low,
+                            "high": r.high,
+                            "seconds": r.seconds,
+                        }
+                        for r in s.settled.readings
+                    ],
+                }
                 for s in k.remeasured
             ],
             "depth_rounding": k.rounding,
@@ -289,18 +344,28 @@ def search_dict(result: SearchResult | None) -> dict[str, Any] | None:
                 "members": list(k.plateau.members),
                 "ci": [k.plateau.best.ci_low, k.plateau.best.ci_high],
                 "candidates": [
-                    {"concurrency": c.concurrency, "n": c.n, "mean": c.mean,
-                     "min": c.lowest, "max": c.highest}
+                    {
+                        "concurrency": c.concurrency,
+                        "n": c.n,
+                        "mean": c.mean,
+                        "min": c.lowest,
+                        "max": c.highest,
+                    }
                     for c in k.plateau.candidates
                 ],
             }
             if k.plateau
             else None,
-            "usl": {"lambda": k.usl.lam, "sigma": k.usl.sigma, "kappa": k.usl.kappa,
-                    "r2": k.usl.r2, "peak_concurrency": k.usl.peak_concurrency}
+            "usl": {
+                "lambda": k.usl.lam,
+                "sigma": k.usl.sigma,
+                "kappa": k.usl.kappa,
+                "r2": k.usl.r2,
+                "peak_concurrency": k.usl.peak_concurrency,
+            }
             if k.usl
             else None,
-        }  # fmt: skip
+        }
     if isinstance(result, LoadPointResult):
         lp = result
         return {
@@ -321,15 +386,19 @@ def search_dict(result: SearchResult | None) -> dict[str, Any] | None:
                     "valid": p.valid,
                     "problems": list(p.problems),
                     "ops": [
-                        {"workload": o.workload, "requested_ops_per_s": o.requested_ops_per_s,
-                         "achieved_ops_per_s": o.achieved_ops_per_s,
-                         "lat_mean_ns": _num(o.lat_mean_ns), "valid": o.valid}
+                        {
+                            "workload": o.workload,
+                            "requested_ops_per_s": o.requested_ops_per_s,
+                            "achieved_ops_per_s": o.achieved_ops_per_s,
+                            "lat_mean_ns": _num(o.lat_mean_ns),
+                            "valid": o.valid,
+                        }
                         for o in p.ops
                     ],
                 }
                 for p in lp.points
             ],
-        }  # fmt: skip
+        }
     if isinstance(result, CurveResult):
         c = result
         return {
@@ -394,54 +463,90 @@ def phase_record(
 
 # the columns of a requirement's row (application workloads), empty in a phase's
 _REQUIREMENT_BLANK: dict[str, Any] = dict.fromkeys(
-    ("record", "requirement", "host", "bound", "limit", "value", "passed", "change",
-     "run_verdict", "host_verdict")
-) | {"record": "phase"}  # fmt: skip
+    (
+        "record",
+        "requirement",
+        "host",
+        "bound",
+        "limit",
+        "value",
+        "passed",
+        "change",
+        "run_verdict",
+        "host_verdict",
+    )
+) | {"record": "phase"}
 
 
 def requirement_record(
-    v: Verdict, run_id: str, label: str, *, baseline: bool, change: FigureChange | None,
-    run_verdict: str | None, host_verdict: str | None,
-) -> dict[str, Any]:  # fmt: skip
+    v: Verdict,
+    run_id: str,
+    label: str,
+    *,
+    baseline: bool,
+    change: FigureChange | None,
+    run_verdict: str | None,
+    host_verdict: str | None,
+) -> dict[str, Any]:
     """One run's requirement (a criterion on a phase, per host where it is
     judged per host) in the CSV's row shape: its limit, figure and result,
     and against the baseline the figure's change and its test."""
     test = change.test if change else None
     blank = dict.fromkeys(CSV_COLUMNS)
     return blank | {
-        "record": "requirement", "phase": v.phase, "metric": v.metric, "run_id": run_id,
-        "label": label, "baseline": baseline, "requirement": v.name, "host": v.host,
-        "bound": v.bound, "limit": _num(v.limit), "value": _num(v.value), "passed": v.passed,
+        "record": "requirement",
+        "phase": v.phase,
+        "metric": v.metric,
+        "run_id": run_id,
+        "label": label,
+        "baseline": baseline,
+        "requirement": v.name,
+        "host": v.host,
+        "bound": v.bound,
+        "limit": _num(v.limit),
+        "value": _num(v.value),
+        "passed": v.passed,
         "change": _num(change.change) if change else None,
         "verdict": change.verdict if change else None,
         "method": change.method if change else None,
-        "ratio": test.ratio if test else None, "ci_low": test.ci_low if test else None,
-        "ci_high": test.ci_high if test else None, "p_value": test.p_value if test else None,
-        "run_verdict": run_verdict, "host_verdict": host_verdict,
-    }  # fmt: skip
+        "ratio": test.ratio if test else None,
+        "ci_low": test.ci_low if test else None,
+        "ci_high": test.ci_high if test else None,
+        "p_value": test.p_value if test else None,
+        "run_verdict": run_verdict,
+        "host_verdict": host_verdict,
+    }
 
 
 def comparison_records(cmp: Comparison) -> list[dict[str, Any]]:
     """One flat record per run and phase, with the numbers behind the tables;
     then, for application workloads, one per run and requirement."""
     phases = [
-        phase_record(entry, cmp.runs[i].run.id, cmp.labels[i], baseline=i == 0,
-                     diff=phase.differences[i]) | {"run_verdict": cmp.runs[i].verdict}
+        phase_record(
+            entry, cmp.runs[i].run.id, cmp.labels[i], baseline=i == 0, diff=phase.differences[i]
+        )
+        | {"run_verdict": cmp.runs[i].verdict}
         for phase in cmp.phases
         for i, entry in enumerate(phase.entries)
         if entry is not None
-    ]  # fmt: skip
+    ]
     vc = cmp.verdicts
     if vc is None:
         return phases
     return phases + [
-        requirement_record(v, cmp.runs[i].run.id, cmp.labels[i], baseline=i == 0,
-                           change=row.changes[i], run_verdict=vc.runs[i].verdict,
-                           host_verdict=dict(vc.runs[i].hosts).get(v.host or ""))
+        requirement_record(
+            v,
+            cmp.runs[i].run.id,
+            cmp.labels[i],
+            baseline=i == 0,
+            change=row.changes[i],
+            run_verdict=vc.runs[i].verdict,
+            host_verdict=dict(vc.runs[i].hosts).get(v.host or ""),
+        )
         for row in vc.requirements
         for i, v in enumerate(row.verdicts)
         if v is not None
-    ]  # fmt: skip
+    ]
 
 
 def run_records(analysis: RunAnalysis) -> list[dict[str, Any]]:
@@ -453,10 +558,17 @@ def run_records(analysis: RunAnalysis) -> list[dict[str, Any]]:
         | {"run_verdict": analysis.verdict}
         for entry in analysis.pooled.values()
     ] + [
-        requirement_record(v, run.id, run.name, baseline=True, change=None,
-                           run_verdict=analysis.verdict, host_verdict=hosts.get(v.host or ""))
+        requirement_record(
+            v,
+            run.id,
+            run.name,
+            baseline=True,
+            change=None,
+            run_verdict=analysis.verdict,
+            host_verdict=hosts.get(v.host or ""),
+        )
         for v in analysis.verdicts
-    ]  # fmt: skip
+    ]
 
 
 def comparison_document(cmp: Comparison) -> dict[str, Any]:
@@ -474,21 +586,57 @@ def comparison_document(cmp: Comparison) -> dict[str, Any]:
         # application workloads: each requirement run by run and every verdict, else null
         "verdicts": verdicts_dict(cmp),
         "sweeps": [
-            {"a": sc.label_a, "b": sc.label_b, "x_axis": sc.x_axis, "sentences": sc.sentences(),
-             "points": [asdict(p) | {"verdict": v} for p, v in zip(sc.pairs, sc.verdicts,
-                                                                   strict=True)]}
+            {
+                "a": sc.label_a,
+                "b": sc.label_b,
+                "x_axis": sc.x_axis,
+                "sentences": sc.sentences(),
+                "points": [
+                    asdict(p) | {"verdict": v} for p, v in zip(sc.pairs, sc.verdicts, strict=True)
+                ],
+            }
             for sc in cmp.sweeps
         ],
-    }  # fmt: skip
+    }
 
 
 CSV_COLUMNS = (  # the keys of phase_record and requirement_record, in order
-    "phase", "metric", "run_id", "label", "baseline", "seconds", "median", "max", "min", "mean",
-    "cov", "repeats", "lat_mean_ns", "lat_p99_ns", "change_median", "change_max", "change_min",
-    "change_lat_mean", "change_lat_p99", "verdict", "method", "ratio", "ci_low", "ci_high",
-    "p_value", "record", "requirement", "host", "bound", "limit", "value", "passed", "change",
-    "run_verdict", "host_verdict",
-)  # fmt: skip
+    "phase",
+    "metric",
+    "run_id",
+    "label",
+    "baseline",
+    "seconds",
+    "median",
+    "max",
+    "min",
+    "mean",
+    "cov",
+    "repeats",
+    "lat_mean_ns",
+    "lat_p99_ns",
+    "change_median",
+    "change_max",
+    "change_min",
+    "change_lat_mean",
+    "change_lat_p99",
+    "verdict",
+    "method",
+    "ratio",
+    "ci_low",
+    "ci_high",
+    "p_value",
+    "record",
+    "requirement",
+    "host",
+    "bound",
+    "limit",
+    "value",
+    "passed",
+    "change",
+    "run_verdict",
+    "host_verdict",
+)
 
 
 def csv_text(value: Any) -> Any:

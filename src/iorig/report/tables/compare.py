@@ -19,13 +19,13 @@ from iorig.analyze.compare import (
 )
 from iorig.analyze.stats import LimitShare
 from iorig.model import ALL, PhaseKind, spread
-from iorig.report.abtables import ab_lines, rounds_table
-from iorig.report.eventtables import event_comparison_table
-from iorig.report.metrics import metric
 from iorig.report.options import Limit, RenderOptions
-from iorig.report.searchtables import comparison_search_tables
-from iorig.report.tables import TableModel
-from iorig.report.verdicttables import requirements_table, verdicts_table
+from iorig.report.tables.ab import ab_lines, rounds_table
+from iorig.report.tables.events import event_comparison_table
+from iorig.report.tables.metrics import metric
+from iorig.report.tables.run import TableModel
+from iorig.report.tables.searches import comparison_search_tables
+from iorig.report.tables.verdicts import requirements_table, verdicts_table
 from iorig.units import format_latency
 
 FIGURES = (("median", "Median"), ("max", "Maximum"), ("min", "Minimum"))
@@ -96,9 +96,15 @@ def latency_table(cmp: Comparison) -> TableModel:
         ("l", *("c" for _ in headers[1:])),
         ("p99 from the histograms of all repeats merged",),
         # a narrow terminal keeps the runs' means, then their p99s, then the % columns
-        priority=(0, *(p for first, pct in ((1, 3), (2, 4))
-                       for p in (first, *(q for _ in labels[1:] for q in (first, pct))))),
-    )  # fmt: skip
+        priority=(
+            0,
+            *(
+                p
+                for first, pct in ((1, 3), (2, 4))
+                for p in (first, *(q for _ in labels[1:] for q in (first, pct)))
+            ),
+        ),
+    )
 
 
 # The percentage tables divide the phase mean (fio's own figure for the whole
@@ -202,9 +208,11 @@ def host_spread_table(cmp: Comparison) -> TableModel | None:
     """How evenly each multi-host run's hosts performed, per phase."""
     if not any(len(r.run.hosts) > 1 for r in cmp.runs):
         return None
-    names = list(dict.fromkeys(
-        p.name for r in cmp.runs for p in r.stored.phases if p.kind is PhaseKind.MEASURE
-    ))  # fmt: skip
+    names = list(
+        dict.fromkeys(
+            p.name for r in cmp.runs for p in r.stored.phases if p.kind is PhaseKind.MEASURE
+        )
+    )
     rows = []
     for name in names:
         row = [name]

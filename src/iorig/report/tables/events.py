@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from iorig.analyze.analysis import Comparison, RunAnalysis
 from iorig.analyze.impact import EventImpact, Impact
-from iorig.report.metrics import metric
-from iorig.report.tablemodel import TableModel
+from iorig.report.tables.metrics import metric
+from iorig.report.tables.model import TableModel
 from iorig.units import format_latency, format_si
 
 DEFINITIONS = (
@@ -73,8 +73,9 @@ def event_table(analysis: RunAnalysis) -> TableModel | None:
     rows = []
     notes = [DEFINITIONS]
     for e in analysis.events:
-        rows.append((_when(e), e.event.label, str(e.event.status), *_figures(e.impact),
-                     _errors(e.impact)))  # fmt: skip
+        rows.append(
+            (_when(e), e.event.label, str(e.event.status), *_figures(e.impact), _errors(e.impact))
+        )
         if moved := _moved(e):
             notes.append(moved)
         if e.impact is not None and e.impact.note:

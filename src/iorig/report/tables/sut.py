@@ -10,8 +10,8 @@ from rich.text import Text
 
 from iorig.model import RunRecord, SutRecord
 from iorig.model.sut import NOT_DISCLOSED, SutTable, disclosure_tables
-from iorig.report.tablemodel import TableModel
-from iorig.report.tables import md_text, to_markdown, to_rich
+from iorig.report.tables.model import TableModel
+from iorig.report.tables.run import md_text, to_markdown, to_rich
 
 
 def _model(table: SutTable) -> TableModel:
@@ -51,8 +51,9 @@ def sut_markdown(run: RunRecord) -> str:
 
 def sut_view(run: RunRecord) -> Group:
     """`show --disclosure`: the user's description after what iorig read."""
-    parts: list = [Text("System under test, as described (--sut, scenario sut:, --note)",
-                        style="bold")]  # fmt: skip
+    parts: list = [
+        Text("System under test, as described (--sut, scenario sut:, --note)", style="bold")
+    ]
     if not run.sut:
         parts.append(Text(f"{NOT_DISCLOSED}: no description given (see `iorig sut template`)"))
         return Group(*parts)

@@ -22,15 +22,15 @@ from iorig.analyze.analysis import Comparison, RunAnalysis
 from iorig.analyze.search import CurveResult, KneeResult, LoadPointResult, SweepResult
 from iorig.model import ALL, Metric, PhaseKind, PhaseResult, StoredRun, histogram
 from iorig.model.records import flatten, target_name
-from iorig.report.cmptables import comparison_notes, comparison_tables, run_limit_table
-from iorig.report.metrics import metric
 from iorig.report.options import RenderOptions
-from iorig.report.searchtables import search_tables
-from iorig.report.suttables import sut_tables, undisclosed
-from iorig.report.tables import TableModel, run_tables, summary_tables
-from iorig.report.terminal import limit_text
-from iorig.report.timeline import build_timeline
-from iorig.report.timelinechart import chart_title, timeline_chart
+from iorig.report.tables.compare import comparison_notes, comparison_tables, run_limit_table
+from iorig.report.tables.metrics import metric
+from iorig.report.tables.run import TableModel, run_tables, summary_tables
+from iorig.report.tables.searches import search_tables
+from iorig.report.tables.sut import sut_tables, undisclosed
+from iorig.report.tables.timeline import build_timeline
+from iorig.report.writers.terminal import limit_text
+from iorig.report.writers.timelinechart import chart_title, timeline_chart
 from iorig.units import format_bytes, format_duration
 
 _PERCENTILE_TICKS = (0, 1, 2, 3, 4, 5)
@@ -105,26 +105,48 @@ def steady_charts(runs: list[ReportRun]) -> list[dict[str, Any]]:
             x = list(range(1, len(st.rounds) + 1))
             scale = metric(st.metric).scale
             data: list[dict[str, Any]] = [
-                {"type": "scatter", "mode": "lines+markers", "name": "round mean", "x": x,
-                 "y": [v * scale for v in st.rounds]}
-            ]  # fmt: skip
+                {
+                    "type": "scatter",
+                    "mode": "lines+markers",
+                    "name": "round mean",
+                    "x": x,
+                    "y": [v * scale for v in st.rounds],
+                }
+            ]
             shapes = []
             tail = st.rounds[-st.window :]
             if len(st.rounds) >= st.window:
                 mean = sum(tail) / len(tail) * scale
                 start = len(st.rounds) - st.window + 1
-                for level, name in ((1 + st.max_range / 2, "+range/2"), (1.0, "window mean"),
-                                    (1 - st.max_range / 2, "-range/2")):  # fmt: skip
+                for level, name in (
+                    (1 + st.max_range / 2, "+range/2"),
+                    (1.0, "window mean"),
+                    (1 - st.max_range / 2, "-range/2"),
+                ):
                     data.append(
-                        {"type": "scatter", "mode": "lines", "name": name,
-                         "x": [start, len(st.rounds)], "y": [mean * level] * 2,
-                         "line": {"dash": "dot" if level != 1.0 else "dash"}}
-                    )  # fmt: skip
+                        {
+                            "type": "scatter",
+                            "mode": "lines",
+                            "name": name,
+                            "x": [start, len(st.rounds)],
+                            "y": [mean * level] * 2,
+                            "line": {"dash": "dot" if level != 1.0 else "dash"},
+                        }
+                    )
                 shapes.append(
-                    {"type": "rect", "xref": "x", "yref": "paper", "x0": start - 0.5,
-                     "x1": len(st.rounds) + 0.5, "y0": 0, "y1": 1, "opacity": 0.12,
-                     "fillcolor": "green" if st.converged else "red", "line": {"width": 0}}
-                )  # fmt: skip
+                    {
+                        "type": "rect",
+                        "xref": "x",
+                        "yref": "paper",
+                        "x0": start - 0.5,
+                        "x1": len(st.rounds) + 0.5,
+                        "y0": 0,
+                        "y1": 1,
+                        "opacity": 0.12,
+                        "fillcolor": "green" if st.converged else "red",
+                        "line": {"width": 0},
+                    }
+                )
             verdict = "steady" if st.converged else "NOT steady"
             charts.append(
                 {
@@ -167,8 +189,9 @@ def _layout(title: str, x_title: str, y_title: str, **extra: Any) -> dict[str, A
     return layout
 
 
-def interval_traces(p: PhaseResult, name: str, t_s: np.ndarray, scale: float
-                    ) -> list[dict[str, Any]]:  # fmt: skip
+def interval_traces(
+    p: PhaseResult, name: str, t_s: np.ndarray, scale: float
+) -> list[dict[str, Any]]:
     """An ``until: precise`` phase's median as a dashed line across its
     seconds and its 95 % interval as a band around it."""
     state = p.precision
@@ -178,13 +201,26 @@ def interval_traces(p: PhaseResult, name: str, t_s: np.ndarray, scale: float
     low, high, median = state.low * scale, state.high * scale, state.median * scale
     asked = f"asked ±{state.target_pct:g} %"
     return [
-        {"type": "scatter", "mode": "lines", "name": f"{name}: median's 95 % interval "
-         f"(±{state.achieved_pct:.1f} %, {asked})", "x": [first, last, last, first, first],
-         "y": [low, low, high, high, low], "fill": "toself", "opacity": 0.25,
-         "line": {"width": 0}, "hoverinfo": "name"},
-        {"type": "scatter", "mode": "lines", "name": f"{name}: median",
-         "x": [first, last], "y": [median, median], "line": {"dash": "dash"}},
-    ]  # fmt: skip
+        {
+            "type": "scatter",
+            "mode": "lines",
+            "name": f"{name}: median's 95 % interval (±{state.achieved_pct:.1f} %, {asked})",
+            "x": [first, last, last, first, first],
+            "y": [low, low, high, high, low],
+            "fill": "toself",
+            "opacity": 0.25,
+            "line": {"width": 0},
+            "hoverinfo": "name",
+        },
+        {
+            "type": "scatter",
+            "mode": "lines",
+            "name": f"{name}: median",
+            "x": [first, last],
+            "y": [median, median],
+            "line": {"dash": "dash"},
+        },
+    ]
 
 
 def phase_charts(index: int, name: str, runs: list[ReportRun]) -> list[dict[str, Any]]:
@@ -203,14 +239,24 @@ def phase_charts(index: int, name: str, runs: list[ReportRun]) -> list[dict[str,
             trace_name = r.label + (f" #{p.repeat + 1}" if len(repeats) > 1 else "")
             y = s.values(headline) * metric(headline).scale
             throughput.append(
-                {"type": "scatter", "mode": "lines+markers", "name": trace_name,
-                 "x": s.t_s.tolist(), "y": _finite(y)}
-            )  # fmt: skip
+                {
+                    "type": "scatter",
+                    "mode": "lines+markers",
+                    "name": trace_name,
+                    "x": s.t_s.tolist(),
+                    "y": _finite(y),
+                }
+            )
             throughput += interval_traces(p, trace_name, s.t_s, metric(headline).scale)
             latency.append(
-                {"type": "scatter", "mode": "lines+markers", "name": trace_name,
-                 "x": s.t_s.tolist(), "y": _finite(s.lat_mean_ns / 1e6)}
-            )  # fmt: skip
+                {
+                    "type": "scatter",
+                    "mode": "lines+markers",
+                    "name": trace_name,
+                    "x": s.t_s.tolist(),
+                    "y": _finite(s.lat_mean_ns / 1e6),
+                }
+            )
             if ALL in scope.totals:
                 merged.append(scope.totals[ALL].hist)
         if merged:
@@ -247,7 +293,7 @@ def phase_charts(index: int, name: str, runs: list[ReportRun]) -> list[dict[str,
                 hovermode="closest",
             ),
         },
-    ]  # fmt: skip
+    ]
 
 
 def _json_for_script(data: Any) -> Markup:
@@ -313,8 +359,10 @@ def render_report(
     charts = [c for i, name in enumerate(names) for c in phase_charts(i, name, runs)]
     charts += [{k: v for k, v in c.items() if k != "title"} for c in steady + search]
     # one timeline per run, at the top of its section
-    headers = [_run_header(r) | {"timeline": f"timeline-{i}" if r.stored.phases else None}
-               for i, r in enumerate(runs)]  # fmt: skip
+    headers = [
+        _run_header(r) | {"timeline": f"timeline-{i}" if r.stored.phases else None}
+        for i, r in enumerate(runs)
+    ]
     charts = [
         timeline_chart(build_timeline(r.stored), h["timeline"], f"{r.label}: the whole run")
         for r, h in zip(runs, headers, strict=True)
@@ -382,23 +430,65 @@ def search_charts(runs: list[ReportRun]) -> list[dict[str, Any]]:
                     by_test.setdefault(p.test, []).append(p)
                 several = len(by_test) > 1
                 for test, members in by_test.items():
-                    name = " ".join(x for x in (r.label, test if several else "",
-                                                group if group != "all" else "") if x)  # fmt: skip
+                    name = " ".join(
+                        x
+                        for x in (r.label, test if several else "", group if group != "all" else "")
+                        if x
+                    )
                     x = [p.coords.get(sw.x_axis, "") for p in members]
-                    thr.append({"type": "scatter", "mode": "lines+markers", "name": name, "x": x,
-                                "y": [p.phase.bytes_per_s / 1e6 for p in members]})  # fmt: skip
-                    lat.append({"type": "scatter", "mode": "lines+markers", "name": name, "x": x,
-                                "y": _finite(np.array([p.phase.lat_mean_ns / 1e6
-                                                       for p in members]))})  # fmt: skip
+                    thr.append(
+                        {
+                            "type": "scatter",
+                            "mode": "lines+markers",
+                            "name": name,
+                            "x": x,
+                            "y": [p.phase.bytes_per_s / 1e6 for p in members],
+                        }
+                    )
+                    lat.append(
+                        {
+                            "type": "scatter",
+                            "mode": "lines+markers",
+                            "name": name,
+                            "x": x,
+                            "y": _finite(np.array([p.phase.lat_mean_ns / 1e6 for p in members])),
+                        }
+                    )
         order = _axis_order([p.coords.get(x_name, "") for _, s in sweeps for p in s.points])
-        category = {"type": "category", "categoryorder": "array", "categoryarray": order,
-                    "title": {"text": x_name}}  # fmt: skip
-        charts.append({"id": "search-sweep-throughput", "title": "sweep throughput", "data": thr,
-                       "layout": _layout(f"throughput against {x_name}", x_name, "MB/s",
-                                         xaxis=category, hovermode="closest")})  # fmt: skip
-        charts.append({"id": "search-sweep-latency", "title": "sweep latency", "data": lat,
-                       "layout": _layout(f"mean completion latency against {x_name}", x_name,
-                                         "ms", xaxis=category, hovermode="closest")})  # fmt: skip
+        category = {
+            "type": "category",
+            "categoryorder": "array",
+            "categoryarray": order,
+            "title": {"text": x_name},
+        }
+        charts.append(
+            {
+                "id": "search-sweep-throughput",
+                "title": "sweep throughput",
+                "data": thr,
+                "layout": _layout(
+                    f"throughput against {x_name}",
+                    x_name,
+                    "MB/s",
+                    xaxis=category,
+                    hovermode="closest",
+                ),
+            }
+        )
+        charts.append(
+            {
+                "id": "search-sweep-latency",
+                "title": "sweep latency",
+                "data": lat,
+                "layout": _layout(
+                    f"mean completion latency against {x_name}",
+                    x_name,
+                    "ms",
+                    xaxis=category,
+                    hovermode="closest",
+                ),
+            }
+        )
     knees = [(r, k) for r in runs if isinstance(k := r.analysis.search, KneeResult)]
     if knees:
         thr, lat = [], []
@@ -406,61 +496,154 @@ def search_charts(runs: list[ReportRun]) -> list[dict[str, Any]]:
         scale = metric(headline).scale
         for r, k in knees:
             xs = [p.concurrency for p in k.points]
-            thr.append({"type": "scatter", "mode": "lines+markers", "name": r.label, "x": xs,
-                        "y": [p.throughput * scale for p in k.points]})  # fmt: skip
+            thr.append(
+                {
+                    "type": "scatter",
+                    "mode": "lines+markers",
+                    "name": r.label,
+                    "x": xs,
+                    "y": [p.throughput * scale for p in k.points],
+                }
+            )
             if k.knee.point:
-                thr.append({"type": "scatter", "mode": "markers", "name": f"{r.label}: knee",
-                            "x": [k.knee.point.concurrency],
-                            "y": [k.knee.point.throughput * scale],
-                            "marker": {"size": 14, "symbol": "star"}})  # fmt: skip
+                thr.append(
+                    {
+                        "type": "scatter",
+                        "mode": "markers",
+                        "name": f"{r.label}: knee",
+                        "x": [k.knee.point.concurrency],
+                        "y": [k.knee.point.throughput * scale],
+                        "marker": {"size": 14, "symbol": "star"},
+                    }
+                )
             if k.usl:
                 grid = np.geomspace(min(xs), max(xs), 60)
-                thr.append({"type": "scatter", "mode": "lines", "name": f"{r.label}: USL fit",
-                            "x": grid.tolist(),
-                            "y": (np.asarray(k.usl.predict(grid)) * scale).tolist(),
-                            "line": {"dash": "dot"}})  # fmt: skip
-            lat.append({"type": "scatter", "mode": "lines+markers", "name": f"{r.label} p99",
-                        "x": xs, "y": [p.lat_p99_ns / 1e6 for p in k.points]})  # fmt: skip
-            lat.append({"type": "scatter", "mode": "lines+markers", "name": f"{r.label} mean",
-                        "x": xs, "y": [p.lat_mean_ns / 1e6 for p in k.points]})  # fmt: skip
+                thr.append(
+                    {
+                        "type": "scatter",
+                        "mode": "lines",
+                        "name": f"{r.label}: USL fit",
+                        "x": grid.tolist(),
+                        "y": (np.asarray(k.usl.predict(grid)) * scale).tolist(),
+                        "line": {"dash": "dot"},
+                    }
+                )
+            lat.append(
+                {
+                    "type": "scatter",
+                    "mode": "lines+markers",
+                    "name": f"{r.label} p99",
+                    "x": xs,
+                    "y": [p.lat_p99_ns / 1e6 for p in k.points],
+                }
+            )
+            lat.append(
+                {
+                    "type": "scatter",
+                    "mode": "lines+markers",
+                    "name": f"{r.label} mean",
+                    "x": xs,
+                    "y": [p.lat_mean_ns / 1e6 for p in k.points],
+                }
+            )
         log2 = {"type": "log", "title": {"text": "concurrency (jobs × iodepth)"}, "dtick": 0.30103}
         axis = metric(headline).unit
-        charts.append({"id": "search-knee-throughput", "title": "knee", "data": thr,
-                       "layout": _layout("throughput against concurrency", "", axis,
-                                         xaxis=log2, hovermode="closest")})  # fmt: skip
-        charts.append({"id": "search-knee-latency", "title": "knee latency", "data": lat,
-                       "layout": _layout("latency against concurrency", "", "ms", xaxis=log2,
-                                         hovermode="closest")})  # fmt: skip
-    loads = [(r, lp) for r in runs
-             if isinstance(lp := r.analysis.search, LoadPointResult) and lp.points]  # fmt: skip
+        charts.append(
+            {
+                "id": "search-knee-throughput",
+                "title": "knee",
+                "data": thr,
+                "layout": _layout(
+                    "throughput against concurrency", "", axis, xaxis=log2, hovermode="closest"
+                ),
+            }
+        )
+        charts.append(
+            {
+                "id": "search-knee-latency",
+                "title": "knee latency",
+                "data": lat,
+                "layout": _layout(
+                    "latency against concurrency", "", "ms", xaxis=log2, hovermode="closest"
+                ),
+            }
+        )
+    loads = [
+        (r, lp) for r in runs if isinstance(lp := r.analysis.search, LoadPointResult) and lp.points
+    ]
     if loads:
         data = []
         for r, lp in loads:
             ort = f", ORT {lp.ort_ms:.2f} ms" if lp.ort_ms is not None else ""
-            data.append({"type": "scatter", "mode": "lines+markers", "name": f"{r.label}{ort}",
-                         "x": [p.achieved_ops_per_s for p in lp.points],
-                         "y": [p.lat_mean_ns / 1e6 for p in lp.points],
-                         "text": [f"{p.load} {lp.metric}" + ("" if p.valid else " (invalid)")
-                                  for p in lp.points],
-                         "marker": {"symbol": ["circle" if p.valid else "x"
-                                               for p in lp.points], "size": 9}})  # fmt: skip
-        charts.append({"id": "search-loadpoints", "title": "load points", "data": data,
-                       "layout": _layout("average latency against achieved ops/s (load points)",
-                                         "ops/s", "ms", hovermode="closest")})  # fmt: skip
+            data.append(
+                {
+                    "type": "scatter",
+                    "mode": "lines+markers",
+                    "name": f"{r.label}{ort}",
+                    "x": [p.achieved_ops_per_s for p in lp.points],
+                    "y": [p.lat_mean_ns / 1e6 for p in lp.points],
+                    "text": [
+                        f"{p.load} {lp.metric}" + ("" if p.valid else " (invalid)")
+                        for p in lp.points
+                    ],
+                    "marker": {
+                        "symbol": ["circle" if p.valid else "x" for p in lp.points],
+                        "size": 9,
+                    },
+                }
+            )
+        charts.append(
+            {
+                "id": "search-loadpoints",
+                "title": "load points",
+                "data": data,
+                "layout": _layout(
+                    "average latency against achieved ops/s (load points)",
+                    "ops/s",
+                    "ms",
+                    hovermode="closest",
+                ),
+            }
+        )
     curves = [(r, c) for r in runs if isinstance(c := r.analysis.search, CurveResult) and c.points]
     if curves:
         data = []
         for r, c in curves:
             ort = f", ORT {c.ort_ms:.3f} ms" if c.ort_ms is not None else ""
             xs = [p.load.achieved_ops_per_s for p in c.points]
-            data.append({"type": "scatter", "mode": "lines+markers", "name": f"{r.label} mean{ort}",
-                         "x": xs, "y": [p.load.lat_mean_ms for p in c.points],
-                         "text": [f"{p.fraction * 100:g}% load" for p in c.points]})  # fmt: skip
-            data.append({"type": "scatter", "mode": "lines+markers", "name": f"{r.label} p99",
-                         "x": xs, "line": {"dash": "dot"},
-                         "y": _finite(np.array([(p.load.lat_p99_ns or math.nan) / 1e6
-                                                for p in c.points]))})  # fmt: skip
-        charts.append({"id": "search-curve", "title": "load-point curve", "data": data,
-                       "layout": _layout("latency against achieved throughput (load points)",
-                                         "achieved IOPS", "ms", hovermode="closest")})  # fmt: skip
+            data.append(
+                {
+                    "type": "scatter",
+                    "mode": "lines+markers",
+                    "name": f"{r.label} mean{ort}",
+                    "x": xs,
+                    "y": [p.load.lat_mean_ms for p in c.points],
+                    "text": [f"{p.fraction * 100:g}% load" for p in c.points],
+                }
+            )
+            data.append(
+                {
+                    "type": "scatter",
+                    "mode": "lines+markers",
+                    "name": f"{r.label} p99",
+                    "x": xs,
+                    "line": {"dash": "dot"},
+                    "y": _finite(
+                        np.array([(p.load.lat_p99_ns or math.nan) / 1e6 for p in c.points])
+                    ),
+                }
+            )
+        charts.append(
+            {
+                "id": "search-curve",
+                "title": "load-point curve",
+                "data": data,
+                "layout": _layout(
+                    "latency against achieved throughput (load points)",
+                    "achieved IOPS",
+                    "ms",
+                    hovermode="closest",
+                ),
+            }
+        )
     return charts

@@ -18,9 +18,9 @@ from iorig.analyze.analysis import RunAnalysis
 from iorig.analyze.criteria import Verdict, criteria_of, latency_columns
 from iorig.analyze.perhost import per_host
 from iorig.analyze.summary import PhaseSummary
-from iorig.report.eventtables import event_table
-from iorig.report.metrics import metric
-from iorig.report.tablemodel import TableModel
+from iorig.report.tables.events import event_table
+from iorig.report.tables.metrics import metric
+from iorig.report.tables.model import TableModel
 from iorig.units import format_bytes, format_duration, format_latency, format_rate
 from iorig.untrusted import visible
 
@@ -61,25 +61,46 @@ def summary_tables(summaries: list[PhaseSummary]) -> list[TableModel]:
         st, fmt = s.per_second, metric(s.headline)
         extra = (precision_cell(s),) if precise else ()
         rows.append(
-            (phase_label(s), fmt.format(st.median), *extra, fmt.format(st.maximum),
-             fmt.format(st.minimum), _pct(st.cov), str(st.n), str(s.status))
-        )  # fmt: skip
+            (
+                phase_label(s),
+                fmt.format(st.median),
+                *extra,
+                fmt.format(st.maximum),
+                fmt.format(st.minimum),
+                _pct(st.cov),
+                str(st.n),
+                str(s.status),
+            )
+        )
     throughput = TableModel(
         "Throughput per second",
-        ("phase", "median", *(("±95%",) if precise else ()), "maximum", "minimum", "CoV",
-         "seconds", "status"),
+        (
+            "phase",
+            "median",
+            *(("±95%",) if precise else ()),
+            "maximum",
+            "minimum",
+            "CoV",
+            "seconds",
+            "status",
+        ),
         tuple(rows),
         ("l", "r", *(("r",) if precise else ()), "r", "r", "r", "r", "l"),
         (PRECISION_NOTE,) if precise else (),
-    )  # fmt: skip
+    )
     lat_rows = []
     for s in summaries:
         p = s.lat_percentiles_ns
         lat_rows.append(
-            (s.name + (f" #{s.repeat + 1}" if s.repeat else ""), format_latency(s.lat_mean_ns),
-             format_latency(p.get(50.0)), format_latency(p.get(99.0)),
-             format_latency(p.get(99.9)), format_latency(s.lat_max_ns))
-        )  # fmt: skip
+            (
+                s.name + (f" #{s.repeat + 1}" if s.repeat else ""),
+                format_latency(s.lat_mean_ns),
+                format_latency(p.get(50.0)),
+                format_latency(p.get(99.0)),
+                format_latency(p.get(99.9)),
+                format_latency(s.lat_max_ns),
+            )
+        )
     latency = TableModel(
         "Completion latency",
         ("phase", "mean", "p50", "p99", "p99.9", "max"),
@@ -100,10 +121,18 @@ def direction_tables(summaries: list[PhaseSummary]) -> list[TableModel]:
     """Each direction of the phases that trim (fio's read, write and trim
     sections): the headline above adds them up."""
     rows = tuple(
-        (phase_label(s), d.ddir, metric("iops").format(d.iops), format_rate(d.bytes_per_s),
-         format_latency(d.lat_mean_ns), format_latency(d.lat_p99_ns))
-        for s in summaries if s.trims for d in s.directions
-    )  # fmt: skip
+        (
+            phase_label(s),
+            d.ddir,
+            metric("iops").format(d.iops),
+            format_rate(d.bytes_per_s),
+            format_latency(d.lat_mean_ns),
+            format_latency(d.lat_p99_ns),
+        )
+        for s in summaries
+        if s.trims
+        for d in s.directions
+    )
     if not rows:
         return []
     return [
@@ -144,10 +173,15 @@ def verdict_table(verdicts: tuple[Verdict, ...], result: str | None) -> TableMod
         else:
             margin = f"{-v.margin * 100:.0f}% over the limit"
         rows.append(
-            (v.name, *where, criterion_value(v.metric, v.value),
-             ("≥ " if v.bound == "min" else "≤ ") + criterion_value(v.metric, v.limit),
-             "PASS" if v.passed else "FAIL", margin)
-        )  # fmt: skip
+            (
+                v.name,
+                *where,
+                criterion_value(v.metric, v.value),
+                ("≥ " if v.bound == "min" else "≤ ") + criterion_value(v.metric, v.limit),
+                "PASS" if v.passed else "FAIL",
+                margin,
+            )
+        )
     scope = (
         "each host judged on its own share of the named workloads (a requirement per host); "
         if by_host
@@ -155,26 +189,38 @@ def verdict_table(verdicts: tuple[Verdict, ...], result: str | None) -> TableMod
     )
     return TableModel(
         f"Verdict: {result}",
-        ("requirement", "phase", *(("host",) if by_host else ()), "achieved", "limit", "result",
-         "margin"),
+        (
+            "requirement",
+            "phase",
+            *(("host",) if by_host else ()),
+            "achieved",
+            "limit",
+            "result",
+            "margin",
+        ),
         tuple(rows),
         ("l", "l", *(("l",) if by_host else ()), "r", "r", "c", "l"),
         (
             scope + "latency is fio's completion latency (the maximum is the worst one-second "
             "average unless it says single I/O)",
         ),
-    )  # fmt: skip
+    )
 
 
 def timed_table(summaries: tuple[PhaseSummary, ...]) -> TableModel | None:
     """How long the phases that go over their data once took (creation, checksum…)."""
     rows = [
-        (s.name, str(s.kind), format_bytes(s.io_bytes), format_duration(round(s.elapsed_s, 1)),
-         format_rate(s.bytes_per_s) if s.ios else "-",
-         str(s.status) if not s.error else f"{s.status}: {s.error}")
+        (
+            s.name,
+            str(s.kind),
+            format_bytes(s.io_bytes),
+            format_duration(round(s.elapsed_s, 1)),
+            format_rate(s.bytes_per_s) if s.ios else "-",
+            str(s.status) if not s.error else f"{s.status}: {s.error}",
+        )
         for s in summaries
         if s.kind.size_based
-    ]  # fmt: skip
+    ]
     if not rows:
         return None
     return TableModel(
@@ -199,14 +245,28 @@ def host_tables(analysis: RunAnalysis) -> list[TableModel]:
         fmt = metric(phase.headline)
         for h in phase.hosts:
             rows.append(
-                (phase.label, h.host, fmt.format(h.level), format_latency(h.lat_mean_ns),
-                 format_latency(h.lat_p99_ns),
-                 *(format_latency(h.latencies.get(c)) for c in columns),
-                 h.status if not h.error else f"{h.status}: {h.error}")
-            )  # fmt: skip
+                (
+                    phase.label,
+                    h.host,
+                    fmt.format(h.level),
+                    format_latency(h.lat_mean_ns),
+                    format_latency(h.lat_p99_ns),
+                    *(format_latency(h.latencies.get(c)) for c in columns),
+                    h.status if not h.error else f"{h.status}: {h.error}",
+                )
+            )
         if phase.average is not None:
-            rows.append((phase.label, "average per host", fmt.format(phase.average), "", "",
-                         *("" for _ in columns), ""))  # fmt: skip
+            rows.append(
+                (
+                    phase.label,
+                    "average per host",
+                    fmt.format(phase.average),
+                    "",
+                    "",
+                    *("" for _ in columns),
+                    "",
+                )
+            )
         if found := phase.spread:
             levels = {h.host: h.level for h in phase.hosts}
             notes.append(
@@ -271,9 +331,11 @@ def to_rich(
     if widths is not None:
         title_width = min(title_width, sum(widths) + 3 * len(widths) + 1)
     table = Table(
-        title=Text(model.title[:300]), title_justify="left", header_style="bold",
+        title=Text(model.title[:300]),
+        title_justify="left",
+        header_style="bold",
         min_width=title_width,
-    )  # fmt: skip
+    )
     justify = {"l": "left", "c": "center", "r": "right"}
     for index, (header, align) in enumerate(zip(model.headers, model.align, strict=True)):
         table.add_column(
@@ -285,11 +347,15 @@ def to_rich(
         )
     for row in model.rows:
         # labels are user text: not markup, and clipped (rich wraps long text slowly)
-        table.add_row(*(
-            Text(cell if len(cell) <= 300 else cell[:299] + "…",
-                 style=(styles or {}).get(header, {}).get(cell, ""))
-            for header, cell in zip(model.headers, row, strict=True)
-        ))  # fmt: skip
+        table.add_row(
+            *(
+                Text(
+                    cell if len(cell) <= 300 else cell[:299] + "…",
+                    style=(styles or {}).get(header, {}).get(cell, ""),
+                )
+                for header, cell in zip(model.headers, row, strict=True)
+            )
+        )
     return table
 
 

@@ -20,8 +20,8 @@ from iorig.analyze.search import (
     SweepResult,
 )
 from iorig.analyze.sweepcmp import SweepComparison
-from iorig.report.metrics import metric
-from iorig.report.tables import TableModel
+from iorig.report.tables.metrics import metric
+from iorig.report.tables.run import TableModel
 from iorig.units import format_latency, format_si
 
 
@@ -135,8 +135,16 @@ def knee_tables(result: KneeResult) -> list[TableModel]:
         )
     curve = TableModel(
         f"Concurrency search (jobs × iodepth, raising {scale})",
-        ("concurrency", metric(result.headline).unit, "gain/doubling", "added/unit",
-         "mean lat", "p99", "in flight", "note"),
+        (
+            "concurrency",
+            metric(result.headline).unit,
+            "gain/doubling",
+            "added/unit",
+            "mean lat",
+            "p99",
+            "in flight",
+            "note",
+        ),
         tuple(rows),
         ("r", "r", "r", "r", "r", "r", "r", "l"),
         (
@@ -145,7 +153,7 @@ def knee_tables(result: KneeResult) -> list[TableModel]:
             "unit of concurrency; in flight: IOPS × mean time in flight (Little's law), which "
             "should be close to the concurrency",
         ),
-    )  # fmt: skip
+    )
     return [curve, knee_verdict_table(result)]
 
 
@@ -215,12 +223,20 @@ def knee_verdict_table(result: KneeResult) -> TableModel:
     if said:
         rows.append(("re-measured", "; ".join(said)))
     if result.rounding is not None or any(result.kept):
-        ran = [f"{p.concurrency} kept {k}" for p, k in zip(result.points, result.kept,
-                                                            strict=True) if k]  # fmt: skip
-        text = "; ".join(filter(None, [
-            f"powers of two only: {result.rounding}" if result.rounding else "",
-            f"in flight: {', '.join(ran)}, more than their labels" if ran else "",
-        ]))  # fmt: skip
+        ran = [
+            f"{p.concurrency} kept {k}"
+            for p, k in zip(result.points, result.kept, strict=True)
+            if k
+        ]
+        text = "; ".join(
+            filter(
+                None,
+                [
+                    f"powers of two only: {result.rounding}" if result.rounding else "",
+                    f"in flight: {', '.join(ran)}, more than their labels" if ran else "",
+                ],
+            )
+        )
         rows.append(("depths", text))
     if rule.slo_p99_ns is not None:
         best = knee.slo_best
@@ -300,8 +316,9 @@ def curve_tables(result: CurveResult) -> list[TableModel]:
             "the curve is not valid: at an invalid point the requested rate was not kept and "
             "fio's latency, measured from issue, hides the queueing (coordinated omission)"
         )
-    notes += _generator_notes([(f"{p.fraction * 100:g}%", p.generator) for p in result.points
-                               if p.generator_bound])  # fmt: skip
+    notes += _generator_notes(
+        [(f"{p.fraction * 100:g}%", p.generator) for p in result.points if p.generator_bound]
+    )
     if result.capped_at:
         notes.append(f"stopped after {result.capped_at}: it exceeded the latency cap")
     return [
@@ -356,10 +373,14 @@ def loadpoint_tables(result: LoadPointResult) -> list[TableModel]:
                 "against achieved ops/s over the measured points, no origin, divided by the "
                 "ops/s range)"
             )
-        storage = [f"{p.load} {result.metric}" for p in result.points
-                   if not p.valid and not p.generator_bound]  # fmt: skip
-        generator = [(f"{p.load} {result.metric}", p.generator) for p in result.points
-                     if p.generator_bound]  # fmt: skip
+        storage = [
+            f"{p.load} {result.metric}"
+            for p in result.points
+            if not p.valid and not p.generator_bound
+        ]
+        generator = [
+            (f"{p.load} {result.metric}", p.generator) for p in result.points if p.generator_bound
+        ]
         if result.valid:
             notes.append("the run is valid: every point kept its requested rate")
         if storage:
@@ -465,12 +486,21 @@ def sweep_comparison_table(sc: SweepComparison) -> TableModel:
     lead = (sc.group_title,) if grouped else ()
     return TableModel(
         f"{b} against {a} across the sweep",
-        (*lead, sc.x_axis, f"{a}", f"{b}", f"{b}/{a}", f"{a} lat", f"{b} lat", f"{b}/{a} lat",
-         "significance"),
+        (
+            *lead,
+            sc.x_axis,
+            f"{a}",
+            f"{b}",
+            f"{b}/{a}",
+            f"{a} lat",
+            f"{b} lat",
+            f"{b}/{a} lat",
+            "significance",
+        ),
         tuple(rows),
         ("l",) * (len(lead) + 1) + ("r",) * 6 + ("l",),
         tuple(sc.sentences()),
-    )  # fmt: skip
+    )
 
 
 def _side_by_side(title: str, labels: tuple[str, ...], rows: list[tuple[str, ...]]) -> TableModel:
@@ -492,31 +522,46 @@ def comparison_search_tables(cmp: Comparison) -> list[TableModel]:
     if len(knees) == len(results):
         rows = [
             ("knee concurrency", *(_knee_cell(k) for k in knees)),
-            ("throughput at the knee", *(metric(k.headline).with_unit(k.knee.point.throughput)
-                                         if k.knee.point else "-" for k in knees)),
-            ("p99 at the knee", *(format_latency(k.knee.point.lat_p99_ns)
-                                  if k.knee.point else "-" for k in knees)),
-            ("peak", *(k.plateau.describe(metric(k.headline).with_unit)
-                       if k.plateau else "-" for k in knees)),
-        ]  # fmt: skip
+            (
+                "throughput at the knee",
+                *(
+                    metric(k.headline).with_unit(k.knee.point.throughput) if k.knee.point else "-"
+                    for k in knees
+                ),
+            ),
+            (
+                "p99 at the knee",
+                *(format_latency(k.knee.point.lat_p99_ns) if k.knee.point else "-" for k in knees),
+            ),
+            (
+                "peak",
+                *(
+                    k.plateau.describe(metric(k.headline).with_unit) if k.plateau else "-"
+                    for k in knees
+                ),
+            ),
+        ]
         tables.append(_side_by_side("Knees", cmp.labels, rows))
     loads = [lp for lp in results if isinstance(lp, LoadPointResult)]
     if len(loads) == len(results):
         rows = [
-            ("largest valid load", *(str(lp.max_valid_load) if lp.max_valid_load else "-"
-                                     for lp in loads)),
-            ("overall response time", *(f"{lp.ort_ms:.2f} ms" if lp.ort_ms else "-"
-                                        for lp in loads)),
+            (
+                "largest valid load",
+                *(str(lp.max_valid_load) if lp.max_valid_load else "-" for lp in loads),
+            ),
+            (
+                "overall response time",
+                *(f"{lp.ort_ms:.2f} ms" if lp.ort_ms else "-" for lp in loads),
+            ),
             ("valid", *("yes" if lp.valid else "no" for lp in loads)),
-        ]  # fmt: skip
+        ]
         tables.append(_side_by_side("Load points", cmp.labels, rows))
     curves = [c for c in results if isinstance(c, CurveResult)]
     if len(curves) == len(results):
         rows = [
             ("maximum IOPS", *(format_si(c.max_iops) for c in curves)),
-            ("overall response time", *(f"{c.ort_ms:.3f} ms" if c.ort_ms else "-"
-                                        for c in curves)),
+            ("overall response time", *(f"{c.ort_ms:.3f} ms" if c.ort_ms else "-" for c in curves)),
             ("valid", *("yes" if c.valid else "no" for c in curves)),
-        ]  # fmt: skip
+        ]
         tables.append(_side_by_side("Load-point curves", cmp.labels, rows))
     return tables

@@ -8,11 +8,11 @@ from dataclasses import replace
 
 from iorig.analyze.analysis import Comparison, RunAnalysis
 from iorig.model.records import target_name
-from iorig.report.cmptables import comparison_notes, comparison_tables, run_limit_table
 from iorig.report.options import RenderOptions
-from iorig.report.searchtables import search_tables
-from iorig.report.suttables import sut_markdown
-from iorig.report.tables import md_text, run_tables, summary_tables, to_markdown
+from iorig.report.tables.compare import comparison_notes, comparison_tables, run_limit_table
+from iorig.report.tables.run import md_text, run_tables, summary_tables, to_markdown
+from iorig.report.tables.searches import search_tables
+from iorig.report.tables.sut import sut_markdown
 from iorig.untrusted import visible
 
 
