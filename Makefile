@@ -4,7 +4,7 @@ VENV ?= .venv
 SCRATCH ?= ./iorig-scratch/
 BIN := $(VENV)/bin
 
-.PHONY: demo test check setup setup-test lint format bench lock clean durations
+.PHONY: demo test check setup setup-test lint format bench lock clean durations docs
 
 setup:
 	VENV=$(VENV) scripts/bootstrap.sh
@@ -47,6 +47,10 @@ durations:
 
 check: setup-test lint
 	$(BIN)/pytest -n 2 -m "$(UNIT)"
+
+# the generated references (docs/architecture.md, "Generated references")
+docs: setup-test
+	$(BIN)/python -m iorig.cli.reference docs/reference
 
 lint:
 	$(BIN)/ruff check src tests bench

@@ -13,6 +13,7 @@ from iorig.cli import agent as _agent  # noqa: F401
 from iorig.cli import commands as _commands  # noqa: F401 - registers the commands
 from iorig.cli import doctor as _doctor  # noqa: F401
 from iorig.cli import search as _search  # noqa: F401
+from iorig.cli import sut as _sut  # noqa: F401
 from iorig.cli.common import app, err_console
 from iorig.errors import UserError
 from iorig.untrusted import check_argv, visible

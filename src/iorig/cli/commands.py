@@ -62,7 +62,6 @@ from iorig.cli.common import (
 )
 from iorig.cli.portable import import_bundle, waiting_notes
 from iorig.cli.refs import resolve_run_id, resolve_runs
-from iorig.cli.sut import write_disclosure
 from iorig.errors import UserError
 from iorig.model import Metric, StoredRun, series_stats
 from iorig.report.exporters import render
@@ -525,6 +524,18 @@ def report(
         as_percent_of=as_percent_of,
         output=output,
     )
+
+
+def write_disclosure(db: Path, ref: str, output: Path) -> None:
+    """The full-disclosure HTML page of one run (or load-point curve)."""
+    from iorig.report.writers.disclosure import render_disclosure  # jinja2: when asked for
+
+    with open_reaped(db) as store:
+        run_id = resolve_run_id(store, ref)
+        analysis = analyse(store.load_run(run_id), store.job_texts(run_id))
+    text = render_disclosure(analysis)
+    write_atomically(output, text)
+    console.print(f"wrote {escape(str(output))} ({len(text.encode()) / 1e3:.0f} kB)")
 
 
 @app.command("export")

@@ -77,9 +77,14 @@ def parse_action(text: str) -> Action:
 class EventSpec(BaseModel):
     """``{at: 20s, do: "stop-host 2"}`` in a phase's ``events:``."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+    model_config = ConfigDict(
+        extra="forbid", frozen=True, allow_inf_nan=False, use_attribute_docstrings=True
+    )
     at: Duration
+    """when, from the phase's start"""
     do: str
+    """what happens: `stop-host HOST`, `start-host HOST`, `throttle TARGET to RATE`,
+    `unthrottle TARGET`, `mark TEXT` or `run NAME`"""
 
     @field_validator("do")
     @classmethod
@@ -98,10 +103,15 @@ class ImpactRule(BaseModel):
     series has recovered once it stays within ±``tolerance`` of it for
     ``settle`` seconds."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+    model_config = ConfigDict(
+        extra="forbid", frozen=True, allow_inf_nan=False, use_attribute_docstrings=True
+    )
     baseline: Duration = 10.0
+    """seconds before the event whose median is the baseline"""
     tolerance: Annotated[float, BeforeValidator(parse_percent)] = 10.0
+    """how close to the baseline counts as recovered"""
     settle: Duration = 10.0
+    """how long the series must stay within the tolerance"""
 
     @field_validator("baseline", "settle", "tolerance")
     @classmethod

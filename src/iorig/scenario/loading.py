@@ -1,4 +1,6 @@
-"""Scenario files: the pydantic schema, parameter templating and loading.
+"""Loading a scenario: its source found (built-in, a YAML file or a fio job
+file), parameters resolved, templates expanded, and the result checked by
+the schema (``scenario.schema``).
 
 A scenario is data, not code. Values may reference parameters as ``${name}``;
 a value that is exactly ``${name}`` takes the parameter's typed value, a

@@ -39,7 +39,10 @@ Percent = Annotated[float, BeforeValidator(parse_percent)]
 
 class _Model(BaseModel):
     # .inf and .nan are refused in every number field, naming the field
-    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+    # a field's docstring is its description in the scenario reference
+    model_config = ConfigDict(
+        extra="forbid", frozen=True, allow_inf_nan=False, use_attribute_docstrings=True
+    )
 
 
 LATENCY_METRICS = ("lat_mean", "lat_max", "lat_mean_max", "p50", "p90", "p99", "p99.9", "p99.99")
@@ -76,13 +79,21 @@ class Criterion(_Model):
     """
 
     name: str
+    """names the requirement in the verdict"""
     metric: CriterionMetric
+    """the figure judged (see above)"""
     per: Literal["run", "host"] = "run"
-    phase: str | None = None  # a measured phase (default: every measured phase)
+    """`run`: the hosts together; `host`: each host on its own"""
+    phase: str | None = None
+    """a measured phase (default: every measured phase)"""
     workloads: list[str] | None = None
+    """the workloads whose figures count (default: all)"""
     ddir: Literal["read", "write", "trim", "all"] = "all"
+    """the direction whose figures count"""
     min: float | None = None
+    """the figure must be at least this"""
     max: float | None = None
+    """the figure must be at most this (latency with its unit, e.g. 20ms)"""
 
     @field_validator("min", "max", mode="before")
     @classmethod
@@ -127,11 +138,17 @@ class LoadPointSpec(_Model):
     values of a business metric parameter up to ``max``, low to high."""
 
     parameter: str
-    name: str = "load"  # how reports call the metric, e.g. AI_Jobs
+    """the business-metric parameter the points set, e.g. jobs"""
+    name: str = "load"
+    """how reports call the metric, e.g. AI_Jobs"""
     max: int = Field(ge=1, le=10**9)
+    """the highest load point"""
     points: int = Field(default=10, ge=2, le=1000)
+    """how many load points, equally spaced up to `max`"""
     tolerance: Percent = 5.0
-    latency_cap: str | None = None  # e.g. "20ms"; empty or None for no cap
+    """a point is valid when it achieves at least (1 − tolerance) of what it asked for"""
+    latency_cap: str | None = None
+    """e.g. "20ms"; empty or None for no cap"""
 
     @field_validator("latency_cap")
     @classmethod
@@ -205,52 +222,75 @@ class Workload(_Model):
     """One typed I/O stream; maps 1:1 to a fio job section."""
 
     name: str | None = Field(default=None, pattern=_NAME_RE)
+    """names the workload in reports and criteria (default: its position)"""
     target: str = "data"
+    """the role of the target it works on"""
     rw: RW
+    """the I/O pattern, as fio's `rw` (`readwrite` is `rw`)"""
     bs: Size
+    """block size, a multiple of 512 bytes"""
     read_pct: Percent | None = None
+    """reads' share of a mixed (`randrw`, `rw`) pattern; default 50"""
     iodepth: int = Field(default=1, ge=1, le=65536)
+    """outstanding I/Os per job"""
     jobs: int = Field(default=1, ge=1, le=1024)
-    size: Size | None = None  # working set; default: the whole target
+    """fio jobs (processes) running this stream"""
+    size: Size | None = None
+    """working set; default: the whole target"""
     offset: Size = 0
-    # with jobs > 1: job k works on [offset + k × offset_increment, … + size)
+    """where on the target the working set starts"""
     offset_increment: Size | None = None
+    """with jobs > 1: job k works on [offset + k × offset_increment, … + size)"""
     rate_iops: int | None = Field(default=None, ge=1, le=MAX_RATE_IOPS)
+    """pace each job to this many IOPS (Poisson arrivals); 0 is no limit"""
     direct: Bool = True
-    # "null": fio's null engine, which touches no storage (the generator's own
-    # ceiling); every report marks such a phase
+    """bypass the page cache (O_DIRECT)"""
     engine: Literal[
         "auto", "io_uring", "libaio", "psync", "null", "sync", "pvsync", "pvsync2", "posixaio"
     ] = "auto"
-    compress: Percent = 0.0  # share of each buffer that compresses (fio buffer_compress_percentage)
-    dedupe: Percent = 0.0  # share of buffers that repeat earlier ones (fio dedupe_percentage)
-    distribution: str = "random"  # fio random_distribution: zipf:1.2, pareto:0.9, zoned:...
-    bssplit: str | None = None  # block-size mix, e.g. "4k/50:8k/50" (fio bssplit)
-    rate: Size | None = None  # bytes/s per job (fio rate), e.g. background maintenance
-    # Keep this workload's I/O count at flow:(sum of flows) of the phase's jobs
-    # with a flow (fio flow_id/flow): a log that writes as the database does.
+    """fio's engine; "null" touches no storage (the generator's own ceiling) and every
+    report marks such a phase"""
+    compress: Percent = 0.0
+    """share of each buffer that compresses (fio buffer_compress_percentage)"""
+    dedupe: Percent = 0.0
+    """share of buffers that repeat earlier ones (fio dedupe_percentage)"""
+    distribution: str = "random"
+    """fio random_distribution: zipf:1.2, pareto:0.9, zoned:..."""
+    bssplit: str | None = None
+    """block-size mix, e.g. "4k/50:8k/50" (fio bssplit)"""
+    rate: Size | None = None
+    """bytes/s per job (fio rate), e.g. background maintenance"""
     flow: int | None = Field(default=None, ge=1, le=1000)
-    verify: Literal["none", "crc32c"] = "none"  # writes carry checksums a verify phase checks
-    verify_interval: Size | None = None  # checksum granularity (default: bs)
-    # a writer saves what it had acknowledged; a verify phase's workload of the
-    # same name and shape checks exactly that (see iorig.run.plan.check_replays)
+    """Keep this workload's I/O count at flow:(sum of flows) of the phase's jobs with a flow
+    (fio flow_id/flow): a log that writes as the database does."""
+    verify: Literal["none", "crc32c"] = "none"
+    """writes carry checksums a verify phase checks"""
+    verify_interval: Size | None = None
+    """checksum granularity (default: bs)"""
     verify_state: Bool = False
-    # Keep going past I/O errors of these classes (fio continue_on_error; unset:
-    # the first error ends the job); iorig then counts every error by type.
+    """a writer saves what it had acknowledged; a verify phase's workload of the same name
+    and shape checks exactly that (see iorig.run.plan.check_replays)"""
     continue_on_error: ContinueOnError | None = None
+    """Keep going past I/O errors of these classes (fio continue_on_error; unset: the first
+    error ends the job); iorig then counts every error by type."""
     enabled: Bool = True
-    # fio options passed as given (from a fio job file: iorig.scenario.fiojobs), only
-    # those iorig.scenario.fiopolicy passes, each value read as fio reads it
+    """false leaves the workload out (a template can turn it off)"""
     fio_options: dict[str, str | int | bool] = Field(default_factory=dict, max_length=64)
-    # File sets (a fileset target): each job works on ``files`` files of
-    # ``file_size`` in the set ``fileset``, spread over ``dirs`` directories;
-    # workloads naming the same set share its files. ``op: stat`` stats them
-    # (fio's filestat engine) instead of reading or writing.
+    """fio options passed as given (from a fio job file: iorig.scenario.fiojobs), only those
+    iorig.scenario.fiopolicy passes, each value read as fio reads it"""
     fileset: str | None = Field(default=None, pattern=_NAME_RE)
+    """File sets (a fileset target): each job works on ``files`` files of ``file_size`` in
+    the set ``fileset``, spread over ``dirs`` directories; workloads naming the same set
+    share its files. ``op: stat`` stats them (fio's filestat engine) instead of reading or
+    writing."""
     files: int = Field(default=1, ge=1, le=1_000_000)
+    """with `fileset`: files per job"""
     file_size: Size | None = None
+    """with `fileset`: the size of each file"""
     dirs: int = Field(default=1, ge=1, le=10_000)
+    """with `fileset`: directories the files are spread over"""
     op: Literal["io", "stat"] = "io"
+    """`stat` stats the file set's files instead of reading or writing them"""
 
     @field_validator("rw", mode="before")
     @classmethod
@@ -387,10 +427,15 @@ class SteadyRule(_Model):
     line across them moves less than ``max_slope`` of the mean."""
 
     metric: Literal["iops", "bytes_per_s"] = "iops"
+    """the tracking variable"""
     round: Duration = 10.0
+    """the length of one round"""
     window: int = Field(default=5, ge=2, le=100)
+    """how many last rounds are judged"""
     max_range: Percent = 20.0
+    """the rounds' largest excursion from their mean, as a share of it"""
     max_slope: Percent = 10.0
+    """the least-squares line's change across the window, as a share of the mean"""
 
     @field_validator("round")
     @classmethod
@@ -402,22 +447,36 @@ class SteadyRule(_Model):
 
 class Phase(_Model):
     name: str = Field(pattern=_NAME_RE)
+    """the phase's name, unique in the scenario"""
     kind: PhaseKind
+    """what the phase is for: only `measure` phases are scored; `prefill` and `precondition`
+    write the working set first, `warmup` runs before measuring, `idle` waits, `verify`
+    checks data"""
     enabled: Bool = True
+    """false skips the phase (a template can turn it off)"""
     duration: Duration | None = None
-    # fio ramp_time: run this long before the measurement starts (a warm-up
-    # that belongs to each measurement, e.g. each load point)
+    """how long the phase runs (the maximum, with `until: steady` or `precise`); prefill,
+    precondition and verify phases take none: they pass over their working set (a
+    precondition twice)"""
     ramp: Duration | None = None
+    """fio ramp_time: run this long before the measurement starts (a warm-up that belongs to
+    each measurement, e.g. each load point)"""
     until: Literal["duration", "steady", "precise"] = "duration"
+    """when the phase ends: after `duration`; once `steady` (SNIA PTS rule); once `precise`
+    (the median known to ±`precision`)"""
     steady: SteadyRule | None = None
-    # until: precise — stop once the per-second median's 95 % interval is
-    # within ±precision of it (duration is then the maximum), never before min
+    """the steady-state rule, with `until: steady`"""
     precision: Percent | None = None
+    """until: precise — stop once the per-second median's 95 % interval is within ±precision
+    of it (duration is then the maximum), never before min"""
     min: Duration | None = None
+    """with `until: precise`: never stop before this"""
     description: str = ""
+    """shown with the phase in reports"""
     workloads: list[Workload] = Field(default_factory=list)
-    # done to the system at set times of the phase (a host stopped, a throttle)
+    """the I/O streams that run together in this phase"""
     events: list[EventSpec] = Field(default_factory=list, max_length=100)
+    """done to the system at set times of the phase (a host stopped, a throttle)"""
 
     @model_validator(mode="after")
     def _shape(self) -> Phase:  # noqa: C901, PLR0912
@@ -525,8 +584,11 @@ class Phase(_Model):
 
 class TargetSpec(_Model):
     size: Size
+    """the working set on this target (the default of `--size`)"""
     description: str = ""
-    fileset: Bool = False  # many files in a directory (file-set workloads), not one file
+    """what the target stands for, e.g. the database volume"""
+    fileset: Bool = False
+    """many files in a directory (file-set workloads), not one file"""
 
     @field_validator("size")
     @classmethod
@@ -541,9 +603,13 @@ ParamType = Literal["size", "duration", "int", "float", "bool", "percent", "str"
 
 class Parameter(_Model):
     type: ParamType = "str"
+    """how a value is read and checked"""
     choices: list[str] | None = None
+    """the values a `choice` parameter takes"""
     default: Any
+    """the value when the user gives none; may derive from earlier parameters (`${...}`)"""
     help: str = ""
+    """one line for `iorig scenarios show` and `iorig run --help`-style listings"""
 
     @field_validator("default")
     @classmethod
@@ -560,20 +626,36 @@ class Parameter(_Model):
 
 class Scenario(_Model):
     iorig: int = Field(default=FORMAT_VERSION, ge=1)
+    """the scenario format version this file is written for"""
     name: str = Field(pattern=_NAME_RE)
+    """the scenario's name, as runs and reports show it"""
     version: int = Field(default=1, ge=0, le=2**31 - 1)
+    """the scenario's own version: runs of different versions are marked when compared"""
     title: str
+    """one line saying what the scenario is"""
     description: str = ""
+    """what the scenario measures and how, shown by `iorig scenarios show`"""
     parameters: dict[str, Parameter] = Field(default_factory=dict)
+    """the values a user may change (`--set NAME=VALUE`, `--NAME VALUE`); the rest of the file
+    refers to them as `${NAME}`"""
     profiles: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    """named sets of parameter values (`--profile NAME`; `quick` is `--quick`)"""
     targets: dict[str, TargetSpec] = Field(default_factory=dict)
+    """the storage the workloads use, by role (`--target ROLE=PATH`); without it one target
+    `data`"""
     phases: list[Phase] = Field(min_length=1)
-    # A grid over parameters: the measured stretch runs once per combination (iorig.scenario.sweep)
+    """what runs, in order"""
     sweep: dict[str, list[str | int | float | bool]] = Field(default_factory=dict)
+    """A grid over parameters: the measured stretch runs once per combination
+    (iorig.scenario.sweep)"""
     criteria: list[Criterion] = Field(default_factory=list)
+    """pass/fail requirements on the measured phases (an application verdict)"""
     loadpoints: LoadPointSpec | None = None
-    impact: ImpactRule = Field(default_factory=ImpactRule)  # how events' impact is measured
-    sut: SystemUnderTest | None = None  # the system under test, as --sut describes it
+    """run the measured phases at load points, low to high (SPEC style)"""
+    impact: ImpactRule = Field(default_factory=ImpactRule)
+    """how events' impact is measured"""
+    sut: SystemUnderTest | None = None
+    """the system under test, as --sut describes it"""
 
     @field_validator("iorig")
     @classmethod
