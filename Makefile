@@ -1,5 +1,5 @@
 # Two entry points (see README): `make demo` and `make test`; `make check` is
-# the one-minute tier for working on the code (README: Development).
+# the one-minute tier for working on the code (docs/guide/development.md).
 VENV ?= .venv
 SCRATCH ?= ./iorig-scratch/
 BIN := $(VENV)/bin
@@ -40,7 +40,7 @@ test: setup-test lint
 	$(BIN)/pytest -n 3 --dist worksteal -m "truth and not serial" tests/truth
 	$(BIN)/pytest -m serial
 
-# each test's seconds in a make test, for the order above (README: Development)
+# each test's seconds in a make test, for the order above (docs/guide/development.md)
 durations:
 	rm -f tests/durations.json
 	IORIG_RECORD_DURATIONS=1 $(MAKE) test
@@ -60,7 +60,7 @@ format:
 	$(BIN)/ruff format src tests bench
 	$(BIN)/ruff check --fix src tests bench
 
-# refresh the locks from pyproject.toml's ranges (README: Development)
+# refresh the locks from pyproject.toml's ranges (docs/guide/development.md)
 lock: setup-test
 	scripts/lock.sh $(BIN)/uv
 

@@ -23,7 +23,7 @@ falls inside it (goal: every one).
         [--size 1GiB] [--precision 2%] [--scale 1.0] [--engine libaio]
 
 `--scale 0.25` shortens X's schedule (and P's maxima) for a trial run; the
-figures in the README come from `--scale 1`. Needs root, fio, loop devices
+figures in docs/guide/precision.md come from `--scale 1`. Needs root, fio, loop devices
 and the block throttle when no `--target` is given.
 """
 

@@ -39,7 +39,7 @@ if [ "$want_test" -eq 1 ]; then
     # Hosts over SSH are tested against real OpenSSH servers the tests start.
     command -v ssh >/dev/null 2>&1 || missing+=(openssh-client)
     [ -x /usr/sbin/sshd ] || missing+=(openssh-server)
-    # Authenticated agents: certificates made with openssl as docs/hosts.md
+    # Authenticated agents: certificates made with openssl as docs/guide/hosts.md
     # shows, listeners checked with ss, an address beyond loopback in a
     # network namespace made with ip.
     command -v openssl >/dev/null 2>&1 || missing+=(openssl)
@@ -68,7 +68,7 @@ if ! "$python" -c 'import sys; sys.exit(sys.version_info < (3, 11))'; then
     exit 1
 fi
 
-# Exactly the lock (README: Development): every package pinned with its
+# Exactly the lock (docs/guide/development.md): every package pinned with its
 # hashes, pip refusing any file whose hash differs or is missing; iorig itself
 # then without dependencies or build isolation, so nothing unlocked comes in.
 lock=requirements/runtime.txt
@@ -91,7 +91,7 @@ if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
     if ! "${install[@]}" --require-hashes --no-deps -r "$lock"; then
         echo "bootstrap: installing the lock $lock failed (see the installer's message above)." >&2
         echo "bootstrap: a missing or different hash means the lock was edited by hand or a" >&2
-        echo "bootstrap: file on the index changed: refresh it with 'make lock' (README: Development)." >&2
+        echo "bootstrap: file on the index changed: refresh it with 'make lock' (docs/guide/development.md)." >&2
         exit 1
     fi
     "${install[@]}" --no-deps --no-build-isolation -e .

@@ -3,7 +3,7 @@
 # the test suite install, at the newest versions the ranges allow, pinned with
 # the hashes of every file PyPI has for them. One resolution for every
 # platform and Python from 3.11 (uv's --universal), so the same lock serves a
-# fresh Debian machine whatever its Python. Upgrading: README, Development.
+# fresh Debian machine whatever its Python. Upgrading: docs/guide/development.md.
 # Usage: scripts/lock.sh UV   (UV: the uv binary, the locked one from make)
 set -euo pipefail
 uv=${1:?usage: scripts/lock.sh UV}

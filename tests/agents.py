@@ -1,6 +1,6 @@
 """Real authenticated agents for tests: ``iorig agent`` processes (the CLI,
 as a user starts it) on 127.0.0.30, 127.0.0.31, … with a token or with
-certificates made by ``openssl`` the way docs/hosts.md shows, stopped with
+certificates made by ``openssl`` the way docs/guide/hosts.md shows, stopped with
 everything they started whatever happens in the test.
 
     with token_agents(2, tmp_path) as lab:     # lab.hosts: list[TlsHost]
@@ -154,7 +154,7 @@ def _openssl(*args: str) -> None:
 
 
 def make_authority(base: Path, name: str = "ca") -> tuple[Path, Path]:
-    """A certificate authority, as docs/hosts.md makes one: (cert, key)."""
+    """A certificate authority, as docs/guide/hosts.md makes one: (cert, key)."""
     cert, key = base / f"{name}.pem", base / f"{name}.key"
     _openssl(
         "req",

@@ -191,7 +191,7 @@ def iorig(db_path: Path):
     return run
 
 
-# The tiers (README: Development). A test marked with none of these is in the
+# The tiers (docs/guide/development.md). A test marked with none of these is in the
 # unit tier, which `make check` runs: no fio, no other process, no socket, no
 # root. The guard below makes a unit-tier test that tries one fail.
 SYSTEM_MARKERS = ("fio", "blockdev", "truth", "browser", "system")
@@ -223,7 +223,7 @@ def _refuse(what: str):
     def refused(*args: object, **kwargs: object):
         raise TierViolation(
             f"a unit-tier test {what}; mark it system (or fio, blockdev, truth, browser) "
-            "or test the decision on the fake backend (README: Development)"
+            "or test the decision on the fake backend (docs/guide/development.md)"
         )
 
     return refused
@@ -278,7 +278,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Itera
         report.outcome = "failed"
         report.longrepr = (
             f"{item.nodeid} is in the unit tier but skipped for want of root: "
-            "mark it system (README: Development)"
+            "mark it system (docs/guide/development.md)"
         )
     return report
 

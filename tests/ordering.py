@@ -12,7 +12,7 @@ test started four minutes into the first stage while the other workers had
 finished, and the workers' last tests ended up to 35 s apart.
 
 Durations only order; a stale or missing entry costs time, never a result.
-``make durations`` refreshes the file (README: Development).
+``make durations`` refreshes the file (docs/guide/development.md).
 """
 
 from __future__ import annotations

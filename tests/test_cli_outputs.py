@@ -1,5 +1,5 @@
 """The command line on hand-built runs (no fio): runs named by label wherever
-a run is named, README's comparison example as written, and the machine
+a run is named, the guide's comparison examples as written, and the machine
 formats — every JSON output's format_version, `show --json` holding what
 `show` prints, and csv rows of one shape in show, report and compare."""
 
@@ -23,7 +23,8 @@ from iorig.model import Finding, Scope
 from iorig.report.writers.jsoncsv import CSV_COLUMNS, FORMAT_VERSION, run_records
 from iorig.store import Store
 
-README = Path(__file__).resolve().parent.parent / "README.md"
+# the guide page whose examples of `iorig compare` are run as written
+GUIDE = Path(__file__).resolve().parent.parent / "docs" / "guide" / "comparing.md"
 
 
 def _level(level: float, seed: int) -> np.ndarray:
@@ -74,16 +75,16 @@ def iorig(db: Path, monkeypatch, capsys, *args: str) -> tuple[int, str, str]:
     return int(code or 0), out, err
 
 
-def _readme_command(prefix: str) -> list[str]:
-    """README's example command that starts with ``prefix``, as a shell would split it."""
-    for line in README.read_text().splitlines():
+def _guide_command(prefix: str) -> list[str]:
+    """The guide's example command that starts with ``prefix``, as a shell would split it."""
+    for line in GUIDE.read_text().splitlines():
         if line.startswith(prefix):
             return shlex.split(line, comments=True)[1:]  # without `iorig`
-    raise AssertionError(f"README has no example starting {prefix!r}")
+    raise AssertionError(f"{GUIDE.name} has no example starting {prefix!r}")
 
 
-def test_readme_compare_example_runs_as_written(db, monkeypatch, capsys):
-    args = _readme_command("iorig compare host vm --as-percent-of host")
+def test_guide_compare_example_runs_as_written(db, monkeypatch, capsys):
+    args = _guide_command("iorig compare host vm --as-percent-of host")
     assert args == ["compare", "host", "vm", "--as-percent-of", "host"]
     code, out, err = iorig(db, monkeypatch, capsys, *args)
     assert code == 0, err
@@ -91,8 +92,8 @@ def test_readme_compare_example_runs_as_written(db, monkeypatch, capsys):
 
 
 @pytest.mark.parametrize("fmt", ["text", "md", "html"])
-def test_readme_one_run_against_a_rating_runs_as_written(db, monkeypatch, capsys, fmt):
-    args = _readme_command("iorig compare vm --limit 500kIOPS")
+def test_guide_one_run_against_a_rating_runs_as_written(db, monkeypatch, capsys, fmt):
+    args = _guide_command("iorig compare vm --limit 500kIOPS")
     assert args == ["compare", "vm", "--limit", "500kIOPS"]
     out_file = db.parent / f"one.{fmt}"
     extra = () if fmt == "text" else ("--format", fmt)

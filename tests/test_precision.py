@@ -1,7 +1,7 @@
 """The precision of a per-second median, tested as statistics: coverage of
 the interval on simulated autocorrelated series with a known median, and of
 the stopping rule applied second by second. Fixed seeds; the measured figures
-are printed (``pytest -s``) and quoted in the README."""
+are printed (``pytest -s``) and quoted in docs/methodology.md §7."""
 
 from __future__ import annotations
 

@@ -141,7 +141,7 @@ def _interrupted(args: list[str], env: dict[str, str], *signals_at_s: float) -> 
     """``iorig ARGS``, sent SIGINT at each of ``signals_at_s`` (from when it
     took over SIGINT) while it lives; its exit code and what it printed."""
     # the command as installed (its entry point): `python -m iorig` can still
-    # end by SIGINT when interrupted while importing (README: Interrupting a run)
+    # end by SIGINT when interrupted while importing (docs/guide/running.md: Interrupting a run)
     command = Path(sys.executable).parent / "iorig"
     proc = subprocess.Popen(
         [str(command), *args],

@@ -45,7 +45,7 @@ def test_a_throttle_event_dips_to_its_rate_and_recovers_after_unthrottle(
     capped, truth_db, tmp_path
 ):
     if (why := throttle.problem()) is not None:
-        pytest.skip(why)  # iorig's throttle events use cgroup v1 (README: limits)
+        pytest.skip(why)  # throttle events use cgroup v1 (docs/guide/availability-integrity.md)
     device = capped()  # no cap yet: first, is the device fast enough for the base cap?
     if device.how != "v1":
         pytest.skip("the owner's cap must be in the root blkio cgroup iorig's events throttle")
