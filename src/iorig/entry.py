@@ -1,7 +1,7 @@
 """The ``iorig`` command's entry point.
 
 Ctrl-C at the edges of the process's life ends it like any other
-interrupt, with exit code 130 (README: Interrupting a run): during the
+interrupt, with exit code 130 (docs/guide/running.md, Interrupting a run): during the
 second of imports and command-line building before a command runs (it
 was a traceback, or an end by SIGINT), and during the interpreter's
 shutdown after a run was stored and printed (a second Ctrl-C there ended

@@ -1,4 +1,4 @@
-"""Interleaved A/B (``iorig ab``, issue 15): the verdict of paired rounds.
+"""Interleaved A/B (``iorig ab``): the verdict of paired rounds.
 
 In every round the measured phases of A and of B ran once each, in a random
 order, each a fresh fio process (randomized multiple interleaved trials,

@@ -1,5 +1,5 @@
 """Fairness audit: what could have inflated or distorted a run, each finding
-with advice (METHODOLOGY §9). Pure functions over the plan, the disclosure
+with advice (docs/methodology.md §9). Pure functions over the plan, the disclosure
 and the stored results; ``before_run`` runs on the plan, ``after_run`` on
 the results.
 """

@@ -224,7 +224,7 @@ class PhaseComparison:
         A run wins only where the level test says it differs from the
         baseline and the table's own figure moves the same way. Without a
         winner, the column never says "no significant difference" beside a
-        difference the test found significant (issue 26: a Minimum row said
+        difference the test found significant (a Minimum row said
         it beside "significant (CI +4.7…+39.4 %)"): that claim needs every
         test to find none.
         """

@@ -1,5 +1,5 @@
 """Pass/fail verdicts on measured phases (Jetstress-style requirements,
-METHODOLOGY §4). Pure: criteria from the resolved scenario, figures from the
+docs/methodology.md §4). Pure: criteria from the resolved scenario, figures from the
 stored phases.
 
 A criterion's figure is computed over the workloads it names (every host's

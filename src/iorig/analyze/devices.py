@@ -1,4 +1,4 @@
-"""What a target's device did besides fio, and limits on it (issue 27): two
+"""What a target's device did besides fio, and limits on it: two
 audit findings from the kernel's own view of the device during a phase.
 
 * ``device-busy``: the device's I/O counters (``/sys/block/DEV/stat``,

@@ -1,4 +1,4 @@
-"""Concurrency search: where more outstanding I/O stops paying (METHODOLOGY §7, "Knee").
+"""Concurrency search: where more outstanding I/O stops paying (docs/methodology.md §7, "Knee").
 
 The rule: sweep concurrency c = jobs × iodepth geometrically (1, 2, 4 …) and
 stop when a doubling gains less than ``min_gain`` (default 10 %), when p99

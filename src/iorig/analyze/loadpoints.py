@@ -1,4 +1,4 @@
-"""Load-point curves and SPEC's overall response time (METHODOLOGY §5 and §7).
+"""Load-point curves and SPEC's overall response time (docs/methodology.md §5 and §7).
 
 ORT follows the SPECstorage Solution 2020 Run and Reporting Rules ("Overall
 response time calculation"): the area under the latency-versus-throughput

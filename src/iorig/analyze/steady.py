@@ -1,4 +1,4 @@
-"""SNIA PTS steady state (METHODOLOGY §6): judging a warm-up's rounds.
+"""SNIA PTS steady state (docs/methodology.md §6): judging a warm-up's rounds.
 
 One mechanism for every backend: ``SteadyWatch`` turns cumulative counters
 into per-round mean rates and says when the window holds. Locally it is fed

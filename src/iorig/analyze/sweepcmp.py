@@ -1,4 +1,4 @@
-"""A/B across a sweep, in words (METHODOLOGY §3, seed 003).
+"""A/B across a sweep, in words (docs/methodology.md §3, seed 003).
 
 Two runs of the same sweep (e.g. protocol A and B over block sizes, reads and
 writes) are summarised per group as the range of the ratios B/A over the

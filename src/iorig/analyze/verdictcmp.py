@@ -1,6 +1,6 @@
 """What the verdicts of application workloads (Exchange, integrity,
 availability: any run with criteria or a data check) are made of, compared
-run by run (issue 26): each requirement's figure on every run with its
+run by run: each requirement's figure on every run with its
 change against the baseline and whether that change exceeds the noise, its
 limit and result, and every run's verdict, overall and per host. Pure: from
 analysed runs.

@@ -78,7 +78,7 @@ class Rw(StrEnum):
     randwrite = "randwrite"
     randrw = "randrw"
     rw = "rw"
-    trim = "trim"  # discards: where the target takes them (README: Trims)
+    trim = "trim"  # discards: where the target takes them (docs/guide/scenario-files.md, Trims)
     randtrim = "randtrim"
     trimwrite = "trimwrite"
     randtrimwrite = "randtrimwrite"
@@ -215,7 +215,7 @@ EventOpt = Annotated[
     typer.Option(
         "--event",
         help="add an event to a phase: PHASE@TIME=ACTION, e.g. measure@20s='stop-host 2' "
-        "(repeatable; see README 'Availability and integrity')",
+        "(repeatable; see docs/guide/availability-integrity.md)",
     ),
 ]
 EventCommandOpt = Annotated[

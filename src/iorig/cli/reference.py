@@ -22,9 +22,11 @@ import typer
 from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 from pydantic_core import PydanticUndefined
+from rich.markup import escape
 from typer.cli import get_docs_for_click
 
 from iorig.cli import app
+from iorig.cli.common import console
 from iorig.scenario.events import EventSpec, ImpactRule
 from iorig.scenario.schema import Scenario
 
@@ -181,7 +183,7 @@ def main(argv: list[str]) -> None:
     folder.mkdir(parents=True, exist_ok=True)
     for name, make in REFERENCES.items():
         (folder / name).write_text(make())
-        print(f"wrote {folder / name}")
+        console.print(f"wrote {escape(str(folder / name))}")
 
 
 if __name__ == "__main__":

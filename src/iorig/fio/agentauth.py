@@ -16,7 +16,7 @@ presents a certificate of their own, so a proof relayed through them
 fails. The agent's fresh nonce makes a replayed proof fail; the agent's
 proof tells the driver it reached an agent that knows the token. With
 mutual TLS the certificates authenticate both ends and the lines only
-name the channel. See docs/hosts.md.
+name the channel. See docs/guide/hosts.md.
 """
 
 from __future__ import annotations

@@ -144,7 +144,7 @@ def refuse_unauthenticated(address: HostAddress, *, insecure_no_auth: bool) -> N
         "authentication and runs any job it is sent (commands too, through exec_prerun) "
         "for anyone who can reach the port",
         hint="give it a token (`iorig agent token`, then --token-file; drivers use "
-        "tls://HOST) or certificates (docs/hosts.md), or keep it on 127.0.0.1 and reach it "
+        "tls://HOST) or certificates (docs/guide/hosts.md), or keep it on 127.0.0.1 and reach it "
         "through an SSH tunnel; on an isolated test network only, pass --insecure-no-auth",
     )
 

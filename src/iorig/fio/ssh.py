@@ -17,7 +17,7 @@ everything iorig does there:
 Nothing on the host listens on a network address. When the session ends —
 iorig closes it, exits or dies, or the connection is lost — the keeper
 kills the fio server and every process it forked and removes its directory. See
-docs/hosts.md for the threat model.
+docs/guide/hosts.md for the threat model.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """The keeper iorig runs on a host it reaches over SSH (see fio/ssh.py and
-docs/hosts.md). Sent as text through the SSH session's standard input and
+docs/guide/hosts.md). Sent as text through the SSH session's standard input and
 run by the host's ``python3`` with nothing but the standard library: it is
 never imported by iorig itself.
 

@@ -412,6 +412,6 @@ def connect_agents(hosts: Sequence[TlsHost]) -> AgentLinks:
             + "\n".join(f"  - {label}: {why}" for label, why in failures.items()),
             hint="start `iorig agent --bind ADDRESS --token-file FILE` there with the token "
             f"this machine reads ({agentauth.TOKEN_ENV}, default ~/.config/iorig/agent.token), "
-            "or with certificates (docs/hosts.md)",
+            "or with certificates (docs/guide/hosts.md)",
         )
     return links

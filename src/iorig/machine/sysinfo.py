@@ -4,7 +4,7 @@ Each ``collect_*`` function reads one thing and fails soft: whatever it
 cannot read is recorded as an error string instead of raising, so a missing
 file never stops a run. ``disclose`` assembles them; ``interface_limit``
 derives the smallest known bandwidth limit on the path to the target
-(METHODOLOGY §8). Nothing here is invented: a virtual disk without a PCIe
+(docs/methodology.md §8). Nothing here is invented: a virtual disk without a PCIe
 link has an unknown limit.
 """
 
@@ -25,7 +25,7 @@ from iorig.model import Disclosure, InterfaceLimit
 SYS = Path("/sys")
 PROC = Path("/proc")
 
-# Usable bytes/s per lane after line encoding (METHODOLOGY §8).
+# Usable bytes/s per lane after line encoding (docs/methodology.md §8).
 PCIE_LANE_BYTES_PER_S = {
     2.5: 250e6,
     5.0: 500e6,

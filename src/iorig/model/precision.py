@@ -1,5 +1,5 @@
 """How precisely a phase's figure is known, and which A/B comparison a run
-belongs to (issue 15), as stored results."""
+belongs to, as stored results."""
 
 from __future__ import annotations
 

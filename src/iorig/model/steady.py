@@ -1,4 +1,4 @@
-"""SNIA PTS steady state (METHODOLOGY §6) as a result: the rounds a warm-up
+"""SNIA PTS steady state (docs/methodology.md §6) as a result: the rounds a warm-up
 measured and whether their window held.
 
 A window of ``window`` rounds is steady when its range (max − min) is at

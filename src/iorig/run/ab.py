@@ -1,4 +1,4 @@
-"""Interleaved A/B (``iorig ab``, issue 15): two runs, one per side, whose
+"""Interleaved A/B (``iorig ab``): two runs, one per side, whose
 measured phases alternate in rounds.
 
 Each side's setup (everything before its first measured phase: prefill,

@@ -7,7 +7,7 @@ totals, and by Little's law its rate times its latency is the number of I/Os
 it kept in flight, which its queue depth bounds. A fio with a bug, an output
 file damaged on its way, or a binary that lies breaks one of these; such a
 phase fails naming what does not add up, and its raw output is kept (see
-README: Safety). The bounds are loose on purpose: a real fio meets each
+docs/guide/running.md, Safety). The bounds are loose on purpose: a real fio meets each
 identity to its rounding, so only a contradiction fails.
 """
 

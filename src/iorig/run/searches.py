@@ -1,6 +1,6 @@
 """Searches that decide their next phase from what they measured: the knee
-(concurrency search, METHODOLOGY §7) and the load-point curve (vdbench
-"curve", SPEC load points, METHODOLOGY §5 and §7).
+(concurrency search, docs/methodology.md §7) and the load-point curve (vdbench
+"curve", SPEC load points, docs/methodology.md §5 and §7).
 
 Both run inside one RunSession, so every point is a stored phase with its
 coordinates (``PhaseResult.point``), an interrupted search keeps what it

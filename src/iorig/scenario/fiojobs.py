@@ -487,7 +487,7 @@ def translate(job: JobFile, path: Path) -> Translation:
         raise UserError(
             f"iorig does not run this job file as it is ({len(problems.lines)} "
             f"problem{'s' if len(problems.lines) > 1 else ''}):\n  " + "\n  ".join(problems.lines),
-            hint="README: Your own fio job files lists what iorig passes, refuses and why",
+            hint="docs/guide/scenario-files.md lists what iorig passes, refuses and why",
         )
     target = paths.pop()
     if target is not None and target.endswith("/"):

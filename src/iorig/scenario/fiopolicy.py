@@ -427,7 +427,7 @@ def rule(name: str) -> Rule:
     return Rule(
         Handling.UNKNOWN,
         "it is not among the options iorig checks and passes to fio",
-        "remove it, or ask for it to be added (README: Your own fio job files)",
+        "remove it, or ask for it to be added (docs/guide/scenario-files.md)",
     )
 
 

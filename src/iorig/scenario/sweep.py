@@ -1,5 +1,5 @@
 """Sweeps: one run over a grid of parameter values (seed 003's block sizes ×
-read/write, METHODOLOGY §3).
+read/write, docs/methodology.md §3).
 
 A sweep expands a scenario: the phases before its first measured phase
 (prefill, warm-up) run once, then the stretch from the first to the last

@@ -1,4 +1,4 @@
-"""What compare adds for application workloads (issue 26): every run's
+"""What compare adds for application workloads: every run's
 verdict, overall and per host, and each requirement its verdicts are made
 of — the limit, each run's figure and result, the change against the
 baseline and whether it exceeds the noise; and the same as JSON."""
