@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from iorig.cli.common import host_list
 from iorig.errors import UserError
 from iorig.fio.hosts import HostAddress
+from iorig.run.request import host_list
 from iorig.targets import bind_host_targets, bind_targets, remote_target
 
 A, B = HostAddress("10.0.0.1", 8765), HostAddress("10.0.0.2", 9000)

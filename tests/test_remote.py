@@ -107,7 +107,7 @@ def test_parse_hosts_list():
 def test_an_empty_or_endless_host_list_is_refused_naming_the_option(tmp_path):
     # found by issue 27's campaign: `--hosts ''` ran on this machine, and a
     # 100,000-line hosts file ran past 90 s (a quadratic duplicate check)
-    from iorig.cli.common import host_list
+    from iorig.run.request import host_list
 
     for empty in ("", "  "):
         with pytest.raises(UserError, match="names no host"):

@@ -30,6 +30,7 @@ def _show(iorig) -> dict:
 def test_sweep_stores_every_point_and_compares_point_by_point(iorig, scratch):
     args = (
         "sweep",
+        "--target",
         f"{scratch}/",
         "--param",
         "bs=4k,64k",
@@ -66,6 +67,7 @@ def test_sweep_stores_every_point_and_compares_point_by_point(iorig, scratch):
 def test_knee_search_doubles_refines_and_remeasures(iorig, scratch):
     result = iorig(
         "knee",
+        "--target",
         f"{scratch}/",
         "--bs",
         "4k",
@@ -105,6 +107,7 @@ def test_knee_search_doubles_refines_and_remeasures(iorig, scratch):
 def test_load_point_curve_runs_fixed_rates_below_the_maximum(iorig, scratch):
     result = iorig(
         "curve",
+        "--target",
         f"{scratch}/",
         "--bs",
         "4k",

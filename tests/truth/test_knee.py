@@ -51,6 +51,7 @@ def test_knee_of_a_capped_device(capped, truth_db):
     done = device.iorig(
         truth_db,
         "knee",
+        "--target",
         str(device.path),
         "--size",
         "64MiB",

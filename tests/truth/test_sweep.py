@@ -32,6 +32,7 @@ def _sweep(device, db, label: str) -> None:
     done = device.iorig(
         db,
         "sweep",
+        "--target",
         str(device.path),
         "--param",
         f"bs={sizes}",

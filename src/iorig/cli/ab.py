@@ -16,39 +16,24 @@ from iorig.analyze.analysis import analyse, compare
 from iorig.cli.commands import Format, _scenario_source
 from iorig.cli.common import (
     EXIT_CODES,
-    AllowDestroyOpt,
-    BsOpt,
-    DurationOpt,
-    EngineOpt,
-    FioOpt,
-    IodepthOpt,
-    JobsOpt,
-    KeepFilesOpt,
-    ProfileOpt,
     ProgressView,
-    QuickOpt,
-    ReadPctOpt,
-    Rw,
-    SetOpt,
-    SizeOpt,
-    TargetOpt,
     app,
-    check_label,
-    collect_overrides,
     command_line,
     console,
     emit,
     err_console,
     open_for_run,
-    plan_for,
+    prepare_run,
     render_options,
 )
+from iorig.cli.options import Rw, check_label, run_options
 from iorig.errors import UserError
 from iorig.report.writers.console import SafeConsole
 from iorig.run.ab import AbOutcome, AbSettings, Side, SideKey, check_sides, run_ab
 from iorig.run.backend import PhaseBackend
 from iorig.run.events import Event, PhaseStarted
 from iorig.run.plan import Plan
+from iorig.run.request import RunRequest, collect_overrides
 from iorig.scenario.loading import ResolvedScenario, ScenarioSource
 from iorig.scenario.sweep import resolve_with_sweep
 from iorig.store import preflight
@@ -121,11 +106,7 @@ def _resolve(
 
 
 def _plans(
-    resolved: dict[str, ResolvedScenario],
-    targets: dict[str, list[str]],
-    *,
-    allow_destroy: bool,
-    fio: str | None,
+    resolved: dict[str, ResolvedScenario], targets: dict[str, list[str]], request: RunRequest
 ) -> dict[str, tuple[Plan, PhaseBackend]]:
     """Both sides' plans; a side that cannot be planned leaves no target file
     of the other behind."""
@@ -133,9 +114,8 @@ def _plans(
     try:
         for key in ("a", "b"):
             try:
-                made[key] = plan_for(
-                    resolved[key], targets[key], hosts=[], allow_destroy=allow_destroy, fio=fio
-                )
+                side = replace(request, targets=tuple(targets[key]))
+                made[key] = prepare_run(resolved[key], side)
             except UserError as exc:
                 hint = exc.hint or f"fix the targets of --{key}"
                 raise UserError(f"side {key.upper()}: {exc.message}", hint=hint) from None
@@ -148,6 +128,7 @@ def _plans(
 
 
 @app.command("ab")
+@run_options("target", "scenario", "profile", "adhoc", "fio")
 def ab_cmd(
     ctx: typer.Context,
     scenario: Annotated[
@@ -172,22 +153,10 @@ def ab_cmd(
         float, typer.Option(help="practical threshold in %: smaller changes are no difference")
     ] = 2.0,
     confidence: Annotated[float, typer.Option(help="confidence level in %")] = 95.0,
-    target: TargetOpt = None,
-    set_: SetOpt = None,
-    size: SizeOpt = None,
-    quick: QuickOpt = False,
-    profile: ProfileOpt = None,
     rw: Annotated[Rw | None, typer.Option(help="ad-hoc A/B: I/O pattern (no scenario)")] = None,
-    bs: BsOpt = None,
-    iodepth: IodepthOpt = None,
-    jobs: JobsOpt = None,
-    duration: DurationOpt = None,
-    read_pct: ReadPctOpt = None,
-    engine: EngineOpt = None,
-    allow_destroy: AllowDestroyOpt = False,
-    keep_files: KeepFilesOpt = False,
-    fio: FioOpt = None,
     fmt: Annotated[Format | None, typer.Option("--format", help="output: text, md or json")] = None,
+    *,
+    request: RunRequest,
 ) -> None:
     """Compare A and B in interleaved rounds: setup once per side, then the
     measured phases of A and B in a random order every round, each a fresh fio
@@ -206,18 +175,9 @@ def ab_cmd(
     if not 0 <= threshold < 100:
         raise UserError("--threshold is a percentage from 0 to 100, e.g. 2")
     count = _rounds(rounds)
-    source = _scenario_source(scenario, rw)
-    common = collect_overrides(
-        list(set_ or []),
-        size=size,
-        bs=bs,
-        iodepth=iodepth,
-        jobs=jobs,
-        duration=duration,
-        read_pct=read_pct,
-        engine=engine,
-    )
-    profile = "quick" if quick else profile
+    source = _scenario_source(scenario, rw, {})
+    common = request.overrides()
+    profile = request.profile
     resolved, targets = {}, {}
     for key, items in (("a", a), ("b", b)):
         if not items:
@@ -229,9 +189,9 @@ def ab_cmd(
         sets, bound = side_items(key, items)
         overrides = common | collect_overrides(sets)
         resolved[key] = _resolve(key, source, profile, overrides)
-        targets[key] = bound or list(target or [])
+        targets[key] = bound or list(request.targets)
     preflight(ctx.obj)  # a database the runs could not write to: refused before any target
-    plans = _plans(resolved, targets, allow_destroy=allow_destroy, fio=fio)
+    plans = _plans(resolved, targets, request)
     labels = {"a": a_label, "b": b_label}
     sides = (Side("a", *plans["a"], a_label), Side("b", *plans["b"], b_label))
     settings = AbSettings(
@@ -257,7 +217,7 @@ def ab_cmd(
                 settings,
                 command=command_line(),
                 on_event=on_event,
-                keep_files=keep_files,
+                keep_files=request.keep_files,
             )
         kept = [o.recovery for o in outcome.outcomes if o.recovery is not None]
         if not kept:

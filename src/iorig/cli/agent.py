@@ -17,7 +17,8 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from iorig.cli.common import FioOpt, HostsFileOpt, app, console, host_list
+from iorig.cli.common import app, console
+from iorig.cli.options import FioOpt, HostsFileOpt
 from iorig.errors import UserError
 from iorig.fio import agentauth, hostlock, runner
 from iorig.fio.control import ControlServer, control_port, no_control_port
@@ -35,6 +36,7 @@ from iorig.machine import locks
 from iorig.machine.leftovers import stamp
 from iorig.report.writers.jsoncsv import to_json
 from iorig.run.hostcheck import HostFacts, check_hosts
+from iorig.run.request import host_list
 from iorig.targets import bind_host_targets
 from iorig.units import format_bytes
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from enum import StrEnum
 from pathlib import Path
 from typing import Annotated
@@ -17,49 +17,20 @@ from rich.text import Text
 from iorig.analyze.analysis import analyse, compare
 from iorig.analyze.compare import shared_limit
 from iorig.cli.common import (
-    AllowCommandsOpt,
-    AllowDestroyOpt,
-    BsOpt,
-    DurationOpt,
-    EngineOpt,
-    EventCommandOpt,
-    EventOpt,
-    EventOptions,
-    FioOpt,
-    HostsFileOpt,
-    HostsOpt,
-    IodepthOpt,
-    JobsOpt,
-    KeepFilesOpt,
-    LabelOpt,
-    MinRateOpt,
-    NoteOpt,
-    PrecisionOpt,
-    ProfileOpt,
-    QuickOpt,
-    ReadPctOpt,
-    RepeatOpt,
-    Rw,
-    SetOpt,
-    SizeOpt,
-    SutOpt,
-    SutOptions,
-    TargetOpt,
     app,
-    collect_overrides,
     command_line,
     console,
     emit,
     err_console,
     finish,
-    host_list,
     open_reaped,
-    plan_for,
+    prepare_run,
     render_options,
     run_with_progress,
     scenarios_app,
     write_atomically,
 )
+from iorig.cli.options import PrecisionOpt, Rw, run_options
 from iorig.cli.portable import import_bundle, waiting_notes
 from iorig.cli.refs import resolve_run_id, resolve_runs
 from iorig.errors import UserError
@@ -73,40 +44,44 @@ from iorig.report.writers.jsoncsv import FORMAT_VERSION, run_dict, series_dict, 
 from iorig.report.writers.sparkline import timeline_lines
 from iorig.report.writers.text import tables_text
 from iorig.run.events import RunOutcome
+from iorig.run.request import RunRequest
 from iorig.run.searches import ThreadsSettings, run_threads_auto, stretch_builder
 from iorig.run.session import RunSession, execute
 from iorig.scenario import loading as scenario_mod
 from iorig.scenario.adhoc import adhoc_source
 from iorig.scenario.precision import parse_precision, with_precision
+from iorig.scenario.schema import READS, TRIMS
 from iorig.scenario.sweep import parse_grid, resolve_with_sweep, search_settings
 from iorig.store import Store, export_run, preflight
 from iorig.units import parse_limit
 
+RUN_SETTINGS = {"allow_extra_args": True, "ignore_unknown_options": True}
 
-@app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
+
+@app.command(context_settings=RUN_SETTINGS)
+@run_options(
+    "target",
+    "scenario",
+    "profile",
+    "adhoc",
+    "repeat",
+    "hosts",
+    "min_rate",
+    "events",
+    "record",
+    "fio",
+)
 def run(
     ctx: typer.Context,
     scenario: Annotated[
         str | None,
         typer.Argument(help="built-in scenario name, a scenario YAML or a fio job file (.fio)"),
     ] = None,
-    target: TargetOpt = None,
-    size: SizeOpt = None,
-    set_: SetOpt = None,
-    quick: QuickOpt = False,
-    profile: ProfileOpt = None,
-    allow_destroy: AllowDestroyOpt = False,
-    keep_files: KeepFilesOpt = False,
     rw: Annotated[Rw | None, typer.Option(help="ad-hoc run: I/O pattern (no scenario)")] = None,
-    bs: BsOpt = None,
-    iodepth: IodepthOpt = None,
-    jobs: JobsOpt = None,
-    duration: DurationOpt = None,
-    read_pct: ReadPctOpt = None,
-    engine: EngineOpt = None,
-    repeat: RepeatOpt = 1,
-    precision: PrecisionOpt = None,
-    label: LabelOpt = None,
+    param: Annotated[
+        list[str] | None,
+        typer.Option(help="sweep a parameter: name=v1,v2,… (repeatable: a grid)"),
+    ] = None,
     threads: Annotated[
         str | None,
         typer.Option(
@@ -114,62 +89,38 @@ def run(
             "that pass its criteria)"
         ),
     ] = None,
-    param: Annotated[
-        list[str] | None, typer.Option(help="sweep a parameter: name=v1,v2,… (repeatable)")
-    ] = None,
-    hosts: HostsOpt = None,
-    hosts_file: HostsFileOpt = None,
-    min_rate: MinRateOpt = None,
-    event: EventOpt = None,
-    event_command: EventCommandOpt = None,
-    allow_commands: AllowCommandsOpt = None,
-    sut: SutOpt = None,
-    note: NoteOpt = None,
-    fio: FioOpt = None,
+    precision: PrecisionOpt = None,
+    *,
+    request: RunRequest,
 ) -> None:
     """Run a scenario (or an ad-hoc fio workload) and store every result.
 
     Any scenario parameter can also be given as an option (--mailboxes 500 is
     --set mailboxes=500), and a target by role (--target-db DIR is --target
-    db=DIR).
+    db=DIR). --param sweeps: every combination of the values given, each a
+    stored phase (`iorig sweep` is the same command).
     """
-    source = _scenario_source(scenario, rw)
-    extra_sets, extra_targets = scenario_options(ctx.args)
-    overrides = collect_overrides(
-        [*(set_ or []), *extra_sets],
-        size=size,
-        bs=bs,
-        iodepth=iodepth,
-        jobs=jobs,
-        duration=duration,
-        read_pct=read_pct,
-        engine=engine,
-    )
-    # a fio job file's own filename= or directory= unless --target is given
-    target = [*(target or []), *extra_targets] or ([source.target] if source.target else [])
+    sweeping = ctx.info_name == "sweep"
     grid = parse_grid(param or [])
+    if sweeping and not grid:
+        raise UserError(
+            "nothing to sweep", hint="give --param name=v1,v2 (e.g. --param bs=4k,64k,1m)"
+        )
+    source = _scenario_source(scenario, rw, grid, default_rw="randread" if sweeping else None)
+    extra_sets, extra_targets = scenario_options(ctx.args)
+    # a fio job file's own filename= or directory= unless --target is given
+    targets = [*request.targets, *extra_targets] or ([source.target] if source.target else [])
+    request = replace(request, sets=(*request.sets, *extra_sets), targets=tuple(targets))
+    overrides = request.overrides()
     auto = threads_option(threads, overrides, grid)
-    profile = "quick" if quick else profile
-    resolved = resolve_with_sweep(source, profile, overrides, grid)
+    resolved = resolve_with_sweep(source, request.profile, overrides, grid)
     if precision is not None:
         resolved = with_precision(resolved, parse_precision(precision))
     preflight(ctx.obj)  # a database the run could not write to: refused before any target
-    plan, backend = plan_for(
-        resolved,
-        target,
-        hosts=host_list(hosts, hosts_file),
-        allow_destroy=allow_destroy,
-        fio=fio,
-        repeats=repeat,
-        min_rate=min_rate,
-        events=EventOptions(
-            tuple(event or ()), tuple(event_command or ()), tuple(allow_commands or ())
-        ),
-        sut=SutOptions(sut, tuple(note or ())),
-    )
+    plan, backend = prepare_run(resolved, request)
     if auto:
         settings = ThreadsSettings()
-        build = stretch_builder(plan, source, profile, overrides)
+        build = stretch_builder(plan, source, request.profile, overrides)
 
         def work(store: Store, on_event: Callable) -> RunOutcome:
             session = RunSession(
@@ -178,8 +129,8 @@ def run(
                 backend,
                 command=command_line(),
                 on_event=on_event,
-                keep_files=keep_files,
-                label=label,
+                keep_files=request.keep_files,
+                label=request.label,
                 search=settings.as_dict(),
             )
             with session:
@@ -196,13 +147,22 @@ def run(
                 backend,
                 command=command_line(),
                 on_event=on_event,
-                keep_files=keep_files,
-                label=label,
+                keep_files=request.keep_files,
+                label=request.label,
                 search=search_settings(resolved),
             ),
             (plan, backend),
         )
     finish(ctx.obj, outcome, analysis)
+
+
+# `iorig sweep`: seed 003's word for a grid, kept as a name for `run --param`
+app.command(
+    "sweep",
+    context_settings=RUN_SETTINGS,
+    help="The same as `iorig run` with --param: a grid of parameter values in one run, each "
+    "point a stored phase. Without a scenario or --rw, an ad-hoc random read.",
+)(run)
 
 
 def scenario_options(args: list[str]) -> tuple[list[str], list[str]]:
@@ -245,20 +205,35 @@ def threads_option(threads: str | None, overrides: dict[str, str], grid: dict) -
     return False
 
 
-def _scenario_source(scenario: str | None, rw: Rw | None) -> scenario_mod.ScenarioSource:
+def _scenario_source(
+    scenario: str | None, rw: Rw | None, grid: dict, *, default_rw: str | None = None
+) -> scenario_mod.ScenarioSource:
+    """The scenario named, or an ad-hoc one: with ``--rw``, with a sweep of
+    ``rw`` (``--param rw=read,write``), or with ``default_rw``."""
     if scenario and rw:
         raise UserError(
             "give either a scenario or --rw (an ad-hoc run), not both",
             hint="scenario parameters are changed with --set name=value",
         )
+    if scenario:
+        return scenario_mod.read_source(scenario)
+    if rw is not None and "rw" in grid:
+        raise UserError("rw is both swept (--param rw=…) and fixed (--rw)", hint="drop one")
+    if "rw" in grid or default_rw is not None:
+        patterns = grid.get("rw", [rw.value if rw else default_rw])
+        return adhoc_source(
+            patterns[0],
+            rw_parameter=True,
+            prefill=any(p in READS | TRIMS for p in patterns),
+            name="sweep",
+            title="ad-hoc sweep",
+        )
     if rw:
         return adhoc_source(rw.value)
-    if not scenario:
-        raise UserError(
-            "which scenario? give a name, a YAML file, or --rw for an ad-hoc run",
-            hint=f"built-ins: {', '.join(scenario_mod.builtin_names())} (see `iorig scenarios`)",
-        )
-    return scenario_mod.read_source(scenario)
+    raise UserError(
+        "which scenario? give a name, a YAML file, or --rw for an ad-hoc run",
+        hint=f"built-ins: {', '.join(scenario_mod.builtin_names())} (see `iorig scenarios`)",
+    )
 
 
 @app.command()

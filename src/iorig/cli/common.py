@@ -4,17 +4,13 @@ steps every run command ends with."""
 
 from __future__ import annotations
 
-import math
 import shlex
 import sys
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
-from enum import StrEnum
 from pathlib import Path
 from typing import Annotated
 
 import typer
-from pydantic import ValidationError
 from rich.markup import escape
 from rich.progress import BarColumn, Progress, TaskID, TextColumn
 from rich.text import Text
@@ -23,8 +19,6 @@ from iorig import __version__
 from iorig.analyze.analysis import Comparison, RunAnalysis, analyse
 from iorig.analyze.summary import summarize_phase
 from iorig.errors import UserError
-from iorig.fio.hosts import MAX_HOSTS, HostSpec, parse_entry, parse_hosts, too_many_hosts
-from iorig.machine.recovery import recover
 from iorig.model import ALL, PhaseKind, RunStatus
 from iorig.report.exporters import render
 from iorig.report.options import RenderOptions
@@ -32,8 +26,6 @@ from iorig.report.tables.metrics import metric
 from iorig.report.writers.console import SafeConsole
 from iorig.report.writers.terminal import DESCRIPTION_CHARS, TITLE_CHARS, clip
 from iorig.report.writers.text import PIPED_WIDTH
-from iorig.run import make_backend
-from iorig.run.actions import check_events, parse_grants
 from iorig.run.backend import PhaseBackend
 from iorig.run.events import (
     Event,
@@ -44,15 +36,10 @@ from iorig.run.events import (
     RunStarted,
 )
 from iorig.run.plan import Plan
-from iorig.run.session import check_workdir_space
-from iorig.scenario.events import EventSpec, parse_cli_event
-from iorig.scenario.loading import ResolvedScenario, parse_assignments
-from iorig.scenario.schema import Phase
-from iorig.scenario.sut import system_under_test
+from iorig.run.request import RunRequest, prepare
+from iorig.scenario.loading import ResolvedScenario
 from iorig.store import Store, default_db_path
-from iorig.targets import bind_host_targets, bind_targets
-from iorig.units import format_bytes, format_latency, format_rate, format_si, parse_rate
-from iorig.untrusted import check_text, check_utf8_path, read_input
+from iorig.units import format_bytes, format_latency, format_rate, format_si
 
 EXIT_CODES = {RunStatus.OK: 0, RunStatus.FAILED: 1, RunStatus.ABORTED: 130}
 EXIT_VERDICT_FAILED = 3
@@ -69,288 +56,6 @@ app = typer.Typer(
 )
 scenarios_app = typer.Typer(no_args_is_help=False, invoke_without_command=True)
 app.add_typer(scenarios_app, name="scenarios", help="List built-in scenarios or show one.")
-
-
-class Rw(StrEnum):
-    read = "read"
-    write = "write"
-    randread = "randread"
-    randwrite = "randwrite"
-    randrw = "randrw"
-    rw = "rw"
-    trim = "trim"  # discards: where the target takes them (docs/guide/scenario-files.md, Trims)
-    randtrim = "randtrim"
-    trimwrite = "trimwrite"
-    randtrimwrite = "randtrimwrite"
-
-
-# Options shared by the run commands (run, sweep, knee, curve).
-TargetOpt = Annotated[
-    list[str] | None,
-    typer.Option(
-        "--target",
-        help="file, directory (ends with /) or block device; ROLE=PATH for a scenario with "
-        "several targets (repeatable)",
-    ),
-]
-SizeOpt = Annotated[str | None, typer.Option(help="working set, e.g. 64MiB, 16GiB")]
-SetOpt = Annotated[
-    list[str] | None, typer.Option("--set", help="parameter override name=value (repeatable)")
-]
-QuickOpt = Annotated[bool, typer.Option(help="use the scenario's quick profile (a fast look)")]
-ProfileOpt = Annotated[str | None, typer.Option(help="use a named profile of the scenario")]
-AllowDestroyOpt = Annotated[
-    bool, typer.Option(help="allow overwriting a device or file that holds data")
-]
-KeepFilesOpt = Annotated[
-    bool, typer.Option(help="keep the data file iorig creates in a directory target")
-]
-BsOpt = Annotated[str | None, typer.Option(help="ad-hoc: block size")]
-IodepthOpt = Annotated[int | None, typer.Option(help="ad-hoc: outstanding I/Os per job")]
-JobsOpt = Annotated[int | None, typer.Option(help="ad-hoc: fio jobs")]
-DurationOpt = Annotated[str | None, typer.Option(help="ad-hoc: measured time, e.g. 30s")]
-ReadPctOpt = Annotated[int | None, typer.Option(help="ad-hoc randrw/rw: read percentage")]
-EngineOpt = Annotated[
-    str | None,
-    typer.Option(help="ad-hoc: io_uring, libaio, psync, auto, or null (fio's ceiling, no storage)"),
-]
-RepeatOpt = Annotated[
-    int, typer.Option(min=1, help="run the measured phases N times (for significance)")
-]
-PrecisionOpt = Annotated[
-    str | None,
-    typer.Option(
-        help="measure each measured phase until its median is known to ±N % (e.g. 2%; its "
-        "duration becomes the maximum) and warm up until steady"
-    ),
-]
-
-
-def check_label(param: typer.CallbackParam, value: str | None) -> str | None:
-    """``--label`` (and ``ab``'s side labels): one line of plain text."""
-    return None if value is None else check_text(value, param.opts[0] if param.opts else "label")
-
-
-LabelOpt = Annotated[
-    str | None,
-    typer.Option(
-        help="a name for this run in comparisons, e.g. 'with passthrough'", callback=check_label
-    ),
-]
-FioOpt = Annotated[str | None, typer.Option(help="fio binary (default: $IORIG_FIO or PATH)")]
-HostsOpt = Annotated[
-    str | None,
-    typer.Option(
-        help="run on these hosts: ssh://[USER@]HOST[:PORT] (reached over SSH) or an `iorig "
-        "agent`'s HOST[:PORT], comma-separated (default: this machine)"
-    ),
-]
-SutOpt = Annotated[
-    Path | None,
-    typer.Option(
-        "--sut",
-        help="a YAML file describing the system under test (see `iorig sut template`); "
-        "merged over the scenario's sut: section",
-    ),
-]
-NoteOpt = Annotated[
-    list[str] | None,
-    typer.Option("--note", help="free text stored with the run, e.g. 'cache off' (repeatable)"),
-]
-
-
-@dataclass(frozen=True)
-class SutOptions:
-    """``--sut FILE`` and ``--note TEXT`` of a run command."""
-
-    file: Path | None = None
-    notes: tuple[str, ...] = ()
-
-
-HostsFileOpt = Annotated[
-    Path | None,
-    typer.Option(
-        help="a file listing the hosts, one per line: ssh://[USER@]HOST[:PORT] or an "
-        "`iorig agent`'s HOST[:PORT]"
-    ),
-]
-
-
-def host_list(hosts: str | None, hosts_file: Path | None) -> list[HostSpec]:
-    """The hosts of --hosts and --hosts-file (empty: this machine)."""
-    found: list[HostSpec] = []
-    if hosts is not None:  # an empty --hosts is a mistake, not this machine
-        found += parse_hosts(hosts)
-    if hosts_file is not None:
-        lines = read_input(hosts_file, "--hosts-file").splitlines()
-        seen = set(found)
-        for number, line in enumerate(lines, start=1):
-            entry = line.split("#", 1)[0].strip()
-            if not entry:
-                continue
-            if len(found) == MAX_HOSTS:
-                raise too_many_hosts(f"{hosts_file} (with --hosts)" if hosts else str(hosts_file))
-            try:
-                host = parse_entry(entry)
-            except UserError as exc:
-                raise UserError(f"{hosts_file}:{number}: {exc.message}", hint=exc.hint) from None
-            if host in seen:
-                raise UserError(f"{hosts_file}:{number}: host {host.label} is listed twice")
-            seen.add(host)
-            found.append(host)
-    return found
-
-
-@dataclass(frozen=True)
-class EventOptions:
-    """``run --event``, ``--event-command`` and ``--allow-commands``."""
-
-    events: tuple[str, ...] = ()
-    commands: tuple[str, ...] = ()
-    command_files: tuple[Path, ...] = ()
-
-
-EventOpt = Annotated[
-    list[str] | None,
-    typer.Option(
-        "--event",
-        help="add an event to a phase: PHASE@TIME=ACTION, e.g. measure@20s='stop-host 2' "
-        "(repeatable; see docs/guide/availability-integrity.md)",
-    ),
-]
-EventCommandOpt = Annotated[
-    list[str] | None,
-    typer.Option(
-        "--event-command",
-        help="allow the event command NAME to run COMMAND: NAME='COMMAND' (repeatable)",
-    ),
-]
-AllowCommandsOpt = Annotated[
-    list[Path] | None,
-    typer.Option("--allow-commands", help="a YAML file of event commands, NAME: COMMAND"),
-]
-
-
-def with_events(resolved: ResolvedScenario, items: Sequence[str]) -> ResolvedScenario:
-    """The scenario with ``--event`` items added to their phases."""
-    if not items:
-        return resolved
-    scenario = resolved.scenario
-    added: dict[str, list[EventSpec]] = {}
-    for item in items:
-        try:
-            phase, spec = parse_cli_event(item)
-        except ValueError as exc:
-            raise UserError(str(exc).splitlines()[0]) from None
-        if phase not in {p.name for p in scenario.phases}:
-            names = ", ".join(p.name for p in scenario.phases)
-            raise UserError(f"--event {item!r:.80}: no phase {phase!r} (phases: {names})")
-        added.setdefault(phase, []).append(spec)
-    phases = []
-    for p in scenario.phases:
-        try:
-            phases.append(
-                Phase.model_validate(
-                    p.model_dump() | {"events": [*p.events, *added.get(p.name, [])]}
-                )
-            )
-        except ValidationError as exc:
-            problems = "; ".join(e["msg"].removeprefix("Value error, ") for e in exc.errors())
-            raise UserError(f"--event for phase {p.name!r}: {problems}") from None
-    return replace(resolved, scenario=scenario.model_copy(update={"phases": phases}))
-
-
-def plan_for(
-    resolved: ResolvedScenario,
-    targets: list[str],
-    *,
-    hosts: list[HostSpec],
-    allow_destroy: bool,
-    fio: str | None,
-    repeats: int = 1,
-    min_rate: str | None = None,
-    events: EventOptions | None = None,
-    sut: SutOptions | None = None,
-) -> tuple[Plan, PhaseBackend]:
-    """The backend (this machine, or the fio servers of --hosts), and the
-    plan it prepared on the bound targets; events and the system under
-    test checked before that."""
-    sut = sut or SutOptions()
-    described = system_under_test(resolved, sut.file, sut.notes)  # before any target file
-    events = events or EventOptions()
-    floor = _min_rate(min_rate)
-    resolved = with_events(resolved, events.events)
-    grants = parse_grants(events.commands, events.command_files)
-    roles = list(resolved.scenario.targets)
-    if hosts and (keeps := _keeps_state(resolved)):
-        # fio 3.33 saves a job's write state on the server but loads it from
-        # the client: the check could never run (refused before any file exists)
-        raise UserError(
-            f"workload {keeps!r} checks exactly what was acknowledged (verify_state), which "
-            "works on this machine only, not on fio servers",
-            hint="run the scenario without --hosts",
-        )
-    local = {} if hosts else bind_targets(roles, targets)
-    for path in local.values():
-        check_utf8_path(path)
-    check_events(resolved, grants, hosts, local)  # a command not granted: nothing runs
-    check_workdir_space()  # before any target file exists
-    backend = make_backend(hosts, fio)
-    if hosts:
-        bound = bind_host_targets(roles, targets, hosts)
-        paths = {host.label: paths for host, paths in bound.items()}
-    else:
-        paths = {backend.hosts[0]: local}
-    restored = recover()  # what killed runs left: caps put back, files removed (and said)
-    for line in restored:
-        err_console.print(Text.assemble(("note:", "cyan"), " ", line))
-    plan = backend.prepare(resolved, paths, allow_destroy=allow_destroy, repeats=repeats)
-    plan = replace(plan, event_grants=grants, sut=described, notes=plan.notes + tuple(restored))
-    return (replace(plan, min_bytes_per_s=floor) if floor else plan), backend
-
-
-def _keeps_state(resolved: ResolvedScenario) -> str | None:
-    """The first enabled workload that saves or loads fio's write state."""
-    for phase in resolved.scenario.phases:
-        for w in phase.workloads:
-            if phase.enabled and w.enabled and w.verify_state:
-                return w.label
-    return None
-
-
-MinRateOpt = Annotated[
-    str | None,
-    typer.Option(
-        help="below this rate a prefill, creation or checksum counts as hung and is stopped "
-        "(default 1MiB/s)"
-    ),
-]
-
-
-def _min_rate(text: str | None) -> float | None:
-    if text is None:
-        return None
-    try:
-        rate = parse_rate(text)
-    except ValueError as exc:
-        raise UserError(f"--min-rate: {exc}") from None
-    if not math.isfinite(rate) or rate < 1:
-        raise UserError(f"--min-rate: {text!r} is not a positive rate", hint="e.g. 1MiB/s")
-    return rate
-
-
-def collect_overrides(items: list[str], **options: object) -> dict[str, str]:
-    """``--set`` items plus the options that were given, as overrides. With a
-    scenario, ``--duration 2s`` is ``--set duration=2s`` (the scenario must have
-    the parameter; resolving says so when it does not)."""
-    overrides = parse_assignments(items)
-    for name, value in options.items():
-        if value is None:
-            continue
-        if name in overrides:
-            raise UserError(f"{name} is given twice (--{name.replace('_', '-')} and --set)")
-        overrides[name] = str(value)
-    return overrides
 
 
 def _version(value: bool) -> None:
@@ -481,6 +186,16 @@ class ProgressView:
                 )
             else:  # as Text: the phase's name and fio's message are no markup
                 self.console.print(Text(f"{self.names[key]}  {stats}"))
+
+
+def prepare_run(resolved: ResolvedScenario, request: RunRequest) -> tuple[Plan, PhaseBackend]:
+    """The plan and its backend (``run/request.py``'s checks, in order), with
+    a note on stderr for anything killed runs had left and was put back."""
+
+    def note(line: str) -> None:
+        err_console.print(Text.assemble(("note:", "cyan"), " ", line))
+
+    return prepare(resolved, request, on_note=note)
 
 
 def command_line() -> str:

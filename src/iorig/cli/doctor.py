@@ -11,7 +11,8 @@ import typer
 from rich.text import Text
 
 from iorig.analyze.generator import GeneratorShape
-from iorig.cli.common import Rw, app, console
+from iorig.cli.common import app, console
+from iorig.cli.options import Rw
 from iorig.errors import UserError
 from iorig.machine.recovery import recover
 from iorig.report.writers import terminal

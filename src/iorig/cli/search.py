@@ -17,43 +17,21 @@ from iorig.analyze.knee import KneeRule
 from iorig.analyze.loadpoints import default_fractions, ort_of, spec_rules
 from iorig.analyze.loadtable import parse_load_table
 from iorig.cli.common import (
-    AllowDestroyOpt,
-    BsOpt,
-    DurationOpt,
-    EngineOpt,
-    FioOpt,
-    HostsFileOpt,
-    HostsOpt,
-    IodepthOpt,
-    JobsOpt,
-    KeepFilesOpt,
-    LabelOpt,
-    NoteOpt,
-    ProfileOpt,
-    QuickOpt,
-    ReadPctOpt,
-    RepeatOpt,
-    Rw,
-    SetOpt,
-    SizeOpt,
-    SutOpt,
-    SutOptions,
-    TargetOpt,
     app,
-    collect_overrides,
     command_line,
     console,
     finish,
-    host_list,
-    plan_for,
+    prepare_run,
     run_with_progress,
 )
+from iorig.cli.options import Rw, run_options
 from iorig.errors import UserError
 from iorig.report.tables.run import to_rich
 from iorig.report.tables.searches import ort_table
 from iorig.run.backend import PhaseBackend
 from iorig.run.events import RunOutcome
 from iorig.run.plan import Plan
+from iorig.run.request import RunRequest
 from iorig.run.searches import (
     CurveSettings,
     KneeSettings,
@@ -62,11 +40,9 @@ from iorig.run.searches import (
     run_knee,
     template_phase,
 )
-from iorig.run.session import RunSession, execute
+from iorig.run.session import RunSession
 from iorig.scenario.adhoc import adhoc_source
-from iorig.scenario.loading import read_source, resolve
-from iorig.scenario.schema import READS, TRIMS
-from iorig.scenario.sweep import parse_grid, resolve_with_sweep, search_settings
+from iorig.scenario.loading import resolve
 from iorig.store import Store
 from iorig.units import parse_latency_limit
 from iorig.untrusted import read_input
@@ -77,127 +53,12 @@ class Scale(StrEnum):
     jobs = "jobs"
 
 
-TargetArg = Annotated[
-    str | None,
-    typer.Argument(metavar="[TARGET]", help="file, directory (ends with /) or block device"),
-]
-
-
-def _targets(positional: str | None, options: list[str] | None) -> list[str]:
-    return ([positional] if positional else []) + list(options or [])
-
-
-@app.command()
-def sweep(
-    ctx: typer.Context,
-    target_arg: TargetArg = None,
-    param: Annotated[
-        list[str] | None,
-        typer.Option(help="a parameter and its values, e.g. bs=4k,8k,16k (repeatable: a grid)"),
-    ] = None,
-    scenario: Annotated[
-        str | None, typer.Option(help="sweep a scenario's parameters (default: ad-hoc fio job)")
-    ] = None,
-    target: TargetOpt = None,
-    size: SizeOpt = None,
-    set_: SetOpt = None,
-    quick: QuickOpt = False,
-    profile: ProfileOpt = None,
-    allow_destroy: AllowDestroyOpt = False,
-    keep_files: KeepFilesOpt = False,
-    rw: Annotated[Rw | None, typer.Option(help="ad-hoc: I/O pattern when not swept")] = None,
-    bs: BsOpt = None,
-    iodepth: IodepthOpt = None,
-    jobs: JobsOpt = None,
-    duration: DurationOpt = None,
-    read_pct: ReadPctOpt = None,
-    engine: EngineOpt = None,
-    repeat: RepeatOpt = 1,
-    label: LabelOpt = None,
-    hosts: HostsOpt = None,
-    hosts_file: HostsFileOpt = None,
-    sut: SutOpt = None,
-    note: NoteOpt = None,
-    fio: FioOpt = None,
-) -> None:
-    """Run a grid of parameter values in one run, each point a stored phase."""
-    grid = parse_grid(param or [])
-    adhoc = scenario is None
-    if adhoc:
-        if rw is not None and "rw" in grid:
-            raise UserError("rw is both swept (--param rw=…) and fixed (--rw)", hint="drop one")
-        patterns = grid.get("rw", [rw.value if rw else "randread"])
-        source = adhoc_source(
-            patterns[0],
-            rw_parameter=True,
-            prefill=any(p in READS | TRIMS for p in patterns),
-            name="sweep",
-            title="ad-hoc sweep",
-        )
-    else:
-        if rw is not None:
-            raise UserError(
-                "--rw is for ad-hoc sweeps", hint="use --param or --set with a scenario"
-            )
-        source = read_source(scenario)
-    overrides = collect_overrides(
-        set_ or [],
-        size=size,
-        bs=bs,
-        iodepth=iodepth,
-        jobs=jobs,
-        duration=duration,
-        read_pct=read_pct,
-        engine=engine,
-    )
-    resolved = resolve_with_sweep(source, "quick" if quick else profile, overrides, grid)
-    if not resolved.sweep:
-        raise UserError(
-            "nothing to sweep", hint="give --param name=v1,v2 (e.g. --param bs=4k,64k,1m)"
-        )
-    plan, backend = plan_for(
-        resolved,
-        _targets(target_arg, target),
-        hosts=host_list(hosts, hosts_file),
-        allow_destroy=allow_destroy,
-        fio=fio,
-        repeats=repeat,
-        sut=SutOptions(sut, tuple(note or ())),
-    )
-    search = search_settings(resolved)
-    outcome, analysis = run_with_progress(
-        ctx.obj,
-        lambda store, on_event: execute(
-            plan,
-            store,
-            backend,
-            command=command_line(),
-            on_event=on_event,
-            keep_files=keep_files,
-            label=label,
-            search=search,
-        ),
-        (plan, backend),
-    )
-    finish(ctx.obj, outcome, analysis)
-
-
 def _adhoc_plan(
-    *,
-    name: str,
-    title: str,
-    rw: Rw,
-    targets: list[str],
-    overrides: dict[str, str],
-    quick: bool,
-    allow_destroy: bool,
-    fio: str | None,
-    hosts: list,
-    sut: SutOptions,
+    request: RunRequest, *, name: str, title: str, rw: Rw, overrides: dict[str, str]
 ) -> tuple[Plan, PhaseBackend]:
     source = adhoc_source(rw.value, name=name, title=title)
-    resolved = resolve(source, "quick" if quick else None, overrides)
-    return plan_for(resolved, targets, hosts=hosts, allow_destroy=allow_destroy, fio=fio, sut=sut)
+    resolved = resolve(source, "quick" if request.quick else None, overrides)
+    return prepare_run(resolved, request)
 
 
 def _search(
@@ -205,9 +66,7 @@ def _search(
     planned: tuple[Plan, PhaseBackend],
     settings: dict,
     drive: Callable[[RunSession], None],
-    *,
-    label: str | None,
-    keep_files: bool,
+    request: RunRequest,
 ) -> None:
     plan, backend = planned
 
@@ -218,8 +77,8 @@ def _search(
             backend,
             command=command_line(),
             on_event=on_event,
-            keep_files=keep_files,
-            label=label,
+            keep_files=request.keep_files,
+            label=request.label,
             search=settings,
         )
         with session:
@@ -237,16 +96,13 @@ def _percent_option(value: float, option: str) -> float:
 
 
 @app.command()
+@run_options("target", "scenario", "adhoc", "hosts", "min_rate", "record", "fio")
 def knee(
     ctx: typer.Context,
-    target_arg: TargetArg = None,
     rw: Annotated[Rw, typer.Option(help="I/O pattern")] = Rw.randread,
-    bs: BsOpt = None,
     scale: Annotated[
         Scale, typer.Option(help="what to raise: iodepth (one job) or jobs (each --iodepth deep)")
     ] = Scale.iodepth,
-    iodepth: IodepthOpt = None,
-    jobs: JobsOpt = None,
     min_gain: Annotated[
         float, typer.Option(help="a doubling must gain this many % to count as paying")
     ] = 10.0,
@@ -260,51 +116,28 @@ def knee(
         int, typer.Option(min=1, help="measurements of each top candidate (a band, not a sample)")
     ] = 3,
     top: Annotated[int, typer.Option(min=1, help="candidates re-measured")] = 3,
-    duration: DurationOpt = None,
-    target: TargetOpt = None,
-    size: SizeOpt = None,
-    read_pct: ReadPctOpt = None,
-    engine: EngineOpt = None,
-    set_: SetOpt = None,
-    quick: QuickOpt = False,
-    allow_destroy: AllowDestroyOpt = False,
-    keep_files: KeepFilesOpt = False,
-    label: LabelOpt = None,
-    hosts: HostsOpt = None,
-    hosts_file: HostsFileOpt = None,
-    sut: SutOpt = None,
-    note: NoteOpt = None,
-    fio: FioOpt = None,
+    *,
+    request: RunRequest,
 ) -> None:
     """Find the knee: the concurrency where more outstanding I/O stops paying."""
-    fixed = (jobs if scale is Scale.iodepth else iodepth) or 1
-    if (scale is Scale.iodepth and iodepth) or (scale is Scale.jobs and jobs):
+    raised, kept = ("iodepth", "jobs") if scale is Scale.iodepth else ("jobs", "iodepth")
+    if raised in request.workload:
         raise UserError(f"--{scale.value} is what the knee search raises; do not fix it")
     slo_ns = None
     if slo is not None:
         stat, slo_ns = _latency_limit(slo, "--slo")
         if stat != "p99":
             raise UserError("--slo takes a p99 limit, e.g. --slo p99<=1ms")
-    overrides = collect_overrides(
-        set_ or [],
-        size=size,
-        bs=bs,
-        duration=_point_duration(duration, quick),
-        read_pct=read_pct,
-        engine=engine,
-        **{"jobs" if scale is Scale.iodepth else "iodepth": fixed},
+    overrides = request.overrides(
+        duration=_point_duration(request.workload.get("duration"), request.quick),
+        **{kept: request.workload.get(kept) or 1},
     )
     planned = _adhoc_plan(
+        request,
         name="knee",
         title=f"knee search: {rw.value}, raising {scale.value}",
         rw=rw,
-        targets=_targets(target_arg, target),
         overrides=overrides,
-        quick=quick,
-        allow_destroy=allow_destroy,
-        fio=fio,
-        hosts=host_list(hosts, hosts_file),
-        sut=SutOptions(sut, tuple(note or ())),
     )
     template_phase(planned[0])
     settings = KneeSettings(
@@ -318,14 +151,7 @@ def knee(
         top=top,
     )
     check_knee(planned[0], settings)
-    _search(
-        ctx,
-        planned,
-        settings.as_dict(),
-        lambda s: run_knee(s, settings),
-        label=label,
-        keep_files=keep_files,
-    )
+    _search(ctx, planned, settings.as_dict(), lambda s: run_knee(s, settings), request)
 
 
 POINT_DURATION = "30s"
@@ -361,13 +187,10 @@ def _fractions(text: str | None) -> tuple[float, ...]:
 
 
 @app.command()
+@run_options("target", "scenario", "adhoc", "hosts", "min_rate", "record", "fio")
 def curve(
     ctx: typer.Context,
-    target_arg: TargetArg = None,
     rw: Annotated[Rw, typer.Option(help="I/O pattern")] = Rw.randread,
-    bs: BsOpt = None,
-    iodepth: IodepthOpt = None,
-    jobs: JobsOpt = None,
     fractions: Annotated[
         str | None, typer.Option(help="load points in % of the maximum (default 10,20,…,100)")
     ] = None,
@@ -380,21 +203,8 @@ def curve(
     cap: Annotated[
         str | None, typer.Option(help="stop past a latency, e.g. p99<=10ms or mean<=5ms")
     ] = None,
-    duration: DurationOpt = None,
-    target: TargetOpt = None,
-    size: SizeOpt = None,
-    read_pct: ReadPctOpt = None,
-    engine: EngineOpt = None,
-    set_: SetOpt = None,
-    quick: QuickOpt = False,
-    allow_destroy: AllowDestroyOpt = False,
-    keep_files: KeepFilesOpt = False,
-    label: LabelOpt = None,
-    hosts: HostsOpt = None,
-    hosts_file: HostsFileOpt = None,
-    sut: SutOpt = None,
-    note: NoteOpt = None,
-    fio: FioOpt = None,
+    *,
+    request: RunRequest,
 ) -> None:
     """Load-point curve: the maximum, then fixed rates at fractions of it; SPEC's ORT."""
     settings = CurveSettings(
@@ -405,27 +215,12 @@ def curve(
     )
     if max_iops is not None and max_iops <= 0:
         raise UserError("--max-iops must be greater than zero")
-    overrides = collect_overrides(
-        set_ or [],
-        size=size,
-        bs=bs,
-        iodepth=iodepth if iodepth else 32,
-        jobs=jobs,
-        duration=_point_duration(duration, quick),
-        read_pct=read_pct,
-        engine=engine,
+    overrides = request.overrides(
+        iodepth=request.workload.get("iodepth") or 32,
+        duration=_point_duration(request.workload.get("duration"), request.quick),
     )
     planned = _adhoc_plan(
-        name="curve",
-        title=f"load-point curve: {rw.value}",
-        rw=rw,
-        targets=_targets(target_arg, target),
-        overrides=overrides,
-        quick=quick,
-        allow_destroy=allow_destroy,
-        fio=fio,
-        hosts=host_list(hosts, hosts_file),
-        sut=SutOptions(sut, tuple(note or ())),
+        request, name="curve", title=f"load-point curve: {rw.value}", rw=rw, overrides=overrides
     )
     template_phase(planned[0])
     _search(
@@ -433,8 +228,7 @@ def curve(
         planned,
         settings.as_dict(),
         lambda s: run_curve(s, settings),
-        label=label,
-        keep_files=keep_files,
+        request,
     )
 
 
