@@ -41,7 +41,7 @@ def test_evaluate_needs_a_full_window():
 def test_steady_watch_turns_cumulative_counters_into_round_rates():
     watch = SteadyWatch(SteadyRule(metric="iops", round=2, window=2, max_range=100))
     for t in range(1, 8):
-        watch.feed(1000 * t, ios=1000 * t * t, io_bytes=0)
+        watch.feed(1000 * t, float(t), ios=1000 * t * t, io_bytes=0)
     # ios = 1000 t^2: rounds 1-3, 3-5, 5-7 s
     assert watch.rounds == [4000.0, 8000.0, 12000.0]
 
@@ -52,10 +52,13 @@ def test_live_and_after_the_fact_steady_states_agree():
     rule = SteadyRule(round=2, window=3)
     values = [50.0, 70.0, 90.0, 100.0, 101.0, 99.0, 100.0, 102.0, 98.0, 100.0, 100.0, 100.0]
     watch = SteadyWatch(rule)
-    watch.feed(0, 0.0, 0.0)
+    watch.feed(0, 0.0, 0.0, 0.0)
     stopped_at = None
     for second in range(1, len(values) + 1):
-        if watch.feed(second * 1000, sum(values[:second]), 0.0) and stopped_at is None:
+        if (
+            watch.feed(second * 1000, float(second), sum(values[:second]), 0.0)
+            and stopped_at is None
+        ):
             stopped_at = second
     live = watch.state
     after = steady_of_series(values, [0.0] * len(values), rule)

@@ -205,7 +205,7 @@ def test_verdicts_follow_jetstress_with_headroom():
     assert by_name["db p99"].value == pytest.approx(
         histogram.percentiles(histogram.merge([phase.scopes[1].totals[ALL].hist]), (99.0,))[99.0]
     )
-    assert overall(verdicts) == "FAIL"
+    assert overall(verdicts).text == "FAIL"
 
 
 def test_a_series_passes_where_every_criterion_holds():
@@ -213,7 +213,7 @@ def test_a_series_passes_where_every_criterion_holds():
     high = _phase("performance:threads=2", db_read=(600.0, 1e6))
     criteria = [c for c in _criteria(900.0) if c.name != "db read max"]
     verdicts = evaluate(criteria, [low, high])
-    assert overall(verdicts) == "PASS at performance:threads=2 (1 of 2)"
+    assert overall(verdicts).text == "PASS at performance:threads=2 (1 of 2)"
     short = next(v for v in verdicts if v.phase == "performance:threads=1" and v.metric == "iops")
     assert short.margin == pytest.approx(500 / 900 - 1)
 
@@ -261,14 +261,14 @@ def test_a_per_host_requirement_is_met_by_each_host_not_by_their_sum():
         ("h1:8765", pytest.approx(500.0), False),
         ("h2:8765", pytest.approx(500.0), False),
     ]
-    assert overall(verdicts) == "FAIL on h1:8765, h2:8765"
+    assert overall(verdicts).text == "FAIL on h1:8765, h2:8765"
     # the same requirement over the run is the sum, and says so by having no host
     (whole,) = evaluate([per_host.model_copy(update={"per": "run"})], [phase])
     assert (whole.host, whole.value, whole.passed) == (None, pytest.approx(1000.0), True)
     # one host short fails the run naming it, however far the other exceeds
     uneven = _two_hosts((300.0, 200.0), (3000.0, 2000.0))
-    assert overall(evaluate([per_host], [uneven])) == "FAIL on h1:8765"
-    assert overall(evaluate([per_host.model_copy(update={"min": 450.0})], [uneven])) == "PASS"
+    assert overall(evaluate([per_host], [uneven])).text == "FAIL on h1:8765"
+    assert overall(evaluate([per_host.model_copy(update={"min": 450.0})], [uneven])).text == "PASS"
 
 
 def test_a_per_host_requirement_on_one_host_is_the_run_s():

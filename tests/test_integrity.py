@@ -197,14 +197,14 @@ def test_data_verdicts():
     assert error.endswith("; … and 2 more")
     lost = data_check([_verify_phase(error, PhaseStatus.FAILED)], {})
     assert lost is not None and lost.lost and lost.bad == 6
-    assert lost.verdict == "FAIL: data lost: 6 blocks did not read back as last written"
+    assert lost.verdict.text == "FAIL: data lost: 6 blocks did not read back as last written"
     row = data_verdict(lost)
     assert row is not None and not row.passed and math.isnan(row.value)
     assert "first: /scratch/data offset 20480 (0.02 MiB), 4096 bytes: crc32c mismatch" in row.name
     clean = DataCheck(("verify",), 12288, 48 << 20, 0, "", True)
-    assert clean.verdict == "PASS: all 12,288 blocks (48MiB) read back as last written"
+    assert clean.verdict.text == "PASS: all 12,288 blocks (48MiB) read back as last written"
     wrapped = replace(clean, rewritten=(("writes", 3.4),))
-    assert wrapped.verdict is not None and "writes 3.4 times" in wrapped.verdict
+    assert wrapped.verdict is not None and "writes 3.4 times" in wrapped.verdict.text
     assert DataCheck(("verify",), 0, 0, 0, "", False).verdict is None
     # another failure of the check is not lost data: the phase's own failure speaks
     missing = data_check(
@@ -234,7 +234,9 @@ def test_a_check_reading_several_blocks_at_once_counts_at_least_its_bad_reads():
     }
     check = data_check(failed, coarse)
     assert check is not None and check.coarse
-    assert check.verdict == "FAIL: data lost: at least 6 blocks did not read back as last written"
+    assert (
+        check.verdict.text == "FAIL: data lost: at least 6 blocks did not read back as last written"
+    )
     row = data_verdict(check)
     assert row is not None and "at least 6 did not" in row.name
     exact = {
@@ -280,7 +282,7 @@ def test_a_writer_that_went_over_its_blocks_again_is_said_so():
     }
     check = data_check([mixed(0), mixed(1), _verify_phase()], resolved)
     assert check is not None and check.rewritten == (("writes", 700 * 2 / 1024),)
-    assert check.verdict is not None and "writes 1.4 times" in check.verdict
+    assert check.verdict is not None and "writes 1.4 times" in check.verdict.text
     assert data_check([mixed(0), _verify_phase()], resolved).rewritten == ()
 
 

@@ -13,7 +13,7 @@ import pytest
 
 from iorig.analyze.precision import (
     CHECK_CONFIDENCE,
-    MIN_BATCHES,
+    MIN_INTERVAL_BATCHES,
     StoppingRule,
     median_interval,
     precision_state,
@@ -152,7 +152,7 @@ def test_a_drift_never_is_precise() -> None:
 def test_short_series_has_no_interval() -> None:
     interval = median_interval([5.0, 6.0, 7.0, 6.0, 5.0, 6.0, 7.0])
     assert interval.median == 6.0 and not interval.known
-    assert interval.low is None and f"at least {MIN_BATCHES}" in interval.why
+    assert interval.low is None and f"at least {MIN_INTERVAL_BATCHES}" in interval.why
     assert not median_interval([]).known
 
 

@@ -34,13 +34,12 @@ import numpy as np
 
 from iorig.analyze.compare import Difference, PhaseComparison
 from iorig.analyze.stats import RESOLUTION, RatioTest, t_cdf, t_quantile
-from iorig.model import ALL, PhaseKind, PhaseResult, PhaseStatus, StoredRun
+from iorig.model import ALL, Change, PhaseKind, PhaseResult, PhaseStatus, StoredRun
 
 METHOD = "paired rounds"
 MIN_AUTO_ROUNDS = 3  # auto never decides on fewer (2 degrees of freedom are too few)
 MAX_ROUNDS = 10
 EARLY_SHARE = 4  # the early looks of auto spend 1/EARLY_SHARE of α in all
-SIGNIFICANT = ("better", "worse")
 
 
 @dataclass(frozen=True)
@@ -60,13 +59,13 @@ class PairedTest:
         return self.ratio - 1.0
 
     @property
-    def verdict(self) -> str:
+    def verdict(self) -> Change:
         """better, worse, equivalent or undecided."""
         return classify(self.ci_low - 1.0, self.ci_high - 1.0, self.change, self.threshold)
 
     @property
     def significant(self) -> bool:
-        return self.verdict in SIGNIFICANT
+        return self.verdict.significant
 
     def as_ratio_test(self) -> RatioTest:
         return RatioTest(
@@ -81,13 +80,13 @@ class PairedTest:
         )
 
 
-def classify(low: float, high: float, change: float, threshold: float) -> str:
+def classify(low: float, high: float, change: float, threshold: float) -> Change:
     """The verdict of a change with interval [low, high] (fractions, 0.1 = +10 %)."""
     if -threshold < low and high < threshold:
-        return "equivalent"
+        return Change.EQUIVALENT
     if (low > 0 or high < 0) and abs(change) >= threshold:
-        return "better" if change > 0 else "worse"
-    return "undecided"
+        return Change.BETTER if change > 0 else Change.WORSE
+    return Change.UNDECIDED
 
 
 _quantile = functools.lru_cache(maxsize=256)(t_quantile)  # auto asks the same few again
@@ -152,7 +151,7 @@ def keep_going(
     strict = look_confidence(confidence, max_rounds, min_rounds)
     for a, b in pairs.values():
         test = paired_test(a, b, confidence=strict, threshold=threshold)
-        if test is None or test.verdict == "undecided":
+        if test is None or test.verdict is Change.UNDECIDED:
             return True
     return False
 
@@ -247,17 +246,21 @@ def ab_comparison(
 
 
 def paired_difference(plain: Difference, test: PairedTest | None) -> Difference:
-    """``compare``'s difference with the verdict of the paired rounds."""
+    """``compare``'s difference with the verdict of the paired rounds: where
+    they show no significant change, compare's "same", marked equivalent
+    when the whole interval is within the threshold."""
     if test is None:
-        return replace(plain, test=None, method=METHOD, verdict="untestable", below_threshold=False)
+        return replace(
+            plain, test=None, method=METHOD, verdict=Change.UNTESTABLE, below_threshold=False
+        )
     verdict = test.verdict
     return replace(
         plain,
         test=test.as_ratio_test(),
         method=METHOD,
-        verdict=verdict if verdict in SIGNIFICANT else "same",
+        verdict=verdict if verdict.significant else Change.SAME,
         below_threshold=False,
-        equivalent=verdict == "equivalent",
+        equivalent=verdict is Change.EQUIVALENT,
     )
 
 
@@ -289,10 +292,10 @@ def verdict_line(name: str, test: PairedTest | None, labels: tuple[str, str]) ->
         f"paired t on {test.rounds} rounds, p = {test.p_value:.2g}"
     )
     verdict = test.verdict
-    if verdict in SIGNIFICANT:
+    if verdict.significant:
         how = "faster" if test.change > 0 else "slower"
         return f"{name}: {b} is {abs(test.change) * 100:.1f} % {how} than {a} ({ci}): significant"
-    if verdict == "equivalent":
+    if verdict is Change.EQUIVALENT:
         return (
             f"{name}: no significant difference ({b} {_pct(test.change)} vs {a}, {ci}), "
             f"equivalent within ±{test.threshold * 100:g} %"

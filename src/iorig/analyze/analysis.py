@@ -18,6 +18,7 @@ from iorig.analyze.compare import (
     unique_labels,
 )
 from iorig.analyze.criteria import (
+    Judgement,
     Verdict,
     criteria_of,
     evaluate,
@@ -31,7 +32,7 @@ from iorig.analyze.search import SearchResult, search_result
 from iorig.analyze.summary import PhaseSummary, summarize_phase
 from iorig.analyze.sweepcmp import SweepComparison, sweep_comparisons
 from iorig.analyze.verdictcmp import VerdictComparison, verdict_comparison
-from iorig.model import PhaseKind, PhaseStatus, RunRecord, RunStatus, StoredRun
+from iorig.model import Outcome, PhaseKind, PhaseStatus, RunRecord, RunStatus, StoredRun
 
 
 @dataclass(frozen=True)
@@ -40,7 +41,7 @@ class RunAnalysis:
     summaries: tuple[PhaseSummary, ...]  # every phase, in run order
     pooled: Mapping[str, RunPhase]  # measured phases by name, repeats pooled
     verdicts: tuple[Verdict, ...]  # the scenario's criteria on each measured phase
-    verdict: str | None  # overall: "PASS", "FAIL", "PASS at …"; None without criteria
+    judgement: Judgement | None  # overall: PASS, FAIL, PASS at …; None without criteria
     search: SearchResult | None  # what a sweep, knee or curve found
     job_texts: Mapping[str, str] = field(default_factory=dict)  # phase name -> job file
     # multi-host runs: measured phase (with its repeat) -> host -> the criteria's
@@ -63,10 +64,15 @@ class RunAnalysis:
         return [s for s in self.summaries if s.kind is PhaseKind.MEASURE]
 
     @property
+    def verdict(self) -> str | None:
+        """The overall verdict as printed: "PASS", "FAIL on h2", "PASS at …"."""
+        return None if self.judgement is None else self.judgement.text
+
+    @property
     def passed(self) -> bool:
         """Some measured phase met every criterion and nothing failed (True
         without criteria)."""
-        return self.verdict is None or self.verdict.startswith("PASS")
+        return self.judgement is None or self.judgement.outcome is Outcome.PASS
 
 
 def analyse(stored: StoredRun, job_texts: Mapping[str, str] | None = None) -> RunAnalysis:
@@ -79,7 +85,7 @@ def analyse(stored: StoredRun, job_texts: Mapping[str, str] | None = None) -> Ru
         summaries=tuple(summarize_phase(p) for p in stored.phases),
         pooled=pooled,
         verdicts=verdicts + ((row,) if row is not None else ()),
-        verdict=_verdict(stored, verdicts, data),
+        judgement=_verdict(stored, verdicts, data),
         search=search_result(stored, pooled, verdicts),
         job_texts=dict(job_texts or {}),
         host_latencies=_host_latencies(stored),
@@ -107,7 +113,7 @@ def _host_latencies(stored: StoredRun) -> dict[str, dict[str, dict[str, float]]]
 
 def _verdict(
     stored: StoredRun, verdicts: tuple[Verdict, ...], data: DataCheck | None = None
-) -> str | None:
+) -> Judgement | None:
     """Lost data first: blocks a verify phase found changed fail the run
     ("FAIL: data lost …") whatever else it shows. Then the criteria's
     verdict, unless the run itself did not complete: a failed phase (a host
@@ -119,16 +125,16 @@ def _verdict(
         return data.verdict
     verdict = overall(verdicts)
     if verdict is None and data is not None:
-        verdict = data.verdict or "FAIL: the data could not be checked"
+        verdict = data.verdict or Judgement.of(Outcome.FAIL, ": the data could not be checked")
     if verdict is None:
         return None
     failed = [p.name for p in stored.phases if p.status is PhaseStatus.FAILED]
     if failed:
-        return f"FAIL: phase {', '.join(dict.fromkeys(failed))} failed"
+        return Judgement.of(Outcome.FAIL, f": phase {', '.join(dict.fromkeys(failed))} failed")
     if stored.run.status is RunStatus.FAILED:
-        return "FAIL: the run failed"
+        return Judgement.of(Outcome.FAIL, ": the run failed")
     if stored.run.status is RunStatus.ABORTED:
-        return "INCOMPLETE: the run was interrupted"
+        return Judgement.of(Outcome.INCOMPLETE, ": the run was interrupted")
     return verdict
 
 

@@ -32,6 +32,7 @@ from iorig.analyze.precision import limit_share
 from iorig.analyze.stats import MIN_SECONDS, LimitShare, RatioTest, batch_means, welch_ratio
 from iorig.model import (
     ALL,
+    Change,
     InterfaceLimit,
     Metric,
     PhaseKind,
@@ -143,13 +144,13 @@ class Difference:
     change_lat_p99: float
     test: RatioTest | None
     method: str  # "repeats", "batch means", "paired rounds" (iorig ab) or "none"
-    verdict: str  # "better", "worse", "same", "untestable"
+    verdict: Change  # better, worse, same or untestable
     below_threshold: bool
     equivalent: bool = False  # paired rounds: the whole interval is within ±threshold
 
     @property
     def significant(self) -> bool:
-        return self.verdict in ("better", "worse")
+        return self.verdict.significant
 
 
 def _change(new: float, old: float) -> float:
@@ -176,17 +177,17 @@ def _level_samples(a: RunPhase, b: RunPhase) -> tuple[list[float], list[float], 
 
 def judge(
     test: RatioTest | None, threshold: float, higher_is_better: bool = True
-) -> tuple[str, bool]:
-    """A change's verdict — "better", "worse", "same" or "untestable" — and
+) -> tuple[Change, bool]:
+    """A change's verdict — better, worse, same or untestable — and
     whether a real change was "same" for being under the practical
     threshold. ``higher_is_better``: False for a latency."""
     if test is None:
-        return "untestable", False
+        return Change.UNTESTABLE, False
     if not test.excludes_no_change():
-        return "same", False
+        return Change.SAME, False
     if abs(test.change) < threshold:
-        return "same", True
-    return ("better" if (test.ratio > 1) == higher_is_better else "worse"), False
+        return Change.SAME, True
+    return (Change.BETTER if (test.ratio > 1) == higher_is_better else Change.WORSE), False
 
 
 def difference(a: RunPhase, b: RunPhase, threshold: float, confidence: float) -> Difference:
@@ -235,14 +236,14 @@ class PhaseComparison:
             if diff is None or self.entries[i] is None:
                 continue
             change = getattr(diff, f"change_{figure}")
-            agrees = diff.significant and (change > 0) == (diff.verdict == "better")
+            agrees = diff.significant and (change > 0) == (diff.verdict is Change.BETTER)
             if diff.significant and not agrees:
                 against = True
-            elif diff.verdict == "worse":
+            elif diff.verdict is Change.WORSE:
                 worse.append(labels[i])
-            if diff.verdict != "worse" or not agrees:
+            if diff.verdict is not Change.WORSE or not agrees:
                 baseline_beaten_by_all = False
-            if diff.verdict == "better" and agrees and change > best_change:
+            if diff.verdict is Change.BETTER and agrees and change > best_change:
                 best, best_change = i, change
         if best is not None:
             return labels[best]
@@ -253,7 +254,7 @@ class PhaseComparison:
             return against_text(figure)
         if worse:  # worse than the baseline, which the others do not beat either
             return f"no single winner ({', '.join(worse)} worse)"
-        if any(d.verdict == "untestable" for d in others):
+        if any(d.verdict is Change.UNTESTABLE for d in others):
             return NOT_TESTABLE
         return NO_DIFFERENCE
 
@@ -406,14 +407,14 @@ def verdict_text(diff: Difference | None) -> str:
 
 
 def significance_text(
-    test: RatioTest, verdict: str, below_threshold: bool, equivalent: bool = False
+    test: RatioTest, verdict: Change, below_threshold: bool, equivalent: bool = False
 ) -> str:
     """ "significant (CI +3.2…+4.4%, p=6e-11)", "n.s. (…)", "n.s., under threshold (…)"."""
     t = test
     ci = f"CI {(t.ci_low - 1) * 100:+.1f}…{(t.ci_high - 1) * 100:+.1f}%, p={t.p_value:.2g}"
-    if verdict == "same" and equivalent:
+    if verdict is Change.SAME and equivalent:
         return f"n.s., equivalent ({ci})"
-    if verdict == "same":
+    if verdict is Change.SAME:
         return f"n.s., under threshold ({ci})" if below_threshold else f"n.s. ({ci})"
     return f"significant ({ci})"
 

@@ -18,7 +18,15 @@ from typing import Any
 
 import numpy as np
 
-from iorig.model import ALL, PhaseKind, PhaseResult, PhaseStatus, ScopeResult, histogram
+from iorig.model import (
+    ALL,
+    Outcome,
+    PhaseKind,
+    PhaseResult,
+    PhaseStatus,
+    ScopeResult,
+    histogram,
+)
 from iorig.model.combine import combine_series, latency_range
 from iorig.scenario.schema import Criterion
 
@@ -36,6 +44,26 @@ class Verdict:
     # 247 %"); for a maximum, 1 − value / limit (share of the limit unused).
     margin: float
     host: str | None = None  # a per-host criterion's host; None: over every host
+
+    @property
+    def outcome(self) -> Outcome:
+        if self.bound == "info":
+            return Outcome.INFO
+        return Outcome.PASS if self.passed else Outcome.FAIL
+
+
+@dataclass(frozen=True)
+class Judgement:
+    """A run's verdict: its outcome, and the sentence that gives it ("PASS",
+    "FAIL on h2", "PASS at threads=8 (1 of 3)", "FAIL: data lost …")."""
+
+    outcome: Outcome
+    text: str
+
+    @classmethod
+    def of(cls, outcome: Outcome, detail: str = "") -> Judgement:
+        """``detail`` follows the outcome's word: " on h2", ": data lost …"."""
+        return cls(outcome, f"{outcome}{detail}")
 
 
 def criteria_of(resolved: dict[str, Any]) -> list[Criterion]:
@@ -169,7 +197,7 @@ def _judge(c: Criterion, phase: str, value: float, host: str | None) -> Verdict:
     return Verdict(c.name, phase, c.metric, c.bound, limit, value, passed, margin, host)
 
 
-def overall(verdicts: Sequence[Verdict]) -> str | None:
+def overall(verdicts: Sequence[Verdict]) -> Judgement | None:
     """ "PASS" or "FAIL" for a single measured phase; for several (sweep points,
     a thread search) "PASS" when all pass, else which pass ("PASS at
     performance:threads=8, …" or "FAIL at every point"). None without criteria."""
@@ -180,11 +208,13 @@ def overall(verdicts: Sequence[Verdict]) -> str | None:
     for v in verdicts:
         by_phase[v.phase] = by_phase.get(v.phase, True) and v.passed
     if all(by_phase.values()):
-        return "PASS"
+        return Judgement.of(Outcome.PASS)
     if len(by_phase) == 1:
         hosts = list(dict.fromkeys(v.host for v in verdicts if not v.passed and v.host))
-        return f"FAIL on {', '.join(hosts)}" if hosts else "FAIL"
+        return Judgement.of(Outcome.FAIL, f" on {', '.join(hosts)}" if hosts else "")
     passing = [name for name, ok in by_phase.items() if ok]
     if not passing:
-        return "FAIL at every point"
-    return f"PASS at {', '.join(passing)} ({len(passing)} of {len(by_phase)})"
+        return Judgement.of(Outcome.FAIL, " at every point")
+    return Judgement.of(
+        Outcome.PASS, f" at {', '.join(passing)} ({len(passing)} of {len(by_phase)})"
+    )

@@ -18,8 +18,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from iorig.analyze.criteria import Verdict
-from iorig.model import PhaseKind, PhaseResult, PhaseStatus
+from iorig.analyze.criteria import Judgement, Verdict
+from iorig.model import Outcome, PhaseKind, PhaseResult, PhaseStatus
 from iorig.units import format_bytes
 
 SHOWN = 10  # bad blocks named in a phase's error; the rest are counted
@@ -67,20 +67,22 @@ class DataCheck:
         return self.bad > 0
 
     @property
-    def verdict(self) -> str | None:
+    def verdict(self) -> Judgement | None:
         """ "FAIL: data lost …", "PASS: all N blocks … read back as last
         written", or None when the checks did not all complete (the phases'
         own failure then speaks)."""
         if self.lost:
             n = self.bad
-            return (
-                f"FAIL: data lost: {self.at_least}{n:,} block{'s' * (n != 1)} did not read "
-                "back as last written"
+            return Judgement.of(
+                Outcome.FAIL,
+                f": data lost: {self.at_least}{n:,} block{'s' * (n != 1)} did not read "
+                "back as last written",
             )
         if self.complete:
-            return (
-                f"PASS: all {self.blocks:,} blocks ({format_bytes(self.io_bytes)}) read back "
-                f"as last written{self.caveat}"
+            return Judgement.of(
+                Outcome.PASS,
+                f": all {self.blocks:,} blocks ({format_bytes(self.io_bytes)}) read back "
+                f"as last written{self.caveat}",
             )
         return None
 

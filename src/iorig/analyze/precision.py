@@ -18,7 +18,7 @@ variance taken from batch means so that it holds for autocorrelated seconds:
   the ranks of all seconds (precise, unlike one of ten batch means) under
   the short memory of an AR(1) process; the correlation ``r`` that remains
   is corrected for in ``se`` by the AR(1) variance factor ``(1 + r)/(1 - r)``.
-  Fewer than ``MIN_BATCHES`` batches give no interval, so a series too
+  Fewer than ``MIN_INTERVAL_BATCHES`` batches give no interval, so a series too
   correlated for its length gets none; a step gets one spanning both levels.
 * Why ``MAX_BATCH_LAG1`` is 0.45, not a stricter 0.2: a short series offers
   only one-second batches, and the lag-1 estimated from 10 seconds is noisy
@@ -46,9 +46,10 @@ from functools import lru_cache
 import numpy as np
 
 from iorig.analyze.stats import RESOLUTION, LimitShare, mean_interval, t_quantile
+from iorig.analyze.stoprule import CounterRates
 from iorig.model import PrecisionState
 
-MIN_BATCHES = 8  # fewer leave the standard error too uncertain to trust
+MIN_INTERVAL_BATCHES = 8  # fewer leave the standard error too uncertain to trust
 MAX_BATCH_LAG1 = 0.45  # residual correlation between batch means, corrected for
 METHOD = "woodruff-batch-means"
 # The coverage claimed for the interval at the stop: each look is at
@@ -133,8 +134,8 @@ def median_interval(series: Sequence[float], confidence: float = 0.95) -> Median
     order = np.argsort(values, kind="stable")
     ordered = values[order]
     median = _quantile(ordered, 0.5) if n else math.nan
-    if n < MIN_BATCHES:
-        return _none(median, n, confidence, f"{n} s: at least {MIN_BATCHES} are needed")
+    if n < MIN_INTERVAL_BATCHES:
+        return _none(median, n, confidence, f"{n} s: at least {MIN_INTERVAL_BATCHES} are needed")
     margin = RESOLUTION * abs(median) * (1.0 + 1e-9)  # 1e-9: 2002 vs 2000 is 0.1 % exactly
     if ordered[0] >= median - margin and ordered[-1] <= median + margin:
         # every second within what one logged second is known to: constant at
@@ -144,7 +145,7 @@ def median_interval(series: Sequence[float], confidence: float = 0.95) -> Median
             MedianInterval(median, median, median, 0.0, n, 1, confidence, why="constant")
         )
     rho = min(max(lag1(_ranks(values, order, ordered)), 0.0), 0.99)
-    lengths = np.arange(1, n // MIN_BATCHES + 1)
+    lengths = np.arange(1, n // MIN_INTERVAL_BATCHES + 1)
     residual = batch_lag1(rho, lengths)
     fit = np.nonzero(residual <= MAX_BATCH_LAG1)[0]
     if fit.size == 0:
@@ -152,7 +153,7 @@ def median_interval(series: Sequence[float], confidence: float = 0.95) -> Median
             median,
             n,
             confidence,
-            f"{n} s: seconds too correlated (lag-1 {rho:.2f}) for {MIN_BATCHES} "
+            f"{n} s: seconds too correlated (lag-1 {rho:.2f}) for {MIN_INTERVAL_BATCHES} "
             "independent batches — not steady, or too short",
         )
     batch_s = int(lengths[fit[0]])
@@ -339,7 +340,8 @@ LIVE_MARGIN = 0.8
 
 class PrecisionWatch:
     """Per-second rates of a running phase from fio's cumulative status
-    counters, and whether the median is known well enough to stop."""
+    counters, and whether the median is known well enough to stop: a
+    ``StopRule`` (``analyze/stoprule.py``)."""
 
     def __init__(
         self, target_pct: float, min_s: float, max_s: float, metric: str, skip_s: float = 0.0
@@ -352,25 +354,19 @@ class PrecisionWatch:
         self.metric = metric
         self.skip_s = skip_s  # ramp time: not measured
         self.series: list[float] = []
-        self._last: tuple[int, float, float] | None = None
+        self._rates = CounterRates(metric, 1.0)
         self.decision: Decision | None = None
 
     def feed(self, t_ms: int, elapsed_s: float, ios: float, io_bytes: float) -> bool:
         """Counters at ``t_ms``; True once the rule says stop on precision."""
         if elapsed_s <= self.skip_s:
-            self._last = None
+            self._rates.reset()
             return False
-        if self._last is not None:
-            t0, ios0, bytes0 = self._last
-            seconds = (t_ms - t0) / 1000
-            if seconds <= 0.5:  # a snapshot too soon after the last: wait for the next
-                return False
-            amount = ios - ios0 if self.metric == "iops" else io_bytes - bytes0
-            self.series.append(amount / seconds)
-            decision = self.rule.decide(self.series)
-            if decision.interval is not None:
-                self.decision = decision
-            if decision.stop and decision.precise:
-                return True
-        self._last = (t_ms, ios, io_bytes)
-        return False
+        rate = self._rates.feed(t_ms, ios, io_bytes)
+        if rate is None:
+            return False
+        self.series.append(rate)
+        decision = self.rule.decide(self.series)
+        if decision.interval is not None:
+            self.decision = decision
+        return decision.stop and decision.precise

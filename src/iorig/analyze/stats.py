@@ -138,9 +138,9 @@ def welch_ratio(
     )
 
 
-MIN_BATCHES = 4  # fewer batch means give a variance too poor to call anything significant
+MIN_TEST_BATCHES = 4  # fewer batch means give a variance too poor to call anything significant
 MIN_BATCH_S = 2
-MIN_SECONDS = MIN_BATCHES * MIN_BATCH_S  # the shortest series batch means can test
+MIN_SECONDS = MIN_TEST_BATCHES * MIN_BATCH_S  # the shortest series batch means can test
 
 
 def batch_means(
@@ -156,7 +156,7 @@ def batch_means(
     """
     data = np.asarray([v for v in values if not math.isnan(v)], dtype=float)
     count = min(batches, data.size // min_batch)
-    if count < MIN_BATCHES:
+    if count < MIN_TEST_BATCHES:
         return []  # too short to judge within one run (8 s at least): say untestable
     size = data.size // count
     return [float(data[i * size : (i + 1) * size].mean()) for i in range(count)]

@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import replace
 
+from iorig.analyze.stoprule import CounterRates
 from iorig.model import SteadyState, check_window
 from iorig.scenario.schema import SteadyRule
 
@@ -37,27 +38,21 @@ def evaluate(rounds: Sequence[float], rule: SteadyRule) -> SteadyState:
 
 
 class SteadyWatch:
-    """Per-round mean rates from cumulative counters, and the verdict."""
+    """Per-round mean rates from cumulative counters, and the verdict: a
+    ``StopRule`` (``analyze/stoprule.py``)."""
 
     def __init__(self, rule: SteadyRule) -> None:
         self.rule = rule
         self.rounds: list[float] = []
-        self._start: tuple[int, float, float] | None = None  # t_ms, ios, bytes
+        self._rates = CounterRates(rule.metric, rule.round)
         self._steady_at: int | None = None  # rounds when the window first held
 
-    def feed(self, t_ms: int, ios: float, io_bytes: float) -> bool:
+    def feed(self, t_ms: int, elapsed_s: float, ios: float, io_bytes: float) -> bool:
         """Counters at ``t_ms``; True once the window holds."""
-        if self._start is None:
-            self._start = (t_ms, ios, io_bytes)
-            return False
-        t0, ios0, bytes0 = self._start
-        elapsed_ms = t_ms - t0
-        # snapshots arrive about once a second; accept a round within half a second
-        if elapsed_ms < self.rule.round * 1000 - 500:
+        rate = self._rates.feed(t_ms, ios, io_bytes)
+        if rate is None:
             return self.steady
-        amount = ios - ios0 if self.rule.metric == "iops" else io_bytes - bytes0
-        self.rounds.append(amount / (elapsed_ms / 1000))
-        self._start = (t_ms, ios, io_bytes)
+        self.rounds.append(rate)
         if self._steady_at is None and evaluate(self.rounds, self.rule).converged:
             self._steady_at = len(self.rounds)
         return self.steady
@@ -80,10 +75,10 @@ def steady_of_series(
 ) -> SteadyState:
     """The verdict on a per-second series, as if it had been watched live."""
     watch = SteadyWatch(rule)
-    watch.feed(0, 0.0, 0.0)
+    watch.feed(0, 0.0, 0.0, 0.0)
     ios = io_bytes = 0.0
     for second, (rate, bandwidth) in enumerate(zip(iops, bytes_per_s, strict=True), start=1):
         ios += rate
         io_bytes += bandwidth
-        watch.feed(second * 1000, ios, io_bytes)
+        watch.feed(second * 1000, float(second), ios, io_bytes)
     return watch.state

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 
 from iorig.analyze.compare import PhaseComparison, verdict_text
 from iorig.analyze.search import SearchResult, SweepResult
+from iorig.model import Change
 
 
 @dataclass(frozen=True)
@@ -268,7 +269,7 @@ def sweep_comparisons(
                 f"{k}={point.coords[k]}" for k in others if not _word(point.coords[k])
             )
             significant = None
-            if diff is not None and diff.verdict != "untestable":
+            if diff is not None and diff.verdict is not Change.UNTESTABLE:
                 significant = diff.significant
             pairs.append(
                 PointPair(

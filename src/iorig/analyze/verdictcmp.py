@@ -32,7 +32,7 @@ from iorig.analyze.criteria import (
 )
 from iorig.analyze.integrity import DataCheck
 from iorig.analyze.stats import RatioTest, batch_means, welch_ratio
-from iorig.model import PhaseKind, PhaseResult, StoredRun
+from iorig.model import Change, Outcome, PhaseKind, PhaseResult, StoredRun
 from iorig.scenario.schema import Criterion
 
 HIGHER_IS_BETTER = frozenset({"iops", "bytes_per_s"})  # the rest are latencies
@@ -64,13 +64,13 @@ class FigureChange:
     change: float  # (run − baseline) / baseline; NaN when either is unknown
     test: RatioTest | None
     method: str  # "repeats", "batch means" or "none"
-    verdict: str  # "better", "worse", "same" or "untestable" (by the metric's direction)
+    verdict: Change  # better, worse, same or untestable (by the metric's direction)
     below_threshold: bool  # a real change under the practical threshold
     why: str = ""  # untestable: why
 
     @property
     def significant(self) -> bool:
-        return self.verdict in ("better", "worse")
+        return self.verdict.significant
 
 
 @dataclass(frozen=True)
@@ -119,8 +119,10 @@ def host_verdicts(verdicts: Sequence[Verdict]) -> tuple[tuple[str, str], ...]:
     hosts = list(dict.fromkeys(v.host for v in verdicts if v.host))
     out = []
     for host in hosts:
-        found = overall([v for v in verdicts if v.host == host]) or "-"
-        out.append((host, "FAIL" if found == f"FAIL on {host}" else found))
+        found = overall([v for v in verdicts if v.host == host])
+        # "FAIL on h2" on h2's own row says no more than "FAIL"
+        text = "-" if found is None else found.text
+        out.append((host, Outcome.FAIL if text == f"{Outcome.FAIL} on {host}" else text))
     return tuple(out)
 
 
@@ -158,7 +160,7 @@ def figure_change(
         b = batch_means(figure_seconds(cb, rb, host).tolist())
         method = "batch means" if a and b else "none"
     else:
-        return FigureChange(change, None, "none", "untestable", False, ONE_FIGURE)
+        return FigureChange(change, None, "none", Change.UNTESTABLE, False, ONE_FIGURE)
     test = welch_ratio(
         [v for v in a if not math.isnan(v)], [v for v in b if not math.isnan(v)], confidence
     )

@@ -5,7 +5,16 @@ import it. Parsing, storing, analysing and rendering all speak these types.
 """
 
 from iorig.model.events import EventAction, EventRecord, EventStatus
-from iorig.model.kinds import ALL, DDIRS, Metric, PhaseKind, PhaseStatus, RunStatus
+from iorig.model.kinds import (
+    ALL,
+    DDIRS,
+    Change,
+    Metric,
+    Outcome,
+    PhaseKind,
+    PhaseStatus,
+    RunStatus,
+)
 from iorig.model.precision import AB_SIDES, AbLink, PrecisionState
 from iorig.model.records import Disclosure, Finding, InterfaceLimit, RunRecord, StoredRun
 from iorig.model.results import (
@@ -32,6 +41,7 @@ __all__ = [
     "DDIRS",
     "ERROR_KINDS",
     "AbLink",
+    "Change",
     "Disclosure",
     "EventAction",
     "EventRecord",
@@ -41,6 +51,7 @@ __all__ = [
     "InterfaceLimit",
     "IoErrorCount",
     "Metric",
+    "Outcome",
     "PhaseKind",
     "PhaseResult",
     "PhaseStatus",

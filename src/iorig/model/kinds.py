@@ -1,6 +1,6 @@
 """The closed vocabularies of iorig's results: phase kinds, statuses, the
-headline metric and I/O directions. StrEnums, so they are stored and printed
-as the plain words they stand for."""
+headline metric, I/O directions, and the words of every verdict. StrEnums,
+so they are stored and printed as the plain words they stand for."""
 
 from __future__ import annotations
 
@@ -48,3 +48,30 @@ class Metric(StrEnum):
 
 DDIRS = ("read", "write", "trim")
 ALL = "all"  # the direction that combines read, write and trim
+
+
+class Change(StrEnum):
+    """How a figure compares with the baseline's, judged against the noise:
+    the one vocabulary of compare, A/B rounds, sweeps and verdict
+    comparisons (docs/methodology.md §7)."""
+
+    BETTER = "better"
+    WORSE = "worse"
+    SAME = "same"  # no difference the test can tell, or one under the practical threshold
+    EQUIVALENT = "equivalent"  # paired rounds: the whole interval within ±threshold
+    UNDECIDED = "undecided"  # paired rounds: neither, yet (more rounds would tell)
+    UNTESTABLE = "untestable"  # too few samples to test
+
+    @property
+    def significant(self) -> bool:
+        return self in (Change.BETTER, Change.WORSE)
+
+
+class Outcome(StrEnum):
+    """A requirement's verdict, or a run's: the one vocabulary of criteria,
+    application workloads, searches and their comparisons."""
+
+    PASS = "PASS"
+    FAIL = "FAIL"
+    INCOMPLETE = "INCOMPLETE"  # interrupted: proves nothing either way
+    INFO = "info"  # reported beside the verdicts, judging nothing

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from iorig.analyze.precision import PrecisionWatch
 from iorig.analyze.steady import SteadyWatch
+from iorig.analyze.stoprule import StopRule
 from iorig.errors import UserError
 from iorig.fio import parse, runner, status
 from iorig.fio.control import HostControl
@@ -259,7 +260,9 @@ class LocalBackend:
         jobfile.write_text(text)
         proc = FioProcess(self.fio, jobfile, job.workdir, extra_args=state_args(job))
         watch = SteadyWatch(phase.steady) if phase.steady else None
-        precise = precision_watch(phase)
+        # a steady-state warm-up ends as soon as its window holds, a precise
+        # measurement as soon as its median is known well enough
+        rules: list[StopRule] = [r for r in (watch, precision_watch(phase)) if r is not None]
         previous: status.Snapshot | None = None
         io_started: float | None = None
         started = time.time()
@@ -277,13 +280,8 @@ class LocalBackend:
                 else:
                     fraction = live.io_bytes / max(phase.bytes_to_write, 1)
                 yield Progress(live.elapsed_s, min(fraction, 1.0), live, io_started)
-                # a steady-state warm-up ends as soon as its window holds
-                if watch is not None and watch.feed(snap.t_ms, snap.ios, snap.io_bytes):
-                    proc.request_stop()
-                # a precise measurement ends as soon as its median is known well enough
-                if precise is not None and precise.feed(
-                    snap.t_ms, snap.elapsed_s, snap.ios, snap.io_bytes
-                ):
+                stops = [r.feed(snap.t_ms, snap.elapsed_s, snap.ios, snap.io_bytes) for r in rules]
+                if any(stops):
                     proc.request_stop()
         assert proc.exit is not None
         yield RawPhase(

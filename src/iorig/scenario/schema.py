@@ -418,7 +418,7 @@ class Workload(_Model):
 
 DEFAULT_PRECISION_PCT = 2.0  # until: precise without precision:
 DEFAULT_PRECISE_MIN_S = 10.0  # until: precise never stops before this
-PRECISE_MIN_S = 8  # the fewest seconds an interval is built on (precision.MIN_BATCHES)
+PRECISE_MIN_S = 8  # the fewest seconds an interval is built on (precision.MIN_INTERVAL_BATCHES)
 
 
 class SteadyRule(_Model):

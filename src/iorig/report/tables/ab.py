@@ -8,6 +8,7 @@ from typing import Any
 
 from iorig.analyze.ab import AbComparison, verdict_line
 from iorig.analyze.analysis import Comparison
+from iorig.model import Change
 from iorig.report.tables.metrics import metric
 from iorig.report.tables.run import TableModel
 
@@ -74,7 +75,7 @@ def ab_dict(cmp: Comparison) -> dict[str, Any] | None:
                 "rounds": [r + 1 for r in p.rounds],
                 "a": list(p.a),
                 "b": list(p.b),
-                "verdict": t.verdict if t else "untestable",
+                "verdict": t.verdict if t else Change.UNTESTABLE,
                 "ratio": t.ratio if t else None,
                 "ci_low": t.ci_low if t else None,
                 "ci_high": t.ci_high if t else None,

@@ -178,7 +178,7 @@ def verdict_table(verdicts: tuple[Verdict, ...], result: str | None) -> TableMod
                 *where,
                 criterion_value(v.metric, v.value),
                 ("≥ " if v.bound == "min" else "≤ ") + criterion_value(v.metric, v.limit),
-                "PASS" if v.passed else "FAIL",
+                str(v.outcome),
                 margin,
             )
         )

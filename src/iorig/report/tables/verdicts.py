@@ -75,10 +75,7 @@ def _data_cell(check: DataCheck | None) -> str:
 
 
 def _result(row: RequirementRow) -> str:
-    results = [
-        "-" if v is None else "info" if v.bound == "info" else "PASS" if v.passed else "FAIL"
-        for v in row.verdicts
-    ]
+    results = ["-" if v is None else str(v.outcome) for v in row.verdicts]
     return " → ".join(results) if len(results) == 2 else " / ".join(results)
 
 
