@@ -138,7 +138,7 @@ def test_stored_events_are_checked_like_any_imported_field():
         "exit_code": None,
         "command": "",
     }
-    text = json.dumps({"version": 1, "data": [good]})
+    text = json.dumps([good])
     (event,) = codecs.EVENTS.decode(text)
     assert event.action is EventAction.STOP_HOST
     assert codecs.EVENTS.decode(codecs.EVENTS.encode((event,))) == (event,)
@@ -151,7 +151,7 @@ def test_stored_events_are_checked_like_any_imported_field():
         {"at_s": float("inf")},
     ):
         with pytest.raises(codecs.PayloadError):
-            codecs.EVENTS.decode(json.dumps({"version": 1, "data": [good | bad]}))
+            codecs.EVENTS.decode(json.dumps([good | bad]))
 
 
 def _states(pids: list[int]) -> set[str]:
@@ -273,7 +273,7 @@ def test_a_granted_command_runs_at_its_time_and_is_stored(iorig, tmp_path, scrat
         )
         .fetchone()
     )
-    launched, began, events = row[0], row[1], json.loads(row[2])["data"]
+    launched, began, events = row[0], row[1], json.loads(row[2])
     # fio's status told when its jobs began; the events count from there
     assert began is not None and launched < began < launched + 2, (launched, began)
     assert [e["action"] for e in events] == ["mark", "command", "mark"]

@@ -111,11 +111,11 @@ def test_precision_state_round_trips_and_hostile_payloads_are_refused():
         ("why", "x" * 500),
     ]:
         doc = json.loads(json.dumps(good))
-        doc["data"][key] = bad
+        doc[key] = bad
         with pytest.raises(codecs.PayloadError):
             codecs.PRECISION.decode(json.dumps(doc))
     doc = json.loads(json.dumps(good))
-    doc["data"]["extra"] = 1
+    doc["extra"] = 1
     with pytest.raises(codecs.PayloadError):
         codecs.PRECISION.decode(json.dumps(doc))
 
@@ -130,7 +130,7 @@ def test_ab_link_round_trips_and_hostile_payloads_are_refused():
         {"id": "x", "side": "a", "peer": "p"},
     ]:
         with pytest.raises(codecs.PayloadError):
-            codecs.AB.decode(json.dumps({"version": 1, "data": data}))
+            codecs.AB.decode(json.dumps(data))
 
 
 def _feed(watch: PrecisionWatch, rates: list[float], start_s: float = 0.0) -> int | None:

@@ -16,7 +16,10 @@ link — every golden since then has `precision: null` per phase and `run.ab:
 null`; v8: commit 542d934, an ad-hoc randread run labelled v8-read and an
 ad-hoc randrw run until precise (±20 %), from before phases stored the CPU
 iorig measured fio using — every golden since then has `generator_cpu:
-null` per phase); the JSON next
+null` per phase; v9: commit b63b5de, an ad-hoc randread run labelled
+v9-read with a note and a `mark` event, and an ad-hoc randrw run until
+precise (±20 %), from before payloads lost their version envelopes); the
+JSON next
 to each is its run as this iorig reads it after upgrading (checked field by
 field against what the writing iorig's own `show --json` printed when the
 goldens were made). Any change to the schema, the payload codecs or the
@@ -37,7 +40,7 @@ from iorig.cli.refs import resolve_run_id
 from iorig.errors import UserError
 from iorig.model import Disclosure, InterfaceLimit
 from iorig.report.exporters import render
-from iorig.store import Store, codecs
+from iorig.store import Store, codecs, import_runs
 from iorig.store.schema import LATEST
 
 DATA = Path(__file__).resolve().parent / "data"
@@ -70,25 +73,57 @@ def test_an_old_database_upgrades_and_reads_back_to_its_golden_json(folder, tmp_
         assert store.schema_version == LATEST
 
 
-def test_payloads_carry_versions_and_old_ones_are_updated():
-    # version 1 kept the derived interface limit among the disclosure's sections
-    limit = {"bytes_per_s": 3.94e9, "source": "nvme0n1"}
-    old = json.dumps({"version": 1, "data": {"cpu": {"model": "x"}, "interface_limit": limit}})
-    disclosure = codecs.DISCLOSURE.decode(old)
-    assert disclosure == Disclosure({"cpu": {"model": "x"}}, InterfaceLimit(3.94e9, "nvme0n1"))
-    again = codecs.DISCLOSURE.encode(disclosure)
-    assert json.loads(again)["version"] == codecs.DISCLOSURE.version
-    assert codecs.DISCLOSURE.decode(again) == disclosure
+LIMIT = {"bytes_per_s": 3.94e9, "source": "nvme0n1"}
+V1_DISCLOSURE = {"cpu": {"model": "x"}, "interface_limit": LIMIT}
+
+
+def _with_v1_disclosure(tmp_path: Path) -> tuple[Path, str]:
+    """The schema-v9 fixture with one run's disclosure as payload version 1
+    wrote it (the interface limit among the sections)."""
+    copy = tmp_path / "v9.sqlite"
+    shutil.copy(DATA / "schema-v9" / "results.sqlite", copy)
+    conn = sqlite3.connect(copy)
+    (run_id,) = conn.execute("SELECT id FROM runs ORDER BY id LIMIT 1").fetchone()
+    envelope = json.dumps({"version": 1, "data": V1_DISCLOSURE})
+    with conn:
+        conn.execute("UPDATE runs SET disclosure_json = ? WHERE id = ?", (envelope, run_id))
+    conn.close()
+    return copy, run_id
+
+
+EXPECTED = Disclosure({"cpu": {"model": "x"}}, InterfaceLimit(3.94e9, "nvme0n1"))
+
+
+def test_a_payload_shape_change_is_a_schema_migration(tmp_path):
+    """Version 10 takes every payload out of its envelope and gives a
+    version-1 disclosure version 2's shape: in the upgraded database, and
+    in a bundle of version 9 read in place."""
+    copy, run_id = _with_v1_disclosure(tmp_path)
+    bundle = tmp_path / "bundle.sqlite"
+    shutil.copy(copy, bundle)
+    with Store(copy) as store:
+        assert store.load_run(run_id).run.disclosure == EXPECTED
+        stored = store.conn.execute(
+            "SELECT disclosure_json, sut_json FROM runs WHERE id = ?", (run_id,)
+        ).fetchone()
+    assert json.loads(stored[0]) == {
+        "sections": {"cpu": {"model": "x"}},
+        "interface_limit": V1_DISCLOSURE["interface_limit"],
+    }
+    assert "version" not in json.loads(stored[1])  # the data alone
+    with Store(tmp_path / "into.sqlite") as store:
+        imported = dict(import_runs(store, bundle))
+        assert imported[run_id] is True
+        assert store.load_run(run_id).run.disclosure == EXPECTED
+    assert sqlite3.connect(bundle).execute("PRAGMA user_version").fetchone()[0] == 9
 
 
 @pytest.mark.parametrize(
     ("text", "message"),
     [
-        ('{"version": 99, "data": {}}', "newer than this iorig reads"),
-        ('{"data": {}}', "not a versioned payload"),
-        ('{"version": "1", "data": {}}', "is not a version"),
         ("[1, 2", "not JSON"),
-        ('{"version": 1, "data": [1]}', "unexpected content"),
+        ('{"version": 1, "data": {}}', "unexpected content"),  # an envelope is not data
+        ('{"sections": [1]}', "unexpected content"),
     ],
 )
 def test_bad_payloads_are_refused_by_name(text, message):
@@ -96,14 +131,11 @@ def test_bad_payloads_are_refused_by_name(text, message):
         codecs.DISCLOSURE.decode(text)
 
 
-def test_a_run_with_a_payload_from_a_newer_iorig_is_refused_clearly(tmp_path):
+def test_a_run_whose_payload_is_not_iorigs_is_refused_clearly(tmp_path):
     copy = tmp_path / "results.sqlite"
     shutil.copy(VERSIONS[-1] / "results.sqlite", copy)
     with Store(copy) as store:
         run_id = store.run_ids()[0]
-        store.conn.execute(
-            "UPDATE runs SET search_json = ? WHERE id = ?",
-            ('{"version": 7, "data": {}}', run_id),
-        )
-        with pytest.raises(UserError, match=f"run {run_id}: search settings: payload version 7"):
+        store.conn.execute("UPDATE runs SET hosts_json = ? WHERE id = ?", ("[1, 2", run_id))
+        with pytest.raises(UserError, match=f"run {run_id}: hosts: not JSON"):
             store.load_run(run_id)

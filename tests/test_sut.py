@@ -185,7 +185,7 @@ def test_plain_show_names_the_system_under_test_and_the_notes_briefly():
 )
 def test_a_stored_description_is_decoded_strictly(data, problem):
     with pytest.raises(codecs.PayloadError, match="system under test") as caught:
-        codecs.SUT.decode(json.dumps({"version": 1, "data": data}))
+        codecs.SUT.decode(json.dumps(data))
     assert problem in str(caught.value)
 
 
@@ -328,14 +328,7 @@ def test_a_tampered_description_in_a_bundle_is_refused(described_runs, tmp_path)
     conn = sqlite3.connect(bundle)
     conn.execute(
         "UPDATE runs SET sut_json = ?",
-        (
-            json.dumps(
-                {
-                    "version": 1,
-                    "data": {"description": {"product": {"name": 7, "x": 1}}, "notes": []},
-                }
-            ),
-        ),
+        (json.dumps({"description": {"product": {"name": 7, "x": 1}}, "notes": []}),),
     )
     conn.commit()
     conn.close()

@@ -26,6 +26,7 @@ from tests.conftest import REPO
 from iorig.errors import UserError
 from iorig.model import RunStatus
 from iorig.store import Store, import_runs
+from iorig.store.schema import LATEST
 
 JOB_FILE = (
     "INSERT OR REPLACE INTO artifacts (phase_id, name, data) SELECT id, 'job.fio', ? FROM phases"
@@ -101,7 +102,7 @@ def test_a_bundle_cannot_rewrite_a_stored_run(target, tmp_path):
     [
         ("UPDATE runs SET status = 'totally-fine'", "status"),
         ("UPDATE runs SET params_json = '{'", "parameters"),
-        ('UPDATE runs SET disclosure_json = \'{"version": 99, "data": {}}\'', "disclosure"),
+        ("UPDATE runs SET disclosure_json = '{\"sections\": [1]}'", "disclosure"),
         ("UPDATE runs SET started_at = 'yesterday'", "started_at"),
         ("UPDATE runs SET pid = -4", "pid"),
         ("UPDATE runs SET label = x'00ff'", "label"),
@@ -114,16 +115,21 @@ def test_a_bundle_cannot_rewrite_a_stored_run(target, tmp_path):
         ("UPDATE samples SET bytes_per_s = -1", "bytes_per_s"),
         ("UPDATE histograms SET rows = 2 WHERE kind = 'per_second'", "histogram"),
         ("UPDATE histograms SET data = x'789c' WHERE kind = 'total'", "histogram"),
-        ('UPDATE runs SET sut_json = \'{"version": 2, "data": {}}\'', "system under test"),
+        ("UPDATE runs SET sut_json = '{}'", "system under test"),
         (
-            'UPDATE runs SET sut_json = \'{"version": 1, "data": {"description": '
-            '{"product": {"name": "x", "cost": 1}}, "notes": []}}\'',
+            'UPDATE runs SET sut_json = \'{"description": '
+            '{"product": {"name": "x", "cost": 1}}, "notes": []}\'',
             "system under test",
         ),
         (
-            'UPDATE runs SET sut_json = \'{"version": 1, "data": {"description": {}, '
-            '"notes": [""]}}\'',
+            'UPDATE runs SET sut_json = \'{"description": {}, "notes": [""]}\'',
             "system under test",
+        ),
+        # the envelope of schema versions 3 to 9 in a file of version 10
+        (
+            'UPDATE runs SET disclosure_json = \'{"version": 2, "data": '
+            '{"sections": {}, "interface_limit": null}}\'',
+            "disclosure",
         ),
     ],
 )
@@ -314,7 +320,7 @@ def test_a_bundle_whose_last_writes_sit_in_its_write_ahead_log_is_refused_saying
     assert _runs(target) == [(GOOD, "failed", "device went away")]
 
 
-@pytest.mark.parametrize("version", range(1, 8))
+@pytest.mark.parametrize("version", range(1, LATEST))
 def test_a_bundle_of_every_earlier_schema_reads_as_its_upgraded_database(tmp_path, version):
     # read in place (no copy, no migration), through iorig's own column
     # lists: the same runs as the database upgraded by the migrations

@@ -60,6 +60,10 @@ def _check(value: Any, hint: Any, path: str) -> None:  # noqa: C901, PLR0911, PL
         if not isinstance(value, hint):
             raise InvalidRun(f"{path} is {value!r}, not one of {', '.join(map(str, hint))}")
         return
+    if origin is typing.Literal:
+        if isinstance(value, bool) or value not in args:
+            raise InvalidRun(f"{path} is {value!r:.60}, not one of {', '.join(map(str, args))}")
+        return
     if hint is bool:
         if not isinstance(value, bool):
             raise InvalidRun(f"{path} is {value!r}, not true or false")

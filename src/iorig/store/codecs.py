@@ -1,17 +1,17 @@
-"""The JSON payloads of the database, each with its own version.
+"""The JSON payloads of the database: for each, how a value is written and
+the validating decoder that reads it back.
 
-A payload is stored as ``{"version": N, "data": …}``. Reading one of an older
-version runs its codec's ``update_to_N`` functions in order (asv's habit), so
-the shape of a payload can change without a schema migration and old
-databases and bundles keep reading back. A payload newer than this iorig
-knows is refused, never guessed at.
+A payload's column holds its data alone; its shape is the schema's: a
+change of shape is a schema migration (``store/schema.py``), which also
+takes older files forward and reads bundles of older versions in place.
+A payload that does not decode is refused by name, never guessed at.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping
-from dataclasses import asdict, dataclass, field
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
 from typing import Any, Generic, TypeVar
 
 from iorig.model import (
@@ -35,7 +35,7 @@ T = TypeVar("T")
 
 
 class PayloadError(ValueError):
-    """A stored payload that cannot be read (malformed, or from a newer iorig)."""
+    """A stored payload that cannot be read (malformed, or not iorig's)."""
 
 
 def _identity(value: Any) -> Any:
@@ -45,46 +45,24 @@ def _identity(value: Any) -> Any:
 @dataclass(frozen=True)
 class Codec(Generic[T]):
     name: str
-    version: int
     to_data: Callable[[T], Any] = _identity
     from_data: Callable[[Any], T] = _identity
-    # updates[n] takes the data of version n - 1 to version n
-    updates: Mapping[int, Callable[[Any], Any]] = field(default_factory=dict)
 
     def encode(self, value: T) -> str:
-        return json.dumps({"version": self.version, "data": self.to_data(value)})
+        return json.dumps(self.to_data(value))
 
     def decode(self, text: str) -> T:
         try:
-            payload = json.loads(text)
+            data = json.loads(text)
         except (TypeError, ValueError) as exc:
             raise PayloadError(f"{self.name}: not JSON ({exc})") from None
-        if not isinstance(payload, dict) or set(payload) != {"version", "data"}:
-            raise PayloadError(f"{self.name}: not a versioned payload")
-        version = payload["version"]
-        if not isinstance(version, int) or isinstance(version, bool) or version < 1:
-            raise PayloadError(f"{self.name}: payload version {version!r} is not a version")
-        if version > self.version:
-            raise PayloadError(
-                f"{self.name}: payload version {version} is newer than this iorig reads "
-                f"({self.version}); upgrade iorig"
-            )
-        data = payload["data"]
         try:
-            for target in range(version + 1, self.version + 1):
-                data = self.updates[target](data)
             return self.from_data(data)
         except (TypeError, ValueError, KeyError, AttributeError) as exc:
             raise PayloadError(f"{self.name}: unexpected content ({exc})") from None
 
 
 # ------------------------------------------------------------ disclosure
-
-
-def _disclosure_update_to_2(data: dict[str, Any]) -> dict[str, Any]:
-    """Version 1 kept the derived interface limit among the sections."""
-    sections = {k: v for k, v in data.items() if k != "interface_limit"}
-    return {"sections": sections, "interface_limit": data.get("interface_limit")}
 
 
 def _disclosure_to_data(d: Disclosure) -> dict[str, Any]:
@@ -397,23 +375,21 @@ def _generator_cpu_to_data(cpu: GeneratorCpu | None) -> dict[str, float] | None:
     return None if cpu is None else {"cpu_s": cpu.cpu_s, "wall_s": cpu.wall_s}
 
 
-RESOLVED = Codec[dict]("resolved scenario", 1, from_data=_typed(dict))
-PARAMS = Codec[dict]("parameters", 1, from_data=_typed(dict))
-TARGETS = Codec[list]("targets", 1, from_data=_typed(list))
-HOSTS = Codec[list]("hosts", 1, from_data=_strings)
-WARNINGS = Codec[tuple]("warnings", 1, _findings_to_data, _findings_from_data)
-DISCLOSURE = Codec[Disclosure](
-    "disclosure", 2, _disclosure_to_data, _disclosure_from_data, {2: _disclosure_update_to_2}
-)
-SEARCH = Codec[dict]("search settings", 1, from_data=_typed(dict))
-POINT = Codec[dict]("point", 1, from_data=_typed(dict))
-ROUNDS = Codec[tuple]("steady-state rounds", 1, list, _numbers)
-EVENTS = Codec[tuple]("events", 1, _events_to_data, _events_from_data)
-IO_ERRORS = Codec[tuple]("I/O errors", 1, _io_errors_to_data, _io_errors_from_data)
-SUT = Codec[SutRecord]("system under test", 1, _sut_to_data, _sut_from_data)
-PRECISION = Codec[Any]("precision", 1, _precision_to_data, _precision_from_data)
-AB = Codec[Any]("A/B link", 1, _ab_to_data, _ab_from_data)
-GENERATOR_CPU = Codec[Any]("generator CPU", 1, _generator_cpu_to_data, _generator_cpu_from_data)
+RESOLVED = Codec[dict]("resolved scenario", from_data=_typed(dict))
+PARAMS = Codec[dict]("parameters", from_data=_typed(dict))
+TARGETS = Codec[list]("targets", from_data=_typed(list))
+HOSTS = Codec[list]("hosts", from_data=_strings)
+WARNINGS = Codec[tuple]("warnings", _findings_to_data, _findings_from_data)
+DISCLOSURE = Codec[Disclosure]("disclosure", _disclosure_to_data, _disclosure_from_data)
+SEARCH = Codec[dict]("search settings", from_data=_typed(dict))
+POINT = Codec[dict]("point", from_data=_typed(dict))
+ROUNDS = Codec[tuple]("steady-state rounds", list, _numbers)
+EVENTS = Codec[tuple]("events", _events_to_data, _events_from_data)
+IO_ERRORS = Codec[tuple]("I/O errors", _io_errors_to_data, _io_errors_from_data)
+SUT = Codec[SutRecord]("system under test", _sut_to_data, _sut_from_data)
+PRECISION = Codec[Any]("precision", _precision_to_data, _precision_from_data)
+AB = Codec[Any]("A/B link", _ab_to_data, _ab_from_data)
+GENERATOR_CPU = Codec[Any]("generator CPU", _generator_cpu_to_data, _generator_cpu_from_data)
 
 # RunRecord fields kept as JSON payloads, each in the column "<field>_json".
 RUN_PAYLOADS: dict[str, Codec[Any]] = {

@@ -258,6 +258,69 @@ def _migrate_to_v9(conn: sqlite3.Connection) -> None:
     _execute_script(conn, _SCHEMA_V9)
 
 
+# Version 10: a payload is its data alone. Versions 3 to 9 wrapped each in
+# {"version": N, "data": …} so that its shape could change without a schema
+# migration; the schema's version now covers the data too, and a change of
+# a payload's shape is a migration like this one. The one such change ever
+# made is applied here: a disclosure of payload version 1 kept the derived
+# interface limit among its sections. (Columns added in versions 5 to 9
+# keep an enveloped DEFAULT, which SQLite cannot alter; no row takes it:
+# every INSERT names every column.)
+PAYLOAD_COLUMNS = {
+    "runs": (
+        "id",
+        (
+            "resolved_json",
+            "params_json",
+            "targets_json",
+            "hosts_json",
+            "warnings_json",
+            "disclosure_json",
+            "search_json",
+            "sut_json",
+            "ab_json",
+        ),
+    ),
+    "phases": (
+        "id",
+        ("point_json", "events_json", "io_errors_json", "precision_json", "generator_cpu_json"),
+    ),
+    "steady_states": ("phase_id", ("rounds_json",)),
+}
+
+
+def _disclosure_v2(data: object) -> object:
+    """A disclosure of payload version 1 in version 2's shape."""
+    if not isinstance(data, dict):
+        return data  # not iorig's: reading it refuses it, as before
+    sections = {k: v for k, v in data.items() if k != "interface_limit"}
+    return {"sections": sections, "interface_limit": data.get("interface_limit")}
+
+
+def _unwrapped(column: str, text: str) -> str:
+    """A versioned payload's data, as JSON; anything else as it was (reading
+    it refuses it by name, as reading the envelope did)."""
+    try:
+        payload = json.loads(text)
+    except (TypeError, ValueError):
+        return text
+    if not isinstance(payload, dict) or set(payload) != {"version", "data"}:
+        return text
+    data = payload["data"]
+    if column == "disclosure_json" and payload["version"] == 1:
+        data = _disclosure_v2(data)
+    return json.dumps(data)
+
+
+def _migrate_to_v10(conn: sqlite3.Connection) -> None:
+    for table, (key, columns) in PAYLOAD_COLUMNS.items():
+        rows = conn.execute(f"SELECT {key}, {', '.join(columns)} FROM {table}").fetchall()
+        assignments = ", ".join(f"{c} = ?" for c in columns)
+        for row in rows:
+            values = [_unwrapped(c, v) for c, v in zip(columns, row[1:], strict=True)]
+            conn.execute(f"UPDATE {table} SET {assignments} WHERE {key} = ?", (*values, row[0]))
+
+
 MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [
     _migrate_to_v1,
     _migrate_to_v2,
@@ -268,6 +331,7 @@ MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [
     _migrate_to_v7,
     _migrate_to_v8,
     _migrate_to_v9,
+    _migrate_to_v10,
 ]
 LATEST = len(MIGRATIONS)
 
@@ -278,7 +342,8 @@ LATEST = len(MIGRATIONS)
 # version's migrations create is the exact schema a file of that version
 # must have (checks.check_schema), and an older file reads as the latest
 # through temporary views of its tables that supply each later column's
-# DEFAULT (and, before version 3, wrap the JSON columns as version 3 did).
+# DEFAULT and take each payload out of the envelope of versions 3 to 9, as
+# version 10 did.
 
 
 def _normal(sql: str | None) -> str | None:
@@ -326,16 +391,47 @@ def reading_views(version: int) -> list[str]:
     if version == LATEST:
         return []
     old, new = _built(version)[1], _built(LATEST)[1]
-    wrapped = {t: cols for t, (_, cols) in JSON_COLUMNS.items()} if version < 3 else {}
+    # before version 3 these held the data alone (and so did their defaults)
+    bare = {t: cols for t, (_, cols) in JSON_COLUMNS.items()} if version < 3 else {}
+    payloads = {t: cols for t, (_, cols) in PAYLOAD_COLUMNS.items()}
     views = []
     for table, columns in new.items():
         have = {name for name, _ in old.get(table, ())}
         parts = []
         for name, default in columns:
             value = f"main.{table}.{name}" if name in have else (default or "NULL")
-            if name in wrapped.get(table, ()):  # as _migrate_to_v3 did, text kept as it is
-                value = f"""'{{"version": 1, "data": ' || {value} || '}}'"""
+            if name in payloads.get(table, ()):
+                value = _payload_data(name, value, enveloped=name not in bare.get(table, ()))
             parts.append(f"{value} AS {name}")
         source = f"main.{table}" if table in old else "(SELECT 1) WHERE 0"
         views.append(f"CREATE TEMP VIEW {table} AS SELECT {', '.join(parts)} FROM {source}")
     return views
+
+
+def _payload_data(column: str, value: str, *, enveloped: bool) -> str:
+    """SQL for a payload column's data as version 10 stores it: out of its
+    envelope (versions 3 to 9), a version-1 disclosure reshaped as
+    ``_migrate_to_v10`` reshapes it."""
+    # what is not an envelope (a crafted file) is passed on as text that is
+    # no JSON at all, which reading refuses naming the run and the payload
+    data = (
+        f"CASE WHEN json_valid({value}) AND json_type({value}) = 'object' "
+        f"AND json_type({value}, '$.version') = 'integer' "
+        f"AND json_type({value}, '$.data') IS NOT NULL "
+        f"THEN json({value} -> '$.data') ELSE 'not a payload: ' || quote({value}) END"
+        if enveloped
+        else value
+    )
+    if column != "disclosure_json":
+        return data
+    reshaped = (
+        f"json_object('sections', json(json_remove({data}, '$.interface_limit')), "
+        f"'interface_limit', json({data} -> '$.interface_limit'))"
+    )
+    if not enveloped:  # before version 3: every disclosure was of version 1
+        return f"CASE WHEN json_valid({value}) THEN {reshaped} ELSE {value} END"
+    return (
+        f"CASE WHEN json_valid({value}) AND json_type({value}, '$.version') = 'integer' "
+        f"AND {value} ->> '$.version' = 1 AND json_type({value}, '$.data') = 'object' "
+        f"THEN {reshaped} ELSE {data} END"
+    )
