@@ -247,7 +247,7 @@ def test_the_stored_figure_reads_back_and_a_crafted_one_is_refused():
     assert codecs.GENERATOR_CPU.decode(codecs.GENERATOR_CPU.encode(measured)) == measured
     assert codecs.GENERATOR_CPU.decode(codecs.GENERATOR_CPU.encode(None)) is None
     for data, why in [
-        ({"cpu_s": -1, "wall_s": 2}, "out of range"),
+        ({"cpu_s": -1, "wall_s": 2}, "infinite or negative"),
         ({"cpu_s": 1, "wall_s": 0}, "out of range"),
         ({"cpu_s": 1e300, "wall_s": 2}, "out of range"),
         ({"cpu_s": "1", "wall_s": 2}, "not a number"),

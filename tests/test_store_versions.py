@@ -139,3 +139,12 @@ def test_a_run_whose_payload_is_not_iorigs_is_refused_clearly(tmp_path):
         store.conn.execute("UPDATE runs SET hosts_json = ? WHERE id = ?", ("[1, 2", run_id))
         with pytest.raises(UserError, match=f"run {run_id}: hosts: not JSON"):
             store.load_run(run_id)
+
+
+@pytest.mark.parametrize("text", ["[1e999]", "[-1]", '["1"]', "[true]", "{}"])
+def test_a_stored_figure_is_a_finite_number_not_negative(text):
+    """The decoders check every figure of their payload as the model checker
+    checks the plain columns' (an import checks each field once)."""
+    with pytest.raises(codecs.PayloadError, match="steady-state rounds"):
+        codecs.ROUNDS.decode(text)
+    assert codecs.ROUNDS.decode("[0, 1.5, NaN]")[:2] == (0.0, 1.5)

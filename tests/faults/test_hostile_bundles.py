@@ -101,6 +101,15 @@ def test_a_bundle_cannot_rewrite_a_stored_run(target, tmp_path):
     ("sql", "field"),
     [
         ("UPDATE runs SET status = 'totally-fine'", "status"),
+        # payloads: their decoders check all of them (the model checker does not again)
+        ("UPDATE runs SET targets_json = '[1]'", "targets"),
+        (
+            'UPDATE runs SET disclosure_json = \'{"sections": {}, '
+            '"interface_limit": {"bytes_per_s": -5, "source": "x"}}\'',
+            "disclosure",
+        ),
+        ("UPDATE phases SET point_json = '[]'", "point"),
+        ("UPDATE runs SET hosts_json = '[1e999]'", "hosts"),
         ("UPDATE runs SET params_json = '{'", "parameters"),
         ("UPDATE runs SET disclosure_json = '{\"sections\": [1]}'", "disclosure"),
         ("UPDATE runs SET started_at = 'yesterday'", "started_at"),

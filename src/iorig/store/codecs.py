@@ -5,11 +5,17 @@ A payload's column holds its data alone; its shape is the schema's: a
 change of shape is a schema migration (``store/schema.py``), which also
 takes older files forward and reads bundles of older versions in place.
 A payload that does not decode is refused by name, never guessed at.
+
+Each decoder checks all of its payload (a bundle is untrusted input): the
+model checker that reads an imported run (``store/checks.py``) checks the
+fields that come from plain columns and leaves these to their decoder, so
+every field of an imported run is checked once.
 """
 
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any, Generic, TypeVar
@@ -84,7 +90,9 @@ def _disclosure_from_data(data: dict[str, Any]) -> Disclosure:
         sections,
         None
         if limit is None
-        else InterfaceLimit(float(limit["bytes_per_s"]), str(limit.get("source", ""))),
+        else InterfaceLimit(
+            _number(limit["bytes_per_s"], "interface limit") or 0.0, str(limit.get("source", ""))
+        ),
     )
 
 
@@ -126,7 +134,14 @@ def _strings(value: Any) -> list[str]:
 def _numbers(value: Any) -> tuple[float, ...]:
     if not isinstance(value, list):
         raise TypeError("expected a list of numbers")
-    return tuple(float(v) for v in value)
+    # NaN stands for "none", as in the plain columns
+    return tuple(v if v != v else _number(v, "a value") or 0.0 for v in value)
+
+
+def _objects(value: Any) -> list[dict[str, Any]]:
+    if not isinstance(value, list) or not all(isinstance(v, dict) for v in value):
+        raise TypeError("expected a list of objects")
+    return value
 
 
 # ------------------------------------------------------------ events
@@ -260,10 +275,13 @@ def _sut_to_data(record: SutRecord) -> dict[str, Any]:
 
 
 def _number(value: Any, name: str, *, optional: bool = False) -> float | None:
+    """A finite number, not negative (every stored figure is one)."""
     if value is None and optional:
         return None
     if isinstance(value, bool) or not isinstance(value, int | float) or value != value:
         raise TypeError(f"{name} {value!r:.40} is not a number")
+    if not 0 <= value < math.inf:
+        raise ValueError(f"{name} {value!r:.40} is infinite or negative")
     return float(value)
 
 
@@ -377,7 +395,7 @@ def _generator_cpu_to_data(cpu: GeneratorCpu | None) -> dict[str, float] | None:
 
 RESOLVED = Codec[dict]("resolved scenario", from_data=_typed(dict))
 PARAMS = Codec[dict]("parameters", from_data=_typed(dict))
-TARGETS = Codec[list]("targets", from_data=_typed(list))
+TARGETS = Codec[list]("targets", from_data=_objects)
 HOSTS = Codec[list]("hosts", from_data=_strings)
 WARNINGS = Codec[tuple]("warnings", _findings_to_data, _findings_from_data)
 DISCLOSURE = Codec[Disclosure]("disclosure", _disclosure_to_data, _disclosure_from_data)
@@ -402,4 +420,12 @@ RUN_PAYLOADS: dict[str, Codec[Any]] = {
     "search": SEARCH,
     "sut": SUT,
     "ab": AB,
+}
+# PhaseResult fields kept as JSON payloads, each in the column "<field>_json".
+PHASE_PAYLOADS: dict[str, Codec[Any]] = {
+    "point": POINT,
+    "events": EVENTS,
+    "io_errors": IO_ERRORS,
+    "precision": PRECISION,
+    "generator_cpu": GENERATOR_CPU,
 }

@@ -464,11 +464,10 @@ class Store:
             engine=p["engine"],
             error=p["error"],
             repeat=p["repeat"],
-            point=codecs.POINT.decode(p["point_json"]),
-            events=codecs.EVENTS.decode(p["events_json"]),
-            io_errors=codecs.IO_ERRORS.decode(p["io_errors_json"]),
-            precision=codecs.PRECISION.decode(p["precision_json"]),
-            generator_cpu=codecs.GENERATOR_CPU.decode(p["generator_cpu_json"]),
+            **{
+                name: codec.decode(p[f"{name}_json"])
+                for name, codec in codecs.PHASE_PAYLOADS.items()
+            },
             series_origin=p["series_origin"],
             job_text=texts.get("job.fio", ""),
             command=command(texts.get("command", "")),

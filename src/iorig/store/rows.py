@@ -89,11 +89,10 @@ def insert_phase(c: sqlite3.Connection, run_id: str, phase: PhaseResult) -> int:
             "engine": phase.engine,
             "fio_version": phase.fio_version,
             "error": phase.error,
-            "point_json": codecs.POINT.encode(phase.point),
-            "events_json": codecs.EVENTS.encode(phase.events),
-            "io_errors_json": codecs.IO_ERRORS.encode(phase.io_errors),
-            "precision_json": codecs.PRECISION.encode(phase.precision),
-            "generator_cpu_json": codecs.GENERATOR_CPU.encode(phase.generator_cpu),
+            **{
+                f"{name}_json": codec.encode(getattr(phase, name))
+                for name, codec in codecs.PHASE_PAYLOADS.items()
+            },
             "series_origin": phase.series_origin,
         },
     )
