@@ -11,6 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from pydantic import ValidationError
 from tests import builders
 
 from iorig.analyze.integrity import DataCheck, data_check, data_verdict, lost_blocks
@@ -19,10 +20,10 @@ from iorig.fio import parse
 from iorig.fio.jobfile import Section, render, workload_options
 from iorig.fio.runner import FioExit
 from iorig.model import PhaseKind, PhaseResult, PhaseStatus, Scope
-from iorig.run.plan import build_plan, verify_state_problem
+from iorig.run.plan import build_plan
 from iorig.run.session import MISSING_STATE, phase_state, verify_message
 from iorig.scenario import loading as scenario
-from iorig.scenario.schema import Workload
+from iorig.scenario.schema import Workload, verify_state_problem
 from iorig.targets import Target
 
 DATA = Path(__file__).resolve().parent / "data"
@@ -124,8 +125,11 @@ def test_other_workloads_keep_no_state_and_checks_list_every_bad_block():
     ],
 )
 def test_workloads_that_cannot_keep_a_state(fields, message):
-    problem = verify_state_problem(Workload(bs=4096, verify_state=True, **fields))
+    plain = Workload(bs=4096, **fields)  # without verify_state each is a workload
+    problem = verify_state_problem(plain)
     assert problem is not None and message in problem
+    with pytest.raises(ValidationError, match=message):  # the schema refuses it
+        Workload(bs=4096, verify_state=True, **fields)
 
 
 def test_zero_is_no_rate_limit():

@@ -111,6 +111,13 @@ def test_user_file_loads(tmp_path):
         (("name: m", "name: Big Name"), 8, "phases[0].name", "lowercase"),
         # was refused only when the target was laid out, naming no line (issue 27's campaign)
         (("size: 16MiB", "size: 0"), 6, "targets.data.size", "larger than 0 bytes"),
+        # a workload that cannot keep a write state: the schema's, with its line
+        (
+            ("rw: randread", "rw: randrw\n        verify_state: true"),
+            12,
+            "phases[0].workloads[0]",
+            "mixes reads and writes",
+        ),
     ],
 )
 def test_errors_name_file_line_and_field(tmp_path, change, line, field, message):

@@ -14,7 +14,14 @@ from iorig.fio.hosts import HostSpec
 from iorig.model import Disclosure, InterfaceLimit, Metric, PhaseKind, PhaseResult, SutRecord
 from iorig.scenario.events import EventSpec
 from iorig.scenario.loading import ResolvedScenario
-from iorig.scenario.schema import DEFAULT_PRECISE_MIN_S, TRIMS, Phase, SteadyRule, Workload
+from iorig.scenario.schema import (
+    DEFAULT_PRECISE_MIN_S,
+    REPLAYS,
+    TRIMS,
+    Phase,
+    SteadyRule,
+    Workload,
+)
 from iorig.targets import Target
 from iorig.units import format_bytes
 
@@ -167,39 +174,6 @@ def phase_workloads(phase: Phase, roles: Iterable[str]) -> list[Workload]:
     ]
 
 
-_REPLAYS = {"randwrite": "randread", "write": "read"}
-
-
-def verify_state_problem(w: Workload) -> str | None:
-    """Why a ``verify_state`` workload cannot keep or check a write state.
-
-    On a writer (write or randwrite, verify: crc32c) fio saves its state when
-    it ends (or on its trigger file); a verify phase's workload of the same
-    name and shape (read or randread) replays that writer and checks each
-    write it had acknowledged, and nothing it never wrote. The writer keeps
-    fio's random map (no block written twice in a pass) and a fixed sequence.
-    """
-    if w.rw in ("randrw", "rw"):
-        return (
-            "verify_state is for a writer (rw: write or randwrite) or its check in a verify "
-            "phase (read or randread): fio cannot replay a job that mixes reads and writes, "
-            "so give the reads a workload of their own"
-        )
-    if w.rw in _REPLAYS and w.verify != "crc32c":
-        return "a verify_state writer needs verify: crc32c"
-    if w.bssplit or w.distribution != "random" or w.fileset is not None:
-        return (
-            "verify_state needs one block size, distribution: random and one file "
-            "(fio replays one sequence of writes over one working set)"
-        )
-    if w.jobs > 1 and not w.offset_increment:
-        return (
-            "verify_state with jobs > 1 needs offset_increment (each job its own slice: "
-            "jobs writing each other's blocks cannot be checked against one generation)"
-        )
-    return None
-
-
 def check_replays(phases: Iterable[PlannedPhase]) -> None:
     """A verify phase's ``verify_state`` workload checks the writes of the
     latest earlier ``verify_state`` writer of its name, which fio replays from
@@ -218,10 +192,8 @@ def check_replays(phases: Iterable[PlannedPhase]) -> None:
         index = 0
         for w in stateful:
             where = f"phase {phase.name!r}, workload {w.label!r}"
-            if (problem := verify_state_problem(w.spec)) is not None:
-                raise UserError(f"{where}: {problem}")
             if phase.kind is not PhaseKind.VERIFY:
-                if w.spec.rw not in _REPLAYS:
+                if w.spec.rw not in REPLAYS:
                     raise UserError(f"{where}: verify_state on a reader belongs in a verify phase")
                 if w.spec.jobs > 1 and (w.spec.offset_increment or 0) < w.size_bytes:
                     raise UserError(
@@ -249,7 +221,7 @@ def check_replays(phases: Iterable[PlannedPhase]) -> None:
                     index,
                 )
                 theirs = (
-                    _REPLAYS[writer.spec.rw],
+                    REPLAYS[writer.spec.rw],
                     writer.spec.bs,
                     writer.size_bytes,
                     writer.offset_bytes,

@@ -385,6 +385,12 @@ class Workload(_Model):
         return (self.bs, *split)
 
     @model_validator(mode="after")
+    def _keeps_state(self) -> Workload:
+        if self.verify_state and (problem := verify_state_problem(self)) is not None:
+            raise ValueError(problem)
+        return self
+
+    @model_validator(mode="after")
     def _verify_interval(self) -> Workload:
         interval = self.verify_interval
         if interval is None:
@@ -419,6 +425,40 @@ class Workload(_Model):
 DEFAULT_PRECISION_PCT = 2.0  # until: precise without precision:
 DEFAULT_PRECISE_MIN_S = 10.0  # until: precise never stops before this
 PRECISE_MIN_S = 8  # the fewest seconds an interval is built on (precision.MIN_INTERVAL_BATCHES)
+
+
+# what a verify_state writer's check replays it as
+REPLAYS = {"randwrite": "randread", "write": "read"}
+
+
+def verify_state_problem(w: Workload) -> str | None:
+    """Why a ``verify_state`` workload cannot keep or check a write state.
+
+    On a writer (write or randwrite, verify: crc32c) fio saves its state when
+    it ends (or on its trigger file); a verify phase's workload of the same
+    name and shape (read or randread) replays that writer and checks each
+    write it had acknowledged, and nothing it never wrote. The writer keeps
+    fio's random map (no block written twice in a pass) and a fixed sequence.
+    """
+    if w.rw in ("randrw", "rw"):
+        return (
+            "verify_state is for a writer (rw: write or randwrite) or its check in a verify "
+            "phase (read or randread): fio cannot replay a job that mixes reads and writes, "
+            "so give the reads a workload of their own"
+        )
+    if w.rw in REPLAYS and w.verify != "crc32c":
+        return "a verify_state writer needs verify: crc32c"
+    if w.bssplit or w.distribution != "random" or w.fileset is not None:
+        return (
+            "verify_state needs one block size, distribution: random and one file "
+            "(fio replays one sequence of writes over one working set)"
+        )
+    if w.jobs > 1 and not w.offset_increment:
+        return (
+            "verify_state with jobs > 1 needs offset_increment (each job its own slice: "
+            "jobs writing each other's blocks cannot be checked against one generation)"
+        )
+    return None
 
 
 class SteadyRule(_Model):
