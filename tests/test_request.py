@@ -78,7 +78,12 @@ def test_write_state_checks_are_refused_on_fio_servers():
     resolved = _resolved("randwrite")
     phases = [
         p.model_copy(
-            update={"workloads": [w.model_copy(update={"verify_state": True}) for w in p.workloads]}
+            update={
+                "workloads": [
+                    w.model_copy(update={"verify_state": True, "verify": "crc32c"})
+                    for w in p.workloads
+                ]
+            }
         )
         for p in resolved.scenario.phases
     ]
