@@ -8,12 +8,19 @@ import sys
 
 from rich.text import Text
 
+# isort: off
+# each module registers its commands; `iorig --help` lists them in this order
+from iorig.cli import run as _run  # noqa: F401
+from iorig.cli import results as _results  # noqa: F401
+from iorig.cli import portable as _portable  # noqa: F401
 from iorig.cli import ab as _ab  # noqa: F401
-from iorig.cli import agent as _agent  # noqa: F401
-from iorig.cli import commands as _commands  # noqa: F401 - registers the commands
 from iorig.cli import doctor as _doctor  # noqa: F401
 from iorig.cli import search as _search  # noqa: F401
+from iorig.cli import scenarios as _scenarios  # noqa: F401
+from iorig.cli import agent as _agent  # noqa: F401
 from iorig.cli import sut as _sut  # noqa: F401
+
+# isort: on
 from iorig.cli.common import app, err_console
 from iorig.errors import UserError
 from iorig.untrusted import check_argv, visible

@@ -13,7 +13,6 @@ from rich.markup import escape
 
 from iorig.analyze.ab import MAX_ROUNDS, MIN_AUTO_ROUNDS
 from iorig.analyze.analysis import analyse, compare
-from iorig.cli.commands import Format, _scenario_source
 from iorig.cli.common import (
     EXIT_CODES,
     ProgressView,
@@ -27,6 +26,8 @@ from iorig.cli.common import (
     render_options,
 )
 from iorig.cli.options import Rw, check_label, run_options
+from iorig.cli.results import Format
+from iorig.cli.run import scenario_source
 from iorig.errors import UserError
 from iorig.report.writers.console import SafeConsole
 from iorig.run.ab import AbOutcome, AbSettings, Side, SideKey, check_sides, run_ab
@@ -175,7 +176,7 @@ def ab_cmd(
     if not 0 <= threshold < 100:
         raise UserError("--threshold is a percentage from 0 to 100, e.g. 2")
     count = _rounds(rounds)
-    source = _scenario_source(scenario, rw, {})
+    source = scenario_source(scenario, rw, {})
     common = request.overrides()
     profile = request.profile
     resolved, targets = {}, {}

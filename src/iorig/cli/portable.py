@@ -1,17 +1,18 @@
-"""Runs moving between databases: `import` with its progress and Ctrl-C, and
-the notes of `runs` and `show` on recovery files waiting to be imported."""
+"""Runs moving between databases: ``iorig export`` and ``iorig import``,
+with its progress and Ctrl-C."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from pathlib import Path
+from typing import Annotated
 
 import typer
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
-from rich.text import Text
 
-from iorig.cli.common import err_console
-from iorig.store import Store, import_runs
+from iorig.cli.common import app, console, err_console, open_reaped
+from iorig.cli.refs import resolve_run_id
+from iorig.store import Store, export_run, import_runs
 
 EXIT_INTERRUPTED = 130
 
@@ -41,18 +42,32 @@ def import_bundle(store: Store, bundle: Path) -> list[tuple[str, bool]]:
         raise typer.Exit(EXIT_INTERRUPTED) from None
 
 
-def waiting_notes(store: Store, run_ids: Iterable[str]) -> list[Text]:
-    """One note per run of ``run_ids`` whose last results wait in a recovery
-    file (the database could not take them): where, and the command that
-    adds them."""
-    notes = []
-    for run_id, kept in sorted(store.waiting_recoveries(run_ids).items()):
-        if kept.is_file():
-            said = (
-                f"its last results wait in {kept}: add them with "
-                f"`iorig --db {store.path} import {kept}`"
-            )
-        else:
-            said = f"its last results were kept in {kept}, which is no longer there"
-        notes.append(Text.assemble(("note:", "yellow"), f" run {run_id}: {said}"))
-    return notes
+@app.command("export")
+def export_cmd(
+    ctx: typer.Context,
+    run_ref: Annotated[str, typer.Argument(metavar="RUN", help="run id, prefix, label or last")],
+    output: Annotated[Path, typer.Option("-o", "--output", help="bundle file to create")],
+) -> None:
+    """Write one run with all its data to a portable file (an iorig results database)."""
+    with open_reaped(ctx.obj) as store:
+        run_id = resolve_run_id(store, run_ref)
+        export_run(store, run_id, output)
+    console.print(
+        f"exported run {run_id} to {escape(str(output))}; load it elsewhere with `iorig import`"
+    )
+
+
+@app.command("import")
+def import_cmd(
+    ctx: typer.Context,
+    bundle: Annotated[
+        Path, typer.Argument(help="file written by `iorig export` (or any results db)")
+    ],
+) -> None:
+    """Add the runs of an exported file to the database; runs already present are skipped."""
+    with Store(ctx.obj) as store:
+        results = import_bundle(store, bundle)
+    for run_id, imported in results:
+        console.print(f"{run_id}: {'imported' if imported else 'already present, skipped'}")
+    if not results:
+        console.print(f"{escape(str(bundle))} holds no runs")

@@ -1,11 +1,12 @@
-"""The core commands: run, runs, show, compare, report, export, import and
-scenarios (doctor: cli/doctor.py). Each reads as its list of steps."""
+"""The commands that read stored runs: ``runs``, ``show``, ``compare`` and
+``report``, with the notes of ``runs`` and ``show`` on recovery files
+waiting to be imported."""
 
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable
-from dataclasses import asdict, replace
+from collections.abc import Iterable
+from dataclasses import asdict
 from enum import StrEnum
 from pathlib import Path
 from typing import Annotated
@@ -18,20 +19,13 @@ from iorig.analyze.analysis import analyse, compare
 from iorig.analyze.compare import shared_limit
 from iorig.cli.common import (
     app,
-    command_line,
     console,
     emit,
     err_console,
-    finish,
     open_reaped,
-    prepare_run,
     render_options,
-    run_with_progress,
-    scenarios_app,
     write_atomically,
 )
-from iorig.cli.options import PrecisionOpt, Rw, run_options
-from iorig.cli.portable import import_bundle, waiting_notes
 from iorig.cli.refs import resolve_run_id, resolve_runs
 from iorig.errors import UserError
 from iorig.model import Metric, StoredRun, series_stats
@@ -43,197 +37,25 @@ from iorig.report.writers import terminal
 from iorig.report.writers.jsoncsv import FORMAT_VERSION, run_dict, series_dict, sut_dict, to_json
 from iorig.report.writers.sparkline import timeline_lines
 from iorig.report.writers.text import tables_text
-from iorig.run.events import RunOutcome
-from iorig.run.request import RunRequest
-from iorig.run.searches import ThreadsSettings, run_threads_auto, stretch_builder
-from iorig.run.session import RunSession, execute
-from iorig.scenario import loading as scenario_mod
-from iorig.scenario.adhoc import adhoc_source
-from iorig.scenario.precision import parse_precision, with_precision
-from iorig.scenario.schema import READS, TRIMS
-from iorig.scenario.sweep import parse_grid, resolve_with_sweep, search_settings
-from iorig.store import Store, export_run, preflight
+from iorig.store import Store
 from iorig.units import parse_limit
 
-RUN_SETTINGS = {"allow_extra_args": True, "ignore_unknown_options": True}
 
-
-@app.command(context_settings=RUN_SETTINGS)
-@run_options(
-    "target",
-    "scenario",
-    "profile",
-    "adhoc",
-    "repeat",
-    "hosts",
-    "min_rate",
-    "events",
-    "record",
-    "fio",
-)
-def run(
-    ctx: typer.Context,
-    scenario: Annotated[
-        str | None,
-        typer.Argument(help="built-in scenario name, a scenario YAML or a fio job file (.fio)"),
-    ] = None,
-    rw: Annotated[Rw | None, typer.Option(help="ad-hoc run: I/O pattern (no scenario)")] = None,
-    param: Annotated[
-        list[str] | None,
-        typer.Option(help="sweep a parameter: name=v1,v2,… (repeatable: a grid)"),
-    ] = None,
-    threads: Annotated[
-        str | None,
-        typer.Option(
-            help="the scenario's threads: N, a scaling series N1,N2,… or auto (the fewest "
-            "that pass its criteria)"
-        ),
-    ] = None,
-    precision: PrecisionOpt = None,
-    *,
-    request: RunRequest,
-) -> None:
-    """Run a scenario (or an ad-hoc fio workload) and store every result.
-
-    Any scenario parameter can also be given as an option (--mailboxes 500 is
-    --set mailboxes=500), and a target by role (--target-db DIR is --target
-    db=DIR). --param sweeps: every combination of the values given, each a
-    stored phase (`iorig sweep` is the same command).
-    """
-    sweeping = ctx.info_name == "sweep"
-    grid = parse_grid(param or [])
-    if sweeping and not grid:
-        raise UserError(
-            "nothing to sweep", hint="give --param name=v1,v2 (e.g. --param bs=4k,64k,1m)"
-        )
-    source = _scenario_source(scenario, rw, grid, default_rw="randread" if sweeping else None)
-    extra_sets, extra_targets = scenario_options(ctx.args)
-    # a fio job file's own filename= or directory= unless --target is given
-    targets = [*request.targets, *extra_targets] or ([source.target] if source.target else [])
-    request = replace(request, sets=(*request.sets, *extra_sets), targets=tuple(targets))
-    overrides = request.overrides()
-    auto = threads_option(threads, overrides, grid)
-    resolved = resolve_with_sweep(source, request.profile, overrides, grid)
-    if precision is not None:
-        resolved = with_precision(resolved, parse_precision(precision))
-    preflight(ctx.obj)  # a database the run could not write to: refused before any target
-    plan, backend = prepare_run(resolved, request)
-    if auto:
-        settings = ThreadsSettings()
-        build = stretch_builder(plan, source, request.profile, overrides)
-
-        def work(store: Store, on_event: Callable) -> RunOutcome:
-            session = RunSession(
-                plan,
-                store,
-                backend,
-                command=command_line(),
-                on_event=on_event,
-                keep_files=request.keep_files,
-                label=request.label,
-                search=settings.as_dict(),
+def waiting_notes(store: Store, run_ids: Iterable[str]) -> list[Text]:
+    """One note per run of ``run_ids`` whose last results wait in a recovery
+    file (the database could not take them): where, and the command that
+    adds them."""
+    notes = []
+    for run_id, kept in sorted(store.waiting_recoveries(run_ids).items()):
+        if kept.is_file():
+            said = (
+                f"its last results wait in {kept}: add them with "
+                f"`iorig --db {store.path} import {kept}`"
             )
-            with session:
-                run_threads_auto(session, build, settings)
-            return session.outcome
-
-        outcome, analysis = run_with_progress(ctx.obj, work, (plan, backend))
-    else:
-        outcome, analysis = run_with_progress(
-            ctx.obj,
-            lambda store, on_event: execute(
-                plan,
-                store,
-                backend,
-                command=command_line(),
-                on_event=on_event,
-                keep_files=request.keep_files,
-                label=request.label,
-                search=search_settings(resolved),
-            ),
-            (plan, backend),
-        )
-    finish(ctx.obj, outcome, analysis)
-
-
-# `iorig sweep`: seed 003's word for a grid, kept as a name for `run --param`
-app.command(
-    "sweep",
-    context_settings=RUN_SETTINGS,
-    help="The same as `iorig run` with --param: a grid of parameter values in one run, each "
-    "point a stored phase. Without a scenario or --rw, an ad-hoc random read.",
-)(run)
-
-
-def scenario_options(args: list[str]) -> tuple[list[str], list[str]]:
-    """Options typer did not know: ``--name value`` (or ``--name=value``) sets a
-    scenario parameter, ``--target-ROLE PATH`` binds a target."""
-    sets, targets = [], []
-    rest = list(args)
-    while rest:
-        item = rest.pop(0)
-        if not item.startswith("--") or len(item) < 3:
-            raise UserError(
-                f"unexpected argument {item!r}",
-                hint="one scenario per run; parameters are --name value or --set name=value",
-            )
-        name, sep, value = item[2:].partition("=")
-        if not sep:
-            if not rest or rest[0].startswith("--"):
-                raise UserError(f"--{name} needs a value, e.g. --{name} 10")
-            value = rest.pop(0)
-        if name.startswith("target-") and len(name) > 7:
-            targets.append(f"{name[7:].replace('-', '_')}={value}")
         else:
-            sets.append(f"{name.replace('-', '_')}={value}")
-    return sets, targets
-
-
-def threads_option(threads: str | None, overrides: dict[str, str], grid: dict) -> bool:
-    """``--threads``: a value (an override), a list (a sweep) or auto (True)."""
-    if threads is None:
-        return False
-    if "threads" in overrides or "threads" in grid:
-        raise UserError("give the threads once: --threads, --set threads or --param threads")
-    if threads.strip() == "auto":
-        return True
-    values = [v.strip() for v in threads.split(",")]
-    if len(values) > 1:
-        grid["threads"] = values
-    else:
-        overrides["threads"] = values[0]
-    return False
-
-
-def _scenario_source(
-    scenario: str | None, rw: Rw | None, grid: dict, *, default_rw: str | None = None
-) -> scenario_mod.ScenarioSource:
-    """The scenario named, or an ad-hoc one: with ``--rw``, with a sweep of
-    ``rw`` (``--param rw=read,write``), or with ``default_rw``."""
-    if scenario and rw:
-        raise UserError(
-            "give either a scenario or --rw (an ad-hoc run), not both",
-            hint="scenario parameters are changed with --set name=value",
-        )
-    if scenario:
-        return scenario_mod.read_source(scenario)
-    if rw is not None and "rw" in grid:
-        raise UserError("rw is both swept (--param rw=…) and fixed (--rw)", hint="drop one")
-    if "rw" in grid or default_rw is not None:
-        patterns = grid.get("rw", [rw.value if rw else default_rw])
-        return adhoc_source(
-            patterns[0],
-            rw_parameter=True,
-            prefill=any(p in READS | TRIMS for p in patterns),
-            name="sweep",
-            title="ad-hoc sweep",
-        )
-    if rw:
-        return adhoc_source(rw.value)
-    raise UserError(
-        "which scenario? give a name, a YAML file, or --rw for an ad-hoc run",
-        hint=f"built-ins: {', '.join(scenario_mod.builtin_names())} (see `iorig scenarios`)",
-    )
+            said = f"its last results were kept in {kept}, which is no longer there"
+        notes.append(Text.assemble(("note:", "yellow"), f" run {run_id}: {said}"))
+    return notes
 
 
 @app.command()
@@ -511,52 +333,3 @@ def write_disclosure(db: Path, ref: str, output: Path) -> None:
     text = render_disclosure(analysis)
     write_atomically(output, text)
     console.print(f"wrote {escape(str(output))} ({len(text.encode()) / 1e3:.0f} kB)")
-
-
-@app.command("export")
-def export_cmd(
-    ctx: typer.Context,
-    run_ref: Annotated[str, typer.Argument(metavar="RUN", help="run id, prefix, label or last")],
-    output: Annotated[Path, typer.Option("-o", "--output", help="bundle file to create")],
-) -> None:
-    """Write one run with all its data to a portable file (an iorig results database)."""
-    with open_reaped(ctx.obj) as store:
-        run_id = resolve_run_id(store, run_ref)
-        export_run(store, run_id, output)
-    console.print(
-        f"exported run {run_id} to {escape(str(output))}; load it elsewhere with `iorig import`"
-    )
-
-
-@app.command("import")
-def import_cmd(
-    ctx: typer.Context,
-    bundle: Annotated[
-        Path, typer.Argument(help="file written by `iorig export` (or any results db)")
-    ],
-) -> None:
-    """Add the runs of an exported file to the database; runs already present are skipped."""
-    with Store(ctx.obj) as store:
-        results = import_bundle(store, bundle)
-    for run_id, imported in results:
-        console.print(f"{run_id}: {'imported' if imported else 'already present, skipped'}")
-    if not results:
-        console.print(f"{escape(str(bundle))} holds no runs")
-
-
-@scenarios_app.callback()
-def scenarios_list(ctx: typer.Context) -> None:
-    """List built-in scenarios."""
-    if ctx.invoked_subcommand is None:
-        sources = [scenario_mod.read_source(n) for n in scenario_mod.builtin_names()]
-        console.print(terminal.scenarios_table(sources))
-        console.print("show one with `iorig scenarios show NAME`")
-
-
-@scenarios_app.command("show")
-def scenarios_show(
-    name: Annotated[str, typer.Argument(help="built-in name or YAML path")],
-) -> None:
-    """Print a scenario with its parameters, profiles and phases."""
-    resolved = scenario_mod.load(name)
-    console.print(terminal.scenario_detail(resolved))
