@@ -1,6 +1,7 @@
 """From a resolved scenario and prepared targets to concrete phases: plan
 types and the pure ``build_plan``. The checks that touch machines (fio,
-targets, engines) are ``iorig.run.prepare``'s.
+targets, engines) are the backends' (``run/local.py``, ``run/servers.py``),
+asked by ``run/request.py``'s ``prepare``.
 """
 
 from __future__ import annotations
