@@ -439,8 +439,9 @@ class Store:
         return [dict(zip(names, r, strict=True)) for r in cur.fetchall()]
 
     def _phase(self, p: dict[str, Any], artifacts: bool) -> PhaseResult:
+        decoded: dict[tuple[int | None, bytes], np.ndarray] = {}  # within this phase
         scopes = [
-            self._scope(r)
+            self._scope(r, decoded)
             for r in self._rows(
                 "SELECT * FROM phase_results WHERE phase_id = ? ORDER BY id", (p["id"],)
             )
@@ -475,7 +476,14 @@ class Store:
             fio_stderr=texts.get("fio-stderr.txt", ""),
         )
 
-    def _scope(self, r: dict[str, Any]) -> ScopeResult:
+    def _scope(
+        self, r: dict[str, Any], decoded: dict[tuple[int | None, bytes], np.ndarray]
+    ) -> ScopeResult:
+        """One scope's figures. A histogram stored twice in a phase (a
+        direction that is all of ``all``, a host's one workload and the host)
+        is decoded once and shared, read-only: a per-second histogram is
+        1,856 bins a second, and a multi-host phase holds each about four
+        times (bench/scale.py)."""
         rid = r["id"]
         samples = self._rows(
             "SELECT ddir, t_s, iops, bytes_per_s, lat_mean_ns FROM samples WHERE result_id = ? "
@@ -494,7 +502,12 @@ class Store:
             expected = 1 if rows is None else rows
             if kind not in ("total", "per_second") or h["rows"] != expected:
                 raise DamagedData(f"{what} says {h['rows']!r:.20} rows, not {expected}")
-            hists[(ddir, kind)] = unpack(h["data"], rows, what)
+            blob = h["data"]
+            key = (rows, blob if isinstance(blob, bytes) else b"")
+            if not isinstance(blob, bytes) or key not in decoded:  # unpack says what is wrong
+                decoded[key] = unpack(blob, rows, what)
+                decoded[key].flags.writeable = False
+            hists[(ddir, kind)] = decoded[key]
         totals = {}
         for t in self._rows("SELECT * FROM totals WHERE result_id = ?", (rid,)):
             totals[t["ddir"]] = Totals(
