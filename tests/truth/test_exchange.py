@@ -106,9 +106,13 @@ CAP = 400
 
 
 def test_database_read_latency_queues_on_the_cap_thread_by_thread(capped, truth_db):
-    """Reads (60 % of the I/Os) capped at 400 a second, writes not: every
-    thread spends its time waiting on a read, so T threads keep T reads in
-    flight and each waits T / 400 s."""
+    """Reads (60 % of the I/Os) capped at 400 a second, writes not: a thread
+    spends nearly all its time waiting on a read, so T threads keep up to T
+    reads in flight and each waits up to T / 400 s (Little's law at the cap).
+    The writes between reads are not free, more so on a busy CPU: alone, 4
+    threads kept 3.3 reads in flight (8.2 ms); beside two other truth tests
+    once 2.8 (7.1 ms). So the cap bounds each latency from above, and the
+    queueing shows as latency doubling with the threads."""
     db = capped(size_bytes=128 * MiB, read_iops=CAP)
     log = capped(size_bytes=32 * MiB)
     done = _exchange(db, log, truth_db, "--threads", "1,2,4", "--db-size", "32MiB", duration="2s")
@@ -126,7 +130,11 @@ def test_database_read_latency_queues_on_the_cap_thread_by_thread(capped, truth_
             f"truth 5: {threads} thread(s): db read latency {got / 1e6:.2f} ms, "
             f"model {expected / 1e6:.2f} ms"
         )
-        assert got == pytest.approx(expected, rel=0.25), (threads, got, expected)
+        # at most the cap's bound (with its noise), at least 60 % of it
+        assert 0.6 * expected <= got <= 1.1 * expected, (threads, got, expected)
+    for fewer, more in ((1, 2), (2, 4)):
+        ratio = reads[f"performance:threads={more}"] / reads[f"performance:threads={fewer}"]
+        assert 1.6 <= ratio <= 2.2, (fewer, more, ratio)  # twice the threads, twice the wait
     # the scaling table shows IOPS per thread and the read and write latency
     assert "db IOPS per thread" in done.stdout and "scaling" in done.stdout
     assert "db read lat" in done.stdout and "db write lat" in done.stdout
