@@ -39,10 +39,8 @@ Percent = Annotated[float, BeforeValidator(parse_percent)]
 
 class _Model(BaseModel):
     # .inf and .nan are refused in every number field, naming the field
-    # a field's docstring is its description in the scenario reference
-    model_config = ConfigDict(
-        extra="forbid", frozen=True, allow_inf_nan=False, use_attribute_docstrings=True
-    )
+    # a field's docstring says what it is (docs/reference/scenario.md shows it)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
 LATENCY_METRICS = ("lat_mean", "lat_max", "lat_mean_max", "p50", "p90", "p99", "p99.9", "p99.99")
