@@ -37,6 +37,7 @@ from iorig.run.events import (
 )
 from iorig.run.plan import Plan
 from iorig.run.request import RunRequest, prepare
+from iorig.run.session import RunSession
 from iorig.scenario.loading import ResolvedScenario
 from iorig.store import Store, default_db_path
 from iorig.units import format_bytes, format_latency, format_rate, format_si
@@ -246,6 +247,36 @@ def run_with_progress(
             analysis = analyse(kept.load_run(outcome.run_id))
     console.print()
     return outcome, analysis
+
+
+def run_search(
+    db: Path,
+    planned: tuple[Plan, PhaseBackend],
+    request: RunRequest,
+    settings: dict,
+    drive: Callable[[RunSession], None],
+) -> None:
+    """A run whose phases ``drive`` chooses from what it measured (a knee,
+    a curve, --threads auto), with the live view; then what it found."""
+    plan, backend = planned
+
+    def work(store: Store, on_event: Callable[[Event], None]) -> RunOutcome:
+        session = RunSession(
+            plan,
+            store,
+            backend,
+            command=command_line(),
+            on_event=on_event,
+            keep_files=request.keep_files,
+            label=request.label,
+            search=settings,
+        )
+        with session:
+            drive(session)
+        return session.outcome
+
+    outcome, analysis = run_with_progress(db, work, planned)
+    finish(db, outcome, analysis)
 
 
 def render_options(**given: object) -> RenderOptions:

@@ -4,7 +4,6 @@ as its list of steps."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import replace
 from typing import Annotated
 
@@ -15,20 +14,20 @@ from iorig.cli.common import (
     command_line,
     finish,
     prepare_run,
+    run_search,
     run_with_progress,
 )
 from iorig.cli.options import PrecisionOpt, Rw, run_options
 from iorig.errors import UserError
-from iorig.run.events import RunOutcome
 from iorig.run.request import RunRequest
 from iorig.run.searches import ThreadsSettings, run_threads_auto, stretch_builder
-from iorig.run.session import RunSession, execute
+from iorig.run.session import execute
 from iorig.scenario import loading as scenario_mod
 from iorig.scenario.adhoc import adhoc_source
 from iorig.scenario.precision import parse_precision, with_precision
 from iorig.scenario.schema import READS, TRIMS
 from iorig.scenario.sweep import parse_grid, resolve_with_sweep, search_settings
-from iorig.store import Store, preflight
+from iorig.store import preflight
 
 RUN_SETTINGS = {"allow_extra_args": True, "ignore_unknown_options": True}
 
@@ -96,38 +95,28 @@ def run(
     if auto:
         settings = ThreadsSettings()
         build = stretch_builder(plan, source, request.profile, overrides)
-
-        def work(store: Store, on_event: Callable) -> RunOutcome:
-            session = RunSession(
-                plan,
-                store,
-                backend,
-                command=command_line(),
-                on_event=on_event,
-                keep_files=request.keep_files,
-                label=request.label,
-                search=settings.as_dict(),
-            )
-            with session:
-                run_threads_auto(session, build, settings)
-            return session.outcome
-
-        outcome, analysis = run_with_progress(ctx.obj, work, (plan, backend))
-    else:
-        outcome, analysis = run_with_progress(
+        run_search(
             ctx.obj,
-            lambda store, on_event: execute(
-                plan,
-                store,
-                backend,
-                command=command_line(),
-                on_event=on_event,
-                keep_files=request.keep_files,
-                label=request.label,
-                search=search_settings(resolved),
-            ),
             (plan, backend),
+            request,
+            settings.as_dict(),
+            lambda session: run_threads_auto(session, build, settings),
         )
+        return
+    outcome, analysis = run_with_progress(
+        ctx.obj,
+        lambda store, on_event: execute(
+            plan,
+            store,
+            backend,
+            command=command_line(),
+            on_event=on_event,
+            keep_files=request.keep_files,
+            label=request.label,
+            search=search_settings(resolved),
+        ),
+        (plan, backend),
+    )
     finish(ctx.obj, outcome, analysis)
 
 

@@ -6,7 +6,6 @@ response time of any load-point table)."""
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable
 from enum import StrEnum
 from typing import Annotated
 
@@ -18,18 +17,15 @@ from iorig.analyze.loadpoints import default_fractions, ort_of, spec_rules
 from iorig.analyze.loadtable import parse_load_table
 from iorig.cli.common import (
     app,
-    command_line,
     console,
-    finish,
     prepare_run,
-    run_with_progress,
+    run_search,
 )
 from iorig.cli.options import Rw, run_options
 from iorig.errors import UserError
 from iorig.report.tables.run import to_rich
 from iorig.report.tables.searches import ort_table
 from iorig.run.backend import PhaseBackend
-from iorig.run.events import RunOutcome
 from iorig.run.plan import Plan
 from iorig.run.request import RunRequest
 from iorig.run.searches import (
@@ -40,10 +36,8 @@ from iorig.run.searches import (
     run_knee,
     template_phase,
 )
-from iorig.run.session import RunSession
 from iorig.scenario.adhoc import adhoc_source
 from iorig.scenario.loading import resolve
-from iorig.store import Store
 from iorig.units import parse_latency_limit
 from iorig.untrusted import read_input
 
@@ -59,34 +53,6 @@ def _adhoc_plan(
     source = adhoc_source(rw.value, name=name, title=title)
     resolved = resolve(source, "quick" if request.quick else None, overrides)
     return prepare_run(resolved, request)
-
-
-def _search(
-    ctx: typer.Context,
-    planned: tuple[Plan, PhaseBackend],
-    settings: dict,
-    drive: Callable[[RunSession], None],
-    request: RunRequest,
-) -> None:
-    plan, backend = planned
-
-    def work(store: Store, on_event: Callable) -> RunOutcome:
-        session = RunSession(
-            plan,
-            store,
-            backend,
-            command=command_line(),
-            on_event=on_event,
-            keep_files=request.keep_files,
-            label=request.label,
-            search=settings,
-        )
-        with session:
-            drive(session)
-        return session.outcome
-
-    outcome, analysis = run_with_progress(ctx.obj, work, planned)
-    finish(ctx.obj, outcome, analysis)
 
 
 def _percent_option(value: float, option: str) -> float:
@@ -151,7 +117,7 @@ def knee(
         top=top,
     )
     check_knee(planned[0], settings)
-    _search(ctx, planned, settings.as_dict(), lambda s: run_knee(s, settings), request)
+    run_search(ctx.obj, planned, request, settings.as_dict(), lambda s: run_knee(s, settings))
 
 
 POINT_DURATION = "30s"
@@ -223,13 +189,7 @@ def curve(
         request, name="curve", title=f"load-point curve: {rw.value}", rw=rw, overrides=overrides
     )
     template_phase(planned[0])
-    _search(
-        ctx,
-        planned,
-        settings.as_dict(),
-        lambda s: run_curve(s, settings),
-        request,
-    )
+    run_search(ctx.obj, planned, request, settings.as_dict(), lambda s: run_curve(s, settings))
 
 
 @app.command()
