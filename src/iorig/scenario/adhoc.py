@@ -3,12 +3,12 @@ generated scenario, so they are resolved, stored and shown like any other."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, get_args
 
 import yaml
 
 from iorig.scenario.loading import ScenarioSource, source_from_text
-from iorig.scenario.schema import READS, TRIMS
+from iorig.scenario.schema import READS, RW, TRIMS
 
 # fio's own defaults where fio has one; a one-minute phase on 1 GiB otherwise.
 ADHOC_DEFAULTS: dict[str, Any] = {
@@ -23,18 +23,7 @@ ADHOC_DEFAULTS: dict[str, Any] = {
 }
 
 
-RW_CHOICES = [
-    "read",
-    "write",
-    "randread",
-    "randwrite",
-    "randrw",
-    "rw",
-    "trim",
-    "randtrim",
-    "trimwrite",
-    "randtrimwrite",
-]
+RW_CHOICES = list(get_args(RW))  # a sweep of rw takes any pattern a workload takes
 
 
 def adhoc_source(
