@@ -19,6 +19,7 @@ from iorig.model import (
     RunStatus,
     Scope,
     ScopeResult,
+    SecondHists,
     Series,
     StoredRun,
     Totals,
@@ -72,7 +73,7 @@ def series(
         np.asarray(iops, dtype=float),
         np.asarray(iops * bs, dtype=float),
         np.broadcast_to(np.asarray(lat_ns, dtype=float), (n,)).copy(),
-        np.zeros((n, histogram.NR_BINS), dtype=np.uint64),
+        SecondHists.empty(n),
     )
 
 

@@ -14,6 +14,7 @@ import numpy as np
 from tests import builders
 
 from iorig.model import histogram
+from iorig.model.secondhists import SecondHists
 from iorig.store import Store
 
 SECONDS = 20  # per-second rows of the measured phase
@@ -55,7 +56,8 @@ def stored_run(index: int, seconds: int = SECONDS, seed: int = 0):
         row[bins] = [rng.randrange(1, 5000) for _ in bins]
     phase = builders.phase("randread", level)
     agg = phase.scopes[0]
-    series = {d: replace(s, hist=hist) for d, s in agg.series.items()}
+    sparse = SecondHists.from_dense(hist)
+    series = {d: replace(s, hist=sparse) for d, s in agg.series.items()}
     phase = replace(
         phase,
         scopes=(replace(agg, series=series),),

@@ -23,6 +23,7 @@ from iorig.model import (
     Totals,
     histogram,
 )
+from iorig.model.secondhists import SecondHists
 from iorig.scenario.expr import evaluate as expr
 from iorig.scenario.loading import load, resolve, source_from_text
 from iorig.scenario.schema import Criterion
@@ -142,7 +143,7 @@ def _scope(
         np.full(n, read[0]),
         np.full(n, read[0] * 32768),
         np.array(per_second_read_ns),
-        np.zeros((n, histogram.NR_BINS), np.uint64),
+        SecondHists.empty(n),
     )
     return ScopeResult(
         Scope(workload, "local"),

@@ -15,6 +15,7 @@ from tests import builders
 
 from iorig.analyze.impact import Impact, ImpactSettings, impact_of, per_second_p99_ns, phase_impacts
 from iorig.model import ALL, EventAction, EventRecord, EventStatus, Metric, Series, histogram
+from iorig.model.secondhists import SecondHists
 
 BS = 4096
 
@@ -35,7 +36,12 @@ def _series(
         hist = np.array([FAST if x > 0 else histogram.empty() for x in iops], dtype=np.uint64)
         hist = hist.reshape(n, histogram.NR_BINS)
     return Series(
-        ALL, np.arange(1, n + 1) if t is None else t, iops, iops * BS, np.full(n, 1e5), hist
+        ALL,
+        np.arange(1, n + 1) if t is None else t,
+        iops,
+        iops * BS,
+        np.full(n, 1e5),
+        SecondHists.from_dense(hist),
     )
 
 
@@ -216,7 +222,7 @@ def test_nan_latency_and_no_histograms():
         iops,
         iops * BS,
         np.full(40, np.nan),
-        np.zeros((0, histogram.NR_BINS), dtype=np.uint64),
+        SecondHists.empty(),
     )
     assert np.isnan(per_second_p99_ns(s)).all() and per_second_p99_ns(s).size == 40
     r = impact_of(s, Metric.IOPS, 20.0)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pytest
 from tests.fixtures import DATA, output_text
 
@@ -96,10 +97,31 @@ def test_hist_logs_have_1856_bins_per_line():
     entries = parse.parse_hist_log((DATA / "randread-2jobs" / "rr_clat_hist.1.log").read_text())
     assert len(entries) >= 2
     for e in entries:
-        assert e.counts.shape == (histogram.NR_BINS,) and e.counts.sum() > 0 and e.ddir == "read"
+        assert e.counts.shape == e.bins.shape and e.counts.all() and e.ddir == "read"
+        assert (np.diff(e.bins.astype(int)) > 0).all() and e.bins.max() < histogram.NR_BINS
     assert parse.parse_hist_log("") == []
     with pytest.raises(parse.FioOutputError, match="coarseness"):
         parse.parse_hist_log("1000, 0, 4096, 1, 2, 3\n")
+
+
+def test_a_long_hist_log_is_read_in_chunks_from_its_file_keeping_every_count(tmp_path):
+    lines = (DATA / "randread-2jobs" / "rr_clat_hist.1.log").read_text().splitlines()
+    text = "".join(
+        f"{1000 * (i + 1)}, {i % 2}, 4096, {lines[i % len(lines)].split(', ', 3)[3]}\n"
+        for i in range(2500)
+    )  # past two chunks; reads and writes
+    log = tmp_path / "rr_clat_hist.1.log"
+    log.write_text(text)
+    with log.open() as lines_in:
+        entries = parse.parse_hist_log(lines_in)
+    dense = np.loadtxt(text.splitlines(), delimiter=",", dtype=np.uint64)
+    assert [(e.t_ms, e.ddir) for e in entries] == [
+        (int(t), "read" if code == 0 else "write") for t, code in dense[:, :2]
+    ]
+    for entry, row in zip(entries, dense[:, 3:], strict=True):
+        back = np.zeros(histogram.NR_BINS, np.uint64)
+        back[entry.bins] = entry.counts
+        assert np.array_equal(back, row)
 
 
 def test_find_logs_recognises_names_and_host_suffixes(tmp_path):

@@ -28,6 +28,7 @@ from iorig.model import (
     Totals,
     histogram,
 )
+from iorig.model.secondhists import SecondHists
 from iorig.store import Store, rows
 from iorig.store.schema import MIGRATIONS
 
@@ -64,7 +65,7 @@ def _series(ddir: str, n: int) -> Series:
         np.linspace(900, 1100, n),
         np.linspace(900, 1100, n) * 4096,
         lat,
-        hist,
+        SecondHists.from_dense(hist),
     )
 
 
@@ -142,7 +143,7 @@ def test_phase_round_trip_keeps_every_figure(db_path):
             assert np.allclose(hs.iops, ws.iops)
             assert np.allclose(hs.lat_mean_ns, ws.lat_mean_ns, equal_nan=True)
             assert np.isnan(hs.lat_mean_ns[1])
-            assert np.array_equal(hs.hist, ws.hist)
+            assert np.array_equal(hs.hist.dense(), ws.hist.dense())
         assert store.artifact(phase_id, "job.fio") == phase.job_text
         assert store.artifact(phase_id, "fio-output.json") == phase.fio_output
         # stored percentile columns come from the histogram

@@ -32,6 +32,7 @@ from iorig.model import (
     StoredRun,
     histogram,
 )
+from iorig.model.secondhists import SecondHists
 from iorig.report.options import RenderOptions
 from iorig.report.tables.timeline import build_timeline, p99_per_second
 from iorig.report.writers.html import HtmlExporter
@@ -58,7 +59,7 @@ def _scope(
     hist = np.stack(rows) if rows else np.zeros((n, histogram.NR_BINS), dtype=np.uint64)
     t = np.asarray(t_s if t_s is not None else range(1, n + 1), dtype=float)
     values = np.asarray(iops, dtype=float)
-    series = Series(ALL, t, values, values * bs, np.full(n, 1e5), hist)
+    series = Series(ALL, t, values, values * bs, np.full(n, 1e5), SecondHists.from_dense(hist))
     return ScopeResult(base.scope, 1, base.totals, {ALL: series}, 1.0, 1.0, 1.0, 0)
 
 
@@ -138,14 +139,14 @@ def test_p99_of_each_second_is_the_percentile_of_that_seconds_histogram_row():
         histogram.empty(),
         _hist_row([50_000, 60_000, 70_000]),
     ]
-    assert p99_per_second(np.stack(rows), 3) == [
+    assert p99_per_second(SecondHists.from_dense(np.stack(rows)), 3) == [
         histogram.percentiles(rows[0], (99.0,))[99.0],
         None,  # a second without completions has no latency
         histogram.percentiles(rows[2], (99.0,))[99.0],
     ]
-    assert p99_per_second(np.zeros((0, histogram.NR_BINS)), 2) == [None, None]  # no rows logged
+    assert p99_per_second(SecondHists.empty(), 2) == [None, None]  # no rows logged
     (trace,) = build_timeline(_two_phases_and_a_gap()).traces()
-    assert trace.p99_ns[:3] == tuple(p99_per_second(np.stack(rows), 3))
+    assert trace.p99_ns[:3] == tuple(p99_per_second(SecondHists.from_dense(np.stack(rows)), 3))
     assert trace.p99_ns[0] == pytest.approx(900_000, rel=0.01)  # the 99th of 100
     assert trace.throughput[1] == 0.0  # ... but a throughput of 0
 

@@ -461,12 +461,12 @@ def test_a_bundle_that_would_run_forever_neither_hangs_nor_leaves_a_copy(target,
     assert _runs(target) == before
 
 
-MANY = 80  # runs in the big bundle
+MANY = 240  # runs in the big bundle: importing them takes seconds
 
 
 @pytest.fixture(scope="module")
 def big_bundles(tmp_path_factory) -> dict[int, Path]:
-    """Bundles of real-size runs (tests/bundles.py, 60 s each): 10 and 80."""
+    """Bundles of real-size runs (tests/bundles.py, 60 s each): 10 and MANY."""
     from tests.bundles import many_runs
 
     folder = tmp_path_factory.mktemp("big")
@@ -475,10 +475,11 @@ def big_bundles(tmp_path_factory) -> dict[int, Path]:
 
 @pytest.mark.system
 def test_import_memory_does_not_grow_with_the_number_of_runs(big_bundles, tmp_path):
-    # each run takes about 1 MB once decoded: reading them all before
-    # writing (as import did) grew by 150 MB from 10 runs to 150, so by 75 MB
-    # to MANY against the 40 MiB allowed; streamed, memory holds one run at
-    # a time (bench/bundle_import.py: 10,000 runs)
+    # each run takes about 0.3 MB once decoded (tracemalloc; 1 MB while
+    # per-second histograms were dense): reading them all before writing (as
+    # import did) would grow by 70 MB from 10 runs to MANY against the 40 MiB
+    # allowed; streamed, memory holds one run at a time
+    # (bench/bundle_import.py: 10,000 runs)
     peaks = {}
     for n, bundle in big_bundles.items():
         done, peaks[n] = _max_rss_kib("import", str(bundle), db=tmp_path / f"into-{n}.sqlite")

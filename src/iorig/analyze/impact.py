@@ -92,20 +92,16 @@ _DIGITS = {
 def per_second_p99_ns(series: Series) -> np.ndarray:
     """The p99 of each second's histogram row; NaN for a second without
     completions, and for every second when fio logged no histograms."""
-    out = np.full(len(series), np.nan)
-    hist = np.asarray(series.hist)
-    if hist.ndim != 2 or hist.shape[0] != len(series):
-        return out
-    for i in np.flatnonzero(hist.sum(axis=1) > 0):
-        out[i] = histogram.percentiles(hist[i], (99.0,))[99.0]
-    return out
+    if len(series.hist) != len(series):
+        return np.full(len(series), np.nan)
+    return series.hist.percentile_each(99.0)
 
 
 def _merged_p99_ns(series: Series, rows: np.ndarray) -> float | None:
     # Percentiles never average: the seconds' counts are added, then read.
-    if series.hist.ndim != 2 or series.hist.shape[0] != len(series):
+    if len(series.hist) != len(series):
         return None
-    p99 = histogram.percentiles(histogram.merge(series.hist[rows]), (99.0,))[99.0]
+    p99 = histogram.percentiles(series.hist.merged(rows), (99.0,))[99.0]
     return None if math.isnan(p99) else p99
 
 

@@ -11,7 +11,17 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from iorig.fio.parse import HistLogEntry, JobStats, LogSample
-from iorig.model import AGGREGATE, ALL, DDIRS, Scope, ScopeResult, Series, Totals, histogram
+from iorig.model import (
+    AGGREGATE,
+    ALL,
+    DDIRS,
+    Scope,
+    ScopeResult,
+    SecondHists,
+    Series,
+    Totals,
+    histogram,
+)
 from iorig.model.combine import combine_series, empty_series, merge_hosts, merge_totals
 
 
@@ -100,7 +110,9 @@ def _by_second(samples: Iterable[LogSample], ddir: str) -> dict[int, float]:
 
 def _per_second(
     completions: Sequence[LogSample], ddir: str
-) -> tuple[dict[int, float], dict[int, float], dict[int, float], dict[int, np.ndarray]]:
+) -> tuple[
+    dict[int, float], dict[int, float], dict[int, float], dict[int, tuple[np.ndarray, np.ndarray]]
+]:
     """Exact per-second figures of a job that logged every completion: I/Os,
     KiB (as fio's bw logs give them), mean latency and latency bins of each
     second (the second ending at k s holds completions in [k-1, k) s)."""
@@ -116,7 +128,9 @@ def _per_second(
         iops[second] = float(mask.sum())
         kib[second] = float(size[mask].sum()) / 1024
         clat[second] = float(lat[mask].mean())
-        hist[second] = histogram.from_values(lat[mask])
+        counts = histogram.from_values(lat[mask])
+        bins = np.flatnonzero(counts)
+        hist[second] = (bins, counts[bins])
     return iops, kib, clat, hist
 
 
@@ -192,7 +206,7 @@ def _ddir_series(ddir: str, logs: Sequence[JobLogs], horizon_s: int | None = Non
     bytes_sum = np.zeros(n)
     lat_weighted = np.zeros(n)
     lat_weight = np.zeros(n)
-    hist = np.zeros((n, histogram.NR_BINS), dtype=np.uint64)
+    job_hists = []
     for iops, bw, clat, hists in jobs:
         for i, second in enumerate(seconds.tolist()):
             rate = iops[second]
@@ -201,20 +215,22 @@ def _ddir_series(ddir: str, logs: Sequence[JobLogs], horizon_s: int | None = Non
             if second in clat and rate > 0:
                 lat_weighted[i] += clat[second] * rate
                 lat_weight[i] += rate
-            if second in hists:
-                hist[i] += hists[second]
+        # a second a job logged no histogram for adds nothing to the others'
+        job_hists.append(SecondHists.from_rows([hists.get(s) for s in seconds.tolist()]))
     with np.errstate(invalid="ignore", divide="ignore"):
         lat = np.where(lat_weight > 0, lat_weighted / lat_weight, np.nan)
-    return Series(ddir, seconds, iops_sum, bytes_sum, lat, hist)
+    return Series(ddir, seconds, iops_sum, bytes_sum, lat, SecondHists.add(job_hists, n))
 
 
-def _hist_by_second(entries: Iterable[HistLogEntry], ddir: str) -> dict[int, np.ndarray]:
-    """Window end (whole seconds) -> bins; the first entry of a second wins."""
-    out: dict[int, np.ndarray] = {}
+def _hist_by_second(
+    entries: Iterable[HistLogEntry], ddir: str
+) -> dict[int, tuple[np.ndarray, np.ndarray]]:
+    """Window end (whole seconds) -> (bins, counts); the first entry of a second wins."""
+    out: dict[int, tuple[np.ndarray, np.ndarray]] = {}
     for entry in entries:
         second = round(entry.t_ms / 1000)
         if entry.ddir == ddir and second >= 1 and second not in out:
-            out[second] = entry.counts
+            out[second] = (entry.bins, entry.counts)
     return out
 
 

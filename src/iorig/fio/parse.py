@@ -8,7 +8,7 @@ seconds and computing percentiles happen in ``iorig.fio.assemble`` and
 from __future__ import annotations
 
 import errno
-import io
+import itertools
 import json
 import os
 import re
@@ -21,6 +21,7 @@ import numpy as np
 
 from iorig.model import IoErrorCount, histogram
 from iorig.model.kinds import DDIRS
+from iorig.model.secondhists import SecondHists
 
 _DDIR_BY_CODE = {0: "read", 1: "write", 2: "trim"}
 
@@ -240,30 +241,42 @@ def parse_series_log(text: str) -> list[LogSample]:
 
 @dataclass(frozen=True)
 class HistLogEntry:
+    """One line of a histogram log: its non-empty bins (ascending) and their counts."""
+
     t_ms: int
     ddir: str
-    counts: np.ndarray = field(compare=False, repr=False)
+    bins: np.ndarray = field(compare=False, repr=False)  # uint16
+    counts: np.ndarray = field(compare=False, repr=False)  # uint64, all > 0
 
 
-def parse_hist_log(text: str) -> list[HistLogEntry]:
+_HIST_CHUNK_LINES = 1024  # parsed at a time: 15 MB of dense rows, whatever the log's length
+
+
+def parse_hist_log(lines: str | Iterable[str]) -> list[HistLogEntry]:
     """A histogram log (``log_hist_msec``, coarseness 0): per-interval bin counts.
 
     Each line is ``time_ms, ddir, bs, bin0 .. bin1855`` and holds the
-    completions since the previous line of that job and direction.
+    completions since the previous line of that job and direction. ``lines``
+    (the log's text, or an open file) is read a chunk at a time and each
+    line kept sparse: a day's log is gigabytes of mostly zeros.
     """
-    if not text.strip():
-        return []
-    table = np.loadtxt(io.StringIO(text), delimiter=",", dtype=np.uint64, ndmin=2)
-    if table.shape[1] != 3 + histogram.NR_BINS:
-        raise FioOutputError(
-            f"histogram log has {table.shape[1] - 3} bins per line, expected "
-            f"{histogram.NR_BINS} (log_hist_coarseness must be 0)"
-        )
-    return [
-        HistLogEntry(int(row[0]), _DDIR_BY_CODE.get(int(row[1]), "read"), row[3:].copy())
-        for row in table
-        if int(row[1]) in _DDIR_BY_CODE
-    ]
+    source = iter(lines.splitlines(keepends=True) if isinstance(lines, str) else lines)
+    entries: list[HistLogEntry] = []
+    while chunk := [line for line in itertools.islice(source, _HIST_CHUNK_LINES) if line.strip()]:
+        table = np.loadtxt(chunk, delimiter=",", dtype=np.uint64, ndmin=2)
+        if table.shape[1] != 3 + histogram.NR_BINS:
+            raise FioOutputError(
+                f"histogram log has {table.shape[1] - 3} bins per line, expected "
+                f"{histogram.NR_BINS} (log_hist_coarseness must be 0)"
+            )
+        rows = SecondHists.from_dense(table[:, 3:])
+        for i, (t_ms, code) in enumerate(table[:, :2].tolist()):
+            if code in _DDIR_BY_CODE:
+                lo, hi = int(rows.offsets[i]), int(rows.offsets[i + 1])
+                entries.append(
+                    HistLogEntry(t_ms, _DDIR_BY_CODE[code], rows.bins[lo:hi], rows.counts[lo:hi])
+                )
+    return entries
 
 
 _LOG_NAME = re.compile(
@@ -502,7 +515,10 @@ def read_logs(directory: Path) -> dict[tuple[str, str | None], dict[int, dict[st
     number -> kind (iops, bw, clat, clat_hist …) -> samples or histogram rows."""
     out: dict[tuple[str, str | None], dict[int, dict[str, list]]] = {}
     for log in find_logs(directory):
-        text = log.path.read_text()
-        content = parse_hist_log(text) if log.kind == "clat_hist" else parse_series_log(text)
+        if log.kind == "clat_hist":
+            with log.path.open() as lines:
+                content: list = parse_hist_log(lines)
+        else:
+            content = parse_series_log(log.path.read_text())
         out.setdefault((log.prefix, log.host), {}).setdefault(log.job, {})[log.kind] = content
     return out

@@ -30,6 +30,7 @@ from iorig.model.results import (
     Totals,
     errors_by_type,
 )
+from iorig.model.secondhists import SecondHists
 from iorig.model.stats import SeriesStats, Spread, series_stats, spread
 from iorig.model.steady import SteadyState, WindowCheck, check_window
 from iorig.model.sut import SutRecord, SystemUnderTest
@@ -61,6 +62,7 @@ __all__ = [
     "Scope",
     "ScopeKind",
     "ScopeResult",
+    "SecondHists",
     "Series",
     "SeriesStats",
     "Spread",

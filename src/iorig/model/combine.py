@@ -15,6 +15,7 @@ import numpy as np
 from iorig.model import histogram
 from iorig.model.kinds import ALL, DDIRS
 from iorig.model.results import AGGREGATE, ScopeResult, Series, Totals
+from iorig.model.secondhists import SecondHists
 
 # ---------------------------------------------------------------- totals
 
@@ -77,7 +78,7 @@ def empty_series(ddir: str) -> Series:
         np.zeros(0),
         np.zeros(0),
         np.zeros(0),
-        np.zeros((0, histogram.NR_BINS), dtype=np.uint64),
+        SecondHists.empty(),
     )
 
 
@@ -101,7 +102,7 @@ def combine_series(ddir: str, parts: Sequence[Series]) -> Series:
         iops,
         np.sum([p.bytes_per_s[:n] for p in parts], axis=0),
         lat,
-        np.sum([p.hist[:n] for p in parts], axis=0, dtype=np.uint64),
+        SecondHists.add([p.hist for p in parts], n),
     )
 
 
@@ -119,7 +120,7 @@ def window(series: Series, first: int, last: int) -> Series:
         series.iops[keep],
         series.bytes_per_s[keep],
         series.lat_mean_ns[keep],
-        series.hist[keep] if len(series.hist) else series.hist,
+        series.hist.take(keep) if len(series.hist) == len(series) else SecondHists.empty(),
     )
 
 

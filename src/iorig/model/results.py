@@ -17,6 +17,7 @@ from iorig.model import histogram
 from iorig.model.events import EventRecord, EventStatus
 from iorig.model.kinds import Metric, PhaseKind, PhaseStatus
 from iorig.model.precision import PrecisionState
+from iorig.model.secondhists import SecondHists
 from iorig.model.steady import SteadyState
 
 
@@ -83,7 +84,7 @@ class Series:
     ``t_s[i]`` is the end of the i-th one-second window since the phase's fio
     jobs started; only windows complete in every job are kept.
     ``lat_mean_ns`` is NaN for a second without completions; ``hist`` holds
-    one histogram row per second (may be empty when fio logged none).
+    one histogram row per second, sparse (no rows when fio logged none).
     """
 
     ddir: str
@@ -91,7 +92,7 @@ class Series:
     iops: np.ndarray = field(compare=False)
     bytes_per_s: np.ndarray = field(compare=False)
     lat_mean_ns: np.ndarray = field(compare=False)
-    hist: np.ndarray = field(compare=False, repr=False)
+    hist: SecondHists = field(compare=False, repr=False)
 
     def __len__(self) -> int:
         return int(self.t_s.size)

@@ -15,7 +15,7 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-from iorig.model import histogram
+from iorig.model import SecondHists, histogram
 
 E = TypeVar("E", bound=StrEnum)
 
@@ -41,6 +41,53 @@ class DamagedData(ValueError):
 
 def pack(array: np.ndarray) -> bytes:
     return zlib.compress(histogram.encode(array), 6)
+
+
+def pack_seconds(hists: SecondHists) -> bytes:
+    return zlib.compress(hists.encode(), 6)
+
+
+def unpack_seconds(blob: object, rows: int, what: str) -> SecondHists:
+    """A per-second histogram blob as ``pack_seconds`` writes it (schema 11 on)."""
+    data = inflate(blob, 2 * rows + 10 * rows * histogram.NR_BINS, what)
+    try:
+        return SecondHists.decode(data, rows)
+    except ValueError as exc:
+        raise DamagedData(f"{what} {exc}") from None
+
+
+def unpack_dense_seconds(blob: object, rows: int, what: str) -> SecondHists:
+    """A per-second histogram blob of schema 10 or older (``rows`` dense
+    rows, or nothing), inflated a block of rows at a time: a day's dense rows
+    are gigabytes that never need to exist at once."""
+    if not isinstance(blob, bytes):
+        raise DamagedData(f"{what} is not a compressed blob")
+    row_bytes = histogram.NR_BINS * 8
+    inflater = zlib.decompressobj()
+    blocks, buffer, total, pending = [], b"", 0, blob
+    try:
+        while chunk := inflater.decompress(pending, 1024 * row_bytes):
+            pending = inflater.unconsumed_tail
+            total += len(chunk)
+            if total > rows * row_bytes:
+                raise DamagedData(
+                    f"{what} expands beyond the {rows * row_bytes:,} bytes it can hold"
+                )
+            buffer += chunk
+            whole = len(buffer) // row_bytes
+            if whole:
+                dense = histogram.decode(buffer[: whole * row_bytes], whole)
+                blocks.append(SecondHists.from_dense(dense))
+                buffer = buffer[whole * row_bytes :]
+    except zlib.error as exc:
+        raise DamagedData(f"{what} is not valid compressed data ({exc})") from None
+    if not inflater.eof:
+        raise DamagedData(f"{what} is truncated")
+    if total == 0:
+        return SecondHists.empty()  # fio logged none
+    if total != rows * row_bytes:
+        raise DamagedData(f"{what} does not hold the {rows * row_bytes} bytes its rows need")
+    return SecondHists.concat(blocks)
 
 
 def inflate(blob: object, limit: int, what: str) -> bytes:

@@ -147,8 +147,7 @@ def check_run(stored: StoredRun) -> None:
                     series.bytes_per_s.size,
                     series.lat_mean_ns.size,
                 }
-                rows = series.hist.shape[0] if series.hist.ndim == 2 else -1
-                if len(sizes) != 1 or rows not in (0, len(series)):
+                if len(sizes) != 1 or len(series.hist) not in (0, len(series)):
                     raise InvalidRun(
                         f"phases[{i}].scopes[{j}].series[{ddir}] has columns of different lengths"
                     )

@@ -181,11 +181,23 @@ READ_CONFIG = (
     ("SQLITE_DBCONFIG_TRUSTED_SCHEMA", False),
     ("SQLITE_DBCONFIG_ENABLE_TRIGGER", False),
 )
-# count, and the pure JSON functions with which a file of schema version 3
+# count; typeof, with which reading refuses a per-second sample that is no
+# number; and the pure JSON functions with which a file of schema version 3
 # to 9 reads as version 10 (schema.reading_views: each payload taken out of
 # its envelope); the guard bounds their work like any other
 READ_FUNCTIONS = frozenset(
-    {"count", "json", "json_valid", "json_type", "json_remove", "json_object", "quote", "->", "->>"}
+    {
+        "count",
+        "typeof",
+        "json",
+        "json_valid",
+        "json_type",
+        "json_remove",
+        "json_object",
+        "quote",
+        "->",
+        "->>",
+    }
 )
 SQLITE_INTERRUPT = 9
 

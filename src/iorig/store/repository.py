@@ -15,6 +15,8 @@ retry are in connection.py; a run's owner identity in owner.py.
 from __future__ import annotations
 
 import contextlib
+import functools
+import itertools
 import socket
 import sqlite3
 import tempfile
@@ -37,6 +39,7 @@ from iorig.model import (
     RunStatus,
     Scope,
     ScopeResult,
+    SecondHists,
     Series,
     SteadyState,
     StoredRun,
@@ -54,6 +57,8 @@ from iorig.store.cells import (
     none_to_nan,
     scope_value,
     unpack,
+    unpack_dense_seconds,
+    unpack_seconds,
 )
 from iorig.store.connection import Unwritable
 from iorig.store.rows import (
@@ -67,13 +72,19 @@ from iorig.store.rows import (
     run_record,
     run_row,
 )
-from iorig.store.schema import MIGRATIONS
+from iorig.store.schema import MIGRATIONS, SPARSE_SECONDS
 
 __all__ = ["Store", "Unwritable", "default_db_path", "new_run_id"]
 T = TypeVar("T")
 REAP_WAIT_S = 1.0  # reading commands reap stale runs only if that takes no waiting
 
-SAMPLE_FIELDS = ("t_s", "iops", "bytes_per_s", "lat_mean_ns")
+# a sample SQLite holds as something other than a number (a crafted file)
+_ODD_SAMPLE = (
+    "SELECT 1 FROM samples WHERE result_id = ? AND NOT ("
+    "typeof(t_s) IN ('integer', 'real') AND typeof(iops) IN ('integer', 'real') "
+    "AND typeof(bytes_per_s) IN ('integer', 'real') "
+    "AND typeof(lat_mean_ns) IN ('integer', 'real', 'null')) LIMIT 1"
+)
 
 
 class Store:
@@ -438,6 +449,24 @@ class Store:
         names = [d[0] for d in cur.description]
         return [dict(zip(names, r, strict=True)) for r in cur.fetchall()]
 
+    @functools.cached_property
+    def _dense_seconds(self) -> bool:
+        """Whether per-second histograms are stored dense (a file of schema
+        10 or older, read where it is)."""
+        return self.schema_version < SPARSE_SECONDS
+
+    def _histogram(self, blob: object, rows: int | None, what: str) -> Any:
+        """A total (``rows`` None: 1,856 counts) or the per-second rows, read-only."""
+        if rows is None:
+            return _read_only(unpack(blob, None, what))
+        if self._dense_seconds:
+            hists = unpack_dense_seconds(blob, rows, what)
+        else:
+            hists = unpack_seconds(blob, rows, what)
+        for array in (hists.offsets, hists.bins, hists.counts):
+            _read_only(array)
+        return hists
+
     def _phase(self, p: dict[str, Any], artifacts: bool) -> PhaseResult:
         decoded: dict[tuple[int | None, bytes], np.ndarray] = {}  # within this phase
         scopes = [
@@ -477,36 +506,37 @@ class Store:
         )
 
     def _scope(
-        self, r: dict[str, Any], decoded: dict[tuple[int | None, bytes], np.ndarray]
+        self, r: dict[str, Any], decoded: dict[tuple[int | None, bytes], Any]
     ) -> ScopeResult:
         """One scope's figures. A histogram stored twice in a phase (a
         direction that is all of ``all``, a host's one workload and the host)
-        is decoded once and shared, read-only: a per-second histogram is
-        1,856 bins a second, and a multi-host phase holds each about four
-        times (bench/scale.py)."""
+        is decoded once and shared, read-only (bench/scale.py)."""
         rid = r["id"]
-        samples = self._rows(
+        if self.conn.execute(_ODD_SAMPLE, (rid,)).fetchone():
+            raise DamagedData("a per-second sample is not a number")
+        by_ddir: dict[str, np.ndarray] = {}
+        rows = self.conn.execute(
             "SELECT ddir, t_s, iops, bytes_per_s, lat_mean_ns FROM samples WHERE result_id = ? "
             "ORDER BY ddir, t_s",
             (rid,),
-        )
-        by_ddir: dict[str, list[dict[str, Any]]] = {}
-        for sample in samples:
-            by_ddir.setdefault(sample["ddir"], []).append(sample)
-        hists = {}
+        ).fetchall()
+        for ddir, group in itertools.groupby(rows, key=lambda row: row[0]):
+            # t_s, iops, bytes/s, latency (NULL: NaN) as columns
+            by_ddir[ddir] = np.array([row[1:] for row in group], dtype=float).reshape(-1, 4).T
+        del rows
+        hists: dict[tuple[str, str], Any] = {}
         for h in self._rows("SELECT * FROM histograms WHERE result_id = ?", (rid,)):
             kind, ddir = h["kind"], h["ddir"]
             what = f"histogram ({kind!r:.20}, {ddir!r:.20})"
             # a total is one row; a per-second histogram one row per stored second
-            rows = None if kind == "total" else len(by_ddir.get(ddir, ()))
-            expected = 1 if rows is None else rows
+            count = None if kind == "total" else by_ddir.get(ddir, np.zeros((4, 0))).shape[1]
+            expected = 1 if count is None else count
             if kind not in ("total", "per_second") or h["rows"] != expected:
                 raise DamagedData(f"{what} says {h['rows']!r:.20} rows, not {expected}")
             blob = h["data"]
-            key = (rows, blob if isinstance(blob, bytes) else b"")
-            if not isinstance(blob, bytes) or key not in decoded:  # unpack says what is wrong
-                decoded[key] = unpack(blob, rows, what)
-                decoded[key].flags.writeable = False
+            key = (count, blob if isinstance(blob, bytes) else b"")
+            if not isinstance(blob, bytes) or key not in decoded:  # unpacking says what is wrong
+                decoded[key] = self._histogram(blob, count, what)
             hists[(ddir, kind)] = decoded[key]
         totals = {}
         for t in self._rows("SELECT * FROM totals WHERE result_id = ?", (rid,)):
@@ -527,16 +557,14 @@ class Store:
         series = {}
         ddirs = [*by_ddir, *(d for d, kind in hists if kind == "per_second")]
         for ddir in dict.fromkeys(ddirs):
-            rows = by_ddir.get(ddir, [])
-            if any(not isinstance(s[k], int | float | None) for s in rows for k in SAMPLE_FIELDS):
-                raise DamagedData(f"a per-second sample of {ddir!r:.20} is not a number")
+            t_s, iops, bytes_per_s, lat_mean_ns = by_ddir.get(ddir, np.zeros((4, 0)))
             series[ddir] = Series(
                 ddir=ddir,
-                t_s=np.array([s["t_s"] for s in rows], dtype=np.int64),
-                iops=np.array([s["iops"] for s in rows], dtype=float),
-                bytes_per_s=np.array([s["bytes_per_s"] for s in rows], dtype=float),
-                lat_mean_ns=np.array([none_to_nan(s["lat_mean_ns"]) for s in rows], dtype=float),
-                hist=hists.get((ddir, "per_second"), np.zeros((0, histogram.NR_BINS), np.uint64)),
+                t_s=t_s.astype(np.int64),
+                iops=iops,
+                bytes_per_s=bytes_per_s,
+                lat_mean_ns=lat_mean_ns,
+                hist=hists.get((ddir, "per_second"), SecondHists.empty()),
             )
         return ScopeResult(
             scope=Scope(scope_value(r["workload"]), scope_value(r["host"])),
@@ -550,6 +578,11 @@ class Store:
             status=member(PhaseStatus, r["status"], "status"),
             error=r["error"],
         )
+
+
+def _read_only(array: np.ndarray) -> np.ndarray:
+    array.flags.writeable = False
+    return array
 
 
 def _steady(row: dict[str, Any]) -> SteadyState:

@@ -16,7 +16,7 @@ from typing import Any
 from iorig.errors import UserError
 from iorig.model import PhaseResult, RunRecord, RunStatus, ScopeResult, StoredRun
 from iorig.store import codecs, owner
-from iorig.store.cells import command_text, member, nan_to_none, pack, scope_text
+from iorig.store.cells import command_text, member, nan_to_none, pack, pack_seconds, scope_text
 
 PCT_COLUMNS = {
     50.0: "lat_p50_ns",
@@ -195,7 +195,7 @@ def _save_scope(c: sqlite3.Connection, phase_id: int, result: ScopeResult) -> No
                 "ddir": ddir,
                 "kind": "per_second",
                 "rows": len(s),
-                "data": pack(s.hist),
+                "data": pack_seconds(s.hist),
             },
         )
 

@@ -12,6 +12,8 @@ import json
 import sqlite3
 from collections.abc import Callable
 
+from iorig.store import cells
+
 _SCHEMA_V1 = """
 CREATE TABLE runs (
     id TEXT PRIMARY KEY,
@@ -321,6 +323,23 @@ def _migrate_to_v10(conn: sqlite3.Connection) -> None:
             conn.execute(f"UPDATE {table} SET {assignments} WHERE {key} = ?", (*values, row[0]))
 
 
+def _migrate_to_v11(conn: sqlite3.Connection) -> None:
+    """Per-second histograms sparse (cells.pack_seconds): each second's
+    non-empty bins and their counts, every count kept. A blob that does not
+    read as dense rows is left as it was: reading the run refuses it by name,
+    as before, and the other runs are upgraded."""
+    rows = conn.execute("SELECT rowid, rows FROM histograms WHERE kind = 'per_second'").fetchall()
+    for rowid, count in rows:  # one blob in memory at a time
+        (blob,) = conn.execute("SELECT data FROM histograms WHERE rowid = ?", (rowid,)).fetchone()
+        try:
+            sparse = cells.unpack_dense_seconds(blob, count, "histogram")
+        except (cells.DamagedData, TypeError):
+            continue
+        conn.execute(
+            "UPDATE histograms SET data = ? WHERE rowid = ?", (cells.pack_seconds(sparse), rowid)
+        )
+
+
 MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [
     _migrate_to_v1,
     _migrate_to_v2,
@@ -332,8 +351,11 @@ MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [
     _migrate_to_v8,
     _migrate_to_v9,
     _migrate_to_v10,
+    _migrate_to_v11,
 ]
 LATEST = len(MIGRATIONS)
+UNWRAPPED = 10  # payloads without their version envelopes from this version on
+SPARSE_SECONDS = 11  # per-second histograms stored sparse from this version on
 
 
 # ------------------------------------------------- reading a file in place
@@ -400,7 +422,7 @@ def reading_views(version: int) -> list[str]:
         parts = []
         for name, default in columns:
             value = f"main.{table}.{name}" if name in have else (default or "NULL")
-            if name in payloads.get(table, ()):
+            if name in payloads.get(table, ()) and version < UNWRAPPED:
                 value = _payload_data(name, value, enveloped=name not in bare.get(table, ()))
             parts.append(f"{value} AS {name}")
         source = f"main.{table}" if table in old else "(SELECT 1) WHERE 0"

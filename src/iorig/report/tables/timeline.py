@@ -18,6 +18,7 @@ an idle gap or a missing second.
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from dataclasses import dataclass
 
@@ -31,8 +32,8 @@ from iorig.model import (
     PhaseResult,
     PhaseStatus,
     ScopeResult,
+    SecondHists,
     StoredRun,
-    histogram,
 )
 
 P99 = 99.0
@@ -132,18 +133,12 @@ def run_metric(phases: tuple[PhaseResult, ...] | list[PhaseResult]) -> Metric:
     return found.pop() if len(found) == 1 else Metric.BYTES_PER_S
 
 
-def p99_per_second(hist_rows: np.ndarray, seconds: int) -> list[float | None]:
+def p99_per_second(hists: SecondHists, seconds: int) -> list[float | None]:
     """The p99 (ns) of each second's histogram row: percentiles of a second
     come from its own row, never from averaging. None for an empty or
     missing row."""
-    rows = np.asarray(hist_rows)
-    out: list[float | None] = []
-    for i in range(seconds):
-        if rows.ndim != 2 or i >= rows.shape[0] or not rows[i].any():
-            out.append(None)
-        else:
-            out.append(histogram.percentiles(rows[i], (P99,))[P99])
-    return out
+    p99 = hists.percentile_each(P99).tolist()[:seconds]
+    return [None if math.isnan(v) else v for v in p99] + [None] * (seconds - len(p99))
 
 
 def _samples(scope: ScopeResult, start_s: float, metric: Metric) -> Samples | None:
