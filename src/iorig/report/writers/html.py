@@ -24,6 +24,7 @@ from iorig.model import ALL, Metric, PhaseKind, PhaseResult, StoredRun, histogra
 from iorig.model.records import flatten, target_name
 from iorig.report.options import RenderOptions
 from iorig.report.tables.compare import comparison_notes, comparison_tables, run_limit_table
+from iorig.report.tables.downsample import Drawn, envelope, note
 from iorig.report.tables.metrics import metric
 from iorig.report.tables.run import TableModel, run_tables, summary_tables
 from iorig.report.tables.searches import search_tables
@@ -226,6 +227,7 @@ def interval_traces(
 def phase_charts(index: int, name: str, runs: list[ReportRun]) -> list[dict[str, Any]]:
     """Throughput and latency per second (runs overlaid) and percentile curves."""
     throughput, latency, percentiles = [], [], []
+    drawn: list[Drawn] = []  # long series are drawn as envelopes
     headline = Metric.IOPS
     for r in runs:
         repeats = [p for p in r.stored.phases if p.name == name and p.kind is PhaseKind.MEASURE]
@@ -237,14 +239,15 @@ def phase_charts(index: int, name: str, runs: list[ReportRun]) -> list[dict[str,
             headline = p.headline
             s = scope.series[ALL]
             trace_name = r.label + (f" #{p.repeat + 1}" if len(repeats) > 1 else "")
-            y = s.values(headline) * metric(headline).scale
+            rate, lat = s.values(headline) * metric(headline).scale, s.lat_mean_ns / 1e6
+            drawn += [envelope(rate), envelope(lat)]
             throughput.append(
                 {
                     "type": "scatter",
                     "mode": "lines+markers",
                     "name": trace_name,
-                    "x": s.t_s.tolist(),
-                    "y": _finite(y),
+                    "x": s.t_s[drawn[-2].index].tolist(),
+                    "y": _finite(rate[drawn[-2].index]),
                 }
             )
             throughput += interval_traces(p, trace_name, s.t_s, metric(headline).scale)
@@ -253,8 +256,8 @@ def phase_charts(index: int, name: str, runs: list[ReportRun]) -> list[dict[str,
                     "type": "scatter",
                     "mode": "lines+markers",
                     "name": trace_name,
-                    "x": s.t_s.tolist(),
-                    "y": _finite(s.lat_mean_ns / 1e6),
+                    "x": s.t_s[drawn[-1].index].tolist(),
+                    "y": _finite(lat[drawn[-1].index]),
                 }
             )
             if ALL in scope.totals:
@@ -270,12 +273,14 @@ def phase_charts(index: int, name: str, runs: list[ReportRun]) -> list[dict[str,
         {
             "id": f"{prefix}-throughput",
             "data": throughput,
-            "layout": _layout(f"{name}: {unit} per second", "second", unit),
+            "layout": _layout(f"{name}: {unit} per second{note(drawn)}", "second", unit),
         },
         {
             "id": f"{prefix}-latency",
             "data": latency,
-            "layout": _layout(f"{name}: mean completion latency per second", "second", "ms"),
+            "layout": _layout(
+                f"{name}: mean completion latency per second{note(drawn)}", "second", "ms"
+            ),
         },
         {
             "id": f"{prefix}-percentiles",

@@ -11,6 +11,7 @@ import datetime as dt
 from typing import Any
 
 from iorig.model import EventStatus, PhaseKind, PhaseStatus
+from iorig.report.tables.downsample import Drawn, envelope, note, take
 from iorig.report.tables.metrics import metric
 from iorig.report.tables.timeline import Timeline, Trace
 from iorig.report.writers.sparkline import clock
@@ -59,44 +60,57 @@ def chart_title(text: str) -> dict[str, Any]:
     }
 
 
-def _traces(trace: Trace, name: str, colour: str, unit: str, scale: float) -> list[dict]:
+def _traces(
+    trace: Trace, name: str, colour: str, unit: str, scale: float
+) -> tuple[list[dict], list[Drawn]]:
+    """The throughput and p99 traces of one host (or the aggregate), each
+    drawn as its envelope when long (report/tables/downsample.py)."""
     text = [p or "" for p in trace.phase]
     common = {
         "type": "scatter",
         "mode": "lines+markers",
         "legendgroup": name,
-        "text": text,
         "line": {"color": colour, "width": 1.5},
         "marker": {"size": 4},
-        "x": list(trace.x_s),
         "connectgaps": False,
     }
-    return [
-        common
-        | {
-            "name": f"{name}: {unit}" if name else unit,
-            "y": [None if v is None else v * scale for v in trace.throughput],
-        },
-        common
-        | {
-            "name": f"{name}: p99" if name else "p99 latency",
-            "yaxis": "y2",
-            "y": [None if v is None else v / 1e6 for v in trace.p99_ns],
-        },
-    ]
+    traces, drawn = [], []
+    for values, shown, extra in (
+        (trace.throughput, lambda v: v * scale, {"name": f"{name}: {unit}" if name else unit}),
+        (
+            trace.p99_ns,
+            lambda v: v / 1e6,
+            {"name": f"{name}: p99" if name else "p99 latency", "yaxis": "y2"},
+        ),
+    ):
+        kept = envelope(values)
+        traces.append(
+            common
+            | extra
+            | {
+                "x": take(trace.x_s, kept),
+                "text": take(text, kept),
+                "y": [None if v is None else shown(v) for v in take(values, kept)],
+            }
+        )
+        drawn.append(kept)
+    return traces, drawn
 
 
 def timeline_chart(timeline: Timeline, chart_id: str, title: str) -> dict[str, Any]:
     """The chart of one run: ``{"id", "data", "layout"}``."""
     unit = metric(timeline.metric)
     data: list[dict] = []
+    drawn: list[Drawn] = []
     several = bool(timeline.hosts)
     for i, trace in enumerate(timeline.traces()):
         if trace.host is None:
             name, colour = ("all hosts" if several else ""), AGGREGATE_COLOUR
         else:
             name, colour = trace.host, HOST_COLOURS[(i - 1) % len(HOST_COLOURS)]
-        data += _traces(trace, name, colour, unit.unit, unit.scale)
+        traces, kept = _traces(trace, name, colour, unit.unit, unit.scale)
+        data += traces
+        drawn += kept
     shapes: list[dict] = []
     annotations: list[dict] = []
     for i, phase in enumerate(timeline.phases):
@@ -168,7 +182,8 @@ def timeline_chart(timeline: Timeline, chart_id: str, title: str) -> dict[str, A
         )
     start = dt.datetime.fromtimestamp(timeline.origin).strftime("%Y-%m-%d %H:%M:%S")
     layout = {
-        "title": chart_title(title),  # the phases' names between it and the plot
+        # the phases' names between it and the plot
+        "title": chart_title(title + note(drawn)),
         "margin": {"l": 70, "r": 20, "t": 90, "b": 50},
         "xaxis": {
             "anchor": "y2",
