@@ -31,6 +31,7 @@ from iorig.model import (
 from iorig.model.secondhists import SecondHists
 from iorig.store import Store, rows
 from iorig.store.schema import MIGRATIONS
+from iorig.store.series import LazySeries
 
 
 def _totals(ddir: str, seed: int) -> Totals:
@@ -149,6 +150,33 @@ def test_phase_round_trip_keeps_every_figure(db_path):
         # stored percentile columns come from the histogram
         p99 = store.conn.execute("SELECT lat_p99_ns FROM totals WHERE ddir = 'all' LIMIT 1")
         assert p99.fetchone()[0] == phase.scopes[0].totals[ALL].percentiles_ns((99.0,))[99.0]
+
+
+def test_a_scope_other_than_the_aggregate_reads_its_series_when_used(db_path):
+    with Store(db_path) as store:
+        run_id = _run(store)
+        phase = _phase()
+        store.save_phase(run_id, phase)
+        store.finish_run(run_id, RunStatus.OK)
+    with Store(db_path) as store:
+        loaded = store.load_run(run_id).phases[0]
+    aggregate, workload = loaded.scopes
+    assert isinstance(aggregate.series, dict)  # read with the phase
+    assert isinstance(workload.series, LazySeries) and list(workload.series) == [ALL, "read"]
+    # read after the store was closed, from the file, as stored
+    for ddir in ("read", ALL):
+        want, have = phase.scopes[1].series[ddir], workload.series[ddir]
+        assert np.array_equal(have.t_s, want.t_s) and np.allclose(have.iops, want.iops)
+        assert np.array_equal(have.hist.dense(), want.hist.dense())
+    assert "write" not in workload.series
+    with pytest.raises(KeyError):
+        workload.series["write"]
+    conn = sqlite3.connect(db_path)
+    conn.execute("UPDATE samples SET iops = 'many' WHERE result_id = 2 AND t_s = 3")
+    conn.commit()
+    conn.close()
+    with pytest.raises(UserError, match=f"run {run_id} .* damaged.*not a number"):
+        workload.series[ALL]
 
 
 def test_phase_write_is_atomic(db_path, monkeypatch):

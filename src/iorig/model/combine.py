@@ -90,6 +90,8 @@ def combine_series(ddir: str, parts: Sequence[Series]) -> Series:
     n = min(len(p) for p in parts)
     if n == 0:
         return empty_series(ddir)
+    if len(parts) == 1:  # a host of one workload, a direction that is all of "all"
+        return replace(parts[0], ddir=ddir)  # shared: a day's series is tens of MB
     iops = np.sum([p.iops[:n] for p in parts], axis=0)
     weights = np.array([np.where(np.isnan(p.lat_mean_ns[:n]), 0.0, p.iops[:n]) for p in parts])
     lats = np.array([np.nan_to_num(p.lat_mean_ns[:n]) for p in parts])

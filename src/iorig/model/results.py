@@ -7,6 +7,7 @@ percentiles are always computed from them, never averaged.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
@@ -108,7 +109,8 @@ class ScopeResult:
     scope: Scope
     jobs: int
     totals: dict[str, Totals]
-    series: dict[str, Series]
+    # by direction; a stored scope's may be read only when used (store/series.py)
+    series: Mapping[str, Series]
     usr_cpu_pct: float  # mean per fio job, % of one CPU
     sys_cpu_pct: float
     busiest_job_cpu_pct: float  # usr+sys of the busiest job

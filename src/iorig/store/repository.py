@@ -16,19 +16,17 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import itertools
 import socket
 import sqlite3
 import tempfile
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
 
-import numpy as np
-
 from iorig.errors import UserError
 from iorig.model import (
+    AGGREGATE,
     AbLink,
     Finding,
     Metric,
@@ -39,7 +37,6 @@ from iorig.model import (
     RunStatus,
     Scope,
     ScopeResult,
-    SecondHists,
     Series,
     SteadyState,
     StoredRun,
@@ -56,9 +53,6 @@ from iorig.store.cells import (
     member,
     none_to_nan,
     scope_value,
-    unpack,
-    unpack_dense_seconds,
-    unpack_seconds,
 )
 from iorig.store.connection import Unwritable
 from iorig.store.rows import (
@@ -73,18 +67,11 @@ from iorig.store.rows import (
     run_row,
 )
 from iorig.store.schema import MIGRATIONS, SPARSE_SECONDS
+from iorig.store.series import LazySeries, decode_histogram, loader, read_series, series_ddirs
 
 __all__ = ["Store", "Unwritable", "default_db_path", "new_run_id"]
 T = TypeVar("T")
 REAP_WAIT_S = 1.0  # reading commands reap stale runs only if that takes no waiting
-
-# a sample SQLite holds as something other than a number (a crafted file)
-_ODD_SAMPLE = (
-    "SELECT 1 FROM samples WHERE result_id = ? AND NOT ("
-    "typeof(t_s) IN ('integer', 'real') AND typeof(iops) IN ('integer', 'real') "
-    "AND typeof(bytes_per_s) IN ('integer', 'real') "
-    "AND typeof(lat_mean_ns) IN ('integer', 'real', 'null')) LIMIT 1"
-)
 
 
 class Store:
@@ -100,6 +87,7 @@ class Store:
         self.path = Path(path)
         self._migrations = MIGRATIONS if migrations is None else migrations
         self.lock_wait_s = connection.lock_wait_s() if lock_wait_s is None else lock_wait_s
+        self._in_place = False  # a file read where it is (``reading``)
         try:
             self.conn = connection.connect(self.path, self.lock_wait_s)
         except (OSError, sqlite3.Error) as exc:
@@ -129,6 +117,7 @@ class Store:
         store = cls.__new__(cls)
         store.path, store.conn = Path(path), conn
         store._migrations, store.lock_wait_s = MIGRATIONS, 0.0
+        store._in_place = True
         return store
 
     def __enter__(self) -> Store:
@@ -455,22 +444,10 @@ class Store:
         10 or older, read where it is)."""
         return self.schema_version < SPARSE_SECONDS
 
-    def _histogram(self, blob: object, rows: int | None, what: str) -> Any:
-        """A total (``rows`` None: 1,856 counts) or the per-second rows, read-only."""
-        if rows is None:
-            return _read_only(unpack(blob, None, what))
-        if self._dense_seconds:
-            hists = unpack_dense_seconds(blob, rows, what)
-        else:
-            hists = unpack_seconds(blob, rows, what)
-        for array in (hists.offsets, hists.bins, hists.counts):
-            _read_only(array)
-        return hists
-
     def _phase(self, p: dict[str, Any], artifacts: bool) -> PhaseResult:
-        decoded: dict[tuple[int | None, bytes], np.ndarray] = {}  # within this phase
+        decoded: dict[tuple[int, bytes], Any] = {}  # within this phase
         scopes = [
-            self._scope(r, decoded)
+            self._scope(r, p["run_id"], decoded)
             for r in self._rows(
                 "SELECT * FROM phase_results WHERE phase_id = ? ORDER BY id", (p["id"],)
             )
@@ -506,38 +483,28 @@ class Store:
         )
 
     def _scope(
-        self, r: dict[str, Any], decoded: dict[tuple[int | None, bytes], Any]
+        self, r: dict[str, Any], run_id: str, decoded: dict[tuple[int, bytes], Any]
     ) -> ScopeResult:
-        """One scope's figures. A histogram stored twice in a phase (a
-        direction that is all of ``all``, a host's one workload and the host)
-        is decoded once and shared, read-only (bench/scale.py)."""
+        """One scope's figures. The aggregate's series are read now; another
+        scope's when used, unless this store reads a file in place (a bundle,
+        which is read through this connection's guards only)."""
         rid = r["id"]
-        if self.conn.execute(_ODD_SAMPLE, (rid,)).fetchone():
-            raise DamagedData("a per-second sample is not a number")
-        by_ddir: dict[str, np.ndarray] = {}
-        rows = self.conn.execute(
-            "SELECT ddir, t_s, iops, bytes_per_s, lat_mean_ns FROM samples WHERE result_id = ? "
-            "ORDER BY ddir, t_s",
+        scope = Scope(scope_value(r["workload"]), scope_value(r["host"]))
+        series: Mapping[str, Series]
+        if scope == AGGREGATE or self._dense_seconds or self._in_place:
+            series = read_series(self.conn, rid, dense=self._dense_seconds, decoded=decoded)
+        else:
+            series = LazySeries(series_ddirs(self.conn, rid), loader(self.path, run_id, rid))
+        hists: dict[str, Any] = {}
+        for ddir, kind, count, blob in self.conn.execute(
+            "SELECT ddir, kind, rows, data FROM histograms WHERE result_id = ? "
+            "AND kind != 'per_second'",
             (rid,),
-        ).fetchall()
-        for ddir, group in itertools.groupby(rows, key=lambda row: row[0]):
-            # t_s, iops, bytes/s, latency (NULL: NaN) as columns
-            by_ddir[ddir] = np.array([row[1:] for row in group], dtype=float).reshape(-1, 4).T
-        del rows
-        hists: dict[tuple[str, str], Any] = {}
-        for h in self._rows("SELECT * FROM histograms WHERE result_id = ?", (rid,)):
-            kind, ddir = h["kind"], h["ddir"]
+        ):
             what = f"histogram ({kind!r:.20}, {ddir!r:.20})"
-            # a total is one row; a per-second histogram one row per stored second
-            count = None if kind == "total" else by_ddir.get(ddir, np.zeros((4, 0))).shape[1]
-            expected = 1 if count is None else count
-            if kind not in ("total", "per_second") or h["rows"] != expected:
-                raise DamagedData(f"{what} says {h['rows']!r:.20} rows, not {expected}")
-            blob = h["data"]
-            key = (count, blob if isinstance(blob, bytes) else b"")
-            if not isinstance(blob, bytes) or key not in decoded:  # unpacking says what is wrong
-                decoded[key] = self._histogram(blob, count, what)
-            hists[(ddir, kind)] = decoded[key]
+            if kind != "total" or count != 1:
+                raise DamagedData(f"{what} says {count!r:.20} rows, not 1")
+            hists[ddir] = decode_histogram(blob, None, what, dense=False)
         totals = {}
         for t in self._rows("SELECT * FROM totals WHERE result_id = ?", (rid,)):
             totals[t["ddir"]] = Totals(
@@ -552,22 +519,10 @@ class Store:
                 lat_stddev_ns=none_to_nan(t["lat_stddev_ns"]),
                 slat_mean_ns=none_to_nan(t["slat_mean_ns"]),
                 total_lat_mean_ns=none_to_nan(t["total_lat_mean_ns"]),
-                hist=hists.get((t["ddir"], "total"), histogram.empty()),
-            )
-        series = {}
-        ddirs = [*by_ddir, *(d for d, kind in hists if kind == "per_second")]
-        for ddir in dict.fromkeys(ddirs):
-            t_s, iops, bytes_per_s, lat_mean_ns = by_ddir.get(ddir, np.zeros((4, 0)))
-            series[ddir] = Series(
-                ddir=ddir,
-                t_s=t_s.astype(np.int64),
-                iops=iops,
-                bytes_per_s=bytes_per_s,
-                lat_mean_ns=lat_mean_ns,
-                hist=hists.get((ddir, "per_second"), SecondHists.empty()),
+                hist=hists.get(t["ddir"], histogram.empty()),
             )
         return ScopeResult(
-            scope=Scope(scope_value(r["workload"]), scope_value(r["host"])),
+            scope=scope,
             jobs=r["jobs"],
             totals=totals,
             series=series,
@@ -578,11 +533,6 @@ class Store:
             status=member(PhaseStatus, r["status"], "status"),
             error=r["error"],
         )
-
-
-def _read_only(array: np.ndarray) -> np.ndarray:
-    array.flags.writeable = False
-    return array
 
 
 def _steady(row: dict[str, Any]) -> SteadyState:
