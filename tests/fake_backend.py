@@ -63,7 +63,9 @@ class Step:
 def _recorded() -> tuple[dict, dict]:
     doc = parse.split_documents((FIXTURE / "output.json").read_text())[-1]
     logs = parse.read_logs(FIXTURE)
-    return doc, logs[("rr", None)]
+    # as lists of samples and histogram lines, which the fake edits one by one
+    jobs = {n: {k: list(v) for k, v in kinds.items()} for n, kinds in logs[("rr", None)].items()}
+    return doc, jobs
 
 
 _DOC, _LOGS = _recorded()

@@ -99,7 +99,7 @@ def test_hist_logs_have_1856_bins_per_line():
     for e in entries:
         assert e.counts.shape == e.bins.shape and e.counts.all() and e.ddir == "read"
         assert (np.diff(e.bins.astype(int)) > 0).all() and e.bins.max() < histogram.NR_BINS
-    assert parse.parse_hist_log("") == []
+    assert len(parse.parse_hist_log("")) == 0
     with pytest.raises(parse.FioOutputError, match="coarseness"):
         parse.parse_hist_log("1000, 0, 4096, 1, 2, 3\n")
 
@@ -133,3 +133,43 @@ def test_find_logs_recognises_names_and_host_suffixes(tmp_path):
         ("w1", "clat_hist", 2, None),
         ("w1", "bw", 1, "127.0.0.2"),
     }
+
+
+def test_an_averaged_log_is_read_as_columns_that_read_back_as_its_samples():
+    text = (
+        "1000, 500, 0, 4096, 0\n"
+        "1000, 7, 1, 8192, 0\n"
+        "junk\n"
+        "2001, 510, 0, 4096, 0, 0\n"
+        "3000, 1234567890123456789, 0, 4096\n"  # 19 digits: no line of fio's
+        "3000, 9, 7, 4096\n"  # no direction fio has
+    )
+    log = parse.parse_series_log(text)
+    assert list(log) == [
+        parse.LogSample(1000, 500.0, "read", 4096),
+        parse.LogSample(1000, 7.0, "write", 8192),
+        parse.LogSample(2001, 510.0, "read", 4096),
+    ]
+    assert log[1] == parse.LogSample(1000, 7.0, "write", 8192) and len(log[1:]) == 2
+    assert list(log.of_ddir("read").shifted(1000).t_ms) == [0, 1001]
+    assert parse.SampleLog.of(list(log)) == log
+
+
+def test_a_hist_log_gives_each_seconds_first_line_of_a_direction():
+    def line(t_ms: int, ddir: int, bin_: int, count: int) -> str:
+        row = [0] * histogram.NR_BINS
+        row[bin_] = count
+        return f"{t_ms}, {ddir}, 4096, {', '.join(map(str, row))}\n"
+
+    log = parse.parse_hist_log(
+        line(1000, 0, 10, 1)
+        + line(1000, 1, 11, 2)  # another direction
+        + line(1499, 0, 12, 3)  # rounds to second 1 again: the first line wins
+        + line(2500, 0, 13, 4)  # 2.5 s rounds half to even: second 2
+        + line(4000, 0, 14, 5)
+    )
+    rows = log.by_second("read", np.array([1, 2, 3, 4]))
+    assert [r.nonzero()[0].tolist() for r in rows.dense()] == [[10], [13], [], [14]]
+    assert rows.totals().tolist() == [1, 4, 0, 5]
+    assert len(parse.HistLog.empty().by_second("read", np.array([1, 2]))) == 2
+    assert [e.t_ms for e in parse.HistLog.of(list(log))] == [1000, 1000, 1499, 2500, 4000]

@@ -5,12 +5,13 @@ results (``iorig.model``). Pure functions; the merging itself is
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+import functools
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from iorig.fio.parse import HistLogEntry, JobStats, LogSample
+from iorig.fio.parse import HistLog, JobStats, LogSample, SampleLog
 from iorig.model import (
     AGGREGATE,
     ALL,
@@ -29,17 +30,23 @@ from iorig.model.combine import combine_series, empty_series, merge_hosts, merge
 class JobLogs:
     """The per-second logs of one fio job (one thread of a section, one host)."""
 
-    iops: tuple[LogSample, ...] = ()
-    bw: tuple[LogSample, ...] = ()
-    clat: tuple[LogSample, ...] = ()
-    hist: tuple[HistLogEntry, ...] = field(default=(), repr=False)
+    iops: Sequence[LogSample] = ()
+    bw: Sequence[LogSample] = ()
+    clat: Sequence[LogSample] = ()
+    hist: HistLog = field(default_factory=HistLog.empty, repr=False)
     # a low-rate paced job logs every completion instead (see jobtext): its
     # averaged windows would close late and its last one would never be written
-    completions: tuple[LogSample, ...] = field(default=(), repr=False)
+    completions: Sequence[LogSample] = field(default=(), repr=False)
     # what the job's JSON says it did, by direction (I/Os, bytes) and its
     # runtime: a paced job's averaged windows are completed with them
     done: Mapping[str, tuple[int, int]] = field(default_factory=dict, repr=False)
     runtime_ms: int = 0
+
+    def __post_init__(self) -> None:
+        # columns, whatever the caller built the logs from
+        for name in ("iops", "bw", "clat", "completions"):
+            object.__setattr__(self, name, SampleLog.of(getattr(self, name)))
+        object.__setattr__(self, "hist", HistLog.of(self.hist))
 
     def of_job(self, job: JobStats) -> JobLogs:
         """These logs with their job's totals."""
@@ -51,12 +58,12 @@ class JobLogs:
         """A job's logs by kind as ``parse.read_logs`` gives them; a job with
         a completion-latency log but no IOPS log logged every completion."""
         if "clat" in kinds and "iops" not in kinds:
-            return cls(completions=tuple(kinds["clat"]))
+            return cls(completions=kinds["clat"])
         return cls(
-            iops=tuple(kinds.get("iops", ())),
-            bw=tuple(kinds.get("bw", ())),
-            clat=tuple(kinds.get("clat", ())),
-            hist=tuple(kinds.get("clat_hist", ())),
+            iops=kinds.get("iops", ()),
+            bw=kinds.get("bw", ()),
+            clat=kinds.get("clat", ()),
+            hist=kinds.get("clat_hist", HistLog.empty()),
         )
 
 
@@ -99,6 +106,12 @@ def _job_totals(job: JobStats) -> dict[str, Totals]:
 def _by_second(samples: Iterable[LogSample], ddir: str) -> dict[int, float]:
     """Window end (whole seconds) -> value; the first sample of a second wins,
     which drops fio's extra flush of a partial last window."""
+    if isinstance(samples, SampleLog):  # a day's log: 86,400 lines a job
+        mine = samples.of_ddir(ddir)
+        at = np.round(mine.t_ms / 1000).astype(np.int64)  # half to even, as round()
+        found, first = np.unique(at, return_index=True)  # the first sample of each second
+        keep = found >= 1
+        return dict(zip(found[keep].tolist(), mine.value[first[keep]].tolist(), strict=True))
     out: dict[int, float] = {}
     for s in samples:
         if s.ddir == ddir:
@@ -176,16 +189,19 @@ def _ddir_series(ddir: str, logs: Sequence[JobLogs], horizon_s: int | None = Non
     second a job did not log inside the horizon counts as zero for it."""
     jobs = []
     for log in logs:
+        # each job's histogram rows of given seconds: a function, not a table
+        hists: Callable[[np.ndarray], SecondHists]
         if log.completions:
-            iops, bw, clat, hists = _per_second(log.completions, ddir)
+            iops, bw, clat, by_second = _per_second(log.completions, ddir)
+            hists = functools.partial(_rows_of, by_second)
         elif horizon_s is not None and ddir in log.done and log.runtime_ms >= 1000:
             ios, io_bytes = log.done[ddir]
             iops = _completed(log.iops, ddir, ios, log.runtime_ms)
             bw = _completed(log.bw, ddir, io_bytes / 1024, log.runtime_ms)
-            clat, hists = _by_second(log.clat, ddir), _hist_by_second(log.hist, ddir)
+            clat, hists = _by_second(log.clat, ddir), functools.partial(log.hist.by_second, ddir)
         else:
             iops, bw, clat = (_by_second(s, ddir) for s in (log.iops, log.bw, log.clat))
-            hists = _hist_by_second(log.hist, ddir)
+            hists = functools.partial(log.hist.by_second, ddir)
         if iops:
             jobs.append((iops, bw, clat, hists))
     if not jobs:
@@ -216,22 +232,17 @@ def _ddir_series(ddir: str, logs: Sequence[JobLogs], horizon_s: int | None = Non
                 lat_weighted[i] += clat[second] * rate
                 lat_weight[i] += rate
         # a second a job logged no histogram for adds nothing to the others'
-        job_hists.append(SecondHists.from_rows([hists.get(s) for s in seconds.tolist()]))
+        job_hists.append(hists(seconds))
     with np.errstate(invalid="ignore", divide="ignore"):
         lat = np.where(lat_weight > 0, lat_weighted / lat_weight, np.nan)
     return Series(ddir, seconds, iops_sum, bytes_sum, lat, SecondHists.add(job_hists, n))
 
 
-def _hist_by_second(
-    entries: Iterable[HistLogEntry], ddir: str
-) -> dict[int, tuple[np.ndarray, np.ndarray]]:
-    """Window end (whole seconds) -> (bins, counts); the first entry of a second wins."""
-    out: dict[int, tuple[np.ndarray, np.ndarray]] = {}
-    for entry in entries:
-        second = round(entry.t_ms / 1000)
-        if entry.ddir == ddir and second >= 1 and second not in out:
-            out[second] = (entry.bins, entry.counts)
-    return out
+def _rows_of(
+    by_second: Mapping[int, tuple[np.ndarray, np.ndarray]], seconds: np.ndarray
+) -> SecondHists:
+    """The rows (bins, counts) of ``seconds``, empty where there are none."""
+    return SecondHists.from_rows([by_second.get(s) for s in seconds.tolist()])
 
 
 def merge_series(logs: Sequence[JobLogs], horizon_s: int | None = None) -> dict[str, Series]:

@@ -13,9 +13,10 @@ import json
 import os
 import re
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import overload
 
 import numpy as np
 
@@ -215,7 +216,7 @@ def parse_final(
     )
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class LogSample:
     t_ms: int
     value: float
@@ -223,20 +224,97 @@ class LogSample:
     bs: int
 
 
-_LOG_LINE = re.compile(r"^\s*(\d+),\s*(\d+),\s*(\d+),\s*(\d+)")
+_CODE_BY_DDIR = {name: code for code, name in _DDIR_BY_CODE.items()}
 
 
-def parse_series_log(text: str) -> list[LogSample]:
+class SampleLog(Sequence[LogSample]):
+    """An averaged iops/bw/lat log as columns: a day's log of one job is
+    86,400 lines, and sixteen hosts' logs as objects took gigabytes
+    (bench/scale.py). Reads as a sequence of ``LogSample``."""
+
+    __slots__ = ("bs", "ddir", "t_ms", "value")
+
+    def __init__(
+        self, t_ms: np.ndarray, value: np.ndarray, ddir: np.ndarray, bs: np.ndarray
+    ) -> None:
+        self.t_ms = np.asarray(t_ms, dtype=np.int64)
+        self.value = np.asarray(value, dtype=np.float64)
+        self.ddir = np.asarray(ddir, dtype=np.int8)  # fio's direction codes
+        self.bs = np.asarray(bs, dtype=np.int64)
+
+    @classmethod
+    def of(cls, samples: Iterable[LogSample]) -> SampleLog:
+        """Columns of ``samples`` (themselves when they are columns already)."""
+        if isinstance(samples, SampleLog):
+            return samples
+        rows = [(s.t_ms, s.value, _CODE_BY_DDIR[s.ddir], s.bs) for s in samples]
+        if not rows:
+            return cls(*np.zeros((4, 0)))
+        return cls(*zip(*rows, strict=True))
+
+    def __len__(self) -> int:
+        return int(self.t_ms.size)
+
+    @overload
+    def __getitem__(self, i: int) -> LogSample: ...
+    @overload
+    def __getitem__(self, i: slice) -> SampleLog: ...
+    def __getitem__(self, i: int | slice) -> LogSample | SampleLog:
+        if isinstance(i, slice):
+            return SampleLog(self.t_ms[i], self.value[i], self.ddir[i], self.bs[i])
+        return LogSample(
+            int(self.t_ms[i]),
+            float(self.value[i]),
+            _DDIR_BY_CODE[int(self.ddir[i])],
+            int(self.bs[i]),
+        )
+
+    def __iter__(self) -> Iterator[LogSample]:
+        for t, v, d, b in zip(
+            self.t_ms.tolist(),
+            self.value.tolist(),
+            self.ddir.tolist(),
+            self.bs.tolist(),
+            strict=True,
+        ):
+            yield LogSample(t, v, _DDIR_BY_CODE[d], b)
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Sequence) and not isinstance(other, str):
+            return list(self) == list(other)
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def shifted(self, ms: int) -> SampleLog:
+        """The same samples ``ms`` earlier."""
+        return SampleLog(self.t_ms - ms, self.value, self.ddir, self.bs)
+
+    def of_ddir(self, ddir: str) -> SampleLog:
+        keep = self.ddir == _CODE_BY_DDIR.get(ddir, -1)
+        return SampleLog(self.t_ms[keep], self.value[keep], self.ddir[keep], self.bs[keep])
+
+
+# numbers of at most 18 digits fit int64; a line with a longer one is no line of fio's
+_LOG_LINE = re.compile(r"^\s*(\d{1,18}),\s*(\d{1,18}),\s*(\d{1,18}),\s*(\d{1,18})\b")
+
+
+def parse_series_log(text: str) -> SampleLog:
     """An averaged iops/bw/lat log: ``time_ms, value, ddir, bs[, offset, prio]``."""
-    samples = []
+    rows = []
     for line in text.splitlines():
         match = _LOG_LINE.match(line)
-        if not match:
-            continue
-        t_ms, value, ddir, bs = (int(g) for g in match.groups())
-        if ddir in _DDIR_BY_CODE:
-            samples.append(LogSample(t_ms, float(value), _DDIR_BY_CODE[ddir], bs))
-    return samples
+        if match and int(match[3]) in _DDIR_BY_CODE:
+            rows.append(match.groups())
+    if not rows:
+        return SampleLog(*np.zeros((4, 0)))
+    t_ms, value, ddir, bs = zip(*rows, strict=True)
+    return SampleLog(
+        np.array(t_ms, dtype=np.int64),
+        np.array(value, dtype=np.float64),
+        np.array(ddir, dtype=np.int8),
+        np.array(bs, dtype=np.int64),
+    )
 
 
 @dataclass(frozen=True)
@@ -249,10 +327,68 @@ class HistLogEntry:
     counts: np.ndarray = field(compare=False, repr=False)  # uint64, all > 0
 
 
+@dataclass(frozen=True, eq=False)
+class HistLog:
+    """A histogram log as columns: each line's end time, direction code and
+    sparse row. Reads as a sequence of ``HistLogEntry``."""
+
+    t_ms: np.ndarray  # int64
+    ddir: np.ndarray  # int8, fio's direction codes
+    rows: SecondHists
+
+    @classmethod
+    def empty(cls) -> HistLog:
+        return cls(np.zeros(0, np.int64), np.zeros(0, np.int8), SecondHists.empty())
+
+    @classmethod
+    def of(cls, entries: Iterable[HistLogEntry]) -> HistLog:
+        """Columns of ``entries`` (themselves when they are columns already)."""
+        if isinstance(entries, HistLog):
+            return entries
+        entries = list(entries)
+        return cls(
+            np.array([e.t_ms for e in entries], dtype=np.int64),
+            np.array([_CODE_BY_DDIR[e.ddir] for e in entries], dtype=np.int8),
+            SecondHists.from_rows([(e.bins, e.counts) for e in entries]),
+        )
+
+    def __len__(self) -> int:
+        return int(self.t_ms.size)
+
+    def __iter__(self) -> Iterator[HistLogEntry]:
+        offsets = self.rows.offsets.tolist()
+        for i, (t, code) in enumerate(zip(self.t_ms.tolist(), self.ddir.tolist(), strict=True)):
+            lo, hi = offsets[i], offsets[i + 1]
+            yield HistLogEntry(
+                t, _DDIR_BY_CODE[code], self.rows.bins[lo:hi], self.rows.counts[lo:hi]
+            )
+
+    def shifted(self, ms: int) -> HistLog:
+        return HistLog(self.t_ms - ms, self.ddir, self.rows)
+
+    def of_ddir(self, ddir: str) -> HistLog:
+        keep = self.ddir == _CODE_BY_DDIR.get(ddir, -1)
+        return HistLog(self.t_ms[keep], self.ddir[keep], self.rows.take(keep))
+
+    def by_second(self, ddir: str, seconds: np.ndarray) -> SecondHists:
+        """The row of each of ``seconds`` (window ends rounded to whole
+        seconds, the first line of a second winning), empty where none."""
+        mine = np.flatnonzero(self.ddir == _CODE_BY_DDIR.get(ddir, -1))
+        at = np.round(self.t_ms[mine] / 1000).astype(np.int64)  # half to even, as round()
+        found, first = np.unique(at, return_index=True)  # the first line of each second
+        index = np.full(seconds.size, -1, np.int64)
+        if not found.size:
+            return self.rows.take(index)
+        place = np.searchsorted(found, seconds)
+        hit = (place < found.size) & (found[np.minimum(place, found.size - 1)] == seconds)
+        index[hit] = mine[first[place[hit]]]
+        return self.rows.take(index)
+
+
 _HIST_CHUNK_LINES = 1024  # parsed at a time: 15 MB of dense rows, whatever the log's length
 
 
-def parse_hist_log(lines: str | Iterable[str]) -> list[HistLogEntry]:
+def parse_hist_log(lines: str | Iterable[str]) -> HistLog:
     """A histogram log (``log_hist_msec``, coarseness 0): per-interval bin counts.
 
     Each line is ``time_ms, ddir, bs, bin0 .. bin1855`` and holds the
@@ -261,7 +397,7 @@ def parse_hist_log(lines: str | Iterable[str]) -> list[HistLogEntry]:
     line kept sparse: a day's log is gigabytes of mostly zeros.
     """
     source = iter(lines.splitlines(keepends=True) if isinstance(lines, str) else lines)
-    entries: list[HistLogEntry] = []
+    times, codes, chunks = [], [], []
     while chunk := [line for line in itertools.islice(source, _HIST_CHUNK_LINES) if line.strip()]:
         table = np.loadtxt(chunk, delimiter=",", dtype=np.uint64, ndmin=2)
         if table.shape[1] != 3 + histogram.NR_BINS:
@@ -269,14 +405,13 @@ def parse_hist_log(lines: str | Iterable[str]) -> list[HistLogEntry]:
                 f"histogram log has {table.shape[1] - 3} bins per line, expected "
                 f"{histogram.NR_BINS} (log_hist_coarseness must be 0)"
             )
-        rows = SecondHists.from_dense(table[:, 3:])
-        for i, (t_ms, code) in enumerate(table[:, :2].tolist()):
-            if code in _DDIR_BY_CODE:
-                lo, hi = int(rows.offsets[i]), int(rows.offsets[i + 1])
-                entries.append(
-                    HistLogEntry(t_ms, _DDIR_BY_CODE[code], rows.bins[lo:hi], rows.counts[lo:hi])
-                )
-    return entries
+        known = np.isin(table[:, 1], list(_DDIR_BY_CODE))
+        times.append(table[known, 0].astype(np.int64))
+        codes.append(table[known, 1].astype(np.int8))
+        chunks.append(SecondHists.from_dense(table[known, 3:]))
+    if not chunks:
+        return HistLog.empty()
+    return HistLog(np.concatenate(times), np.concatenate(codes), SecondHists.concat(chunks))
 
 
 _LOG_NAME = re.compile(

@@ -129,16 +129,18 @@ class SecondHists:
         return out
 
     def take(self, rows: np.ndarray) -> SecondHists:
-        """The selected rows (a boolean mask or indexes), in that order."""
+        """The selected rows (a boolean mask, or indexes with -1 for an
+        empty row), in that order."""
         index = np.asarray(rows)
         if index.dtype == bool:
             index = np.flatnonzero(index)
         index = index.astype(np.int64)
-        lengths = self.lengths()[index]
+        lengths = np.where(index >= 0, self.lengths()[np.maximum(index, 0)] if len(self) else 0, 0)
+        index = np.maximum(index, 0)
         offsets = np.zeros(index.size + 1, np.int64)
         np.cumsum(lengths, out=offsets[1:])
         # each kept bin's place: its row's start, plus its place in the row
-        starts = np.repeat(self.offsets[:-1][index] - offsets[:-1], lengths)
+        starts = np.repeat(self.offsets[index] - offsets[:-1], lengths)
         at = starts + np.arange(int(offsets[-1]))
         return SecondHists(offsets, self.bins[at], self.counts[at])
 

@@ -61,8 +61,12 @@ def _job_logs(
 ) -> JobLogs:
     """A job's logs, times made relative to its host's start; the seconds its
     host was stopped on purpose (``paused``, on that axis) logged as zero."""
+    kinds = {
+        k: parse.HistLog.of(v) if k == "clat_hist" else parse.SampleLog.of(v)
+        for k, v in kinds.items()
+    }
     if start_ms:
-        kinds = {k: [replace(s, t_ms=s.t_ms - start_ms) for s in v] for k, v in kinds.items()}
+        kinds = {k: v.shifted(start_ms) for k, v in kinds.items()}
     if paused:
         kinds = {k: _zero_filled(v, paused) if k in ("iops", "bw") else v for k, v in kinds.items()}
     return JobLogs.of(kinds)
@@ -72,7 +76,7 @@ def _overlaps(a_ms: int, b_ms: int, paused: Sequence[tuple[int, int]]) -> bool:
     return any(a_ms < p1 + 1000 and b_ms > p0 - 1000 for p0, p1 in paused)
 
 
-def _zero_filled(samples: list[Any], paused: Sequence[tuple[int, int]]) -> list[Any]:
+def _zero_filled(samples: parse.SampleLog, paused: Sequence[tuple[int, int]]) -> parse.SampleLog:
     """A stopped host's fio logs no window while frozen and one late window
     after: the whole seconds between, inside a pause, did no I/O — zero, so
     that the series goes on through the stop instead of ending at it."""
@@ -86,7 +90,7 @@ def _zero_filled(samples: list[Any], paused: Sequence[tuple[int, int]]) -> list[
                     parse.LogSample(k * 1000, 0.0, ddir, bs)
                     for k in range(round(a / 1000) + 1, round(b / 1000))
                 ]
-    return sorted(out, key=lambda s: s.t_ms)
+    return parse.SampleLog.of(sorted(out, key=lambda s: s.t_ms))
 
 
 def collect(
@@ -200,8 +204,8 @@ def _reads_only(job: parse.JobStats) -> parse.JobStats:
 
 
 def _read_logs(logs: JobLogs) -> JobLogs:
-    def reads(rows: tuple[Any, ...]) -> tuple[Any, ...]:
-        return tuple(r for r in rows if r.ddir == "read")
+    def reads(rows: Any) -> Any:
+        return rows.of_ddir("read") if len(rows) else rows
 
     return replace(
         logs,
@@ -211,6 +215,13 @@ def _read_logs(logs: JobLogs) -> JobLogs:
         hist=reads(logs.hist),
         completions=reads(logs.completions),
     )
+
+
+def _times(samples: Any) -> list[int]:
+    """The window ends (ms) of a log's samples."""
+    if isinstance(samples, parse.SampleLog):
+        return samples.t_ms.tolist()
+    return [s.t_ms for s in samples]
 
 
 def _host_starts(
@@ -225,9 +236,10 @@ def _host_starts(
     for host in hosts:
         for w in phase.workloads:
             for kinds in by_prefix.get(w.label + host.log_suffix, {}).values():
-                windows[host.label] += [s.t_ms for s in kinds.get("iops", [])]
-                if "iops" not in kinds:
-                    completions[host.label] += [s.t_ms for s in kinds.get("clat", [])]
+                if "iops" in kinds:
+                    windows[host.label] += _times(kinds["iops"])
+                elif "clat" in kinds:
+                    completions[host.label] += _times(kinds["clat"])
     starts = {host: host_start_ms(t) for host, t in windows.items() if t}
     starts |= {h: min(t) for h, t in completions.items() if t and h not in starts}
     return starts
@@ -243,7 +255,7 @@ SURE_WINDOW_MS = 2000
 def _logged_a_second(logs: JobLogs) -> bool:
     """Whether a job's logs hold a window that counts as a second (see
     ``assemble._by_second``)."""
-    return bool(logs.completions) or any(round(s.t_ms / 1000) >= 1 for s in logs.iops)
+    return bool(len(logs.completions)) or any(round(t / 1000) >= 1 for t in _times(logs.iops))
 
 
 @dataclass(frozen=True)
@@ -332,7 +344,7 @@ def find_stalls(
         start = starts.get(host.label, 0)
         for w in phase.workloads:
             for kinds in by_prefix.get(w.label + host.log_suffix, {}).values():
-                times = sorted({s.t_ms - start for s in kinds.get("iops", ())})
+                times = sorted({t - start for t in _times(kinds.get("iops", ()))})
                 for a, b in pairwise(times):
                     if b - a > STALL_MS and not _overlaps(a, b, (paused or {}).get(host.label, ())):
                         found.append((round(a / 1000) + 1, round(b / 1000)))
