@@ -244,7 +244,7 @@ def phase_charts(index: int, name: str, runs: list[ReportRun]) -> list[dict[str,
             throughput.append(
                 {
                     "type": "scatter",
-                    "mode": "lines+markers",
+                    "mode": "lines" if drawn[-2].reduced else "lines+markers",
                     "name": trace_name,
                     "x": s.t_s[drawn[-2].index].tolist(),
                     "y": _finite(rate[drawn[-2].index]),
@@ -254,7 +254,7 @@ def phase_charts(index: int, name: str, runs: list[ReportRun]) -> list[dict[str,
             latency.append(
                 {
                     "type": "scatter",
-                    "mode": "lines+markers",
+                    "mode": "lines" if drawn[-1].reduced else "lines+markers",
                     "name": trace_name,
                     "x": s.t_s[drawn[-1].index].tolist(),
                     "y": _finite(lat[drawn[-1].index]),

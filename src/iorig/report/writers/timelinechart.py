@@ -87,6 +87,8 @@ def _traces(
         traces.append(
             common
             | extra
+            # thousands of markers a trace cost the browser seconds and show nothing
+            | ({"mode": "lines"} if kept.reduced else {})
             | {
                 "x": take(trace.x_s, kept),
                 "text": take(text, kept),
