@@ -102,3 +102,20 @@ def test_damaged_stored_rows_are_refused_by_name(damage, message: str) -> None:
     assert SecondHists.decode(good, 2).counts.tolist() == [3, 4, 3, 4]
     with pytest.raises(ValueError, match=message):
         SecondHists.decode(damage(good), 2)
+
+
+def test_consecutive_rows_and_a_lone_part_are_shared_not_copied(dense: np.ndarray) -> None:
+    sparse = SecondHists.from_dense(dense)
+    middle = sparse.take(np.arange(100, 200))
+    assert np.shares_memory(middle.counts, sparse.counts)
+    assert np.array_equal(middle.dense(), dense[100:200])
+    window = np.zeros(300, bool)
+    window[10:20] = True
+    assert np.shares_memory(sparse.take(window).bins, sparse.bins)
+    assert np.array_equal(sparse.span(10, 20).dense(), dense[10:20])
+    alone = SecondHists.add([sparse], 250)
+    assert np.shares_memory(alone.counts, sparse.counts)
+    assert np.array_equal(alone.dense(), dense[:250])
+    # rows taken with gaps or out of order are copies, as before
+    assert np.array_equal(sparse.take(np.array([3, 2, -1])).dense()[:2], dense[[3, 2]])
+    assert not sparse.take(np.array([3, 2, -1])).dense()[2].any()

@@ -135,6 +135,8 @@ class SecondHists:
         if index.dtype == bool:
             index = np.flatnonzero(index)
         index = index.astype(np.int64)
+        if index.size and index[0] >= 0 and np.array_equal(index, index[0] + np.arange(index.size)):
+            return self.span(int(index[0]), int(index[0]) + index.size)  # shared, not copied
         lengths = np.where(index >= 0, self.lengths()[np.maximum(index, 0)] if len(self) else 0, 0)
         index = np.maximum(index, 0)
         offsets = np.zeros(index.size + 1, np.int64)
@@ -146,9 +148,14 @@ class SecondHists:
 
     def head(self, n: int) -> SecondHists:
         """The first ``n`` rows."""
-        n = min(n, len(self))
-        end = int(self.offsets[n])
-        return SecondHists(self.offsets[: n + 1].copy(), self.bins[:end], self.counts[:end])
+        return self.span(0, min(n, len(self)))
+
+    def span(self, first: int, last: int) -> SecondHists:
+        """Rows ``first`` … ``last - 1``, sharing this one's bins and counts."""
+        lo, hi = int(self.offsets[first]), int(self.offsets[last])
+        return SecondHists(
+            self.offsets[first : last + 1] - lo, self.bins[lo:hi], self.counts[lo:hi]
+        )
 
     def percentile_each(self, p: float) -> np.ndarray:
         """The latency (ns) at percentile ``p`` of each second, as
@@ -175,6 +182,8 @@ class SecondHists:
         when a part has fewer (a sum missing a part would be wrong)."""
         if not parts or any(len(p) < n for p in parts):
             return cls.empty()
+        if len(parts) == 1:
+            return parts[0].head(n)
         blocks = []
         for first in range(0, n, _BLOCK_ROWS):
             last = min(n, first + _BLOCK_ROWS)
