@@ -24,7 +24,7 @@ from tests import builders
 from tests.conftest import REPO
 
 from iorig.errors import UserError
-from iorig.model import RunStatus
+from iorig.model import RunStatus, Scope
 from iorig.store import Store, import_runs
 from iorig.store.schema import LATEST
 
@@ -151,6 +151,50 @@ def test_a_bad_value_is_refused_naming_the_run_and_the_field(target, tmp_path, s
     message = str(caught.value)
     assert field in message and ("c0ffee000000" in message or OTHER in message), message
     assert _runs(target) == before  # all or nothing
+
+
+def _hosts_bundle(path: Path, run_id: str) -> Path:
+    """A run on two hosts: the aggregate and a scope per host, whose series
+    a bundle gives only when they are read."""
+    level = np.full(5, 100.0)
+    scopes = (
+        builders.scope(level * 2),
+        builders.scope(level, where=Scope(host="h1")),
+        builders.scope(level, where=Scope(host="h2")),
+    )
+    phase = builders.phase("p", level * 2, scopes=scopes)
+    with Store(path) as store:
+        store.add_runs([builders.stored(run_id, None, [phase], hosts=["h1", "h2"])])
+    return path
+
+
+@pytest.mark.parametrize(
+    "sql",
+    [
+        "UPDATE samples SET iops = -5 WHERE t_s = 3 AND result_id = 3",
+        "UPDATE samples SET iops = 'many' WHERE t_s = 3 AND result_id = 3",
+        "UPDATE histograms SET data = x'00' WHERE kind = 'per_second' AND result_id = 3",
+    ],
+)
+def test_a_hosts_series_read_when_used_is_checked_like_the_rest(target, tmp_path, sql):
+    bundle = _hosts_bundle(tmp_path / "b.sqlite", OTHER)
+    _tamper(bundle, sql)
+    before = _runs(target)
+    with pytest.raises(UserError) as caught:
+        _import(target, bundle)
+    message = str(caught.value)
+    assert str(bundle) in message and OTHER in message, message
+    assert _runs(target) == before  # all or nothing
+
+
+def test_a_hosts_series_read_when_used_arrives_whole(target, tmp_path):
+    bundle = _hosts_bundle(tmp_path / "b.sqlite", OTHER)
+    _import(target, bundle)
+    with Store(target) as store:
+        phase = store.load_run(OTHER).phases[0]
+    assert [s.scope.host for s in phase.scopes] == [None, "h1", "h2"]
+    assert [len(s.series["all"]) for s in phase.scopes] == [5, 5, 5]
+    assert phase.scopes[2].series["all"].iops.tolist() == [100.0] * 5
 
 
 @pytest.mark.parametrize("run_id", ["../../etc/passwd", "x" * 200, "", "DROP TABLE runs"])

@@ -109,7 +109,7 @@ def import_runs(
                 conn.execute(view)
             set_up()
             total = int(conn.execute("SELECT COUNT(*) FROM runs").fetchone()[0])
-        bundle = Store.reading(conn, path)
+        bundle = Store.reading(conn, path, lambda: _reading(guard, path))
 
         def produce() -> Iterator[StoredRun]:
             with _reading(guard, path):

@@ -21,6 +21,7 @@ import sqlite3
 import tempfile
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -67,7 +68,14 @@ from iorig.store.rows import (
     run_row,
 )
 from iorig.store.schema import MIGRATIONS, SPARSE_SECONDS
-from iorig.store.series import LazySeries, decode_histogram, loader, read_series, series_ddirs
+from iorig.store.series import (
+    LazySeries,
+    decode_histogram,
+    in_place_loader,
+    loader,
+    read_series,
+    series_ddirs,
+)
 
 __all__ = ["Store", "Unwritable", "default_db_path", "new_run_id"]
 T = TypeVar("T")
@@ -87,7 +95,8 @@ class Store:
         self.path = Path(path)
         self._migrations = MIGRATIONS if migrations is None else migrations
         self.lock_wait_s = connection.lock_wait_s() if lock_wait_s is None else lock_wait_s
-        self._in_place = False  # a file read where it is (``reading``)
+        # how reading a file in place (``reading``) turns SQLite's errors into what they mean
+        self._in_place: Callable[[], AbstractContextManager[None]] | None = None
         try:
             self.conn = connection.connect(self.path, self.lock_wait_s)
         except (OSError, sqlite3.Error) as exc:
@@ -110,14 +119,20 @@ class Store:
             raise
 
     @classmethod
-    def reading(cls, conn: sqlite3.Connection, path: Path) -> Store:
+    def reading(
+        cls,
+        conn: sqlite3.Connection,
+        path: Path,
+        errors: Callable[[], AbstractContextManager[None]] = contextlib.nullcontext,
+    ) -> Store:
         """A Store that only reads, over ``conn`` (a file opened in place by
         ``connection.read_only``, with ``schema.reading_views`` for an older
-        version): never migrated, never written."""
+        version): never migrated, never written. ``errors`` wraps each later
+        read of a scope's series (Ctrl-C, the work budget, damage)."""
         store = cls.__new__(cls)
         store.path, store.conn = Path(path), conn
         store._migrations, store.lock_wait_s = MIGRATIONS, 0.0
-        store._in_place = True
+        store._in_place = errors
         return store
 
     def __enter__(self) -> Store:
@@ -491,8 +506,11 @@ class Store:
         rid = r["id"]
         scope = Scope(scope_value(r["workload"]), scope_value(r["host"]))
         series: Mapping[str, Series]
-        if scope == AGGREGATE or self._dense_seconds or self._in_place:
+        if scope == AGGREGATE:
             series = read_series(self.conn, rid, dense=self._dense_seconds, decoded=decoded)
+        elif self._in_place is not None:  # through this connection and its guards
+            read = in_place_loader(self.conn, self._in_place, self.path, run_id, rid)
+            series = LazySeries(series_ddirs(self.conn, rid), read)
         else:
             series = LazySeries(series_ddirs(self.conn, rid), loader(self.path, run_id, rid))
         hists: dict[str, Any] = {}

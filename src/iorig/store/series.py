@@ -13,6 +13,7 @@ from __future__ import annotations
 import itertools
 import sqlite3
 from collections.abc import Callable, Iterator, Mapping
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +28,7 @@ from iorig.store.cells import (
     unpack_dense_seconds,
     unpack_seconds,
 )
+from iorig.store.schema import SPARSE_SECONDS
 
 # a sample SQLite holds as something other than a number (a crafted file)
 _ODD_SAMPLE = (
@@ -143,6 +145,30 @@ class LazySeries(Mapping[str, Series]):
 
     def __repr__(self) -> str:
         return f"LazySeries({', '.join(self._ddirs)})"
+
+
+def in_place_loader(
+    conn: sqlite3.Connection,
+    errors: Callable[[], AbstractContextManager[None]],
+    path: Path,
+    run_id: str,
+    result_id: int,
+) -> Callable[[str], Series]:
+    """Reads one direction of a scope of a file read in place (a bundle),
+    through its own guarded connection while it is open; ``errors`` says
+    what SQLite's errors mean (Ctrl-C, too much work, damage)."""
+    dense = int(conn.execute("PRAGMA user_version").fetchone()[0]) < SPARSE_SECONDS
+
+    def load(ddir: str) -> Series:
+        try:
+            with errors():
+                return read_series(conn, result_id, ddir, dense=dense)[ddir]
+        except (ValueError, TypeError) as exc:  # DamagedData among them
+            raise UserError(
+                f"run {run_id} in {path} is damaged: {exc}", hint=DAMAGED_HINT
+            ) from None
+
+    return load
 
 
 def loader(path: Path, run_id: str, result_id: int) -> Callable[[str], Series]:
