@@ -119,3 +119,13 @@ def test_consecutive_rows_and_a_lone_part_are_shared_not_copied(dense: np.ndarra
     # rows taken with gaps or out of order are copies, as before
     assert np.array_equal(sparse.take(np.array([3, 2, -1])).dense()[:2], dense[[3, 2]])
     assert not sparse.take(np.array([3, 2, -1])).dense()[2].any()
+
+
+def test_counts_are_kept_in_four_bytes_unless_one_needs_eight(dense: np.ndarray) -> None:
+    assert SecondHists.from_dense(dense).counts.dtype == np.uint32
+    huge = dense.copy()
+    huge[5, 700] = 1 << 40  # never seen in a second, but kept exactly
+    sparse = SecondHists.from_dense(huge)
+    assert sparse.counts.dtype == np.uint64
+    assert np.array_equal(SecondHists.decode(sparse.encode(), 300).dense(), huge)
+    assert sparse.totals()[5] == huge[5].sum()
