@@ -30,9 +30,15 @@ from iorig.store.cells import (
 )
 from iorig.store.schema import SPARSE_SECONDS
 
+# The rows of a scope, or of one of its directions: two statements, so that
+# each reads the rows it needs through the (result_id, ddir, t_s) key.
+_WHERE = {
+    False: "result_id = :rid",
+    True: "result_id = :rid AND ddir = :ddir",
+}
 # a sample SQLite holds as something other than a number (a crafted file)
 _ODD_SAMPLE = (
-    "SELECT 1 FROM samples WHERE result_id = :rid AND (:ddir IS NULL OR ddir = :ddir) AND NOT ("
+    "SELECT 1 FROM samples WHERE {where} AND NOT ("
     "typeof(t_s) IN ('integer', 'real') AND typeof(iops) IN ('integer', 'real') "
     "AND typeof(bytes_per_s) IN ('integer', 'real') "
     "AND typeof(lat_mean_ns) IN ('integer', 'real', 'null')) LIMIT 1"
@@ -78,11 +84,12 @@ def read_series(
     shares a histogram stored twice in a phase (a direction that is all of
     ``all``, a host's one workload and the host) between its scopes."""
     params = {"rid": result_id, "ddir": ddir}
-    if conn.execute(_ODD_SAMPLE, params).fetchone():
+    where = _WHERE[ddir is not None]
+    if conn.execute(_ODD_SAMPLE.format(where=where), params).fetchone():
         raise DamagedData("a per-second sample is not a number")
     rows = conn.execute(
-        "SELECT ddir, t_s, iops, bytes_per_s, lat_mean_ns FROM samples WHERE result_id = :rid "
-        "AND (:ddir IS NULL OR ddir = :ddir) ORDER BY ddir, t_s",
+        "SELECT ddir, t_s, iops, bytes_per_s, lat_mean_ns FROM samples "
+        f"WHERE {where} ORDER BY ddir, t_s",
         params,
     ).fetchall()
     columns: dict[str, np.ndarray] = {}
@@ -92,8 +99,7 @@ def read_series(
     del rows
     hists: dict[str, SecondHists] = {}
     for name, count, blob in conn.execute(
-        "SELECT ddir, rows, data FROM histograms WHERE result_id = :rid AND kind = 'per_second' "
-        "AND (:ddir IS NULL OR ddir = :ddir)",
+        f"SELECT ddir, rows, data FROM histograms WHERE {where} AND kind = 'per_second'",
         params,
     ):
         what = f"histogram ('per_second', {name!r:.20})"

@@ -18,6 +18,7 @@ an idle gap or a missing second.
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections import Counter
 from dataclasses import dataclass
@@ -112,18 +113,24 @@ class Timeline:
         return [self._trace(host) for host in (None, *self.hosts)]
 
     def _trace(self, host: str | None) -> Trace:
-        none = (None, None, None, None)
-        points: list[tuple[float | None, float | None, float | None, str | None]] = []
+        x: list[float | None] = []
+        y: list[float | None] = []
+        p99: list[float | None] = []
+        labels: list[str | None] = []
         for phase in self.phases:
             s = phase.samples.get(host)
-            if s is None:
+            if s is None or not s.x_s:
                 continue
-            for i, at in enumerate(s.x_s):
-                joined = i > 0 and at - s.x_s[i - 1] <= _GAP_S
-                if points and not joined:  # a new phase, or seconds missing in this one
-                    points.append(none)
-                points.append((at, s.throughput[i], s.p99_ns[i], phase.label))
-        x, y, p99, labels = zip(*points, strict=True) if points else ((), (), (), ())
+            # a new phase, or seconds missing in this one, breaks the line
+            cuts = [0, *(np.flatnonzero(np.diff(s.x_s) > _GAP_S) + 1).tolist(), len(s.x_s)]
+            for a, b in itertools.pairwise(cuts):
+                if x:
+                    for column in (x, y, p99, labels):
+                        column.append(None)
+                x += s.x_s[a:b]
+                y += s.throughput[a:b]
+                p99 += s.p99_ns[a:b]
+                labels += [phase.label] * (b - a)
         return Trace(host, tuple(x), tuple(y), tuple(p99), tuple(labels))
 
 
@@ -145,10 +152,10 @@ def _samples(scope: ScopeResult, start_s: float, metric: Metric) -> Samples | No
     series = scope.series.get(ALL)
     if series is None or len(series) == 0:
         return None
-    values = series.values(metric)
+    values = np.asarray(series.values(metric), dtype=float)
     return Samples(
-        x_s=tuple(start_s + float(t) for t in series.t_s),
-        throughput=tuple(0.0 if np.isnan(v) else float(v) for v in values),
+        x_s=tuple((start_s + series.t_s.astype(float)).tolist()),
+        throughput=tuple(np.where(np.isnan(values), 0.0, values).tolist()),
         p99_ns=tuple(p99_per_second(series.hist, len(series))),
     )
 
