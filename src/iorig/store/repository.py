@@ -501,8 +501,9 @@ class Store:
         self, r: dict[str, Any], run_id: str, decoded: dict[tuple[int, bytes], Any]
     ) -> ScopeResult:
         """One scope's figures. The aggregate's series are read now; another
-        scope's when used, unless this store reads a file in place (a bundle,
-        which is read through this connection's guards only)."""
+        scope's when used: through this connection and its guards for a file
+        read in place (a bundle), else from the file on a connection of its
+        own (store/series.py)."""
         rid = r["id"]
         scope = Scope(scope_value(r["workload"]), scope_value(r["host"]))
         series: Mapping[str, Series]
