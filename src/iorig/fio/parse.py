@@ -324,7 +324,7 @@ class HistLogEntry:
     t_ms: int
     ddir: str
     bins: np.ndarray = field(compare=False, repr=False)  # uint16
-    counts: np.ndarray = field(compare=False, repr=False)  # uint64, all > 0
+    counts: np.ndarray = field(compare=False, repr=False)  # all > 0
 
 
 @dataclass(frozen=True, eq=False)
