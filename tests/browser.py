@@ -127,3 +127,44 @@ def evaluate(
         proc.wait()
         os.close(to_browser[1])
         os.close(from_browser[0])
+
+
+def dump_dom(
+    browser: str,
+    page: Path,
+    profile: Path,
+    *,
+    window: str | None = None,
+    budget_ms: int = 15000,
+    extra: tuple[str, ...] = (),
+    timeout_s: float = 120,
+) -> tuple[str, list[str], str]:
+    """The DOM headless Chromium made of ``page`` after ``budget_ms`` of
+    virtual time, the lines its console logged (errors, CSP violations), and
+    its whole error output; no request leaves the machine."""
+    done = subprocess.run(
+        [
+            browser,
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            *extra,
+            "--no-first-run",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            f"--user-data-dir={profile}",
+            "--enable-logging=stderr",
+            "--v=0",
+            "--host-resolver-rules=MAP * ~NOTFOUND",
+            *([f"--window-size={window}"] if window else []),
+            f"--virtual-time-budget={budget_ms}",
+            "--dump-dom",
+            f"file://{page}",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=timeout_s,
+    )
+    console = [line for line in done.stderr.splitlines() if ":CONSOLE" in line]
+    return done.stdout, console, done.stderr

@@ -5,7 +5,6 @@ from the data the chart drew, through the DevTools protocol)."""
 from __future__ import annotations
 
 import re
-import subprocess
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -13,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from tests import builders
-from tests.browser import evaluate
+from tests.browser import dump_dom, evaluate
 from tests.conftest import chromium_or_skip
 
 from iorig.analyze.analysis import analyse
@@ -111,28 +110,6 @@ def test_a_days_report_on_sixteen_hosts_opens_quickly_and_shows_the_dip(tmp_path
 
 
 def _console_errors(browser: str, report: Path, profile: Path) -> list[str]:
-    done = subprocess.run(
-        [
-            browser,
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--no-first-run",
-            "--disable-background-networking",
-            "--disable-component-update",
-            "--disable-sync",
-            f"--user-data-dir={profile}",
-            "--enable-logging=stderr",
-            "--v=0",
-            "--host-resolver-rules=MAP * ~NOTFOUND",
-            "--window-size=1200,2000",
-            "--virtual-time-budget=15000",
-            "--dump-dom",
-            f"file://{report}",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=180,
-    )
-    assert re.search(r'data-charts-drawn="\d+"', done.stdout), done.stderr[-2000:]
-    return [line for line in done.stderr.splitlines() if ":CONSOLE" in line]
+    dom, console, stderr = dump_dom(browser, report, profile, window="1200,2000", timeout_s=180)
+    assert re.search(r'data-charts-drawn="\d+"', dom), stderr[-2000:]
+    return console

@@ -102,33 +102,13 @@ def test_html_report_in_headless_chromium(_cli, two_runs):
     assert "<script>window.pwned=1</script>" not in html
     assert "&lt;/script&gt;&lt;script&gt;window.pwned=1&lt;/script&gt;" in html
     profile, netlog, shot = base / "profile", base / "net.json", base / "report.png"
-    done = subprocess.run(
-        [
-            browser,
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--disable-quic",
-            "--no-first-run",
-            "--disable-background-networking",
-            "--disable-component-update",
-            "--disable-sync",
-            f"--user-data-dir={profile}",
-            "--enable-logging=stderr",
-            "--v=0",
-            f"--log-net-log={netlog}",
-            "--host-resolver-rules=MAP * ~NOTFOUND",
-            "--window-size=1200,3000",
-            "--virtual-time-budget=15000",
-            "--dump-dom",
-            f"file://{report}",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=120,
+    dom, console, _ = devtools.dump_dom(
+        browser,
+        report,
+        profile,
+        window="1200,3000",
+        extra=("--disable-quic", f"--log-net-log={netlog}"),
     )
-    dom = done.stdout
-    console = [line for line in done.stderr.splitlines() if ":CONSOLE" in line]
     assert console == [], console  # no errors, no CSP violations, nothing logged at all
     # a timeline per run + 4 phases × (throughput, latency, percentiles)
     assert 'data-charts-drawn="14"' in dom

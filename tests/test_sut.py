@@ -10,10 +10,10 @@ import json
 import re
 import shutil
 import sqlite3
-import subprocess
 from pathlib import Path
 
 import pytest
+from tests.browser import dump_dom
 from tests.conftest import REPO, CliResult, chromium_or_skip, run_iorig
 
 from iorig.errors import UserError
@@ -357,30 +357,7 @@ def test_the_disclosure_page_in_headless_chromium(described_runs):
         )
     ]
     assert order == sorted(order), "sections out of seed 004's order"
-    done = subprocess.run(
-        [
-            browser,
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--no-first-run",
-            "--disable-background-networking",
-            "--disable-component-update",
-            "--disable-sync",
-            f"--user-data-dir={base / 'profile'}",
-            "--enable-logging=stderr",
-            "--v=0",
-            "--host-resolver-rules=MAP * ~NOTFOUND",
-            "--virtual-time-budget=5000",
-            "--dump-dom",
-            f"file://{page}",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    dom = done.stdout
-    console = [line for line in done.stderr.splitlines() if ":CONSOLE" in line]
+    dom, console, _ = dump_dom(browser, page, base / "profile", budget_ms=5000)
     assert console == [], console  # no errors, no CSP violations
     for heading in (
         "Performance",

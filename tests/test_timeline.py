@@ -6,13 +6,13 @@ HTML report's whole-run chart in a real headless Chromium."""
 from __future__ import annotations
 
 import re
-import subprocess
 from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 import pytest
 from rich.console import Console
+from tests.browser import dump_dom
 from tests.builders import phase, record, scope
 from tests.conftest import chromium_or_skip
 
@@ -378,31 +378,7 @@ def test_html_timeline_in_headless_chromium(tmp_path: Path):
     report.write_text(HtmlExporter().run(analyse(stored), RenderOptions()))
     html = report.read_text()
     assert "<b>power</b>" not in html
-    done = subprocess.run(
-        [
-            browser,
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--no-first-run",
-            "--disable-background-networking",
-            "--disable-component-update",
-            "--disable-sync",
-            f"--user-data-dir={tmp_path / 'profile'}",
-            "--enable-logging=stderr",
-            "--v=0",
-            "--host-resolver-rules=MAP * ~NOTFOUND",
-            "--window-size=1200,2000",
-            "--virtual-time-budget=15000",
-            "--dump-dom",
-            f"file://{report}",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    dom = done.stdout
-    console = [line for line in done.stderr.splitlines() if ":CONSOLE" in line]
+    dom, console, _ = dump_dom(browser, report, tmp_path / "profile", window="1200,2000")
     assert console == [], console  # no JS error, no CSP violation
     assert 'data-charts-drawn="7"' in dom  # the timeline + 2 measured phases × 3
     assert re.search(r'class="chart timeline js-plotly-plot" id="timeline-0"', dom)  # drawn
