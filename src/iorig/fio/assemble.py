@@ -30,13 +30,14 @@ from iorig.model.combine import combine_series, empty_series, merge_hosts, merge
 class JobLogs:
     """The per-second logs of one fio job (one thread of a section, one host)."""
 
-    iops: Sequence[LogSample] = ()
-    bw: Sequence[LogSample] = ()
-    clat: Sequence[LogSample] = ()
+    # columns, whatever samples the caller gave (__post_init__)
+    iops: SampleLog = field(default_factory=SampleLog.empty)
+    bw: SampleLog = field(default_factory=SampleLog.empty)
+    clat: SampleLog = field(default_factory=SampleLog.empty)
     hist: HistLog = field(default_factory=HistLog.empty, repr=False)
     # a low-rate paced job logs every completion instead (see jobtext): its
     # averaged windows would close late and its last one would never be written
-    completions: Sequence[LogSample] = field(default=(), repr=False)
+    completions: SampleLog = field(default_factory=SampleLog.empty, repr=False)
     # what the job's JSON says it did, by direction (I/Os, bytes) and its
     # runtime: a paced job's averaged windows are completed with them
     done: Mapping[str, tuple[int, int]] = field(default_factory=dict, repr=False)
@@ -101,24 +102,6 @@ def _job_totals(job: JobStats) -> dict[str, Totals]:
 
 
 # ---------------------------------------------------------------- series
-
-
-def _by_second(samples: Iterable[LogSample], ddir: str) -> dict[int, float]:
-    """Window end (whole seconds) -> value; the first sample of a second wins,
-    which drops fio's extra flush of a partial last window."""
-    if isinstance(samples, SampleLog):  # a day's log: 86,400 lines a job
-        mine = samples.of_ddir(ddir)
-        at = np.round(mine.t_ms / 1000).astype(np.int64)  # half to even, as round()
-        found, first = np.unique(at, return_index=True)  # the first sample of each second
-        keep = found >= 1
-        return dict(zip(found[keep].tolist(), mine.value[first[keep]].tolist(), strict=True))
-    out: dict[int, float] = {}
-    for s in samples:
-        if s.ddir == ddir:
-            second = round(s.t_ms / 1000)
-            if second >= 1 and second not in out:
-                out[second] = s.value
-    return out
 
 
 def _per_second(
@@ -198,9 +181,9 @@ def _ddir_series(ddir: str, logs: Sequence[JobLogs], horizon_s: int | None = Non
             ios, io_bytes = log.done[ddir]
             iops = _completed(log.iops, ddir, ios, log.runtime_ms)
             bw = _completed(log.bw, ddir, io_bytes / 1024, log.runtime_ms)
-            clat, hists = _by_second(log.clat, ddir), functools.partial(log.hist.by_second, ddir)
+            clat, hists = log.clat.by_second(ddir), functools.partial(log.hist.by_second, ddir)
         else:
-            iops, bw, clat = (_by_second(s, ddir) for s in (log.iops, log.bw, log.clat))
+            iops, bw, clat = (s.by_second(ddir) for s in (log.iops, log.bw, log.clat))
             hists = functools.partial(log.hist.by_second, ddir)
         if iops:
             jobs.append((iops, bw, clat, hists))

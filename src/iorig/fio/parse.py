@@ -243,13 +243,17 @@ class SampleLog(Sequence[LogSample]):
         self.bs = np.asarray(bs, dtype=np.int64)
 
     @classmethod
+    def empty(cls) -> SampleLog:
+        return cls(*np.zeros((4, 0)))
+
+    @classmethod
     def of(cls, samples: Iterable[LogSample]) -> SampleLog:
         """Columns of ``samples`` (themselves when they are columns already)."""
         if isinstance(samples, SampleLog):
             return samples
         rows = [(s.t_ms, s.value, _CODE_BY_DDIR[s.ddir], s.bs) for s in samples]
         if not rows:
-            return cls(*np.zeros((4, 0)))
+            return cls.empty()
         return cls(*zip(*rows, strict=True))
 
     def __len__(self) -> int:
@@ -294,6 +298,23 @@ class SampleLog(Sequence[LogSample]):
         keep = self.ddir == _CODE_BY_DDIR.get(ddir, -1)
         return SampleLog(self.t_ms[keep], self.value[keep], self.ddir[keep], self.bs[keep])
 
+    def by_second(self, ddir: str) -> dict[int, float]:
+        """Window end (whole seconds, from 1) -> value of ``ddir``'s samples;
+        the first sample of a second wins, which drops fio's extra flush of
+        a partial last window."""
+        found, at = _each_second(self.t_ms, self.ddir, ddir)
+        keep = found >= 1
+        return dict(zip(found[keep].tolist(), self.value[at[keep]].tolist(), strict=True))
+
+
+def _each_second(t_ms: np.ndarray, codes: np.ndarray, ddir: str) -> tuple[np.ndarray, np.ndarray]:
+    """The whole seconds ``ddir``'s window ends round to, ascending, and the
+    place of the first window of each."""
+    mine = np.flatnonzero(codes == _CODE_BY_DDIR.get(ddir, -1))
+    seconds = np.round(t_ms[mine] / 1000).astype(np.int64)  # half to even, as round()
+    found, first = np.unique(seconds, return_index=True)
+    return found, mine[first]
+
 
 # numbers of at most 18 digits fit int64; a line with a longer one is no line of fio's
 _LOG_LINE = re.compile(r"^\s*(\d{1,18}),\s*(\d{1,18}),\s*(\d{1,18}),\s*(\d{1,18})\b")
@@ -307,7 +328,7 @@ def parse_series_log(text: str) -> SampleLog:
         if match and int(match[3]) in _DDIR_BY_CODE:
             rows.append(match.groups())
     if not rows:
-        return SampleLog(*np.zeros((4, 0)))
+        return SampleLog.empty()
     t_ms, value, ddir, bs = zip(*rows, strict=True)
     return SampleLog(
         np.array(t_ms, dtype=np.int64),
@@ -373,15 +394,13 @@ class HistLog:
     def by_second(self, ddir: str, seconds: np.ndarray) -> SecondHists:
         """The row of each of ``seconds`` (window ends rounded to whole
         seconds, the first line of a second winning), empty where none."""
-        mine = np.flatnonzero(self.ddir == _CODE_BY_DDIR.get(ddir, -1))
-        at = np.round(self.t_ms[mine] / 1000).astype(np.int64)  # half to even, as round()
-        found, first = np.unique(at, return_index=True)  # the first line of each second
+        found, at = _each_second(self.t_ms, self.ddir, ddir)
         index = np.full(seconds.size, -1, np.int64)
         if not found.size:
             return self.rows.take(index)
         place = np.searchsorted(found, seconds)
         hit = (place < found.size) & (found[np.minimum(place, found.size - 1)] == seconds)
-        index[hit] = mine[first[place[hit]]]
+        index[hit] = at[place[hit]]
         return self.rows.take(index)
 
 

@@ -254,7 +254,7 @@ SURE_WINDOW_MS = 2000
 
 def _logged_a_second(logs: JobLogs) -> bool:
     """Whether a job's logs hold a window that counts as a second (see
-    ``assemble._by_second``)."""
+    ``parse.SampleLog.by_second``)."""
     return bool(len(logs.completions)) or any(round(t / 1000) >= 1 for t in _times(logs.iops))
 
 
