@@ -5,8 +5,8 @@ of its own, with its wall time and its peak resident memory.
 
 Each run is one measure phase of HOURS × HOSTS, generated as fio's client
 writes it for fio servers (the shape recorded in
-tests/data/clientserver-3hosts): per host one job's iops, bw, clat and
-clat_hist logs, a line a second on the wall clock, about 40 busy histogram
+tests/data/clientserver-3hosts): per host one job's iops, bw and clat_hist
+logs (those iorig's jobs ask for), a line a second on the wall clock, about 40 busy histogram
 bins a second out of 1,856; and the client's json+ output, whose totals and
 merged histogram are what the logs add up to. The run goes through
 iorig's own path: ``parse.read_logs``, the collection step
@@ -97,8 +97,8 @@ def generate(folder: Path, seconds: int, hosts: int, level: float, seed: int) ->
         rows = np.floor(np.outer(iops, weights)).astype(np.int64)
         rows[:, len(idx) // 2] += iops - rows.sum(axis=1)  # each second's counts add up
         times = T0_MS + 3 * i + 1000 * np.arange(1, seconds + 1) + rng.integers(0, 3, seconds)
-        mean_ns = (rows * values).sum(axis=1) / iops
-        for kind, column in (("iops", iops), ("bw", iops * 4), ("clat", mean_ns.round())):
+        # the logs iorig's jobs ask fio for (fio/jobfile.py): no averaged latency log
+        for kind, column in (("iops", iops), ("bw", iops * 4)):
             with (folder / f"{prefix}_{kind}.1.log.{address}").open("w") as out:
                 out.writelines(
                     f"{t}, {int(v)}, 0, 0, 0\n"

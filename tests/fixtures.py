@@ -28,7 +28,6 @@ def job_logs(name: str) -> tuple[JobLogs, ...]:
         JobLogs(
             iops=tuple(kinds.get("iops", ())),
             bw=tuple(kinds.get("bw", ())),
-            clat=tuple(kinds.get("clat", ())),
             hist=tuple(kinds.get("clat_hist", ())),
         )
         for _, kinds in sorted(by_job.items())

@@ -27,6 +27,9 @@ record() {  # name, then fio job options (one per argument)
     sed -i "s#$data#/scratch/data#g" "$dir/job.fio" "$dir/output.json"
 }
 
+# write_lat_log is no longer in iorig's jobs; its averaged clat log is kept
+# here as fio's own per-second mean, the reference for the mean iorig reads
+# from each second's histogram (tests/test_assemble.py)
 common=(ioengine=psync direct=1 time_based=1 norandommap=1 randrepeat=0
         write_iops_log=rr write_bw_log=rr write_lat_log=rr write_hist_log=rr
         log_avg_msec=1000 log_hist_msec=1000)

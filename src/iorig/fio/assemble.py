@@ -28,12 +28,16 @@ from iorig.model.combine import combine_series, empty_series, merge_hosts, merge
 
 @dataclass(frozen=True)
 class JobLogs:
-    """The per-second logs of one fio job (one thread of a section, one host)."""
+    """The per-second logs of one fio job (one thread of a section, one host).
+
+    A second's mean latency is read from its histogram, not from an averaged
+    latency log: fio's ``write_lat_log`` costs three samples per I/O (slat,
+    clat, lat), 3-5 % more CPU per I/O at the generator's limit
+    (bench/overhead.py, docs/methodology.md §10)."""
 
     # columns, whatever samples the caller gave (__post_init__)
     iops: SampleLog = field(default_factory=SampleLog.empty)
     bw: SampleLog = field(default_factory=SampleLog.empty)
-    clat: SampleLog = field(default_factory=SampleLog.empty)
     hist: HistLog = field(default_factory=HistLog.empty, repr=False)
     # a low-rate paced job logs every completion instead (see jobtext): its
     # averaged windows would close late and its last one would never be written
@@ -45,7 +49,7 @@ class JobLogs:
 
     def __post_init__(self) -> None:
         # columns, whatever the caller built the logs from
-        for name in ("iops", "bw", "clat", "completions"):
+        for name in ("iops", "bw", "completions"):
             object.__setattr__(self, name, SampleLog.of(getattr(self, name)))
         object.__setattr__(self, "hist", HistLog.of(self.hist))
 
@@ -63,7 +67,6 @@ class JobLogs:
         return cls(
             iops=kinds.get("iops", ()),
             bw=kinds.get("bw", ()),
-            clat=kinds.get("clat", ()),
             hist=kinds.get("clat_hist", HistLog.empty()),
         )
 
@@ -106,28 +109,25 @@ def _job_totals(job: JobStats) -> dict[str, Totals]:
 
 def _per_second(
     completions: Sequence[LogSample], ddir: str
-) -> tuple[
-    dict[int, float], dict[int, float], dict[int, float], dict[int, tuple[np.ndarray, np.ndarray]]
-]:
+) -> tuple[dict[int, float], dict[int, float], dict[int, tuple[np.ndarray, np.ndarray]]]:
     """Exact per-second figures of a job that logged every completion: I/Os,
-    KiB (as fio's bw logs give them), mean latency and latency bins of each
-    second (the second ending at k s holds completions in [k-1, k) s)."""
+    KiB (as fio's bw logs give them) and latency bins of each second (the
+    second ending at k s holds completions in [k-1, k) s)."""
     rows = [(s.t_ms // 1000 + 1, s.value, s.bs) for s in completions if s.ddir == ddir]
     if not rows:
-        return {}, {}, {}, {}
+        return {}, {}, {}
     seconds = np.array([r[0] for r in rows], dtype=np.int64)
     lat = np.array([r[1] for r in rows], dtype=np.float64)
     size = np.array([r[2] for r in rows], dtype=np.float64)
-    iops, kib, clat, hist = {}, {}, {}, {}
+    iops, kib, hist = {}, {}, {}
     for second in np.unique(seconds).tolist():
         mask = seconds == second
         iops[second] = float(mask.sum())
         kib[second] = float(size[mask].sum()) / 1024
-        clat[second] = float(lat[mask].mean())
         counts = histogram.from_values(lat[mask])
         bins = np.flatnonzero(counts)
         hist[second] = (bins, counts[bins])
-    return iops, kib, clat, hist
+    return iops, kib, hist
 
 
 def _completed(
@@ -175,18 +175,18 @@ def _ddir_series(ddir: str, logs: Sequence[JobLogs], horizon_s: int | None = Non
         # each job's histogram rows of given seconds: a function, not a table
         hists: Callable[[np.ndarray], SecondHists]
         if log.completions:
-            iops, bw, clat, by_second = _per_second(log.completions, ddir)
+            iops, bw, by_second = _per_second(log.completions, ddir)
             hists = functools.partial(_rows_of, by_second)
         elif horizon_s is not None and ddir in log.done and log.runtime_ms >= 1000:
             ios, io_bytes = log.done[ddir]
             iops = _completed(log.iops, ddir, ios, log.runtime_ms)
             bw = _completed(log.bw, ddir, io_bytes / 1024, log.runtime_ms)
-            clat, hists = log.clat.by_second(ddir), functools.partial(log.hist.by_second, ddir)
+            hists = functools.partial(log.hist.by_second, ddir)
         else:
-            iops, bw, clat = (s.by_second(ddir) for s in (log.iops, log.bw, log.clat))
+            iops, bw = (s.by_second(ddir) for s in (log.iops, log.bw))
             hists = functools.partial(log.hist.by_second, ddir)
         if iops:
-            jobs.append((iops, bw, clat, hists))
+            jobs.append((iops, bw, hists))
     if not jobs:
         return None
     if horizon_s is not None:
@@ -203,22 +203,16 @@ def _ddir_series(ddir: str, logs: Sequence[JobLogs], horizon_s: int | None = Non
     seconds = np.arange(1, n + 1, dtype=np.int64)
     iops_sum = np.zeros(n)
     bytes_sum = np.zeros(n)
-    lat_weighted = np.zeros(n)
-    lat_weight = np.zeros(n)
     job_hists = []
-    for iops, bw, clat, hists in jobs:
-        for i, second in enumerate(seconds.tolist()):
-            rate = iops[second]
-            iops_sum[i] += rate
-            bytes_sum[i] += bw.get(second, 0.0) * 1024  # fio logs KiB/s
-            if second in clat and rate > 0:
-                lat_weighted[i] += clat[second] * rate
-                lat_weight[i] += rate
+    for iops, bw, hists in jobs:
+        iops_sum += [iops[second] for second in seconds.tolist()]
+        bytes_sum += [bw.get(second, 0.0) * 1024 for second in seconds.tolist()]  # fio logs KiB/s
         # a second a job logged no histogram for adds nothing to the others'
         job_hists.append(hists(seconds))
-    with np.errstate(invalid="ignore", divide="ignore"):
-        lat = np.where(lat_weight > 0, lat_weighted / lat_weight, np.nan)
-    return Series(ddir, seconds, iops_sum, bytes_sum, lat, SecondHists.add(job_hists, n))
+    hist = SecondHists.add(job_hists, n)
+    # a second's mean from its merged histogram, like its percentiles
+    lat = hist.mean_each() if len(hist) == n else np.full(n, np.nan)
+    return Series(ddir, seconds, iops_sum, bytes_sum, lat, hist)
 
 
 def _rows_of(

@@ -489,12 +489,14 @@ def _log_options(log_prefix: str, every_io: bool = False) -> dict[str, OptionVal
         # after the second and never writes its last one: one line per
         # completion (time, latency, direction, size) gives exact seconds.
         return {"write_lat_log": log_prefix}
-    # One-second averaged series and per-second latency histograms: cheap for
-    # fio (no per-I/O logging) and enough for any sub-window percentile.
+    # One-second IOPS and bandwidth (sampled by fio's helper thread, nothing
+    # per I/O) and per-second latency histograms (one clock read per I/O):
+    # enough for any sub-window percentile and each second's mean latency.
+    # No write_lat_log: it adds three averaged samples per I/O (slat, clat,
+    # lat) for a mean the histogram gives (bench/overhead.py).
     return {
         "write_iops_log": log_prefix,
         "write_bw_log": log_prefix,
-        "write_lat_log": log_prefix,
         "write_hist_log": log_prefix,
         "log_avg_msec": LOG_INTERVAL_MS,
         "log_hist_msec": LOG_INTERVAL_MS,

@@ -93,18 +93,22 @@ def combine_series(ddir: str, parts: Sequence[Series]) -> Series:
     if len(parts) == 1:  # a host of one workload, a direction that is all of "all"
         return replace(parts[0], ddir=ddir)  # shared: a day's series is tens of MB
     iops = np.sum([p.iops[:n] for p in parts], axis=0)
-    weights = np.array([np.where(np.isnan(p.lat_mean_ns[:n]), 0.0, p.iops[:n]) for p in parts])
-    lats = np.array([np.nan_to_num(p.lat_mean_ns[:n]) for p in parts])
-    total_weight = weights.sum(axis=0)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        lat = np.where(total_weight > 0, (weights * lats).sum(axis=0) / total_weight, np.nan)
+    hist = SecondHists.add([p.hist for p in parts], n)
+    if len(hist) == n:  # a second's mean from its merged histogram, like its percentiles
+        lat = hist.mean_each()
+    else:  # a part without histograms: the rate-weighted mean of the parts'
+        weights = np.array([np.where(np.isnan(p.lat_mean_ns[:n]), 0.0, p.iops[:n]) for p in parts])
+        lats = np.array([np.nan_to_num(p.lat_mean_ns[:n]) for p in parts])
+        total_weight = weights.sum(axis=0)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            lat = np.where(total_weight > 0, (weights * lats).sum(axis=0) / total_weight, np.nan)
     return Series(
         ddir,
         parts[0].t_s[:n].copy(),
         iops,
         np.sum([p.bytes_per_s[:n] for p in parts], axis=0),
         lat,
-        SecondHists.add([p.hist for p in parts], n),
+        hist,
     )
 
 

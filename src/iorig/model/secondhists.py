@@ -174,6 +174,19 @@ class SecondHists:
         out[rows] = BIN_VALUES_NS[self.bins[at].astype(np.int64)]
         return out
 
+    def mean_each(self) -> np.ndarray:
+        """The mean latency (ns) of each second from its bins' values, as
+        ``histogram.mean`` reads one row: within half a bin (0.8 %) of the
+        exact mean; NaN for a second without completions."""
+        rows = self.row_ids()
+        weights = self.counts.astype(np.float64)
+        n = np.bincount(rows, weights=weights, minlength=len(self))
+        total = np.bincount(
+            rows, weights=weights * BIN_VALUES_NS[self.bins.astype(np.int64)], minlength=len(self)
+        )
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return np.where(n > 0, total / n, math.nan)
+
     # ------------------------------------------------------------ combining
 
     @classmethod

@@ -211,7 +211,6 @@ def _read_logs(logs: JobLogs) -> JobLogs:
         logs,
         iops=reads(logs.iops),
         bw=reads(logs.bw),
-        clat=reads(logs.clat),
         hist=reads(logs.hist),
         completions=reads(logs.completions),
     )
