@@ -1,7 +1,8 @@
 """What a long run on many hosts costs: iorig's run itself (collecting and
-storing the phase), ``show``, ``show --json``, ``report`` (HTML),
-``compare`` of two such runs, ``export`` and ``import``, each in a process
-of its own, with its wall time and its peak resident memory.
+storing the phase), ``show``, ``show --json``, ``report`` (HTML and
+``--format seconds``), ``compare`` of two such runs, ``export`` and
+``import``, each in a process of its own, with its wall time and its peak
+resident memory.
 
 Each run is one measure phase of HOURS × HOSTS, generated as fio's client
 writes it for fio servers (the shape recorded in
@@ -282,13 +283,18 @@ def run_config(hours: float, hosts: int, work: Path, limit: int) -> list[tuple[s
         ("show", _iorig(db, "show", ids[0])),
         ("show --json", _iorig(db, "show", ids[0], "--json")),
         ("report (HTML)", _iorig(db, "report", ids[0], "-o", str(work / "report.html"))),
+        (
+            "report --format seconds",
+            _iorig(db, "report", ids[0], "--format", "seconds", "-o", str(work / "seconds.csv")),
+        ),
         ("compare", _iorig(db, "compare", ids[0], ids[1])),
         ("export", _iorig(db, "export", ids[0], "-o", str(bundle))),
         ("import", _iorig(other, "import", str(bundle))),
     ):
         result = measure(command, limit)
-        if name == "report (HTML)" and result["code"] == 0:
-            result["file_mb"] = (work / "report.html").stat().st_size / 1e6
+        written = {"report (HTML)": "report.html", "report --format seconds": "seconds.csv"}
+        if name in written and result["code"] == 0:
+            result["file_mb"] = (work / written[name]).stat().st_size / 1e6
         steps.append((name, result))
     return steps
 

@@ -98,6 +98,7 @@ class Format(StrEnum):
     json = "json"
     csv = "csv"
     html = "html"
+    seconds = "seconds"  # every second of every scope, CSV
 
 
 FormatOpt = Annotated[Format | None, typer.Option("--format", help="output format")]

@@ -9,6 +9,7 @@ from iorig.analyze.analysis import Comparison, RunAnalysis
 from iorig.report.options import RenderOptions
 from iorig.report.writers.jsoncsv import CsvExporter, JsonExporter
 from iorig.report.writers.markdown import MarkdownExporter
+from iorig.report.writers.seconds import SecondsExporter
 from iorig.report.writers.text import TextExporter
 
 
@@ -38,6 +39,7 @@ EXPORTERS: dict[str, Exporter] = {
     "md": MarkdownExporter(),
     "json": JsonExporter(),
     "csv": CsvExporter(),
+    "seconds": SecondsExporter(),
     "html": _Html(),
 }
 

@@ -714,7 +714,7 @@ class JsonExporter:
 
 class CsvExporter:
     """One row per run and measured phase, for a run and a comparison alike
-    (every per-second sample is in the JSON document's ``samples``)."""
+    (every second of every scope is in ``--format seconds``)."""
 
     def run(self, analysis: RunAnalysis, options: RenderOptions) -> str:
         return records_csv(run_records(analysis))
