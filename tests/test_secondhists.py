@@ -47,6 +47,15 @@ def test_each_seconds_percentile_is_the_dense_rows(dense: np.ndarray, p: float) 
         assert (math.isnan(want) and math.isnan(got[i])) or got[i] == want, i
 
 
+def test_each_seconds_mean_is_the_dense_rows_over_several_blocks() -> None:
+    dense = _dense(np.random.default_rng(11), 2_500)  # blocks of 1,024 rows
+    got = SecondHists.from_dense(dense).mean_each()
+    want = np.array([histogram.mean(row) for row in dense])
+    assert np.isnan(want).sum() > 100
+    assert np.array_equal(np.isnan(got), np.isnan(want))
+    assert np.allclose(got[~np.isnan(got)], want[~np.isnan(want)], rtol=1e-12)
+
+
 def test_merged_windows_and_taken_rows_are_exact(dense: np.ndarray) -> None:
     sparse = SecondHists.from_dense(dense)
     mask = np.zeros(300, bool)
