@@ -48,7 +48,7 @@ Flag = Annotated[bool, BeforeValidator(_flag), Field(strict=True)]
 
 
 class _Part(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False, defer_build=True)
 
 
 class TestInfo(_Part):

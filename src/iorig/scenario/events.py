@@ -77,7 +77,7 @@ def parse_action(text: str) -> Action:
 class EventSpec(BaseModel):
     """``{at: 20s, do: "stop-host 2"}`` in a phase's ``events:``."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False, defer_build=True)
     at: Duration
     """when, from the phase's start"""
     do: str
@@ -101,7 +101,7 @@ class ImpactRule(BaseModel):
     series has recovered once it stays within ±``tolerance`` of it for
     ``settle`` seconds."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False, defer_build=True)
     baseline: Duration = 10.0
     """seconds before the event whose median is the baseline"""
     tolerance: Annotated[float, BeforeValidator(parse_percent)] = 10.0

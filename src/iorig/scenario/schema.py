@@ -40,7 +40,7 @@ Percent = Annotated[float, BeforeValidator(parse_percent)]
 class _Model(BaseModel):
     # .inf and .nan are refused in every number field, naming the field
     # a field's docstring says what it is (docs/reference/scenario.md shows it)
-    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False, defer_build=True)
 
 
 LATENCY_METRICS = ("lat_mean", "lat_max", "lat_mean_max", "p50", "p90", "p99", "p99.9", "p99.99")
