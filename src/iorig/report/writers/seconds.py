@@ -8,6 +8,7 @@ its p99 (from the second's own histogram). A scope or direction that holds
 the same seconds as another is left out: the workload on a host that ran
 only it (its host's, or with one host the aggregate's), and ``all`` where
 a scope did one direction only. A day on sixteen hosts is 1.5 million rows.
+Several runs (``compare``, ``report A B``) are written one after another.
 """
 
 from __future__ import annotations
