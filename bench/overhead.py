@@ -19,7 +19,7 @@
    measuring); and iorig's own CPU time (its Python process, not fio) per
    minute of run.
 
-    .venv/bin/python bench/overhead.py [--cpu-pairs 30] [--ios 1M]
+    .venv/bin/python bench/overhead.py [--cpu-pairs 30] [--ios 1000000] [--with-lat-log]
                                        [--pairs 5] [--duration 10s] [--size 256MiB]
                                        [--only cpu|iops]
 """
@@ -165,12 +165,14 @@ def memory_job(data: Path, args: argparse.Namespace, logs: str, ios: int) -> str
 def cpu_of(command: list[str], cwd: Path, output: Path) -> CpuRun:
     """fio's CPU (user + system, its job processes included: fio waits for
     them) and the I/Os it reports."""
-    proc = subprocess.Popen(command, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    _, status, usage = os.wait4(proc.pid, 0)
+    errors = cwd / "stderr.txt"  # a file, not a pipe nobody reads while fio runs
+    with errors.open("wb") as stderr:
+        proc = subprocess.Popen(command, cwd=cwd, stdout=subprocess.DEVNULL, stderr=stderr)
+        _, status, usage = os.wait4(proc.pid, 0)
     proc.returncode = os.waitstatus_to_exitcode(status)
-    stderr = proc.stderr.read().decode(errors="replace") if proc.stderr else ""
     if proc.returncode != 0:
-        raise RuntimeError(f"{' '.join(command)} failed ({proc.returncode}): {stderr.strip()}")
+        said = errors.read_text(errors="replace").strip()
+        raise RuntimeError(f"{' '.join(command)} failed ({proc.returncode}): {said}")
     final = split_documents(output.read_text())[-1]
     ios = sum(j["read"]["total_ios"] for j in final["jobs"])
     return CpuRun(usage.ru_utime + usage.ru_stime, ios)

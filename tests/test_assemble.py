@@ -144,9 +144,11 @@ def test_combine_series_uses_the_shortest():
 @pytest.mark.parametrize("name", ["randread-2jobs", "randrw-mixed", "clientserver-3hosts"])
 def test_each_seconds_mean_latency_is_fios_own_within_half_a_bin(name):
     """The recorded fixtures keep fio's averaged completion-latency logs
-    (record_fixtures.sh asks for them, iorig's jobs no longer do): every
-    second of every job's series has the mean fio logged, to within half a
-    bin, though it is now read from the second's histogram."""
+    (record_fixtures.sh still asks for them; iorig's jobs no longer do):
+    every second of every job's series whose histogram holds that window's
+    I/Os has the mean fio logged, though it is now read from the second's
+    histogram: within 0.1 % (0.07 % at most here; half a bin, 0.8 %, is
+    the bound), as docs/methodology.md §10 says."""
     compared = 0
     for jobs in read_logs(DATA / name).values():
         for kinds in jobs.values():
@@ -163,6 +165,6 @@ def test_each_seconds_mean_latency_is_fios_own_within_half_a_bin(name):
                 # server's last histogram line may hold more than its second
                 same = np.abs(ours.hist.totals() / ours.iops - 1) < 0.01
                 for second, mean in zip(ours.t_s[same], ours.lat_mean_ns[same], strict=True):
-                    assert mean == pytest.approx(fios[int(second)], rel=1 / 128), (second, ddir)
+                    assert mean == pytest.approx(fios[int(second)], rel=1e-3), (second, ddir)
                     compared += 1
     assert compared >= 2
