@@ -7,10 +7,10 @@ resident memory.
 Each run is one measure phase of HOURS × HOSTS, generated as fio's client
 writes it for fio servers (the shape recorded in
 tests/data/clientserver-3hosts): per host one job's iops, bw and clat_hist
-logs (those iorig's jobs ask for), a line a second on the wall clock, about 40 busy histogram
-bins a second out of 1,856; and the client's json+ output, whose totals and
-merged histogram are what the logs add up to. The run goes through
-iorig's own path: ``parse.read_logs``, the collection step
+logs (those iorig's jobs ask for), a line a second on the wall clock, about
+40 busy histogram bins a second out of 1,856; and the client's json+
+output, whose totals and merged histogram are what the logs add up to. The
+run goes through iorig's own path: ``parse.read_logs``, the collection step
 (``run/collect.py``), the plausibility checks, the store. Only fio itself
 and the hosts are left out (a backend that hands over the generated files).
 

@@ -139,3 +139,10 @@ def test_report_writes_the_seconds_to_a_file(cli, recorded, tmp_path):
     assert result.returncode == 0, result.stderr
     rows = _rows(out.read_text())
     assert len(rows) == 4 * 20 and {r["run_id"] for r in rows} == {"ce4d58eb90e8"}
+
+
+def test_compare_writes_each_runs_seconds_one_after_the_other(cli, recorded):
+    result = cli(recorded, "compare", "ce4d58eb90e8", "abf4bb5246a0", "--format", "seconds")
+    assert result.returncode == 0, result.stderr
+    runs = [r["run_id"] for r in _rows(result.stdout)]
+    assert runs == ["ce4d58eb90e8"] * (4 * 20) + ["abf4bb5246a0"] * 5
