@@ -205,9 +205,10 @@ def _ddir_series(ddir: str, logs: Sequence[JobLogs], horizon_s: int | None = Non
     iops_sum = np.zeros(n)
     bytes_sum = np.zeros(n)
     job_hists = []
+    each = seconds.tolist()
     for iops, bw, hists in jobs:
-        iops_sum += [iops[second] for second in seconds.tolist()]
-        bytes_sum += [bw.get(second, 0.0) * 1024 for second in seconds.tolist()]  # fio logs KiB/s
+        iops_sum += [iops[second] for second in each]
+        bytes_sum += [bw.get(second, 0.0) * 1024 for second in each]  # fio logs KiB/s
         # a second a job logged no histogram for adds nothing to the others'
         job_hists.append(hists(seconds))
     hist = SecondHists.add(job_hists, n)

@@ -181,15 +181,13 @@ class SecondHists:
         rows at a time: a day's aggregate holds millions of bins."""
         out = np.full(len(self), math.nan)
         for first in range(0, len(self), _BLOCK_ROWS):
-            last = min(len(self), first + _BLOCK_ROWS)
-            lo, hi = int(self.offsets[first]), int(self.offsets[last])
-            rows = np.repeat(np.arange(last - first), np.diff(self.offsets[first : last + 1]))
-            weights = self.counts[lo:hi].astype(np.float64)
-            values = BIN_VALUES_NS[self.bins[lo:hi].astype(np.int64)]
-            n = np.bincount(rows, weights=weights, minlength=last - first)
-            total = np.bincount(rows, weights=weights * values, minlength=last - first)
+            block = self.span(first, min(len(self), first + _BLOCK_ROWS))
+            rows, weights = block.row_ids(), block.counts.astype(np.float64)
+            n = np.bincount(rows, weights=weights, minlength=len(block))
+            values = BIN_VALUES_NS[block.bins.astype(np.int64)]
+            total = np.bincount(rows, weights=weights * values, minlength=len(block))
             with np.errstate(invalid="ignore", divide="ignore"):
-                out[first:last] = np.where(n > 0, total / n, math.nan)
+                out[first : first + len(block)] = np.where(n > 0, total / n, math.nan)
         return out
 
     # ------------------------------------------------------------ combining

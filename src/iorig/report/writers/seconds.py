@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import csv
 import io
+from collections import Counter
 from collections.abc import Iterator
 
 import numpy as np
@@ -44,14 +45,11 @@ COLUMNS = (
 
 def _distinct_scopes(phase: PhaseResult) -> Iterator[ScopeResult]:
     """The phase's scopes less those whose seconds another one holds."""
-    workloads: dict[str | None, int] = {}
-    for scope in phase.scopes:
-        if scope.scope.kind is ScopeKind.WORKLOAD:
-            workloads[scope.scope.host] = workloads.get(scope.scope.host, 0) + 1
-    hosts = sum(1 for s in phase.scopes if s.scope.kind is ScopeKind.HOST)
+    workloads = Counter(s.scope.host for s in phase.workload_scopes())
+    several_hosts = bool(phase.host_scopes)
     for scope in phase.scopes:
         alone = scope.scope.kind is ScopeKind.WORKLOAD and workloads[scope.scope.host] == 1
-        if alone and (hosts > 0 or len(workloads) == 1):
+        if alone and (several_hosts or len(workloads) == 1):
             continue  # its host's seconds, or with one host the aggregate's
         yield scope
 
