@@ -28,9 +28,10 @@ from iorig.analyze.criteria import (
 )
 from iorig.analyze.impact import EventImpact, run_impacts
 from iorig.analyze.integrity import DataCheck, data_check, data_verdict
-from iorig.analyze.search import SearchResult, search_result
+from iorig.analyze.search import AcceleratorsResult, SearchResult, search_result
 from iorig.analyze.summary import PhaseSummary, summarize_phase
 from iorig.analyze.sweepcmp import SweepComparison, sweep_comparisons
+from iorig.analyze.training import TrainingAnalysis, analyze_training
 from iorig.analyze.verdictcmp import VerdictComparison, verdict_comparison
 from iorig.model import Outcome, PhaseKind, PhaseStatus, RunRecord, RunStatus, StoredRun
 
@@ -49,6 +50,8 @@ class RunAnalysis:
     host_latencies: Mapping[str, Mapping[str, Mapping[str, float]]] = field(default_factory=dict)
     data: DataCheck | None = None  # what the verify phases found, when there were any
     events: tuple[EventImpact, ...] = ()  # what was done during the run, with its impact
+    # each training phase (MLPerf Storage-like), repeats included, in run order
+    training: tuple[TrainingAnalysis, ...] = ()
 
     @property
     def data_lost(self) -> bool:
@@ -80,17 +83,20 @@ def analyse(stored: StoredRun, job_texts: Mapping[str, str] | None = None) -> Ru
     verdicts = tuple(evaluate(criteria_of(stored.run.resolved), stored.phases))
     data = data_check(stored.phases, stored.run.resolved)
     row = data_verdict(data) if data is not None else None
+    training = tuple(analyze_training(p.training) for p in stored.phases if p.training)
+    search = search_result(stored, pooled, verdicts)
     return RunAnalysis(
         stored=stored,
         summaries=tuple(summarize_phase(p) for p in stored.phases),
         pooled=pooled,
         verdicts=verdicts + ((row,) if row is not None else ()),
-        judgement=_verdict(stored, verdicts, data),
-        search=search_result(stored, pooled, verdicts),
+        judgement=_verdict(stored, verdicts, data, training, search),
+        search=search,
         job_texts=dict(job_texts or {}),
         host_latencies=_host_latencies(stored),
         data=data,
         events=tuple(run_impacts(stored.phases, stored.run.resolved)),
+        training=training,
     )
 
 
@@ -111,8 +117,30 @@ def _host_latencies(stored: StoredRun) -> dict[str, dict[str, dict[str, float]]]
     return out
 
 
+def _training_verdict(
+    training: tuple[TrainingAnalysis, ...], search: SearchResult | None = None
+) -> Judgement | None:
+    """A training run's verdict: its first training phase that did not pass
+    (FAIL before INCOMPLETE), else PASS; an accelerators search's is its
+    answer (counts that fell short are what it looks for)."""
+    if isinstance(search, AcceleratorsResult):
+        if not search.most:
+            return Judgement.of(Outcome.FAIL, ": not even one accelerator per host kept the floor")
+        return Judgement.of(Outcome.PASS, f" at accelerators={search.most} per host")
+    if not training:
+        return None
+    for outcome in (Outcome.FAIL, Outcome.INCOMPLETE):
+        if t := next((t for t in training if t.outcome is outcome), None):
+            return Judgement.of(outcome, f": {t.why}")
+    return Judgement.of(Outcome.PASS, f": {training[0].why}")
+
+
 def _verdict(
-    stored: StoredRun, verdicts: tuple[Verdict, ...], data: DataCheck | None = None
+    stored: StoredRun,
+    verdicts: tuple[Verdict, ...],
+    data: DataCheck | None = None,
+    training: tuple[TrainingAnalysis, ...] = (),
+    search: SearchResult | None = None,
 ) -> Judgement | None:
     """Lost data first: blocks a verify phase found changed fail the run
     ("FAIL: data lost …") whatever else it shows. Then the criteria's
@@ -123,7 +151,7 @@ def _verdict(
     ("PASS: all N blocks … read back as last written")."""
     if data is not None and data.lost:
         return data.verdict
-    verdict = overall(verdicts)
+    verdict = overall(verdicts) or _training_verdict(training, search)
     if verdict is None and data is not None:
         verdict = data.verdict or Judgement.of(Outcome.FAIL, ": the data could not be checked")
     if verdict is None:

@@ -41,7 +41,8 @@ from iorig.analyze.loadpoints import (
     overall_response_time_ms,
     point_validity,
 )
-from iorig.model import ALL, Metric, PhaseKind, PhaseResult, StoredRun, histogram
+from iorig.analyze.training import TrainingAnalysis, analyze_training
+from iorig.model import ALL, Metric, Outcome, PhaseKind, PhaseResult, StoredRun, histogram
 from iorig.model.depth import ROUNDING_NOTE, rounds_iodepth
 
 
@@ -468,9 +469,64 @@ def _loadpoints(stored: StoredRun, pooled: Mapping[str, RunPhase]) -> LoadPointR
     )
 
 
+# ------------------------------------------------------------------ accelerators
+
+
+@dataclass(frozen=True)
+class AcceleratorPoint:
+    """One count of accelerators per host a search trained with."""
+
+    accelerators: int  # per host
+    phase: str
+    training: TrainingAnalysis
+
+    @property
+    def passed(self) -> bool:
+        return self.training.outcome is Outcome.PASS
+
+    @property
+    def au_min(self) -> float | None:
+        """The lowest epoch's AU (what the verdict judges)."""
+        values = [f.au for f in self.training.epochs if f.au is not None]
+        return min(values) if values else None
+
+
+@dataclass(frozen=True)
+class AcceleratorsResult:
+    """``--accelerators auto``: every count tried, and the most that passed
+    (0 when even one accelerator per host fell short)."""
+
+    points: tuple[AcceleratorPoint, ...]  # by count
+    most: int
+    au_floor: float
+    hosts: int
+
+    @property
+    def best(self) -> AcceleratorPoint | None:
+        return next((p for p in self.points if p.accelerators == self.most), None)
+
+
+def _accelerators(phases: Sequence[PhaseResult]) -> AcceleratorsResult | None:
+    points = sorted(
+        (
+            AcceleratorPoint(int(p.point["accelerators"]), p.name, analyze_training(p.training))
+            for p in phases
+            if p.training is not None and "accelerators" in p.point
+        ),
+        key=lambda p: p.accelerators,
+    )
+    if not points:
+        return None
+    passed = [p.accelerators for p in points if p.passed]
+    first = points[0].training
+    return AcceleratorsResult(
+        tuple(points), max(passed, default=0), first.model.au_floor, first.hosts
+    )
+
+
 # ------------------------------------------------------------------ all
 
-SearchResult = SweepResult | KneeResult | CurveResult | LoadPointResult
+SearchResult = SweepResult | KneeResult | CurveResult | LoadPointResult | AcceleratorsResult
 
 
 def search_result(
@@ -490,4 +546,6 @@ def search_result(
         )
     if kind == "loadpoints":
         return _loadpoints(stored, pooled)
+    if kind == "accelerators":
+        return _accelerators(stored.phases)
     return None

@@ -20,7 +20,14 @@ from iorig.cli.common import (
 from iorig.cli.options import PrecisionOpt, Rw, run_options
 from iorig.errors import UserError
 from iorig.run.request import RunRequest
-from iorig.run.searches import ThreadsSettings, run_threads_auto, stretch_builder
+from iorig.run.searches import (
+    AcceleratorsSettings,
+    ThreadsSettings,
+    accelerators_builder,
+    run_accelerators_auto,
+    run_threads_auto,
+    stretch_builder,
+)
 from iorig.run.session import execute
 from iorig.scenario import loading as scenario_mod
 from iorig.scenario.adhoc import adhoc_source
@@ -63,6 +70,13 @@ def run(
             "that pass its criteria)"
         ),
     ] = None,
+    accelerators: Annotated[
+        str | None,
+        typer.Option(
+            help="a training scenario's accelerators per host: N, or auto (the most that keep "
+            "AU at or above the floor in every epoch)"
+        ),
+    ] = None,
     precision: PrecisionOpt = None,
     *,
     request: RunRequest,
@@ -87,11 +101,28 @@ def run(
     request = replace(request, sets=(*request.sets, *extra_sets), targets=tuple(targets))
     overrides = request.overrides()
     auto = threads_option(threads, overrides, grid)
+    most = accelerators_option(accelerators, overrides, grid)
     resolved = resolve_with_sweep(source, request.profile, overrides, grid)
+    if accelerators is not None and resolved.scenario.training is None:
+        raise UserError(
+            "--accelerators applies to a training scenario (one with a training section)",
+            hint="iorig run train --accelerators auto",
+        )
     if precision is not None:
         resolved = with_precision(resolved, parse_precision(precision))
     preflight(ctx.obj)  # a database the run could not write to: refused before any target
     plan, backend = prepare_run(resolved, request)
+    if most:
+        search = AcceleratorsSettings()
+        builder = accelerators_builder(plan, source, request.profile, overrides)
+        run_search(
+            ctx.obj,
+            (plan, backend),
+            request,
+            search.as_dict(),
+            lambda session: run_accelerators_auto(session, builder, search),
+        )
+        return
     if auto:
         settings = ThreadsSettings()
         build = stretch_builder(plan, source, request.profile, overrides)
@@ -166,6 +197,22 @@ def threads_option(threads: str | None, overrides: dict[str, str], grid: dict) -
         grid["threads"] = values
     else:
         overrides["threads"] = values[0]
+    return False
+
+
+def accelerators_option(given: str | None, overrides: dict[str, str], grid: dict) -> bool:
+    """``--accelerators``: a count (an override) or auto (True: the search)."""
+    if given is None:
+        return False
+    if "accelerators" in overrides or "accelerators" in grid:
+        raise UserError(
+            "give the accelerators once: --accelerators, --set accelerators or --param accelerators"
+        )
+    if given.strip() == "auto":
+        if grid:
+            raise UserError("--accelerators auto is a search of its own: drop --param")
+        return True
+    overrides["accelerators"] = given.strip()
     return False
 
 

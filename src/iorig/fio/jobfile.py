@@ -10,6 +10,7 @@ and therefore cannot be rendered at all.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
@@ -95,6 +96,18 @@ def _choice(*allowed: str) -> Callable[[str, OptionValue], str]:
         return str(value)
 
     return check
+
+
+_FILE_SERVICE_RE = re.compile(r"^(random|roundrobin|sequential)(:[1-9][0-9]{0,9})?$")
+
+
+def _file_service(option: str, value: OptionValue) -> str:
+    """fio's file_service_type: how a job picks its next file, and after how many I/Os."""
+    if not isinstance(value, str) or not _FILE_SERVICE_RE.match(value):
+        raise JobFileError(
+            f"{option}={value!r} is not random, roundrobin or sequential (with :N I/Os per file)"
+        )
+    return value
 
 
 def _path(option: str, value: OptionValue) -> str:
@@ -197,7 +210,7 @@ WHITELIST: dict[str, Callable[[str, OptionValue], str | None]] = {
     "filename_format": _filename_format,
     "nrfiles": _int(1, 1_000_000),
     "filesize": _int(1, _U64),
-    "file_service_type": _choice("random", "roundrobin", "sequential"),
+    "file_service_type": _file_service,
     "openfiles": _int(1, 1_000_000),
     "ramp_time": _millis,
     "iodepth": _int(1, 65536),
@@ -339,6 +352,7 @@ class FileSetLayout:
     directories: tuple[str, ...]
     files: int
     file_size: int
+    whole: bool = False  # each file whole, in a random order (a data loader's samples)
 
 
 def continue_options(value: str | None, check: bool) -> dict[str, OptionValue]:
@@ -388,6 +402,7 @@ def workload_options(  # noqa: C901, PLR0912, PLR0913
     fileset: FileSetLayout | None = None,
     log_every_io: bool = False,
     continue_on_error: str | None = None,
+    time_based: bool = True,
 ) -> dict[str, OptionValue]:
     """fio options for one workload: iorig's typed model, nothing else.
 
@@ -413,8 +428,11 @@ def workload_options(  # noqa: C901, PLR0912, PLR0913
             "nrfiles": fileset.files,
             "filesize": fileset.file_size,
             "size": fileset.files * fileset.file_size,
-            "file_service_type": "random",
-            "openfiles": min(fileset.files, MAX_OPEN_FILES),
+            # whole: fio keeps a file for this many I/Os, and moves on once it is through
+            "file_service_type": (
+                f"random:{-(-fileset.file_size // bs)}" if fileset.whole else "random"
+            ),
+            "openfiles": 1 if fileset.whole else min(fileset.files, MAX_OPEN_FILES),
         }
     if engine == "filestat":
         # a stat per "I/O": no data moves, so no buffers, depth or logs of bytes
@@ -479,7 +497,9 @@ def workload_options(  # noqa: C901, PLR0912, PLR0913
     if rate_iops:
         options |= {"rate_iops": rate_iops, "rate_process": "poisson"}
     if runtime_s is not None:
-        options |= {"time_based": True, "runtime": max(1, round(runtime_s * 1000))}
+        # not time-based: the runtime is a limit on a job that ends when it is through
+        options |= {"time_based": True} if time_based else {}
+        options["runtime"] = max(1, round(runtime_s * 1000))
     return options | _log_options(log_prefix, log_every_io)
 
 

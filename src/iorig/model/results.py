@@ -20,6 +20,7 @@ from iorig.model.kinds import Metric, PhaseKind, PhaseStatus
 from iorig.model.precision import PrecisionState
 from iorig.model.secondhists import SecondHists
 from iorig.model.steady import SteadyState
+from iorig.model.training import TrainingRecord
 
 
 class ScopeKind(StrEnum):
@@ -208,6 +209,8 @@ class PhaseResult:
     # fio's CPU as iorig measured it (this machine); None where it could not
     # (fio servers, runs stored before) and fio's per-job figures stand in
     generator_cpu: GeneratorCpu | None = None
+    # a training phase's accelerators and when each batch arrived (MLPerf Storage)
+    training: TrainingRecord | None = None
 
     @property
     def io_error_total(self) -> int:

@@ -22,6 +22,8 @@ from iorig.fio import parse
 from iorig.fio.assemble import JobLogs, SectionData, build_scopes
 from iorig.model import IoErrorCount, PhaseKind, Scope, ScopeResult
 from iorig.model.combine import window
+from iorig.model.training import TrainingRecord
+from iorig.run import training
 from iorig.run.backend import HostLogs, RawPhase
 from iorig.run.plan import PlannedPhase
 from iorig.run.plausible import did_nothing, implausible_jobs, implausible_series
@@ -34,6 +36,7 @@ class Collected:
     problem: str | None  # why the phase failed, when it did
     origin_s: float | None = None  # unix seconds at the series' second 0 (wall-clock logs)
     io_errors: tuple[IoErrorCount, ...] = ()  # the I/O errors fio reported, per type and host
+    training: TrainingRecord | None = None  # a training phase's accelerators' batches
 
 
 def tail(text: str, lines: int = 3) -> str:
@@ -194,7 +197,25 @@ def collect(
     origin = first / 1000 if starts else None
     printed = parse.io_errors(raw.exit.stderr)
     counted = printed + parse.unprinted_errors(printed, output.jobs, "local")
-    return Collected(tuple(scopes), output.version, "; ".join(problems) or None, origin, counted)
+    record = _training(phase, sections, {h: float(s - first) for h, s in starts.items()})
+    problem = "; ".join(problems) or None
+    return Collected(tuple(scopes), output.version, problem, origin, counted, record)
+
+
+def _training(
+    phase: PlannedPhase, sections: Sequence[SectionData], shift_ms: Mapping[str, float]
+) -> TrainingRecord | None:
+    """A training phase's accelerators from its readers' completions, each
+    host's moved onto the phase's axis by ``shift_ms``."""
+    model = phase.training
+    if model is None:
+        return None
+    readers = {
+        s.host: [logs.completions for logs in s.logs]
+        for s in sections
+        if s.workload == model.workload_label
+    }
+    return TrainingRecord(model, training.traces(model, readers, shift_ms))
 
 
 def _reads_only(job: parse.JobStats) -> parse.JobStats:

@@ -66,6 +66,7 @@ def _options(
         read_pct=w.spec.read_pct,
         rate_iops=w.spec.rate_iops,
         runtime_s=None if phase.kind.size_based else phase.duration_s,
+        time_based=not phase.until_done,
         log_prefix=w.label + log_suffix,
         loops=w.loops,
         compress_pct=w.spec.compress,
@@ -80,7 +81,7 @@ def _options(
         check=phase.kind is PhaseKind.VERIFY,
         state=state_role(phase, w),
         fileset=fileset_layout(w),
-        log_every_io=slow_paced(w),
+        log_every_io=w.spec.completions or slow_paced(w),
         continue_on_error=w.spec.continue_on_error,
     )
     if phase.ramp_s:
@@ -127,4 +128,6 @@ def fileset_layout(w: PlannedWorkload) -> FileSetLayout | None:
         return None
     home = w.target.path / spec.fileset
     directories = tuple(str(home / f"d{i}") for i in range(spec.dirs))
-    return FileSetLayout(spec.fileset, directories, spec.files, spec.file_size)
+    return FileSetLayout(
+        spec.fileset, directories, spec.files, spec.file_size, whole=spec.whole_files
+    )

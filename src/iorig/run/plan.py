@@ -13,6 +13,7 @@ from typing import Any
 from iorig.errors import UserError
 from iorig.fio.hosts import HostSpec
 from iorig.model import Disclosure, InterfaceLimit, Metric, PhaseKind, PhaseResult, SutRecord
+from iorig.model.training import AcceleratorModel
 from iorig.scenario.events import EventSpec
 from iorig.scenario.loading import ResolvedScenario
 from iorig.scenario.schema import (
@@ -23,6 +24,7 @@ from iorig.scenario.schema import (
     SteadyRule,
     Workload,
 )
+from iorig.scenario.training import TRAIN_PHASE, accelerator_model
 from iorig.targets import Target
 from iorig.units import format_bytes
 
@@ -59,6 +61,8 @@ class PlannedPhase:
     # until: precise — asked half-width (% of the median) and the shortest run
     precision_pct: float | None = None
     min_s: float = DEFAULT_PRECISE_MIN_S
+    until_done: bool = False  # ends when its workloads are through; duration_s is the limit
+    training: AcceleratorModel | None = None  # a training phase's accelerators
 
     @property
     def bytes_to_write(self) -> int:
@@ -270,6 +274,14 @@ def trim_engine(where: str, w: Workload, target: Target, chosen: str) -> str:
     return "falloc"
 
 
+def training_model(resolved: ResolvedScenario, phase: str) -> AcceleratorModel | None:
+    """The accelerators a scenario's training phase emulates (None for any other phase)."""
+    spec = resolved.scenario.training
+    if spec is None or phase != TRAIN_PHASE:
+        return None
+    return accelerator_model(spec)
+
+
 def build_plan(
     resolved: ResolvedScenario,
     targets: dict[str, Target],
@@ -288,11 +300,12 @@ def build_plan(
         if phase.kind is PhaseKind.IDLE and not phase.duration:
             notes.append(f"pause {phase.name!r} has zero length and is skipped")
             continue
-        loops = 2 if phase.kind is PhaseKind.PRECONDITION else 1  # the PTS writes twice
         planned = []
         for w in phase_workloads(phase, targets):
             if not w.enabled:
                 continue
+            # the PTS writes twice
+            loops = 2 if phase.kind is PhaseKind.PRECONDITION else w.loops
             target = targets[w.target]
             if w.fileset is not None:
                 # each job's files: nrfiles × filesize, named by the set (see jobfile)
@@ -342,6 +355,8 @@ def build_plan(
                 events=tuple(phase.events),
                 precision_pct=phase.precision_pct,
                 min_s=phase.min_s,
+                until_done=phase.until == "done",
+                training=training_model(resolved, phase.name),
             )
         )
     check_replays(phases)

@@ -28,8 +28,9 @@ from iorig.analyze.knee import (
 from iorig.analyze.knee import top_candidates as knee_top_candidates
 from iorig.analyze.kneesteps import knee_steps, stop_is_uncertain
 from iorig.analyze.search import latency_stat
+from iorig.analyze.training import analyze_training
 from iorig.errors import UserError
-from iorig.model import ALL, PhaseKind
+from iorig.model import ALL, Outcome, PhaseKind
 from iorig.model.depth import ROUNDING_NOTE, honoured, kept_iodepth
 from iorig.run.plan import Plan, PlannedPhase, build_plan
 from iorig.run.session import RunSession
@@ -398,6 +399,103 @@ def stretch_builder(
                 p, seq=seq + i, name=f"{p.name}:threads={threads}", point={"threads": str(threads)}
             )
             for i, p in enumerate(stretch)
+        ]
+
+    return build
+
+
+# ------------------------------------------------------------------ accelerators
+
+
+@dataclass(frozen=True)
+class AcceleratorsSettings:
+    """``--accelerators auto``: the most accelerators per host whose training
+    keeps AU at or above the floor in every epoch (MLPerf Storage's headline,
+    found by hand there)."""
+
+    max_accelerators: int = 1024
+
+    def as_dict(self) -> dict:
+        return {
+            "kind": "accelerators",
+            "axes": ["accelerators"],
+            "max_accelerators": self.max_accelerators,
+        }
+
+
+def accelerators_name(phase: str, count: int) -> str:
+    return f"{phase}:accelerators={count}"
+
+
+def run_accelerators_auto(
+    session: RunSession,
+    stretch_for: Callable[[int, int], list[PlannedPhase]],
+    settings: AcceleratorsSettings,
+) -> int | None:
+    """Double the accelerators per host while every epoch keeps AU at or
+    above the floor, then bisect between the last count that did and the
+    first that did not. Each count writes its data set and trains on it
+    (``stretch_for(count, first_seq)``), the same count on every host.
+    Returns the most that passed (0: not even one), or None when stopped."""
+    seq = max(p.seq for p in session.plan.phases) + 1
+
+    def passes(count: int) -> bool | None:
+        nonlocal seq
+        phases = stretch_for(count, seq)
+        seq += len(phases)
+        outcome = None
+        for phase in phases:
+            result = session.run_phase(phase)
+            if session.stopped:
+                return None
+            if result.training is not None:
+                outcome = analyze_training(result.training).outcome
+        return outcome is Outcome.PASS
+
+    passed, failed = 0, None
+    count = 1
+    while count <= settings.max_accelerators:
+        verdict = passes(count)
+        if verdict is None:
+            return None
+        if not verdict:
+            failed = count
+            break
+        passed, count = count, count * 2
+    if failed is None:
+        return passed
+    while failed - passed > 1:
+        middle = (passed + failed) // 2
+        verdict = passes(middle)
+        if verdict is None:
+            return None
+        passed, failed = (middle, failed) if verdict else (passed, middle)
+    return passed
+
+
+def accelerators_builder(
+    plan: Plan, source: ScenarioSource, profile: str | None, overrides: dict[str, str]
+) -> Callable[[int, int], list[PlannedPhase]]:
+    """A training scenario's phases (its data set and its training) for any
+    number of accelerators per host, on the plan's prepared targets."""
+    engines = {
+        (w.spec.target, w.spec.direct): w.engine
+        for p in plan.phases
+        for w in p.workloads
+        if w.spec.engine == "auto"
+    }
+
+    def build(count: int, seq: int) -> list[PlannedPhase]:
+        resolved = resolve(source, profile, overrides | {"accelerators": str(count)})
+        replanned = build_plan(resolved, plan.targets, engines, plan.fio, plan.fio_version)
+        return [
+            replace(
+                p,
+                seq=seq + i,
+                name=accelerators_name(p.name, count),
+                point={"accelerators": str(count)},
+            )
+            for i, p in enumerate(replanned.phases)
         ]
 
     return build

@@ -416,6 +416,7 @@ def phase_result(
         # wall-clock logs say when each host began; else fio's live status did
         series_origin=collected.origin_s if collected.origin_s is not None else raw.io_started_at,
         io_errors=collected.io_errors,
+        training=collected.training,
         generator_cpu=raw.generator_cpu,
     )
     if raw.exit.stopped_by == "request":

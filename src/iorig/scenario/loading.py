@@ -21,6 +21,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from iorig.errors import UserError
+from iorig.scenario import training
 from iorig.scenario.expr import evaluate
 from iorig.scenario.fiofile import looks_like_job_file, parse_job_file
 from iorig.scenario.fiojobs import translate
@@ -310,18 +311,34 @@ def resolve(
     body = _substitute(body, values, (), source.doc, used)
     body["parameters"] = {n: s.model_dump() for n, s in specs.items()}
     body["profiles"] = profiles
+    described = {
+        path: "; ".join(
+            f"{n}: {raw_text.get(n, '?')} from {origins.get(n, '?')}" for n in names.split(", ")
+        )
+        for path, names in used.items()
+        if names
+    }
+    if isinstance(body.get("training"), dict):
+        body = _training_body(body, source.doc, described)
     try:
         scenario = Scenario.model_validate(body)
     except ValidationError as exc:
-        described = {
-            path: "; ".join(
-                f"{n}: {raw_text.get(n, '?')} from {origins.get(n, '?')}" for n in names.split(", ")
-            )
-            for path, names in used.items()
-            if names
-        }
         raise UserError(format_errors(exc.errors(), source.doc, described)) from None
     return ResolvedScenario(scenario, source, values, origins, profile, notes=source.notes)
+
+
+def _training_body(body: dict[str, Any], doc: YamlDoc, described: dict[Path_, str]) -> dict:
+    """``body`` with its phases made from its ``training:`` section."""
+    if body.get("phases"):
+        raise UserError(
+            f"{doc.where(('phases',))}: a scenario with a training section gets its phases from it",
+            hint="remove 'phases' (or the training section)",
+        )
+    try:
+        return training.expand(body)
+    except ValidationError as exc:
+        errors = format_errors(exc.errors(), doc, described, prefix=("training",))
+        raise UserError(errors) from None
 
 
 def load(

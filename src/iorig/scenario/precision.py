@@ -36,6 +36,12 @@ def parse_precision(text: str) -> float:
 
 def _phase(phase: Phase, pct: float, notes: list[str]) -> dict[str, Any]:
     data = phase.model_dump()
+    if phase.until == "done":
+        notes.append(
+            f"--precision: {phase.name!r} runs until its workloads are through (a training "
+            "phase: its epochs); it is judged by what it did, not by a median"
+        )
+        return data
     if not phase.enabled or phase.until not in ("duration", "precise"):
         return data
     if phase.kind is PhaseKind.MEASURE:

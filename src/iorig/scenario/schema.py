@@ -289,6 +289,14 @@ class Workload(_Model):
     """with `fileset`: directories the files are spread over"""
     op: Literal["io", "stat"] = "io"
     """`stat` stats the file set's files instead of reading or writing them"""
+    whole_files: Bool = False
+    """with `fileset`: go through each file whole, in a random order, before the next (a
+    data loader's samples); otherwise every I/O picks a file at random"""
+    loops: int = Field(default=1, ge=1, le=1000)
+    """passes over the working set (fio loops): a training phase's epochs"""
+    completions: Bool = False
+    """log every completion instead of one-second figures (a training phase's readers:
+    when each batch arrived)"""
 
     @field_validator("rw", mode="before")
     @classmethod
@@ -367,8 +375,10 @@ class Workload(_Model):
     @model_validator(mode="after")
     def _fileset(self) -> Workload:
         if self.fileset is None:
-            if self.op == "stat" or self.file_size is not None:
-                raise ValueError("op: stat and file_size apply to file-set workloads (fileset:)")
+            if self.op == "stat" or self.file_size is not None or self.whole_files:
+                raise ValueError(
+                    "op: stat, file_size and whole_files apply to file-set workloads (fileset:)"
+                )
             return self
         if self.file_size is None:
             raise ValueError("a file-set workload needs file_size")
@@ -499,9 +509,10 @@ class Phase(_Model):
     ramp: Duration | None = None
     """fio ramp_time: run this long before the measurement starts (a warm-up that belongs to
     each measurement, e.g. each load point)"""
-    until: Literal["duration", "steady", "precise"] = "duration"
+    until: Literal["duration", "steady", "precise", "done"] = "duration"
     """when the phase ends: after `duration`; once `steady` (SNIA PTS rule); once `precise`
-    (the median known to ±`precision`)"""
+    (the median known to ±`precision`); once `done`, its workloads through their working
+    sets `loops` times (duration is then the limit)"""
     steady: SteadyRule | None = None
     """the steady-state rule, with `until: steady`"""
     precision: Percent | None = None
@@ -526,6 +537,8 @@ class Phase(_Model):
             raise ValueError("ramp applies to measure and warmup phases")
         if self.until == "steady" and self.kind is not PhaseKind.WARMUP:
             raise ValueError("until: steady applies to warmup phases")
+        if self.until == "done" and (self.kind is not PhaseKind.MEASURE or self.events):
+            raise ValueError("until: done applies to measure phases without events")
         if self.steady is not None and self.until != "steady":
             raise ValueError("'steady' settings need until: steady")
         self._check_precise()
@@ -620,6 +633,45 @@ class Phase(_Model):
         return self.min if self.min is not None else DEFAULT_PRECISE_MIN_S
 
 
+TRANSFER_ALIGN = 4096  # direct I/O reads whole 4 KiB blocks
+
+
+class TrainingSpec(_Model):
+    """A training run as MLPerf Storage's closed division sets it up; every
+    number not given is the workload's."""
+
+    workload: Literal["unet3d", "resnet50", "cosmoflow"]
+    """the MLPerf Storage workload"""
+    accelerator: Literal["h100", "a100"] = "h100"
+    """the simulated accelerator, which sets the compute time per batch"""
+    accelerators: int = Field(default=1, ge=1, le=1024)
+    """simulated accelerators per host"""
+    epochs: int = Field(default=5, ge=1, le=100)
+    """passes over the data set (MLPerf: 5)"""
+    scale: float = Field(default=1.0, gt=0, le=1)
+    """shrink samples and data set by this factor (small tests; 1 is MLPerf's sizes)"""
+    dataset: Size = 0
+    """the data set per host; 0: MLPerf's rule, max(500 steps × batch × accelerators,
+    5 × this machine's memory), times scale"""
+    reader_threads: int = Field(default=0, ge=0, le=256)
+    """data-loader readers per accelerator; 0: the workload's"""
+    transfer: Size = 0
+    """the size of each read; 0: the workload's (4 MiB for unet3d, 256 KiB for the others)"""
+    direct: Bool = True
+    """read with direct I/O (no page cache: the data set need not exceed memory)"""
+    au_floor: Percent | None = None
+    """the AU a run must keep; default the workload's (MLPerf: 90 %, cosmoflow 70 %)"""
+    target: str = "data"
+    """the role of the data set's target"""
+
+    @field_validator("transfer")
+    @classmethod
+    def _aligned(cls, value: int) -> int:
+        if value % TRANSFER_ALIGN:
+            raise ValueError(f"the transfer size must be a multiple of {TRANSFER_ALIGN} bytes")
+        return value
+
+
 class TargetSpec(_Model):
     size: Size
     """the working set on this target (the default of `--size`)"""
@@ -694,6 +746,9 @@ class Scenario(_Model):
     """how events' impact is measured"""
     sut: SystemUnderTest | None = None
     """the system under test, as --sut describes it"""
+    training: TrainingSpec | None = None
+    """AI training as MLPerf Storage runs it: its phases are made from this section
+    (iorig.scenario.training) and scored by accelerator utilisation"""
 
     @field_validator("iorig")
     @classmethod

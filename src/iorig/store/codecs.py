@@ -20,6 +20,8 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any, Generic, TypeVar
 
+import numpy as np
+
 from iorig.model import (
     AB_SIDES,
     ERROR_KINDS,
@@ -36,6 +38,7 @@ from iorig.model import (
     SutRecord,
 )
 from iorig.model.sut import NOTE_LIMIT, NOTES_LIMIT, describe, parse_description
+from iorig.model.training import AcceleratorModel, AcceleratorTrace, TrainingRecord
 
 T = TypeVar("T")
 
@@ -393,6 +396,108 @@ def _generator_cpu_to_data(cpu: GeneratorCpu | None) -> dict[str, float] | None:
     return None if cpu is None else {"cpu_s": cpu.cpu_s, "wall_s": cpu.wall_s}
 
 
+# ------------------------------------------------------------ training
+
+_MODEL_TEXTS = {
+    "workload": ("unet3d", "resnet50", "cosmoflow"),
+    "accelerator": ("h100", "a100"),
+    "loader": ("pytorch", "tensorflow"),
+}
+_MODEL_INTS = {
+    "accelerators": 1024,
+    "epochs": 100,
+    "batch": 10**6,
+    "nominal_sample_bytes": 1 << 40,
+    "samples_per_file": 10**6,
+    "files_per_job": 10**9,
+    "reader_threads": 256,
+}
+_MODEL_FLOATS = {"sample_bytes": 1 << 40, "compute_s": 1e6, "au_floor": 1.0, "scale": 1.0}
+_READY_LIMIT = 50_000_000  # batch times of one accelerator: far beyond any run
+_NAME_LIMIT = 256
+
+
+def _training_from_data(data: Any) -> TrainingRecord | None:
+    """A training phase's accelerators, every field checked (bundles are untrusted)."""
+    if data is None:
+        return None
+    if not isinstance(data, dict) or set(data) != {"model", "traces"}:
+        raise ValueError("training is not {model, traces}")
+    m = data["model"]
+    fields = {*_MODEL_TEXTS, *_MODEL_INTS, *_MODEL_FLOATS, "direct", "phase", "workload_label"}
+    if not isinstance(m, dict) or set(m) != fields:
+        raise ValueError(f"the accelerator model's fields are not {sorted(fields)}")
+    for key, allowed in _MODEL_TEXTS.items():
+        if m[key] not in allowed:
+            raise ValueError(f"{key} {m[key]!r:.40} is not one of {', '.join(allowed)}")
+    for key, limit in _MODEL_INTS.items():
+        value = m[key]
+        if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= limit:
+            raise ValueError(f"{key} {value!r:.40} is not a whole number up to {limit}")
+    for key, limit in _MODEL_FLOATS.items():
+        if not 0 < (_number(m[key], key) or 0.0) <= limit:
+            raise ValueError(f"{key} {m[key]!r:.40} is not above 0 and at most {limit:g}")
+    if not isinstance(m["direct"], bool):
+        raise TypeError("direct is not true or false")
+    for key in ("phase", "workload_label"):
+        if not isinstance(m[key], str) or not 0 < len(m[key]) <= _NAME_LIMIT:
+            raise TypeError(f"{key} is not a short text")
+    model = AcceleratorModel(**m)
+    shape = (model.epochs, model.steps_per_epoch)
+    if shape[0] * shape[1] > _READY_LIMIT or not isinstance(data["traces"], list):
+        raise ValueError("the accelerators' batches are not a list of a bounded size")
+    if len(data["traces"]) > model.accelerators * 10_000:
+        raise ValueError("more accelerators than any run has")
+    return TrainingRecord(model, tuple(_trace(t, shape) for t in data["traces"]))
+
+
+def _trace(t: Any, shape: tuple[int, int]) -> AcceleratorTrace:
+    if not isinstance(t, dict) or set(t) != {"host", "index", "ready_ms"}:
+        raise ValueError("an accelerator is not {host, index, ready_ms}")
+    if not isinstance(t["host"], str) or not 0 < len(t["host"]) <= _NAME_LIMIT:
+        raise TypeError("an accelerator's host is not a short text")
+    index = t["index"]
+    if isinstance(index, bool) or not isinstance(index, int) or not 0 <= index < 1024:
+        raise ValueError(f"accelerator index {index!r:.40} is out of range")
+    rows = t["ready_ms"]
+    if not isinstance(rows, list) or len(rows) != shape[0]:
+        raise ValueError(f"an accelerator's batches are not {shape[0]} epochs")
+    ready = np.full(shape, np.nan)
+    for e, row in enumerate(rows):
+        if not isinstance(row, list) or len(row) != shape[1]:
+            raise ValueError(f"an accelerator's epoch is not {shape[1]} batches")
+        for k, value in enumerate(row):
+            if value is not None:
+                ready[e, k] = _signed(value, "a batch's time")
+    return AcceleratorTrace(t["host"], index, ready)
+
+
+def _signed(value: Any, name: str) -> float:
+    """A finite number (a time on a phase's axis may be before its second 0)."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise TypeError(f"{name} {value!r:.40} is not a finite number")
+    return float(value)
+
+
+def _training_to_data(record: TrainingRecord | None) -> dict[str, Any] | None:
+    if record is None:
+        return None
+    return {
+        "model": asdict(record.model),
+        "traces": [
+            {
+                "host": t.host,
+                "index": t.index,
+                "ready_ms": [
+                    [None if v != v else round(float(v), 3) for v in row.tolist()]
+                    for row in t.ready_ms
+                ],
+            }
+            for t in record.traces
+        ],
+    }
+
+
 RESOLVED = Codec[dict]("resolved scenario", from_data=_typed(dict))
 PARAMS = Codec[dict]("parameters", from_data=_typed(dict))
 TARGETS = Codec[list]("targets", from_data=_objects)
@@ -408,6 +513,7 @@ SUT = Codec[SutRecord]("system under test", _sut_to_data, _sut_from_data)
 PRECISION = Codec[Any]("precision", _precision_to_data, _precision_from_data)
 AB = Codec[Any]("A/B link", _ab_to_data, _ab_from_data)
 GENERATOR_CPU = Codec[Any]("generator CPU", _generator_cpu_to_data, _generator_cpu_from_data)
+TRAINING = Codec[Any]("training", _training_to_data, _training_from_data)
 
 # RunRecord fields kept as JSON payloads, each in the column "<field>_json".
 RUN_PAYLOADS: dict[str, Codec[Any]] = {
@@ -428,4 +534,5 @@ PHASE_PAYLOADS: dict[str, Codec[Any]] = {
     "io_errors": IO_ERRORS,
     "precision": PRECISION,
     "generator_cpu": GENERATOR_CPU,
+    "training": TRAINING,
 }

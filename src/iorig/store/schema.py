@@ -340,6 +340,17 @@ def _migrate_to_v11(conn: sqlite3.Connection) -> None:
         )
 
 
+# Version 12: a training phase's accelerator model and when each simulated
+# accelerator's batches arrived (codecs.TRAINING; null for other phases).
+_SCHEMA_V12 = """
+ALTER TABLE phases ADD COLUMN training_json TEXT NOT NULL DEFAULT 'null'
+"""
+
+
+def _migrate_to_v12(conn: sqlite3.Connection) -> None:
+    _execute_script(conn, _SCHEMA_V12)
+
+
 MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [
     _migrate_to_v1,
     _migrate_to_v2,
@@ -352,6 +363,7 @@ MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [
     _migrate_to_v9,
     _migrate_to_v10,
     _migrate_to_v11,
+    _migrate_to_v12,
 ]
 LATEST = len(MIGRATIONS)
 UNWRAPPED = 10  # payloads without their version envelopes from this version on

@@ -11,6 +11,7 @@ from iorig.analyze.generator import GeneratorLoad
 from iorig.analyze.kneesteps import KneeStep
 from iorig.analyze.loadpoints import LoadRow, spec_rules
 from iorig.analyze.search import (
+    AcceleratorsResult,
     BusinessPoint,
     CurveResult,
     KneeResult,
@@ -22,6 +23,7 @@ from iorig.analyze.search import (
 from iorig.analyze.sweepcmp import SweepComparison
 from iorig.report.tables.metrics import metric
 from iorig.report.tables.run import TableModel
+from iorig.report.tables.training import au_text, mb_s, mib_s, samples_text
 from iorig.units import format_latency, format_si
 
 
@@ -460,7 +462,53 @@ def search_tables(result: SearchResult | None) -> list[TableModel]:
             return curve_tables(result)
         case LoadPointResult() if result.points:
             return loadpoint_tables(result)
+        case AcceleratorsResult():
+            return [accelerators_table(result)]
     return []
+
+
+def accelerators_table(result: AcceleratorsResult) -> TableModel:
+    """Every count of accelerators per host the search trained with, and the answer."""
+    rows = tuple(
+        (
+            str(p.accelerators),
+            str(p.accelerators * result.hosts),
+            au_text(p.training.au_mean),
+            au_text(p.au_min),
+            samples_text(p.training.samples_per_s),
+            mb_s(p.training.bytes_per_s),
+            mib_s(p.training.bytes_per_s),
+            str(p.training.outcome),
+        )
+        for p in result.points
+    )
+    answer = (
+        f"the most accelerators per host that keep AU at or above {result.au_floor:.0%} in "
+        f"every epoch: {result.most}"
+        + (f" ({result.most * result.hosts} on {result.hosts} hosts)" if result.hosts > 1 else "")
+        if result.most
+        else f"not even one accelerator per host kept AU at or above {result.au_floor:.0%}"
+    )
+    return TableModel(
+        "Accelerators search",
+        (
+            "per host",
+            "in all",
+            "AU",
+            "lowest epoch",
+            "samples/s",
+            "throughput",
+            "throughput",
+            "verdict",
+        ),
+        rows,
+        ("r", "r", "r", "r", "r", "r", "r", "l"),
+        (
+            answer,
+            "doubling while every epoch passes, then halving the gap to the first count "
+            "that did not; each count writes its data set and trains on it",
+        ),
+    )
 
 
 def sweep_comparison_table(sc: SweepComparison) -> TableModel:

@@ -25,8 +25,16 @@ from iorig.analyze.criteria import Verdict
 from iorig.analyze.impact import EventImpact
 from iorig.analyze.knee import Point
 from iorig.analyze.perhost import HostPhase, per_host
-from iorig.analyze.search import CurveResult, KneeResult, LoadPointResult, SearchResult, SweepResult
+from iorig.analyze.search import (
+    AcceleratorsResult,
+    CurveResult,
+    KneeResult,
+    LoadPointResult,
+    SearchResult,
+    SweepResult,
+)
 from iorig.analyze.summary import PhaseSummary
+from iorig.analyze.training import TrainingAnalysis
 from iorig.analyze.verdictcmp import FigureChange, host_verdicts
 from iorig.model import PhaseKind, PrecisionState, RunRecord, SeriesStats, StoredRun
 from iorig.report.options import RenderOptions
@@ -227,7 +235,45 @@ def run_document(analysis: RunAnalysis) -> dict[str, Any]:
         ],
         "events": [event_dict(e) for e in analysis.events],
         "per_host": [host_phase_dict(h) for h in per_host(analysis)],
+        "training": [training_dict(t) for t in analysis.training],
         "samples": series_records(stored),
+    }
+
+
+def training_dict(t: TrainingAnalysis) -> dict[str, Any]:
+    """A training phase as MLPerf Storage states a result, with every epoch,
+    host and accelerator; AU as fractions, throughput in bytes/s."""
+    return {
+        "model": asdict(t.model),
+        "hosts": t.hosts,
+        "accelerators_total": t.accelerators_total,
+        "steps_per_epoch": t.model.steps_per_epoch,
+        "demand_bytes_per_s": t.model.demand_bytes_per_s,
+        "au_mean": t.au_mean,
+        "samples_per_s": t.samples_per_s,
+        "bytes_per_s": t.bytes_per_s,
+        "outcome": str(t.outcome),
+        "why": t.why,
+        "mlperf_outcome": None if t.mlperf_outcome is None else str(t.mlperf_outcome),
+        "epochs": [
+            {
+                "epoch": f.epoch,
+                "au": f.au,
+                "samples_per_s": f.samples_per_s,
+                "bytes_per_s": f.bytes_per_s,
+                "wait_ms": {f"p{p:g}": v for p, v in f.wait_p_ms.items()},
+                "wait_max_ms": f.wait_max_ms,
+            }
+            for f in t.epochs
+        ],
+        "per_host": [
+            {"host": h.host, "au": list(h.au), "samples_per_s": h.samples_per_s}
+            for h in t.host_figures
+        ],
+        "per_accelerator": [
+            {"host": a.host, "index": a.index, "au": list(a.au), "wait_s": a.wait_s}
+            for a in t.accelerators
+        ],
     }
 
 
@@ -279,6 +325,26 @@ def _knee_point(p: Point) -> dict[str, Any]:
 
 def search_dict(result: SearchResult | None) -> dict[str, Any] | None:
     """What a sweep, knee or curve run found."""
+    if isinstance(result, AcceleratorsResult):
+        return {
+            "kind": "accelerators",
+            "most": result.most,
+            "hosts": result.hosts,
+            "au_floor": result.au_floor,
+            "points": [
+                {
+                    "accelerators": p.accelerators,
+                    "phase": p.phase,
+                    "au_mean": p.training.au_mean,
+                    "au_min": p.au_min,
+                    "au": [f.au for f in p.training.epochs],
+                    "samples_per_s": p.training.samples_per_s,
+                    "bytes_per_s": p.training.bytes_per_s,
+                    "outcome": str(p.training.outcome),
+                }
+                for p in result.points
+            ],
+        }
     if isinstance(result, SweepResult):
         sweep = result
         return {

@@ -1,0 +1,164 @@
+"""A training run's tables (MLPerf Storage-like, docs/methodology.md §11):
+the result as MLPerf Storage states one, each epoch, each host and each
+accelerator."""
+
+from __future__ import annotations
+
+from iorig.analyze.analysis import RunAnalysis
+from iorig.analyze.training import WAIT_PERCENTILES, TrainingAnalysis
+from iorig.report.tables.model import TableModel
+from iorig.units import format_latency
+
+
+def au_text(value: float | None) -> str:
+    return "-" if value is None else f"{value * 100:.1f}%"
+
+
+def mb_s(bytes_per_s: float | None) -> str:
+    """Decimal megabytes a second, as MLPerf Storage's reports label them."""
+    return "-" if bytes_per_s is None else f"{bytes_per_s / 1e6:,.1f} MB/s"
+
+
+def mib_s(bytes_per_s: float | None) -> str:
+    """Binary mebibytes a second (DLIO's own "MB/s" figure is these)."""
+    return "-" if bytes_per_s is None else f"{bytes_per_s / 2**20:,.1f} MiB/s"
+
+
+def samples_text(value: float | None) -> str:
+    return "-" if value is None else f"{value:,.1f}"
+
+
+def _ms(value: float | None) -> str:
+    return format_latency(None if value is None else value * 1e6)
+
+
+RESULT_NOTE = (
+    "AU: accelerator utilisation, compute time ÷ wall time, the first step of each epoch "
+    "left out (MLPerf Storage's rule), the mean over epochs; PASS needs every epoch at or "
+    "above the floor, stricter than MLPerf Storage, which judges the mean"
+)
+
+
+def result_table(runs: list[tuple[str, TrainingAnalysis]]) -> TableModel:
+    """MLPerf Storage's result table: one row per training phase (and run)."""
+    rows = []
+    for label, t in runs:
+        m = t.model
+        rows.append(
+            (
+                *((label,) if len(runs) > 1 or label else ()),
+                m.workload,
+                m.accelerator.upper(),
+                f"{m.accelerators} × {t.hosts}" if t.hosts > 1 else str(m.accelerators),
+                str(t.hosts),
+                au_text(t.au_mean),
+                f"{m.au_floor * 100:.0f}%",
+                samples_text(t.samples_per_s),
+                mb_s(t.bytes_per_s),
+                mib_s(t.bytes_per_s),
+                f"{t.outcome} (MLPerf's rule: {t.mlperf_outcome or '-'})",
+            )
+        )
+    labelled = len(runs) > 1 or bool(runs and runs[0][0])
+    return TableModel(
+        "Training result (MLPerf Storage-like; not an MLPerf Storage result)",
+        (
+            *(("run",) if labelled else ()),
+            "workload",
+            "accelerator",
+            "accelerators",
+            "hosts",
+            "AU",
+            "floor",
+            "samples/s",
+            "throughput",
+            "throughput",
+            "verdict",
+        ),
+        tuple(rows),
+        (*(("l",) if labelled else ()), "l", "l", "r", "r", "r", "r", "r", "r", "r", "l"),
+        (
+            RESULT_NOTE,
+            "accelerators: per host × hosts; throughput: what the accelerators consumed, "
+            "MB/s = 10^6 bytes/s and MiB/s = 2^20 bytes/s; samples of "
+            + ", ".join(
+                sorted({f"{t.model.sample_bytes:,.0f} bytes ({t.model.workload})" for _, t in runs})
+            ),
+        ),
+    )
+
+
+def epoch_table(t: TrainingAnalysis) -> TableModel:
+    waits = tuple(f"wait p{p:g}" for p in WAIT_PERCENTILES)
+    rows = tuple(
+        (
+            str(f.epoch),
+            au_text(f.au),
+            samples_text(f.samples_per_s),
+            mb_s(f.bytes_per_s),
+            mib_s(f.bytes_per_s),
+            *(_ms(f.wait_p_ms.get(p)) for p in WAIT_PERCENTILES),
+            _ms(f.wait_max_ms),
+        )
+        for f in t.epochs
+    )
+    return TableModel(
+        f"Training epochs ({t.model.steps_per_epoch} steps of {t.model.batch} samples, "
+        f"{t.model.compute_s * 1000:g} ms compute each)",
+        ("epoch", "AU", "samples/s", "throughput", "throughput", *waits, "wait max"),
+        rows,
+        ("r", "r", "r", "r", "r", *("r" for _ in waits), "r"),
+        (
+            "wait: how long the accelerators waited for data before a step, every accelerator "
+            "waiting for the slowest (MLPerf's barrier); the first step of each epoch left out",
+        ),
+    )
+
+
+def host_table(t: TrainingAnalysis) -> TableModel | None:
+    if t.hosts < 2:
+        return None
+    epochs = tuple(f"epoch {f.epoch}" for f in t.epochs)
+    rows = tuple(
+        (h.host, *(au_text(a) for a in h.au), samples_text(h.samples_per_s)) for h in t.host_figures
+    )
+    return TableModel(
+        "Training AU per host",
+        ("host", *epochs, "samples/s"),
+        rows,
+        ("l", *("r" for _ in epochs), "r"),
+        ("each host's accelerators waiting for each other only, not for the other hosts'",),
+    )
+
+
+def accelerator_table(t: TrainingAnalysis) -> TableModel | None:
+    if len(t.accelerators) < 2:
+        return None
+    epochs = tuple(f"epoch {f.epoch}" for f in t.epochs)
+    rows = tuple(
+        (f"{a.host}/{a.index}", *(au_text(x) for x in a.au), f"{a.wait_s:.2f} s")
+        for a in t.accelerators
+    )
+    return TableModel(
+        "Training AU per accelerator, each alone",
+        ("accelerator", *epochs, "waited"),
+        rows,
+        ("l", *("r" for _ in epochs), "r"),
+        (
+            "each accelerator as if it waited for no other: what its own readers delivered; "
+            "waited: its time waiting for data, first steps left out",
+        ),
+    )
+
+
+def training_tables(analysis: RunAnalysis) -> list[TableModel]:
+    if not analysis.training:
+        return []
+    several = len(analysis.training) > 1
+    tables = [
+        result_table([(f"#{i + 1}" if several else "", t) for i, t in enumerate(analysis.training)])
+    ]
+    for t in analysis.training:
+        tables.append(epoch_table(t))
+        tables += [x for x in (host_table(t), accelerator_table(t)) if x is not None]
+    return tables

@@ -1,0 +1,151 @@
+"""Truth 14: AI training (MLPerf Storage-like, docs/methodology.md §11) on a
+filesystem whose device reads at a known cap C.
+
+One accelerator consumes d = batch × sample ÷ compute time bytes/s (from the
+scenario's definition, the emulated sample size). Storage that delivers C
+keeps n accelerators at AU = min(1, C ÷ (n·d)): below the cap they never
+wait, above it they share C. The most accelerators a host keeps at or above
+the floor is then ⌊C ÷ (floor × d)⌋.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+from tests.truth.device import Unavailable, mounted
+
+from iorig.scenario.loading import load
+from iorig.scenario.training import accelerator_model
+
+pytestmark = [pytest.mark.fio, pytest.mark.truth]
+
+
+def _demand(sets: dict[str, str]) -> tuple[float, float]:
+    """One accelerator's demand (bytes/s) and the AU floor, from the scenario."""
+    model = accelerator_model(load("train", overrides=sets).scenario.training)
+    return model.demand_bytes_per_s, model.au_floor
+
+
+def _args(sets: dict[str, str]) -> list[str]:
+    return [f"--set={k}={v}" for k, v in sets.items()]
+
+
+def _expected(cap: float, demand: float, n: int) -> float:
+    return min(1.0, cap / (n * demand))
+
+
+def test_most_accelerators_is_what_the_cap_feeds(capped, truth_db, tmp_path):
+    """resnet50 (a TensorFlow loader: samples pooled from 8 readers)."""
+    sets = {
+        "workload": "resnet50",
+        "scale": "0.01",
+        "transfer": "64KiB",
+        "epochs": "2",
+        "dataset_size": "1MiB",
+    }
+    demand, floor = _demand(sets)
+    cap = 3.5 * floor * demand  # the answer sits half way between 3 and 4
+    device = capped(size_bytes=512 << 20, read_bps=int(cap))
+    try:
+        with mounted(device, tmp_path / "fs") as directory:
+            done = device.iorig(
+                truth_db,
+                "run",
+                "train",
+                *_args(sets),
+                "--accelerators",
+                "auto",
+                "--target",
+                f"{directory}/",
+                timeout=600,
+            )
+    except Unavailable as exc:
+        pytest.skip(str(exc))
+    assert done.returncode == 0, done.stdout + done.stderr
+    search = json.loads(device.iorig(truth_db, "show", "last", "--json").stdout)["search"]
+    tried = {p["accelerators"]: p for p in search["points"]}
+    print(
+        f"truth 14: resnet50 demand {demand / 1e6:.3f} MB/s per accelerator, cap "
+        f"{cap / 1e6:.3f} MB/s; AU per count "
+        + ", ".join(
+            f"{n}: {p['au'][0]:.3f}/{p['au'][1]:.3f} (expected {_expected(cap, demand, n):.3f})"
+            for n, p in sorted(tried.items())
+        )
+        + f"; most {search['most']}"
+    )
+    assert abs(search["most"] - math.floor(cap / (floor * demand))) <= 1
+    assert {1, 2, 4} <= set(tried)
+    for n, point in tried.items():
+        for au in point["au"]:
+            assert au == pytest.approx(_expected(cap, demand, n), abs=0.05), (n, point)
+
+
+def _pytorch_au(sets: dict[str, str], cap: float, n: int) -> float:
+    """AU of n accelerators whose PyTorch loaders share a device reading
+    ``cap`` (docs/methodology.md §11). Each of an accelerator's W workers
+    builds whole batches, so its batches arrive W at a time, every W·T
+    (T = n × batch bytes ÷ cap); the first step of the epoch is left out,
+    and the rest of its group is there already. With G groups an epoch:
+    AU = (G·W − 1)·c ÷ ((G − 1)·W·T + (W − 1)·c); as G grows, c ÷ T."""
+    model = accelerator_model(
+        load("train", overrides=sets | {"accelerators": str(n)}).scenario.training
+    )
+    c, width = model.compute_s, model.reader_threads
+    per_step = n * model.batch_bytes / cap
+    if per_step <= c:
+        return 1.0
+    groups = model.steps_per_epoch // width
+    return (groups * width - 1) * c / ((groups - 1) * width * per_step + (width - 1) * c)
+
+
+def test_accelerators_past_the_cap_share_it(capped, truth_db, tmp_path):
+    """unet3d (a PyTorch loader: each batch from one of 4 workers) at twice
+    what the device reads, and at half of it."""
+    sets = {"workload": "unet3d", "scale": "0.001", "epochs": "1", "dataset_size": "8MiB"}
+    demand, _ = _demand(sets)
+    expected = _pytorch_au(sets, demand, 2)
+    assert expected < 0.7  # two accelerators need twice what the device reads
+    cap = demand
+    device = capped(size_bytes=256 << 20, read_bps=int(cap))
+    runs = {}
+    try:
+        with mounted(device, tmp_path / "fs") as directory:
+            for n in (2,):  # at the cap
+                done = device.iorig(
+                    truth_db,
+                    "run",
+                    "train",
+                    *_args(sets),
+                    "--accelerators",
+                    str(n),
+                    "--target",
+                    f"{directory}/",
+                    timeout=600,
+                )
+                # 3: the run's verdict is FAIL (the accelerators fell short)
+                assert done.returncode == 3, done.stdout + done.stderr
+                doc = json.loads(device.iorig(truth_db, "show", "last", "--json").stdout)
+                runs[n] = doc["training"][0]
+            device.cap(read_bps=int(4 * demand))
+            done = device.iorig(
+                truth_db, "run", "train", *_args(sets), "--accelerators", "2",
+                "--target", f"{directory}/", timeout=600,
+            )  # fmt: skip
+            assert done.returncode == 0, done.stdout + done.stderr
+            runs["2 under"] = json.loads(device.iorig(truth_db, "show", "last", "--json").stdout)[
+                "training"
+            ][0]
+    except Unavailable as exc:
+        pytest.skip(str(exc))
+    print(
+        f"truth 14: unet3d demand {demand / 1e6:.3f} MB/s per accelerator, expected AU at the "
+        f"cap {expected:.3f}; "
+        + ", ".join(f"{k}: AU {t['au_mean']:.3f} {t['outcome']}" for k, t in runs.items())
+    )
+    assert runs[2]["au_mean"] == pytest.approx(expected, abs=0.05)
+    assert runs[2]["outcome"] == "FAIL"
+    assert "epoch 1" in runs[2]["why"]
+    assert runs["2 under"]["au_mean"] == pytest.approx(1.0, abs=0.05)
+    assert runs["2 under"]["outcome"] == "PASS"
