@@ -154,6 +154,8 @@ def test_collect_counts_them_and_a_job_going_on_past_io_errors_did_not_fail():
         bytes_to_write=0,
         workloads=[SimpleNamespace(label="rw", spec=spec)],
         training=None,
+        checkpoint=None,
+        until_done=False,
     )
     got = collect(_raw(stderr, output), phase)  # type: ignore[arg-type]
     assert got.problem is None  # fio's "error": 5 is the first error it went on past

@@ -9,6 +9,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from iorig.analyze.ab import AbComparison, ab_comparison, linked, with_paired_verdicts
+from iorig.analyze.checkpoint import CheckpointAnalysis, analyze_checkpoints
 from iorig.analyze.compare import (
     PhaseComparison,
     RunPhase,
@@ -52,6 +53,7 @@ class RunAnalysis:
     events: tuple[EventImpact, ...] = ()  # what was done during the run, with its impact
     # each training phase (MLPerf Storage-like), repeats included, in run order
     training: tuple[TrainingAnalysis, ...] = ()
+    checkpoint: CheckpointAnalysis | None = None  # a checkpoint run's write and read figures
 
     @property
     def data_lost(self) -> bool:
@@ -97,6 +99,9 @@ def analyse(stored: StoredRun, job_texts: Mapping[str, str] | None = None) -> Ru
         data=data,
         events=tuple(run_impacts(stored.phases, stored.run.resolved)),
         training=training,
+        checkpoint=analyze_checkpoints(
+            [(p.name, p.checkpoint) for p in stored.phases if p.checkpoint is not None]
+        ),
     )
 
 

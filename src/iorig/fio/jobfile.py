@@ -403,6 +403,7 @@ def workload_options(  # noqa: C901, PLR0912, PLR0913
     log_every_io: bool = False,
     continue_on_error: str | None = None,
     time_based: bool = True,
+    end_fsync: bool = False,
 ) -> dict[str, OptionValue]:
     """fio options for one workload: iorig's typed model, nothing else.
 
@@ -492,6 +493,8 @@ def workload_options(  # noqa: C901, PLR0912, PLR0913
         # Without flow_sleep a job that is ahead spins: 8 database jobs used
         # 190 % CPU and ran at a twentieth of their rate on a 2-core machine.
         options |= {"flow_id": 1, "flow": flow, "flow_sleep": FLOW_SLEEP_US}
+    if end_fsync:
+        options["end_fsync"] = True  # in the job's runtime: what a checkpoint costs
     if rate_bytes:
         options["rate"] = rate_bytes
     if rate_iops:

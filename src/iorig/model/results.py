@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from iorig.model import histogram
+from iorig.model.checkpoint import CheckpointRecord
 from iorig.model.events import EventRecord, EventStatus
 from iorig.model.kinds import Metric, PhaseKind, PhaseStatus
 from iorig.model.precision import PrecisionState
@@ -211,6 +212,8 @@ class PhaseResult:
     generator_cpu: GeneratorCpu | None = None
     # a training phase's accelerators and when each batch arrived (MLPerf Storage)
     training: TrainingRecord | None = None
+    # a checkpoint phase's processes and how long each took (MLPerf Storage)
+    checkpoint: CheckpointRecord | None = None
 
     @property
     def io_error_total(self) -> int:

@@ -21,12 +21,14 @@ from typing import Any
 from iorig.fio import parse
 from iorig.fio.assemble import JobLogs, SectionData, build_scopes
 from iorig.model import IoErrorCount, PhaseKind, Scope, ScopeResult
+from iorig.model.checkpoint import CheckpointRecord, ProcessTime
 from iorig.model.combine import window
 from iorig.model.training import TrainingRecord
 from iorig.run import training
 from iorig.run.backend import HostLogs, RawPhase
 from iorig.run.plan import PlannedPhase
 from iorig.run.plausible import did_nothing, implausible_jobs, implausible_series
+from iorig.scenario.checkpoint import SHARD_WORKLOAD
 
 
 @dataclass(frozen=True)
@@ -37,6 +39,7 @@ class Collected:
     origin_s: float | None = None  # unix seconds at the series' second 0 (wall-clock logs)
     io_errors: tuple[IoErrorCount, ...] = ()  # the I/O errors fio reported, per type and host
     training: TrainingRecord | None = None  # a training phase's accelerators' batches
+    checkpoint: CheckpointRecord | None = None  # a checkpoint phase's processes
 
 
 def tail(text: str, lines: int = 3) -> str:
@@ -192,14 +195,44 @@ def collect(
         # the other jobs' seconds alone would understate the phase: no series
         # where a job's are missing (the audit says so); fio's totals are kept
         scopes = [_without_series(sc) if _covers(sc.scope, unlogged) else sc for sc in scopes]
-        if lost := [u for u in unlogged if u.ran_ms >= SURE_WINDOW_MS]:
+        # A phase that runs until its data is through is judged by fio's totals
+        # and runtimes: a checkpoint's buffered writes are done in a fraction of
+        # a second and its fsync logs nothing, yet its figure is sound.
+        lost = [u for u in unlogged if u.ran_ms >= SURE_WINDOW_MS]
+        if lost and not phase.until_done:
             problems.append(lost_logs_message(lost, several))
     origin = first / 1000 if starts else None
     printed = parse.io_errors(raw.exit.stderr)
     counted = printed + parse.unprinted_errors(printed, output.jobs, "local")
     record = _training(phase, sections, {h: float(s - first) for h, s in starts.items()})
     problem = "; ".join(problems) or None
-    return Collected(tuple(scopes), output.version, problem, origin, counted, record)
+    return Collected(
+        tuple(scopes),
+        output.version,
+        problem,
+        origin,
+        counted,
+        record,
+        _checkpoint(phase, sections),
+    )
+
+
+def _checkpoint(phase: PlannedPhase, sections: Sequence[SectionData]) -> CheckpointRecord | None:
+    """A checkpoint phase's processes: each fio job's runtime (its fsync
+    included) and bytes, host by host in job order; the checkpoint is what
+    every host wrote."""
+    planned = phase.checkpoint
+    if planned is None:
+        return None
+    shards = [s for s in sections if s.workload == SHARD_WORKLOAD]
+    times = tuple(
+        ProcessTime(s.host, i, sum(d.io_bytes for d in job.dirs.values()), job.job_runtime_ms / 1e3)
+        for s in shards
+        for i, job in enumerate(s.jobs)
+    )
+    hosts = max(1, len({s.host for s in shards}))
+    model = replace(planned.model, checkpoint_bytes=planned.model.checkpoint_bytes * hosts)
+    return replace(planned, model=model, processes=times)
 
 
 def _training(

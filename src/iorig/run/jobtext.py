@@ -67,6 +67,7 @@ def _options(
         rate_iops=w.spec.rate_iops,
         runtime_s=None if phase.kind.size_based else phase.duration_s,
         time_based=not phase.until_done,
+        end_fsync=w.spec.fsync_at_end,
         log_prefix=w.label + log_suffix,
         loops=w.loops,
         compress_pct=w.spec.compress,

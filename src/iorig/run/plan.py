@@ -13,7 +13,9 @@ from typing import Any
 from iorig.errors import UserError
 from iorig.fio.hosts import HostSpec
 from iorig.model import Disclosure, InterfaceLimit, Metric, PhaseKind, PhaseResult, SutRecord
+from iorig.model.checkpoint import CheckpointRecord
 from iorig.model.training import AcceleratorModel
+from iorig.scenario.checkpoint import planned_record
 from iorig.scenario.events import EventSpec
 from iorig.scenario.loading import ResolvedScenario
 from iorig.scenario.schema import (
@@ -63,6 +65,7 @@ class PlannedPhase:
     min_s: float = DEFAULT_PRECISE_MIN_S
     until_done: bool = False  # ends when its workloads are through; duration_s is the limit
     training: AcceleratorModel | None = None  # a training phase's accelerators
+    checkpoint: CheckpointRecord | None = None  # a checkpoint phase's (no processes yet)
 
     @property
     def bytes_to_write(self) -> int:
@@ -357,6 +360,11 @@ def build_plan(
                 min_s=phase.min_s,
                 until_done=phase.until == "done",
                 training=training_model(resolved, phase.name),
+                checkpoint=(
+                    planned_record(resolved.scenario.checkpoint, phase.name)
+                    if resolved.scenario.checkpoint is not None
+                    else None
+                ),
             )
         )
     check_replays(phases)

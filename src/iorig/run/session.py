@@ -417,6 +417,7 @@ def phase_result(
         series_origin=collected.origin_s if collected.origin_s is not None else raw.io_started_at,
         io_errors=collected.io_errors,
         training=collected.training,
+        checkpoint=collected.checkpoint,
         generator_cpu=raw.generator_cpu,
     )
     if raw.exit.stopped_by == "request":

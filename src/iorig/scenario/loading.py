@@ -21,7 +21,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from iorig.errors import UserError
-from iorig.scenario import training
+from iorig.scenario import checkpoint, training
 from iorig.scenario.expr import evaluate
 from iorig.scenario.fiofile import looks_like_job_file, parse_job_file
 from iorig.scenario.fiojobs import translate
@@ -318,8 +318,7 @@ def resolve(
         for path, names in used.items()
         if names
     }
-    if isinstance(body.get("training"), dict):
-        body = _training_body(body, source.doc, described)
+    body = _generated_body(body, source.doc, described)
     try:
         scenario = Scenario.model_validate(body)
     except ValidationError as exc:
@@ -327,17 +326,25 @@ def resolve(
     return ResolvedScenario(scenario, source, values, origins, profile, notes=source.notes)
 
 
-def _training_body(body: dict[str, Any], doc: YamlDoc, described: dict[Path_, str]) -> dict:
-    """``body`` with its phases made from its ``training:`` section."""
+GENERATORS = {"training": training.expand, "checkpoint": checkpoint.expand}
+
+
+def _generated_body(body: dict[str, Any], doc: YamlDoc, described: dict[Path_, str]) -> dict:
+    """``body`` with its phases made from its ``training:`` or ``checkpoint:``
+    section, if it has one (both: the scenario's validation refuses it)."""
+    section = next((s for s in GENERATORS if isinstance(body.get(s), dict)), None)
+    if section is None:
+        return body
     if body.get("phases"):
         raise UserError(
-            f"{doc.where(('phases',))}: a scenario with a training section gets its phases from it",
-            hint="remove 'phases' (or the training section)",
+            f"{doc.where(('phases',))}: a scenario with a {section} section gets its phases "
+            "from it",
+            hint=f"remove 'phases' (or the {section} section)",
         )
     try:
-        return training.expand(body)
+        return GENERATORS[section](body)
     except ValidationError as exc:
-        errors = format_errors(exc.errors(), doc, described, prefix=("training",))
+        errors = format_errors(exc.errors(), doc, described, prefix=(section,))
         raise UserError(errors) from None
 
 

@@ -297,6 +297,8 @@ class Workload(_Model):
     completions: Bool = False
     """log every completion instead of one-second figures (a training phase's readers:
     when each batch arrived)"""
+    fsync_at_end: Bool = False
+    """fsync each file before the job ends, within its time (fio end_fsync: a checkpoint)"""
 
     @field_validator("rw", mode="before")
     @classmethod
@@ -672,6 +674,36 @@ class TrainingSpec(_Model):
         return value
 
 
+class CheckpointSpec(_Model):
+    """Checkpointing as MLPerf Storage runs it: every process writes its shard
+    of a llama3 checkpoint (an fsync at the end), then reads it back."""
+
+    model: Literal["llama3-8b", "llama3-70b", "llama3-405b", "llama3-1t"]
+    """the checkpoint's model (MLPerf Storage's sizes)"""
+    processes: int = Field(default=0, ge=0, le=4096)
+    """processes per host, each writing one shard of checkpoint ÷ MLPerf's process count;
+    0: MLPerf's count (8, 64, 512, 1024) on one host"""
+    repetitions: int = Field(default=10, ge=1, le=100)
+    """checkpoints written, each to a directory of its own, then read back (MLPerf: 10)"""
+    scale: float = Field(default=1.0, gt=0, le=1)
+    """shrink every shard by this factor (small tests; 1 is MLPerf's sizes)"""
+    transfer: Size = 0
+    """the size of each write and read; 0: 4 MiB"""
+    direct: Bool = False
+    """direct I/O (MLPerf writes through the page cache and fsyncs)"""
+    fsync: Bool = True
+    """fsync each shard before its process ends, within its time (MLPerf's rule)"""
+    target: str = "data"
+    """the role of the checkpoints' target"""
+
+    @field_validator("transfer")
+    @classmethod
+    def _aligned(cls, value: int) -> int:
+        if value % TRANSFER_ALIGN:
+            raise ValueError(f"the transfer size must be a multiple of {TRANSFER_ALIGN} bytes")
+        return value
+
+
 class TargetSpec(_Model):
     size: Size
     """the working set on this target (the default of `--size`)"""
@@ -749,6 +781,9 @@ class Scenario(_Model):
     training: TrainingSpec | None = None
     """AI training as MLPerf Storage runs it: its phases are made from this section
     (iorig.scenario.training) and scored by accelerator utilisation"""
+    checkpoint: CheckpointSpec | None = None
+    """checkpointing as MLPerf Storage runs it: its phases are made from this section
+    (iorig.scenario.checkpoint)"""
 
     @field_validator("iorig")
     @classmethod
@@ -782,6 +817,8 @@ class Scenario(_Model):
             raise ValueError(f"phase names must be unique: {', '.join(dupes)}")
         if not self.targets:
             raise ValueError("the scenario declares no targets")
+        if self.training is not None and self.checkpoint is not None:
+            raise ValueError("a scenario trains or checkpoints, not both: keep one section")
         for phase in self.phases:
             for w in phase.workloads:
                 if w.target not in self.targets:

@@ -18,6 +18,7 @@ import json
 import math
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
+from dataclasses import fields as dataclass_fields
 from typing import Any, Generic, TypeVar
 
 import numpy as np
@@ -37,6 +38,7 @@ from iorig.model import (
     PrecisionState,
     SutRecord,
 )
+from iorig.model.checkpoint import CheckpointModel, CheckpointRecord, ProcessTime
 from iorig.model.sut import NOTE_LIMIT, NOTES_LIMIT, describe, parse_description
 from iorig.model.training import AcceleratorModel, AcceleratorTrace, TrainingRecord
 
@@ -498,6 +500,74 @@ def _training_to_data(record: TrainingRecord | None) -> dict[str, Any] | None:
     }
 
 
+# ------------------------------------------------------------ checkpoint
+
+_CHECKPOINT_MODELS = ("llama3-8b", "llama3-70b", "llama3-405b", "llama3-1t")
+_PROCESS_LIMIT = 1 << 20  # processes of one checkpoint phase, all hosts: far beyond any run
+
+
+def _whole(value: Any, name: str, limit: int, least: int = 0) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not least <= value <= limit:
+        raise ValueError(f"{name} {value!r:.40} is not a whole number from {least} to {limit}")
+    return value
+
+
+def _checkpoint_from_data(data: Any) -> CheckpointRecord | None:
+    """A checkpoint phase's processes, every field checked (bundles are untrusted)."""
+    if data is None:
+        return None
+    if not isinstance(data, dict) or set(data) != {"model", "op", "repetition", "processes"}:
+        raise ValueError("checkpoint is not {model, op, repetition, processes}")
+    m = data["model"]
+    fields = {f.name for f in dataclass_fields(CheckpointModel)}
+    if not isinstance(m, dict) or set(m) != fields:
+        raise ValueError(f"the checkpoint model's fields are not {sorted(fields)}")
+    if m["model"] not in _CHECKPOINT_MODELS:
+        raise ValueError(f"model {m['model']!r:.40} is not one of {', '.join(_CHECKPOINT_MODELS)}")
+    for key in ("processes", "repetitions"):
+        _whole(m[key], key, 1 << 16, 1)
+    for key in ("checkpoint_bytes", "nominal_bytes"):
+        _whole(m[key], key, 1 << 60)
+    if not 0 < (_number(m["scale"], "scale") or 0.0) <= 1:
+        raise ValueError(f"scale {m['scale']!r:.40} is not above 0 and at most 1")
+    for key in ("direct", "fsync"):
+        if not isinstance(m[key], bool):
+            raise TypeError(f"{key} is not true or false")
+    if data["op"] not in ("write", "read"):
+        raise ValueError(f"op {data['op']!r:.40} is not write or read")
+    _whole(data["repetition"], "repetition", m["repetitions"], 1)
+    rows = data["processes"]
+    if not isinstance(rows, list) or len(rows) > _PROCESS_LIMIT:
+        raise ValueError("the processes are not a list of a bounded size")
+    return CheckpointRecord(
+        CheckpointModel(**m), data["op"], data["repetition"], tuple(_process(p) for p in rows)
+    )
+
+
+def _process(p: Any) -> ProcessTime:
+    if not isinstance(p, dict) or set(p) != {"host", "index", "io_bytes", "duration_s"}:
+        raise ValueError("a process is not {host, index, io_bytes, duration_s}")
+    if not isinstance(p["host"], str) or not 0 < len(p["host"]) <= _NAME_LIMIT:
+        raise TypeError("a process's host is not a short text")
+    return ProcessTime(
+        p["host"],
+        _whole(p["index"], "a process's index", _PROCESS_LIMIT),
+        _whole(p["io_bytes"], "a process's bytes", 1 << 60),
+        _number(p["duration_s"], "a process's duration") or 0.0,
+    )
+
+
+def _checkpoint_to_data(record: CheckpointRecord | None) -> dict[str, Any] | None:
+    if record is None:
+        return None
+    return {
+        "model": asdict(record.model),
+        "op": record.op,
+        "repetition": record.repetition,
+        "processes": [asdict(p) for p in record.processes],
+    }
+
+
 RESOLVED = Codec[dict]("resolved scenario", from_data=_typed(dict))
 PARAMS = Codec[dict]("parameters", from_data=_typed(dict))
 TARGETS = Codec[list]("targets", from_data=_objects)
@@ -514,6 +584,7 @@ PRECISION = Codec[Any]("precision", _precision_to_data, _precision_from_data)
 AB = Codec[Any]("A/B link", _ab_to_data, _ab_from_data)
 GENERATOR_CPU = Codec[Any]("generator CPU", _generator_cpu_to_data, _generator_cpu_from_data)
 TRAINING = Codec[Any]("training", _training_to_data, _training_from_data)
+CHECKPOINT = Codec[Any]("checkpoint", _checkpoint_to_data, _checkpoint_from_data)
 
 # RunRecord fields kept as JSON payloads, each in the column "<field>_json".
 RUN_PAYLOADS: dict[str, Codec[Any]] = {
@@ -535,4 +606,5 @@ PHASE_PAYLOADS: dict[str, Codec[Any]] = {
     "precision": PRECISION,
     "generator_cpu": GENERATOR_CPU,
     "training": TRAINING,
+    "checkpoint": CHECKPOINT,
 }

@@ -341,9 +341,11 @@ def _migrate_to_v11(conn: sqlite3.Connection) -> None:
 
 
 # Version 12: a training phase's accelerator model and when each simulated
-# accelerator's batches arrived (codecs.TRAINING; null for other phases).
+# accelerator's batches arrived (codecs.TRAINING), and a checkpoint phase's
+# processes and their times (codecs.CHECKPOINT); null for other phases.
 _SCHEMA_V12 = """
-ALTER TABLE phases ADD COLUMN training_json TEXT NOT NULL DEFAULT 'null'
+ALTER TABLE phases ADD COLUMN training_json TEXT NOT NULL DEFAULT 'null';
+ALTER TABLE phases ADD COLUMN checkpoint_json TEXT NOT NULL DEFAULT 'null'
 """
 
 

@@ -21,7 +21,7 @@ from iorig.analyze.summary import PhaseSummary
 from iorig.report.tables.events import event_table
 from iorig.report.tables.metrics import metric
 from iorig.report.tables.model import TableModel
-from iorig.report.tables.training import training_tables
+from iorig.report.tables.training import checkpoint_tables, training_tables
 from iorig.units import format_bytes, format_duration, format_latency, format_rate
 from iorig.untrusted import visible
 
@@ -290,7 +290,7 @@ def host_tables(analysis: RunAnalysis) -> list[TableModel]:
 
 def run_tables(analysis: RunAnalysis) -> list[TableModel]:
     """A run's timed phases, its verdict and its hosts, when it has them."""
-    tables = training_tables(analysis)
+    tables = training_tables(analysis) + checkpoint_tables(analysis)
     if (timed := timed_table(analysis.summaries)) is not None:
         tables.append(timed)
     if analysis.verdicts:

@@ -5,9 +5,10 @@ accelerator."""
 from __future__ import annotations
 
 from iorig.analyze.analysis import RunAnalysis
+from iorig.analyze.checkpoint import CheckpointSummary
 from iorig.analyze.training import WAIT_PERCENTILES, TrainingAnalysis
 from iorig.report.tables.model import TableModel
-from iorig.units import format_latency
+from iorig.units import format_bytes, format_latency
 
 
 def au_text(value: float | None) -> str:
@@ -162,3 +163,62 @@ def training_tables(analysis: RunAnalysis) -> list[TableModel]:
         tables.append(epoch_table(t))
         tables += [x for x in (host_table(t), accelerator_table(t)) if x is not None]
     return tables
+
+
+# ------------------------------------------------------------ checkpoints
+
+
+def _rate(s: CheckpointSummary | None) -> tuple[str, str, str]:
+    if s is None:
+        return "-", "-", "-"
+    low, high = s.interval or (None, None)
+    interval = "-" if low is None else f"{low / 1e9:.3f}–{high / 1e9:.3f} GB/s"
+    return (
+        f"{s.mean_bytes_per_s / 1e9:.3f} GB/s",
+        f"{s.mean_bytes_per_s / 2**30:.3f} GiB/s",
+        interval,
+    )
+
+
+def checkpoint_tables(analysis: RunAnalysis) -> list[TableModel]:
+    c = analysis.checkpoint
+    if c is None:
+        return []
+    m = c.model
+    processes = f"{m.processes} × {c.hosts}" if c.hosts > 1 else str(m.processes)
+    rows = tuple(
+        (m.model, processes, format_bytes(m.checkpoint_bytes), s.op, *_rate(s),
+         str(len(s.levels)))
+        for s in c.summaries
+    )  # fmt: skip
+    result = TableModel(
+        "Checkpoint result (MLPerf Storage-like; not an MLPerf Storage result)",
+        ("model", "processes", "checkpoint", "", "throughput", "throughput", "95% interval",
+         "checkpoints"),
+        rows,
+        ("l", "r", "r", "l", "r", "r", "r", "r"),
+        (
+            "throughput: the checkpoint over its slowest process's time (MLPerf Storage's rule), "
+            "the mean over the checkpoints; GB/s = 10^9 bytes/s, GiB/s = 2^30 bytes/s"
+            + ("; writes include each shard's fsync" if m.fsync else "; no fsync"),
+            f"scaled to {m.scale:g} of MLPerf's {m.nominal_bytes / 2**30:,.0f} GiB"
+            if m.scale < 1
+            else "MLPerf's size",
+        ),
+    )  # fmt: skip
+    each = tuple(
+        (f.phase, f"{f.bytes_per_s / 1e9:.3f} GB/s", f"{f.bytes_per_s / 2**30:.3f} GiB/s",
+         f"{f.slowest_s:.2f} s", f"{f.median_s:.2f} s", f"{f.fastest_s:.2f} s", f.slowest,
+         f"{f.cov * 100:.1f}%", "" if f.complete else "incomplete")
+        for s in c.summaries
+        for f in s.checkpoints
+    )  # fmt: skip
+    per = TableModel(
+        "Checkpoints",
+        ("phase", "throughput", "throughput", "slowest", "median", "fastest", "slowest process",
+         "CoV", ""),
+        each,
+        ("l", "r", "r", "r", "r", "r", "l", "r", "l"),
+        ("slowest, median, fastest: the processes' times; CoV: their coefficient of variation",),
+    )  # fmt: skip
+    return [result, per]

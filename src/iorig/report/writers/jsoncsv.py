@@ -20,6 +20,7 @@ from dataclasses import asdict
 from typing import Any
 
 from iorig.analyze.analysis import Comparison, RunAnalysis
+from iorig.analyze.checkpoint import CheckpointAnalysis
 from iorig.analyze.compare import Difference, RunPhase
 from iorig.analyze.criteria import Verdict
 from iorig.analyze.impact import EventImpact
@@ -236,6 +237,7 @@ def run_document(analysis: RunAnalysis) -> dict[str, Any]:
         "events": [event_dict(e) for e in analysis.events],
         "per_host": [host_phase_dict(h) for h in per_host(analysis)],
         "training": [training_dict(t) for t in analysis.training],
+        "checkpoint": checkpoint_dict(analysis.checkpoint),
         "samples": series_records(stored),
     }
 
@@ -274,6 +276,29 @@ def training_dict(t: TrainingAnalysis) -> dict[str, Any]:
             {"host": a.host, "index": a.index, "au": list(a.au), "wait_s": a.wait_s}
             for a in t.accelerators
         ],
+    }
+
+
+def checkpoint_dict(c: CheckpointAnalysis | None) -> dict[str, Any] | None:
+    """A checkpoint run's figures: per direction the mean over checkpoints of
+    size ÷ slowest process's time (bytes/s), its interval and each checkpoint."""
+    if c is None:
+        return None
+    return {
+        "model": asdict(c.model),
+        "hosts": c.hosts,
+        **{
+            op: None
+            if s is None
+            else {
+                "mean_bytes_per_s": s.mean_bytes_per_s,
+                "interval": list(s.interval) if s.interval else None,
+                "lowest_bytes_per_s": s.lowest_bytes_per_s,
+                "highest_bytes_per_s": s.highest_bytes_per_s,
+                "checkpoints": [asdict(f) | {"bytes_per_s": f.bytes_per_s} for f in s.checkpoints],
+            }
+            for op, s in (("write", c.write), ("read", c.read))
+        },
     }
 
 
