@@ -501,3 +501,41 @@ def test_a_host_missing_from_the_output_fails_by_name_and_the_others_are_kept():
     failed = [s for s in collected.scopes if s.scope == Scope(host=gone)]
     assert len(failed) == 1 and failed[0].error and "timed out" in failed[0].error
     assert collected.scopes[0].jobs == 4  # the aggregate of the two that answered
+
+
+def test_a_file_set_on_a_fio_server_is_named_files_in_its_directory():
+    """fio's servers cannot be asked to make or remove a directory: a remote
+    file set's files are named after the target, the set, the job and the
+    file, and removed by fio's unlink (never created by the removal)."""
+    from iorig.fio.jobfile import render
+    from iorig.run.jobtext import fileset_layout
+    from iorig.run.plan import PlannedWorkload
+    from iorig.run.servers import _exists_probe, _fileset_removal
+    from iorig.scenario.schema import Workload
+    from iorig.targets import remote_target
+
+    target = remote_target(
+        "data/", host="h", role="data", size=1 << 20, size_explicit=False,
+        allow_destroy=False, fileset=True,
+    )  # fmt: skip
+    assert (str(target.path), target.fileset, target.remove_after) == (
+        "data/iorig-data",
+        True,
+        True,
+    )
+    spec = Workload(rw="read", bs="4k", fileset="samples", files=3, file_size="64k")
+    layout = fileset_layout(PlannedWorkload("loader", spec, target, 3 << 16, 0, "psync"))
+    assert layout.directories == ("data",) and layout.name == "iorig-data.samples"
+    removal = render({}, [_fileset_removal(layout, 8, 0)])
+    assert "filename_format=iorig-data.samples.$jobnum.$filenum" in removal
+    assert "numjobs=8" in removal and "unlink=1" in removal and "allow_file_create=0" in removal
+    probe = render({}, [_exists_probe("data", target, "samples")])
+    assert "filename=data/iorig-data.samples.0.0" in probe
+    spread = Workload(rw="read", bs="4k", fileset="samples", files=3, file_size="64k", dirs=2)
+    with pytest.raises(UserError, match="cannot make"):
+        fileset_layout(PlannedWorkload("x", spread, target, 3 << 16, 0, "psync"))
+    with pytest.raises(UserError, match="a file set's target is a directory"):
+        remote_target(
+            "data", host="h", role="data", size=1, size_explicit=False, allow_destroy=False,
+            fileset=True,
+        )  # fmt: skip

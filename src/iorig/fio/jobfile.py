@@ -239,6 +239,7 @@ WHITELIST: dict[str, Callable[[str, OptionValue], str | None]] = {
     "log_hist_coarseness": _int(0, 6),
     "log_unix_epoch": _bool,
     "unlink": _bool,
+    "number_ios": _int(1, _U32),
     "create_only": _bool,
     "verify_state_save": _bool,
     "verify_state_load": _bool,

@@ -81,7 +81,7 @@ def _options(
         verify_interval=w.spec.verify_interval,
         check=phase.kind is PhaseKind.VERIFY,
         state=state_role(phase, w),
-        fileset=fileset_layout(w),
+        fileset=fileset_layout(w, target),
         log_every_io=w.spec.completions or slow_paced(w),
         continue_on_error=w.spec.continue_on_error,
     )
@@ -123,11 +123,27 @@ def slow_paced(w: PlannedWorkload) -> bool:
     return False
 
 
-def fileset_layout(w: PlannedWorkload) -> FileSetLayout | None:
+def fileset_layout(w: PlannedWorkload, target: Target | None = None) -> FileSetLayout | None:
+    """Where a file-set workload's files are: on this machine in directories
+    iorig makes (``<target>/<set>/d<i>``); on a fio server, which cannot be
+    asked to make or remove one, named ``<target name>.<set>.<job>.<file>`` in
+    the directory the target is in."""
     spec = w.spec
+    target = target or w.target
     if spec.fileset is None or spec.file_size is None:
         return None
-    home = w.target.path / spec.fileset
+    if target.kind == "remote":
+        if spec.dirs > 1:
+            raise JobFileError(
+                f"workload {w.label!r} spreads its files over {spec.dirs} directories, which "
+                "fio's servers cannot make",
+                hint="run it on this machine, or give it dirs: 1",
+            )
+        name = f"{target.path.name}.{spec.fileset}"
+        return FileSetLayout(
+            name, (str(target.path.parent),), spec.files, spec.file_size, whole=spec.whole_files
+        )
+    home = target.path / spec.fileset
     directories = tuple(str(home / f"d{i}") for i in range(spec.dirs))
     return FileSetLayout(
         spec.fileset, directories, spec.files, spec.file_size, whole=spec.whole_files

@@ -45,7 +45,7 @@ from iorig.errors import UserError
 from iorig.fio import parse, ssh
 from iorig.fio.control import ControlError, HostControl, JobsWatch
 from iorig.fio.hosts import Endpoint, HostAddress, HostSpec, SocketEndpoint, SshHost, TlsHost
-from iorig.fio.jobfile import Section, render
+from iorig.fio.jobfile import FileSetLayout, OptionValue, Section, render
 from iorig.fio.protocol import ServerInfo, check_versions, local_protocol_version, server_versions
 from iorig.fio.runner import FioExit, FioProcess
 from iorig.machine.leftovers import stamp, temporary_directory
@@ -53,11 +53,12 @@ from iorig.machine.sysinfo import collect_fio, disclose
 from iorig.model import Disclosure
 from iorig.run.backend import HostLogs, PhaseJob, Progress, RawPhase
 from iorig.run.hostlocks import HostLock, lock_hosts
-from iorig.run.jobtext import job_text
+from iorig.run.jobtext import fileset_layout, job_text
 from iorig.run.plan import Plan, PlannedPhase, build_plan, phase_workloads
 from iorig.run.preflight import preflight
 from iorig.run.probe import probe_engine, probe_spot
 from iorig.scenario.loading import ResolvedScenario
+from iorig.scenario.schema import Scenario
 from iorig.targets import Target, remote_target
 
 if TYPE_CHECKING:
@@ -88,6 +89,9 @@ class ServerBackend:
         self._ssh_dir: Path | None = None
         self._agents: tlsrelay.AgentLinks | None = None
         self._locks: list[HostLock] = []  # the hosts' targets, held by them
+        # the file sets phases used, to remove their files after the run (a
+        # search plans phases as it goes: the plan does not list them all)
+        self._filesets: dict[str, dict[FileSetLayout, int]] = {}
 
     @property
     def hosts(self) -> tuple[str, ...]:
@@ -203,12 +207,6 @@ class ServerBackend:
         repeats: int,
     ) -> Plan:
         scenario = resolved.scenario
-        if any(spec.fileset for spec in scenario.targets.values()):
-            raise UserError(
-                f"scenario {scenario.name!r} works on file sets, which iorig runs on this "
-                "machine only (fio's servers cannot make the directories)",
-                hint="run it on each host, or drop --hosts",
-            )
         with self._closed_on_failure():
             servers = self.check_servers()
             host_targets = {
@@ -220,6 +218,7 @@ class ServerBackend:
                         size=spec.size,
                         size_explicit=resolved.size_is_explicit(role),
                         allow_destroy=allow_destroy,
+                        fileset=spec.fileset,
                     )
                     for role, spec in scenario.targets.items()
                 }
@@ -228,7 +227,7 @@ class ServerBackend:
             # before anything exists there: a target another run uses refuses this one
             self._locks, unlocked = lock_hosts(self.specs, host_targets, self._lock_one)
             if not allow_destroy:
-                self._refuse_existing(host_targets)
+                self._refuse_existing(host_targets, _fileset_names(scenario))
             self._lay_out(host_targets)
             engines: dict[tuple[str, bool], str] = {}
             for phase in scenario.phases:
@@ -265,13 +264,27 @@ class ServerBackend:
             return self._ssh[spec.label].lock(paths)
         return self.control(spec).lock(paths)
 
-    def _refuse_existing(self, host_targets: Mapping[str, Mapping[str, Target]]) -> None:
+    def _refuse_existing(
+        self, host_targets: Mapping[str, Mapping[str, Target]], filesets: Mapping[str, set[str]]
+    ) -> None:
         """Refuse a relative target that already exists on its host: iorig
         did not create it (a file it made is removed after the run), and it
         cannot look inside it. Probed with a 4 KiB read that may not create
-        the file (``allow_file_create=0``): a file that exists is read."""
+        the file (``allow_file_create=0``): a file that exists is read. A
+        file set is probed by the first file of each of its sets."""
         texts = {
-            host: render({}, [_exists_probe(role, t) for role, t in targets.items()])
+            host: render(
+                {},
+                [
+                    probe
+                    for role, t in targets.items()
+                    for probe in (
+                        [_exists_probe(role, t)]
+                        if role not in filesets
+                        else [_exists_probe(role, t, s) for s in sorted(filesets[role])]
+                    )
+                ],
+            )
             for host, targets in host_targets.items()
         }
         done = self.run_jobs(texts, PROBE_TIMEOUT_S * 4)
@@ -303,7 +316,7 @@ class ServerBackend:
             sections = [
                 _layout(role, t)
                 for role, t in targets.items()
-                if not str(t.path).startswith("/dev/")
+                if not str(t.path).startswith("/dev/") and t.kind == "remote" and not t.fileset
             ]
             if sections:
                 texts[host] = render({}, sections)
@@ -375,6 +388,7 @@ class ServerBackend:
     def run_phase(self, job: PhaseJob) -> Iterator[Progress | RawPhase]:
         phase = job.phase
         texts = self.host_jobs(job.plan, job.run_id, phase)
+        self._remember_filesets(job.plan, phase)
         clients = self._clients(job.workdir, texts)
         duration = phase.duration_s
         started = time.time()
@@ -429,11 +443,29 @@ class ServerBackend:
             for host, path in kept.items()
         ]
 
+    def _remember_filesets(self, plan: Plan, phase: PlannedPhase) -> None:
+        """The file sets ``phase`` uses on each host and their most jobs (a
+        set used by more jobs has more files), to remove after the run."""
+        for host, targets in plan.host_targets.items():
+            for w in phase.workloads:
+                target = targets.get(w.spec.target)
+                if target is None or not target.fileset:
+                    continue
+                if (layout := fileset_layout(w, target)) is not None:
+                    mine = self._filesets.setdefault(host, {})
+                    mine[layout] = max(mine.get(layout, 0), w.spec.jobs)
+
     def _remove_files(self, plan: Plan) -> list[str]:
         """Best effort, bounded: fio's ``unlink`` on a tiny read of each."""
         texts = {}
         for host, targets in plan.host_targets.items():
-            sections = [_removal(role, t) for role, t in targets.items() if t.remove_after]
+            sections = [
+                _removal(role, t) for role, t in targets.items() if t.remove_after and not t.fileset
+            ]
+            sections += [
+                _fileset_removal(layout, jobs, i)
+                for i, (layout, jobs) in enumerate(self._filesets.get(host, {}).items())
+            ]
             if sections:
                 texts[host] = render({}, sections)
         if not texts:
@@ -482,17 +514,51 @@ def _layout(role: str, target: Target) -> Section:
     return Section(f"layout-{role}", options)
 
 
-def _exists_probe(role: str, target: Target) -> Section:
-    """A 4 KiB read that fails instead of creating the file when it is absent."""
+def _exists_probe(role: str, target: Target, fileset: str | None = None) -> Section:
+    """A 4 KiB read that fails instead of creating the file when it is absent
+    (of a file set: its first job's first file)."""
+    path = target.path
+    if fileset is not None:
+        path = path.parent / f"{path.name}.{fileset}.0.0"
     options = {
         "ioengine": "psync",
         "rw": "read",
         "bs": 4096,
         "size": 4096,
-        "filename": str(target.path),
+        "filename": str(path),
         "allow_file_create": False,
     }
-    return Section(f"exists-{role}", options)
+    return Section(f"exists-{role}" + (f"-{fileset}" if fileset else ""), options)
+
+
+def _fileset_names(scenario: Scenario) -> dict[str, set[str]]:
+    """The sets of files each file-set target's workloads use, by role."""
+    out: dict[str, set[str]] = {}
+    for phase in scenario.phases:
+        for w in phase.workloads:
+            if w.fileset is not None:
+                out.setdefault(w.target, set()).add(w.fileset)
+    return out
+
+
+def _fileset_removal(layout: FileSetLayout, jobs: int, index: int) -> Section:
+    """One read of each job's first file with fio's ``unlink``, which removes
+    every file of the job (never creating one that is not there)."""
+    options: dict[str, OptionValue] = {
+        "ioengine": "psync",
+        "rw": "read",
+        "bs": 4096,
+        "directory": layout.directories,
+        "filename_format": f"{layout.name}.$jobnum.$filenum",
+        "nrfiles": layout.files,
+        "filesize": layout.file_size,
+        "size": layout.files * layout.file_size,
+        "numjobs": jobs,
+        "number_ios": 1,
+        "allow_file_create": False,
+        "unlink": True,
+    }
+    return Section(f"remove-set{index}", options)
 
 
 def _removal(role: str, target: Target) -> Section:

@@ -43,6 +43,7 @@ class Target:
     remove_after: bool  # a data file iorig placed in a directory target
     # a file-set target: ``path`` is the directory iorig made for its files
     host: str = ""  # a fio server's label for a remote target; "" on this machine
+    fileset: bool = False  # a remote file set: ``path`` is its files' name prefix
 
 
 # ------------------------------------------------------------------ files
@@ -164,13 +165,21 @@ def remote_target(
     size: int,
     size_explicit: bool,
     allow_destroy: bool,
+    fileset: bool = False,
 ) -> Target:
     """A target on a fio server. iorig cannot look at the server's disks
     through fio's protocol, so it only writes where it cannot destroy data
     unasked: by default a file ``iorig-<role>.dat`` in the server's working
     directory (``iorig agent --dir``), or another relative path there; an
-    absolute path (a device, a mounted filesystem) needs ``--allow-destroy``."""
-    name = DATA_FILE_NAME.format(role=role)
+    absolute path (a device, a mounted filesystem) needs ``--allow-destroy``.
+    A file set's files are named ``iorig-<role>.<set>.<job>.<file>`` in that
+    directory (``jobtext.fileset_layout``): no directory to make or remove."""
+    name = (FILESET_DIR_NAME if fileset else DATA_FILE_NAME).format(role=role)
+    if fileset and (given or "").strip() and not (given or "").strip().endswith("/"):
+        raise UserError(
+            f"target {given!r} on {host}: a file set's target is a directory (end it with /)",
+            hint=f"e.g. --target {role}=data/ (relative to the server's directory)",
+        )
     text = (given or "").strip()
     if not text or text.endswith("/"):
         path, remove = (PurePosixPath(text) / name if text else PurePosixPath(name)), True
@@ -194,7 +203,16 @@ def remote_target(
     if size <= 0:
         raise UserError(f"the working set of target {role!r} is 0 bytes", hint="give --size")
     return Target(
-        role, text or "(server directory)", "remote", Path(path), size, None, False, remove, host
+        role,
+        text or "(server directory)",
+        "remote",
+        Path(path),
+        size,
+        None,
+        False,
+        remove or fileset,
+        host,
+        fileset,
     )
 
 
