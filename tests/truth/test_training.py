@@ -12,8 +12,15 @@ from __future__ import annotations
 
 import json
 import math
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
 
 import pytest
+from tests.conftest import run_iorig
 from tests.truth.device import Unavailable, mounted
 
 from iorig.scenario.loading import load
@@ -149,3 +156,68 @@ def test_accelerators_past_the_cap_share_it(capped, truth_db, tmp_path):
     assert "epoch 1" in runs[2]["why"]
     assert runs["2 under"]["au_mean"] == pytest.approx(1.0, abs=0.05)
     assert runs["2 under"]["outcome"] == "PASS"
+
+
+def _warnings(doc: dict, code: str) -> list[dict]:
+    return [w for w in doc["run"]["warnings"] if w["code"] == code and w["phase"] == "train"]
+
+
+def test_a_data_set_the_page_cache_holds_is_flagged_unless_read_direct(capped, truth_db, tmp_path):
+    """MLPerf's cache rule: 4 MiB of unet3d read through the page cache on a
+    device reading half what one accelerator needs breaks it, and the audit
+    says so; read with direct I/O, nothing is flagged. Either way the
+    accelerators get what the device gives: the data set was written back
+    before training and fio drops each file's cached pages as it opens it,
+    every epoch (docs/methodology.md §11)."""
+    sets = {"workload": "unet3d", "scale": "0.001", "epochs": "2", "dataset_size": "4MiB"}
+    demand, _ = _demand(sets)
+    device = capped(size_bytes=256 << 20, read_bps=int(demand / 2))
+    docs = {}
+    try:
+        with mounted(device, tmp_path / "fs") as directory:
+            for direct in ("false", "true"):
+                device.iorig(
+                    truth_db, "run", "train", *_args(sets | {"direct": direct}),
+                    "--target", f"{directory}/", timeout=600,
+                )  # fmt: skip
+                docs[direct] = json.loads(device.iorig(truth_db, "show", "last", "--json").stdout)
+    except Unavailable as exc:
+        pytest.skip(str(exc))
+    cached, direct = docs["false"], docs["true"]
+    au = {k: [e["au"] for e in d["training"][0]["epochs"]] for k, d in docs.items()}
+    print(f"truth 14: AU per epoch, buffered {au['false']}, direct {au['true']}")
+    (flag,) = _warnings(cached, "cache-fit")
+    assert "5 × the RAM" in flag["message"] and "direct" in flag["advice"]
+    assert _warnings(direct, "cache-fit") == []
+    # the device feeds half an accelerator, whatever the page cache held
+    assert all(a < 0.75 for a in au["true"] + au["false"])
+
+
+@pytest.mark.serial
+def test_a_load_generator_on_one_cpu_is_named_as_the_limit(truth_db, tmp_path):
+    """Sixteen cosmoflow accelerators (808 MB/s each, in 64 KiB reads) read
+    from memory by fio pinned to one CPU: the accelerators starve, and the
+    verdict and the audit say the load generator, not the storage, was the
+    limit."""
+    if not Path("/dev/shm").is_dir() or shutil.which("taskset") is None:
+        pytest.skip("needs /dev/shm and taskset")
+    directory = Path(tempfile.mkdtemp(prefix="iorig-gen-", dir="/dev/shm"))
+    try:
+        done = subprocess.run(
+            ["taskset", "-c", "0", sys.executable, "-m", "iorig", "run", "train",
+             "--set=workload=cosmoflow", "--set=accelerators=16", "--set=direct=false",
+             "--set=transfer=64KiB", "--set=dataset_size=1GiB", "--set=epochs=3",
+             "--target", f"{directory}/"],
+            capture_output=True, text=True, timeout=600,
+            env=dict(os.environ, IORIG_DB=str(truth_db), COLUMNS="200"),
+        )  # fmt: skip
+    finally:
+        shutil.rmtree(directory, ignore_errors=True)
+    assert done.returncode == 3, done.stdout + done.stderr  # FAIL
+    doc = json.loads(run_iorig(truth_db, "show", "last", "--json").stdout)
+    (limit,) = _warnings(doc, "generator-limit")
+    print(f"truth 14: {doc['verdict']}; {limit['message']}")
+    assert "not the storage" in limit["message"] and "1 CPU" in limit["message"]
+    t = doc["training"][0]
+    assert min(e["au"] for e in t["epochs"]) < t["model"]["au_floor"]
+    assert doc["verdict"].startswith("FAIL") and "load generator was the limit" in doc["verdict"]

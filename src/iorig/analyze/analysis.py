@@ -34,7 +34,15 @@ from iorig.analyze.summary import PhaseSummary, summarize_phase
 from iorig.analyze.sweepcmp import SweepComparison, sweep_comparisons
 from iorig.analyze.training import TrainingAnalysis, analyze_training
 from iorig.analyze.verdictcmp import VerdictComparison, verdict_comparison
-from iorig.model import Outcome, PhaseKind, PhaseStatus, RunRecord, RunStatus, StoredRun
+from iorig.model import (
+    Finding,
+    Outcome,
+    PhaseKind,
+    PhaseStatus,
+    RunRecord,
+    RunStatus,
+    StoredRun,
+)
 
 
 @dataclass(frozen=True)
@@ -85,7 +93,7 @@ def analyse(stored: StoredRun, job_texts: Mapping[str, str] | None = None) -> Ru
     verdicts = tuple(evaluate(criteria_of(stored.run.resolved), stored.phases))
     data = data_check(stored.phases, stored.run.resolved)
     row = data_verdict(data) if data is not None else None
-    training = tuple(analyze_training(p.training) for p in stored.phases if p.training)
+    training = tuple(analyze_training(p.training, p.name) for p in stored.phases if p.training)
     search = search_result(stored, pooled, verdicts)
     return RunAnalysis(
         stored=stored,
@@ -122,8 +130,21 @@ def _host_latencies(stored: StoredRun) -> dict[str, dict[str, dict[str, float]]]
     return out
 
 
+GENERATOR_FINDINGS = ("generator-limit", "generator-ceiling", "cpu-bound")
+
+
+def _generator_limited(t: TrainingAnalysis, warnings: Sequence[Finding]) -> str:
+    """What a training phase's verdict adds when the audit found the load
+    generator, not the storage, setting its pace."""
+    if any(f.code in GENERATOR_FINDINGS and f.phase == t.phase for f in warnings):
+        return "; the load generator was the limit, not the storage (see the audit)"
+    return ""
+
+
 def _training_verdict(
-    training: tuple[TrainingAnalysis, ...], search: SearchResult | None = None
+    training: tuple[TrainingAnalysis, ...],
+    search: SearchResult | None = None,
+    warnings: Sequence[Finding] = (),
 ) -> Judgement | None:
     """A training run's verdict: its first training phase that did not pass
     (FAIL before INCOMPLETE), else PASS; an accelerators search's is its
@@ -136,7 +157,7 @@ def _training_verdict(
         return None
     for outcome in (Outcome.FAIL, Outcome.INCOMPLETE):
         if t := next((t for t in training if t.outcome is outcome), None):
-            return Judgement.of(outcome, f": {t.why}")
+            return Judgement.of(outcome, f": {t.why}{_generator_limited(t, warnings)}")
     return Judgement.of(Outcome.PASS, f": {training[0].why}")
 
 
@@ -156,7 +177,7 @@ def _verdict(
     ("PASS: all N blocks … read back as last written")."""
     if data is not None and data.lost:
         return data.verdict
-    verdict = overall(verdicts) or _training_verdict(training, search)
+    verdict = overall(verdicts) or _training_verdict(training, search, stored.run.warnings)
     if verdict is None and data is not None:
         verdict = data.verdict or Judgement.of(Outcome.FAIL, ": the data could not be checked")
     if verdict is None:

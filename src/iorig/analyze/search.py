@@ -509,7 +509,9 @@ class AcceleratorsResult:
 def _accelerators(phases: Sequence[PhaseResult]) -> AcceleratorsResult | None:
     points = sorted(
         (
-            AcceleratorPoint(int(p.point["accelerators"]), p.name, analyze_training(p.training))
+            AcceleratorPoint(
+                int(p.point["accelerators"]), p.name, analyze_training(p.training, p.name)
+            )
             for p in phases
             if p.training is not None and "accelerators" in p.point
         ),

@@ -103,6 +103,7 @@ class HostFigures:
 @dataclass(frozen=True)
 class TrainingAnalysis:
     model: AcceleratorModel
+    phase: str  # the stored phase's name ("train", "train:accelerators=4")
     hosts: int
     epochs: tuple[EpochFigures, ...]
     accelerators: tuple[AcceleratorFigures, ...]
@@ -157,7 +158,7 @@ def _epoch_figures(model: AcceleratorModel, steps: Steps, count: int) -> list[Ep
     return out
 
 
-def analyze_training(record: TrainingRecord) -> TrainingAnalysis:
+def analyze_training(record: TrainingRecord, phase: str = "") -> TrainingAnalysis:
     model = record.model
     traces = record.traces
     hosts = list(dict.fromkeys(t.host for t in traces))
@@ -189,6 +190,7 @@ def analyze_training(record: TrainingRecord) -> TrainingAnalysis:
     outcome, why = _verdict(model, epochs, alone, traces)
     return TrainingAnalysis(
         model=model,
+        phase=phase or model.phase,
         hosts=len(hosts),
         epochs=tuple(epochs),
         accelerators=tuple(alone),

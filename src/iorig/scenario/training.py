@@ -180,7 +180,12 @@ def expand(body: dict[str, Any], memory: int | None = None) -> dict[str, Any]:
             "kind": "prefill",
             "description": f"write the {spec.workload} data set: {model.files_per_job} files "
             f"of {size} bytes per reader",
-            "workloads": [files | {"name": "samples", "rw": "write", "iodepth": 4}],
+            # written back before training: fio drops a file's cached pages as it
+            # opens it (every epoch), which it cannot do while they are dirty
+            "workloads": [
+                files
+                | {"name": "samples", "rw": "write", "iodepth": 4, "fsync_at_end": not spec.direct}
+            ],
         },
         {
             "name": TRAIN_PHASE,

@@ -4,8 +4,11 @@ accelerator."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from iorig.analyze.analysis import RunAnalysis
 from iorig.analyze.checkpoint import CheckpointSummary
+from iorig.analyze.search import AcceleratorsResult
 from iorig.analyze.training import WAIT_PERCENTILES, TrainingAnalysis
 from iorig.report.tables.model import TableModel
 from iorig.units import format_bytes, format_latency
@@ -156,10 +159,15 @@ def training_tables(analysis: RunAnalysis) -> list[TableModel]:
     if not analysis.training:
         return []
     several = len(analysis.training) > 1
-    tables = [
-        result_table([(f"#{i + 1}" if several else "", t) for i, t in enumerate(analysis.training)])
-    ]
-    for t in analysis.training:
+    result = result_table([(t.phase if several else "", t) for t in analysis.training])
+    if analysis.verdict:
+        result = replace(result, notes=(f"verdict: {analysis.verdict}", *result.notes))
+    # a search's details are its answer's (the search's own table has every count)
+    search = analysis.search
+    best = search.best.phase if isinstance(search, AcceleratorsResult) and search.best else None
+    detailed = [t for t in analysis.training if best is None or t.phase == best]
+    tables = [result]
+    for t in detailed:
         tables.append(epoch_table(t))
         tables += [x for x in (host_table(t), accelerator_table(t)) if x is not None]
     return tables
