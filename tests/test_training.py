@@ -14,7 +14,7 @@ import pytest
 from iorig.analyze.training import analyze_training, epoch_au, simulate
 from iorig.errors import UserError
 from iorig.fio.parse import SampleLog
-from iorig.model import Outcome
+from iorig.model import Change, Outcome
 from iorig.model.training import AcceleratorModel, AcceleratorTrace, TrainingRecord
 from iorig.run.training import accelerator_ready_ms, traces
 from iorig.scenario.loading import load
@@ -276,3 +276,63 @@ def test_a_training_record_round_trips_and_nonsense_is_refused():
         with pytest.raises(codecs.PayloadError, match="training"):
             codecs.TRAINING.decode(json.dumps(payload))
     assert codecs.TRAINING.decode("null") is None
+
+
+# ------------------------------------------------------------ compared
+
+
+def _analysis(model: AcceleratorModel, step_ms: list[float]) -> object:
+    """A training phase whose epoch e's batches arrive every step_ms[e]."""
+    ready = np.vstack(
+        [(e * 10_000 + s * np.arange(1, model.steps_per_epoch + 1)) for e, s in enumerate(step_ms)]
+    )
+    return analyze_training(TrainingRecord(model, (AcceleratorTrace("h", 0, ready),)))
+
+
+def _search(count_steps: dict[int, list[float]]):
+    from iorig.analyze.search import AcceleratorPoint, AcceleratorsResult
+
+    points = tuple(
+        AcceleratorPoint(
+            n, f"train:accelerators={n}", _analysis(replace(MODEL5, accelerators=n), s)
+        )
+        for n, s in sorted(count_steps.items())
+    )
+    most = max((p.accelerators for p in points if p.passed), default=0)
+    return AcceleratorsResult(points, most, 0.9, 1)
+
+
+MODEL5 = replace(MODEL, epochs=5)
+
+
+def test_a_search_that_keeps_more_accelerators_is_better_when_the_other_fell_short_for_sure():
+    from iorig.analyze.trainingcmp import compare_training
+
+    a = _search({1: [90] * 5, 2: [90] * 5, 3: [150, 155, 160, 150, 152]})  # 3: AU ~0.65
+    b = _search({1: [90] * 5, 2: [90] * 5, 4: [90] * 5, 5: [200] * 5})
+    cmp = compare_training(["a", "b"], [a, b], [(), ()], 0.02)
+    (change,) = cmp.changes
+    assert change.change is Change.BETTER and "real" in change.sentence
+    assert [f.accelerators for f in cmp.figures] == [2, 4]
+
+
+def test_a_count_short_of_the_floor_only_by_noise_leaves_the_difference_undecided():
+    from iorig.analyze.trainingcmp import compare_training
+
+    # at 3, a's epochs swing around the floor: 100 / 90..125 ms
+    a = _search({1: [90] * 5, 2: [90] * 5, 3: [125, 90, 118, 92, 121]})
+    b = _search({1: [90] * 5, 2: [90] * 5, 4: [90] * 5, 5: [200] * 5})
+    (change,) = compare_training(["a", "b"], [a, b], [(), ()], 0.02).changes
+    assert change.change is Change.UNDECIDED and "within the noise" in change.sentence
+
+
+def test_runs_of_the_same_accelerators_compare_their_epochs_au():
+    from iorig.analyze.trainingcmp import compare_training
+
+    slow = _analysis(MODEL5, [125, 126, 124, 125, 127])  # AU 0.8
+    fast = _analysis(MODEL5, [90] * 5)  # AU 1
+    cmp = compare_training(["a", "b"], [None, None], [(slow,), (fast,)], 0.02)
+    assert cmp.changes[0].change is Change.BETTER
+    same = compare_training(["a", "b"], [None, None], [(fast,), (fast,)], 0.02)
+    assert same.changes[0].change is Change.SAME
+    assert compare_training(["a", "b"], [None, None], [(fast,), ()], 0.02) is None

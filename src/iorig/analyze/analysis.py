@@ -33,6 +33,12 @@ from iorig.analyze.search import AcceleratorsResult, SearchResult, search_result
 from iorig.analyze.summary import PhaseSummary, summarize_phase
 from iorig.analyze.sweepcmp import SweepComparison, sweep_comparisons
 from iorig.analyze.training import TrainingAnalysis, analyze_training
+from iorig.analyze.trainingcmp import (
+    CheckpointChange,
+    TrainingComparison,
+    compare_checkpoints,
+    compare_training,
+)
 from iorig.analyze.verdictcmp import VerdictComparison, verdict_comparison
 from iorig.model import (
     Finding,
@@ -208,6 +214,9 @@ class Comparison:
     # application workloads: each requirement's figure run by run and every
     # run's verdict; None when no run has criteria or a data check
     verdicts: VerdictComparison | None = None
+    # training runs: which storage keeps more accelerators, and is it real
+    training: TrainingComparison | None = None
+    checkpoints: tuple[CheckpointChange, ...] = ()  # checkpoint runs: each against the baseline
 
 
 def compare(
@@ -235,4 +244,8 @@ def compare(
         sweeps=tuple(sweep_comparisons(labels, phases, [r.search for r in runs])),
         ab=ab,
         verdicts=verdict_comparison(runs, threshold, confidence),
+        training=compare_training(
+            labels, [r.search for r in runs], [r.training for r in runs], threshold
+        ),
+        checkpoints=compare_checkpoints(labels, [r.checkpoint for r in runs], threshold),
     )

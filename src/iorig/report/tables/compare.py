@@ -25,6 +25,7 @@ from iorig.report.tables.events import event_comparison_table
 from iorig.report.tables.metrics import metric
 from iorig.report.tables.run import TableModel
 from iorig.report.tables.searches import comparison_search_tables
+from iorig.report.tables.training import training_comparison_tables
 from iorig.report.tables.verdicts import requirements_table, verdicts_table
 from iorig.units import format_latency
 
@@ -249,6 +250,7 @@ def comparison_tables(cmp: Comparison, options: RenderOptions) -> list[TableMode
     """Every table of a comparison, in the order every format shows them."""
     # an application workload's verdicts first: what the runs are judged on
     tables = [t for t in (verdicts_table(cmp), requirements_table(cmp)) if t is not None]
+    tables += training_comparison_tables(cmp)
     tables += [figure_table(cmp, figure, title) for figure, title in FIGURES]
     tables.append(latency_table(cmp))
     if (rounds := rounds_table(cmp)) is not None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from iorig.analyze.analysis import RunAnalysis
+from iorig.analyze.analysis import Comparison, RunAnalysis
 from iorig.analyze.checkpoint import CheckpointSummary
 from iorig.analyze.search import AcceleratorsResult
 from iorig.analyze.training import WAIT_PERCENTILES, TrainingAnalysis
@@ -230,3 +230,67 @@ def checkpoint_tables(analysis: RunAnalysis) -> list[TableModel]:
         ("slowest, median, fastest: the processes' times; CoV: their coefficient of variation",),
     )  # fmt: skip
     return [result, per]
+
+
+# ------------------------------------------------------------ comparisons
+
+
+def training_comparison_tables(cmp: Comparison) -> list[TableModel]:
+    """Which storage keeps more accelerators, and checkpoints side by side."""
+    tables = []
+    if (t := cmp.training) is not None:
+        rows = tuple(
+            (
+                f.label,
+                f.training.model.workload,
+                f.training.model.accelerator.upper(),
+                f"{f.accelerators}" + (" (most)" if f.searched else ""),
+                au_text(f.training.au_mean),
+                samples_text(f.training.samples_per_s),
+                mb_s(f.training.bytes_per_s),
+                str(f.training.outcome),
+            )
+            for f in t.figures
+        )
+        tables.append(
+            TableModel(
+                "Training: accelerators kept at the floor",
+                (
+                    "run",
+                    "workload",
+                    "accelerator",
+                    "per host",
+                    "AU",
+                    "samples/s",
+                    "throughput",
+                    "verdict",
+                ),
+                rows,
+                ("l", "l", "l", "r", "r", "r", "r", "l"),
+                tuple(f"{c.label}: {c.change} — {c.sentence}" for c in t.changes),
+            )
+        )
+    if cmp.checkpoints:
+        rows = tuple(
+            (
+                c.label,
+                c.op,
+                "-" if c.ratio is None else f"{c.ratio:.3f}",
+                "-" if c.interval is None else f"{c.interval[0]:.3f}–{c.interval[1]:.3f}",
+                str(c.change),
+            )
+            for c in cmp.checkpoints
+        )
+        tables.append(
+            TableModel(
+                f"Checkpoints against {cmp.labels[0]}",
+                ("run", "", "ratio", "95% interval", "change"),
+                rows,
+                ("l", "l", "r", "r", "l"),
+                (
+                    "ratio: mean throughput over the checkpoints, the run's ÷ the baseline's; "
+                    "Welch's test over the checkpoints",
+                ),
+            )
+        )
+    return tables

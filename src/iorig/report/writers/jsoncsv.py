@@ -676,6 +676,26 @@ def comparison_document(cmp: Comparison) -> dict[str, Any]:
         "ab": ab_dict(cmp),  # the rounds of an interleaved A/B (iorig ab), else null
         # application workloads: each requirement run by run and every verdict, else null
         "verdicts": verdicts_dict(cmp),
+        "training": None
+        if cmp.training is None
+        else {
+            "runs": [
+                {
+                    "label": f.label,
+                    "accelerators": f.accelerators,
+                    "searched": f.searched,
+                    "au_mean": f.training.au_mean,
+                    "samples_per_s": f.training.samples_per_s,
+                    "outcome": str(f.training.outcome),
+                }
+                for f in cmp.training.figures
+            ],
+            "changes": [
+                {"label": c.label, "change": str(c.change), "sentence": c.sentence}
+                for c in cmp.training.changes
+            ],
+        },
+        "checkpoints": [asdict(c) | {"change": str(c.change)} for c in cmp.checkpoints],
         "sweeps": [
             {
                 "a": sc.label_a,
