@@ -158,7 +158,14 @@ def _training_verdict(
     if isinstance(search, AcceleratorsResult):
         if not search.most:
             return Judgement.of(Outcome.FAIL, ": not even one accelerator per host kept the floor")
-        return Judgement.of(Outcome.PASS, f" at accelerators={search.most} per host")
+        bound = (
+            " (at least: the load generator fell short first)"
+            if search.generator_limited
+            else " (at least: the search's limit)"
+            if search.at_least
+            else ""
+        )
+        return Judgement.of(Outcome.PASS, f" at accelerators={search.most} per host{bound}")
     if not training:
         return None
     for outcome in (Outcome.FAIL, Outcome.INCOMPLETE):

@@ -42,7 +42,16 @@ from iorig.analyze.loadpoints import (
     point_validity,
 )
 from iorig.analyze.training import TrainingAnalysis, analyze_training
-from iorig.model import ALL, Metric, Outcome, PhaseKind, PhaseResult, StoredRun, histogram
+from iorig.model import (
+    ALL,
+    Finding,
+    Metric,
+    Outcome,
+    PhaseKind,
+    PhaseResult,
+    StoredRun,
+    histogram,
+)
 from iorig.model.depth import ROUNDING_NOTE, rounds_iodepth
 
 
@@ -500,13 +509,28 @@ class AcceleratorsResult:
     most: int
     au_floor: float
     hosts: int
+    limit: int | None = None  # the most the search would try (its settings)
+    # the first count that fell short did so with the load generator, not the
+    # storage, setting the pace (the audit): the storage may keep more
+    generator_limited: bool = False
+
+    @property
+    def at_least(self) -> bool:
+        """The answer is a lower bound: the search stopped at its limit, or
+        the load generator fell short first."""
+        return self.generator_limited or (self.limit is not None and self.most >= self.limit)
 
     @property
     def best(self) -> AcceleratorPoint | None:
         return next((p for p in self.points if p.accelerators == self.most), None)
 
 
-def _accelerators(phases: Sequence[PhaseResult]) -> AcceleratorsResult | None:
+GENERATOR_FINDINGS = ("generator-limit", "generator-ceiling", "cpu-bound")
+
+
+def _accelerators(
+    phases: Sequence[PhaseResult], settings: Mapping[str, Any], warnings: Sequence[Finding]
+) -> AcceleratorsResult | None:
     points = sorted(
         (
             AcceleratorPoint(
@@ -521,8 +545,16 @@ def _accelerators(phases: Sequence[PhaseResult]) -> AcceleratorsResult | None:
         return None
     passed = [p.accelerators for p in points if p.passed]
     first = points[0].training
+    short = next((p.phase for p in points if not p.passed), None)
+    limited = any(f.code in GENERATOR_FINDINGS and f.phase == short for f in warnings)
+    limit = settings.get("max_accelerators")
     return AcceleratorsResult(
-        tuple(points), max(passed, default=0), first.model.au_floor, first.hosts
+        tuple(points),
+        max(passed, default=0),
+        first.model.au_floor,
+        first.hosts,
+        limit if isinstance(limit, int) else None,
+        limited,
     )
 
 
@@ -549,5 +581,5 @@ def search_result(
     if kind == "loadpoints":
         return _loadpoints(stored, pooled)
     if kind == "accelerators":
-        return _accelerators(stored.phases)
+        return _accelerators(stored.phases, settings, stored.run.warnings)
     return None

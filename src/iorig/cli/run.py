@@ -19,6 +19,7 @@ from iorig.cli.common import (
 )
 from iorig.cli.options import PrecisionOpt, Rw, run_options
 from iorig.errors import UserError
+from iorig.machine.sysinfo import usable_cpus
 from iorig.run.request import RunRequest
 from iorig.run.searches import (
     AcceleratorsSettings,
@@ -113,7 +114,7 @@ def run(
     preflight(ctx.obj)  # a database the run could not write to: refused before any target
     plan, backend = prepare_run(resolved, request)
     if most:
-        search = AcceleratorsSettings()
+        search = AcceleratorsSettings.for_plan(plan, usable_cpus()[0])
         builder = accelerators_builder(plan, source, request.profile, overrides)
         run_search(
             ctx.obj,

@@ -415,12 +415,24 @@ class AcceleratorsSettings:
 
     max_accelerators: int = 1024
 
+    @classmethod
+    def for_plan(cls, plan: Plan, usable_cpus: float) -> AcceleratorsSettings:
+        """At most 32 reader jobs a CPU of this machine (the one fio server runs
+        on: it has no other figure): past that fio's own process count, not the
+        storage, sets the pace (256 jobs on 2 CPUs stuck fio's stat lock)."""
+        model = next((p.training for p in plan.phases if p.training is not None), None)
+        readers = model.reader_threads if model is not None else 1
+        return cls(max(1, int(JOBS_PER_CPU * max(1.0, usable_cpus)) // readers))
+
     def as_dict(self) -> dict:
         return {
             "kind": "accelerators",
             "axes": ["accelerators"],
             "max_accelerators": self.max_accelerators,
         }
+
+
+JOBS_PER_CPU = 32
 
 
 def accelerators_name(phase: str, count: int) -> str:
@@ -454,14 +466,14 @@ def run_accelerators_auto(
 
     passed, failed = 0, None
     count = 1
-    while count <= settings.max_accelerators:
+    while passed < settings.max_accelerators:
         verdict = passes(count)
         if verdict is None:
             return None
         if not verdict:
             failed = count
             break
-        passed, count = count, count * 2
+        passed, count = count, min(count * 2, settings.max_accelerators)
     if failed is None:
         return passed
     while failed - passed > 1:

@@ -484,11 +484,18 @@ def accelerators_table(result: AcceleratorsResult) -> TableModel:
     )
     answer = (
         f"the most accelerators per host that keep AU at or above {result.au_floor:.0%} in "
-        f"every epoch: {result.most}"
+        f"every epoch: {'at least ' if result.at_least else ''}{result.most}"
         + (f" ({result.most * result.hosts} on {result.hosts} hosts)" if result.hosts > 1 else "")
         if result.most
         else f"not even one accelerator per host kept AU at or above {result.au_floor:.0%}"
     )
+    if result.generator_limited:
+        answer += (
+            "; the first count that fell short did so with the load generator, not the "
+            "storage, setting the pace (see the audit): more client CPUs may keep more"
+        )
+    elif result.at_least:
+        answer += f"; the search's limit ({result.limit} a host: 32 reader jobs a CPU)"
     return TableModel(
         "Accelerators search",
         (

@@ -19,7 +19,13 @@ from markupsafe import Markup
 
 from iorig import __version__
 from iorig.analyze.analysis import Comparison, RunAnalysis
-from iorig.analyze.search import CurveResult, KneeResult, LoadPointResult, SweepResult
+from iorig.analyze.search import (
+    AcceleratorsResult,
+    CurveResult,
+    KneeResult,
+    LoadPointResult,
+    SweepResult,
+)
 from iorig.model import ALL, Metric, PhaseKind, PhaseResult, StoredRun, histogram
 from iorig.model.records import flatten, target_name
 from iorig.report.options import RenderOptions
@@ -419,6 +425,65 @@ def _axis_order(values: list[str]) -> list[str]:
     return list(dict.fromkeys(values))
 
 
+def accelerators_charts(runs: list[ReportRun]) -> list[dict[str, Any]]:
+    """An accelerators search: AU (the lowest epoch's, what the verdict
+    judges, and the mean) against accelerators per host, with the floor."""
+    found = [
+        (r, a) for r in runs if isinstance(a := r.analysis.search, AcceleratorsResult) and a.points
+    ]
+    if not found:
+        return []
+    data: list[dict[str, Any]] = []
+    for r, a in found:
+        x = [p.accelerators for p in a.points]
+        data.append(
+            {
+                "type": "scatter",
+                "mode": "lines+markers",
+                "name": f"{r.label} lowest epoch (most {a.most})",
+                "x": x,
+                "y": [None if p.au_min is None else p.au_min * 100 for p in a.points],
+                "text": [str(p.training.outcome) for p in a.points],
+                "marker": {"symbol": ["circle" if p.passed else "x" for p in a.points], "size": 9},
+            }
+        )
+        data.append(
+            {
+                "type": "scatter",
+                "mode": "markers",
+                "name": f"{r.label} mean",
+                "x": x,
+                "y": [None if p.training.au_mean is None else p.training.au_mean * 100
+                      for p in a.points],
+            }
+        )  # fmt: skip
+    floor = found[0][1].au_floor * 100
+    xs = [p.accelerators for _, a in found for p in a.points]
+    data.append(
+        {
+            "type": "scatter",
+            "mode": "lines",
+            "name": f"floor {floor:.0f}%",
+            "x": [min(xs), max(xs)],
+            "y": [floor, floor],
+            "line": {"dash": "dash"},
+        }
+    )
+    return [
+        {
+            "id": "search-accelerators",
+            "title": "accelerators search",
+            "data": data,
+            "layout": _layout(
+                "accelerator utilisation against accelerators per host",
+                "accelerators per host",
+                "AU %",
+                hovermode="closest",
+            ),
+        }
+    ]
+
+
 def search_charts(runs: list[ReportRun]) -> list[dict[str, Any]]:
     """Charts of what search runs found: a sweep's throughput and latency
     against the swept parameter, a knee's curve with the knee and the USL fit,
@@ -610,6 +675,7 @@ def search_charts(runs: list[ReportRun]) -> list[dict[str, Any]]:
                 ),
             }
         )
+    charts += accelerators_charts(runs)
     curves = [(r, c) for r in runs if isinstance(c := r.analysis.search, CurveResult) and c.points]
     if curves:
         data = []
