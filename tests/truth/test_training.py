@@ -49,7 +49,7 @@ def test_most_accelerators_is_what_the_cap_feeds(capped, truth_db, tmp_path):
         "workload": "resnet50",
         "scale": "0.01",
         "transfer": "64KiB",
-        "epochs": "2",
+        "epochs": "1",
         "dataset_size": "1MiB",
     }
     demand, floor = _demand(sets)
@@ -77,7 +77,8 @@ def test_most_accelerators_is_what_the_cap_feeds(capped, truth_db, tmp_path):
         f"truth 14: resnet50 demand {demand / 1e6:.3f} MB/s per accelerator, cap "
         f"{cap / 1e6:.3f} MB/s; AU per count "
         + ", ".join(
-            f"{n}: {p['au'][0]:.3f}/{p['au'][1]:.3f} (expected {_expected(cap, demand, n):.3f})"
+            f"{n}: {'/'.join(f'{a:.3f}' for a in p['au'])} (expected "
+            f"{_expected(cap, demand, n):.3f})"
             for n, p in sorted(tried.items())
         )
         + f"; most {search['most']}"
