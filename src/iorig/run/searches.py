@@ -378,16 +378,22 @@ def run_threads_auto(  # noqa: C901
     return answer
 
 
-def stretch_builder(
-    plan: Plan, source: ScenarioSource, profile: str | None, overrides: dict[str, str]
-) -> Callable[[int, int], list[PlannedPhase]]:
-    """Measured phases for any thread count, on the plan's prepared targets."""
-    engines = {
+def chosen_engines(plan: Plan) -> dict[tuple[str, bool], str]:
+    """The engine the plan chose for each (target, direct) left to it: a
+    replanned stretch uses the same, on the same prepared targets."""
+    return {
         (w.spec.target, w.spec.direct): w.engine
         for p in plan.phases
         for w in p.workloads
         if w.spec.engine == "auto"
     }
+
+
+def stretch_builder(
+    plan: Plan, source: ScenarioSource, profile: str | None, overrides: dict[str, str]
+) -> Callable[[int, int], list[PlannedPhase]]:
+    """Measured phases for any thread count, on the plan's prepared targets."""
+    engines = chosen_engines(plan)
 
     def build(threads: int, seq: int) -> list[PlannedPhase]:
         resolved = resolve(source, profile, overrides | {"threads": str(threads)})
@@ -490,12 +496,7 @@ def accelerators_builder(
 ) -> Callable[[int, int], list[PlannedPhase]]:
     """A training scenario's phases (its data set and its training) for any
     number of accelerators per host, on the plan's prepared targets."""
-    engines = {
-        (w.spec.target, w.spec.direct): w.engine
-        for p in plan.phases
-        for w in p.workloads
-        if w.spec.engine == "auto"
-    }
+    engines = chosen_engines(plan)
 
     def build(count: int, seq: int) -> list[PlannedPhase]:
         resolved = resolve(source, profile, overrides | {"accelerators": str(count)})

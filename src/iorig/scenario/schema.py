@@ -11,6 +11,7 @@ import re
 from typing import Annotated, Any, Literal
 
 from pydantic import (
+    AfterValidator,
     BaseModel,
     BeforeValidator,
     ConfigDict,
@@ -638,6 +639,16 @@ class Phase(_Model):
 TRANSFER_ALIGN = 4096  # direct I/O reads whole 4 KiB blocks
 
 
+def _transfer_aligned(value: int) -> int:
+    if value % TRANSFER_ALIGN:
+        raise ValueError(f"the transfer size must be a multiple of {TRANSFER_ALIGN} bytes")
+    return value
+
+
+# a read or write size of the MLPerf Storage-like sections (0: the workload's)
+Transfer = Annotated[int, BeforeValidator(parse_size), AfterValidator(_transfer_aligned)]
+
+
 class TrainingSpec(_Model):
     """A training run as MLPerf Storage's closed division sets it up; every
     number not given is the workload's."""
@@ -657,7 +668,7 @@ class TrainingSpec(_Model):
     5 × this machine's memory), times scale"""
     reader_threads: int = Field(default=0, ge=0, le=256)
     """data-loader readers per accelerator; 0: the workload's"""
-    transfer: Size = 0
+    transfer: Transfer = 0
     """the size of each read; 0: the workload's (4 MiB for unet3d, 256 KiB for the others)"""
     direct: Bool = True
     """read with direct I/O (no page cache: the data set need not exceed memory)"""
@@ -665,13 +676,6 @@ class TrainingSpec(_Model):
     """the AU a run must keep; default the workload's (MLPerf: 90 %, cosmoflow 70 %)"""
     target: str = "data"
     """the role of the data set's target"""
-
-    @field_validator("transfer")
-    @classmethod
-    def _aligned(cls, value: int) -> int:
-        if value % TRANSFER_ALIGN:
-            raise ValueError(f"the transfer size must be a multiple of {TRANSFER_ALIGN} bytes")
-        return value
 
 
 class CheckpointSpec(_Model):
@@ -687,7 +691,7 @@ class CheckpointSpec(_Model):
     """checkpoints written, each to a directory of its own, then read back (MLPerf: 10)"""
     scale: float = Field(default=1.0, gt=0, le=1)
     """shrink every shard by this factor (small tests; 1 is MLPerf's sizes)"""
-    transfer: Size = 0
+    transfer: Transfer = 0
     """the size of each write and read; 0: 4 MiB"""
     direct: Bool = False
     """direct I/O (MLPerf writes through the page cache and fsyncs)"""
@@ -695,13 +699,6 @@ class CheckpointSpec(_Model):
     """fsync each shard before its process ends, within its time (MLPerf's rule)"""
     target: str = "data"
     """the role of the checkpoints' target"""
-
-    @field_validator("transfer")
-    @classmethod
-    def _aligned(cls, value: int) -> int:
-        if value % TRANSFER_ALIGN:
-            raise ValueError(f"the transfer size must be a multiple of {TRANSFER_ALIGN} bytes")
-        return value
 
 
 class TargetSpec(_Model):
