@@ -58,12 +58,14 @@ def check_cache_fit(plan: Any, memory_bytes: int | None) -> list[Finding]:
             # writes fsynced within their time are written back, not absorbed
             if w.spec.fsync_at_end and w.spec.rw not in READS:
                 continue
-            if not w.spec.direct and w.size_bytes < 2 * memory_bytes:
+            # a file set's jobs each have files of their own
+            size = w.size_bytes * (w.spec.jobs if w.spec.fileset is not None else 1)
+            if not w.spec.direct and size < 2 * memory_bytes:
                 out.append(
                     Finding(
                         "cache-fit",
                         f"buffered I/O (direct=false) on a working set of "
-                        f"{format_bytes(w.size_bytes)}, less than twice the RAM "
+                        f"{format_bytes(size)}, less than twice the RAM "
                         f"({format_bytes(memory_bytes)}): reads can be served from the page "
                         "cache and writes absorbed by it, so results show memory, not storage",
                         "use direct I/O (the default) or a working set of at least twice the RAM",
