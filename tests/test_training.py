@@ -336,3 +336,9 @@ def test_runs_of_the_same_accelerators_compare_their_epochs_au():
     same = compare_training(["a", "b"], [None, None], [(fast,), (fast,)], 0.02)
     assert same.changes[0].change is Change.SAME
     assert compare_training(["a", "b"], [None, None], [(fast,), ()], 0.02) is None
+
+
+def test_a_phase_whose_readers_logged_nothing_has_no_verdict():
+    t = analyze_training(TrainingRecord(MODEL, ()))
+    assert t.outcome is Outcome.INCOMPLETE and all(f.au is None for f in t.epochs)
+    assert t.au_mean is None and t.samples_per_s is None and t.hosts == 0

@@ -28,7 +28,7 @@ def test_checkpoint_write_and_read_run_at_the_caps(capped, truth_db, tmp_path):
     try:
         with mounted(device, tmp_path / "fs") as directory:
             done = device.iorig(
-                truth_db, "run", "checkpoint", "--set=scale=0.002", "--set=repetitions=2",
+                truth_db, "run", "checkpoint", "--set=scale=0.0015", "--set=repetitions=2",
                 "--set=direct=true",
                 "--target", f"{directory}/", timeout=600,
             )  # fmt: skip

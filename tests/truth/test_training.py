@@ -53,7 +53,9 @@ def test_most_accelerators_is_what_the_cap_feeds(capped, truth_db, tmp_path):
         "dataset_size": "1MiB",
     }
     demand, floor = _demand(sets)
-    cap = 3.5 * floor * demand  # the answer sits half way between 3 and 4
+    # the answer sits half way between 1 and 2: one accelerator asks 74 % of
+    # what the device reads, two ask 148 % (AU 0.675)
+    cap = 1.5 * floor * demand
     device = capped(size_bytes=512 << 20, read_bps=int(cap))
     try:
         with mounted(device, tmp_path / "fs") as directory:
@@ -84,7 +86,7 @@ def test_most_accelerators_is_what_the_cap_feeds(capped, truth_db, tmp_path):
         + f"; most {search['most']}"
     )
     assert abs(search["most"] - math.floor(cap / (floor * demand))) <= 1
-    assert {1, 2, 4} <= set(tried)
+    assert set(tried) == {1, 2}
     for n, point in tried.items():
         for au in point["au"]:
             assert au == pytest.approx(_expected(cap, demand, n), abs=0.05), (n, point)
@@ -164,13 +166,14 @@ def _warnings(doc: dict, code: str) -> list[dict]:
 
 
 def test_a_data_set_the_page_cache_holds_is_flagged_unless_read_direct(capped, truth_db, tmp_path):
-    """MLPerf's cache rule: 4 MiB of unet3d read through the page cache on a
+    """MLPerf's cache rule: 2 MiB of cosmoflow read through the page cache on a
     device reading half what one accelerator needs breaks it, and the audit
     says so; read with direct I/O, nothing is flagged. Either way the
     accelerators get what the device gives: the data set was written back
     before training and fio drops each file's cached pages as it opens it,
     every epoch (docs/methodology.md §11)."""
-    sets = {"workload": "unet3d", "scale": "0.001", "epochs": "2", "dataset_size": "4MiB"}
+    # cosmoflow: 3.5 ms steps, so 100 of them an epoch take under a second
+    sets = {"workload": "cosmoflow", "scale": "0.01", "epochs": "2", "dataset_size": "2MiB"}
     demand, _ = _demand(sets)
     device = capped(size_bytes=256 << 20, read_bps=int(demand / 2))
     docs = {}
