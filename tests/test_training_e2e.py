@@ -36,7 +36,10 @@ def test_quick_training_and_checkpoint_on_a_scratch_directory(iorig, scratch):
 def test_training_and_checkpoint_on_two_fio_servers(iorig, tmp_path):
     with fio_servers(2, tmp_path) as hosts:
         labels = ",".join(h.label for h in hosts)
-        trained = iorig("run", "train", "--quick", "--set", "accelerators=2", "--hosts", labels)
+        trained = iorig(
+            "run", "train", "--quick", "--set", "accelerators=2", "--set", "epochs=1",
+            "--hosts", labels,
+        )  # fmt: skip
         assert trained.returncode == 0, trained.stdout + trained.stderr
         (t,) = json.loads(iorig("show", "last", "--json", check=True).stdout)["training"]
         checkpointed = iorig("run", "checkpoint", "--quick", "--hosts", labels)
