@@ -162,7 +162,9 @@ def analyze_training(record: TrainingRecord, phase: str = "") -> TrainingAnalysi
     model = record.model
     traces = record.traces
     hosts = list(dict.fromkeys(t.host for t in traces))
-    overall = simulate(model, [t.ready_ms for t in traces])
+    # no accelerator's readers logged anything (fio failed at its start)
+    nothing = np.full((model.epochs, model.steps_per_epoch), np.nan)
+    overall = simulate(model, [t.ready_ms for t in traces] or [nothing])
     epochs = _epoch_figures(model, overall, len(traces))
     alone = []
     for t in traces:

@@ -246,9 +246,9 @@ def _training(
     readers = {
         s.host: [logs.completions for logs in s.logs]
         for s in sections
-        if s.workload == model.workload_label
+        if s.workload == model.workload_label and s.logs
     }
-    return TrainingRecord(model, training.traces(model, readers, shift_ms))
+    return TrainingRecord(model, training.traces(model, readers, shift_ms)) if readers else None
 
 
 def _reads_only(job: parse.JobStats) -> parse.JobStats:
