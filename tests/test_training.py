@@ -266,6 +266,8 @@ def test_a_training_record_round_trips_and_nonsense_is_refused():
     bad = [
         {**data, "model": {**data["model"], "workload": "bert"}},
         {**data, "model": {**data["model"], "batch": -1}},
+        {**data, "model": {**data["model"], "batch": 0}},
+        {**data, "model": {**data["model"], "reader_threads": 0}},
         {**data, "model": {**data["model"], "au_floor": 2.0}},
         {**data, "model": {**data["model"], "extra": 1}},
         {**data, "traces": [{**data["traces"][0], "ready_ms": [[1.0]]}]},

@@ -434,8 +434,9 @@ def _training_from_data(data: Any) -> TrainingRecord | None:
             raise ValueError(f"{key} {m[key]!r:.40} is not one of {', '.join(allowed)}")
     for key, limit in _MODEL_INTS.items():
         value = m[key]
-        if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= limit:
-            raise ValueError(f"{key} {value!r:.40} is not a whole number up to {limit}")
+        # every one at least 1: batches and steps are divided by them
+        if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= limit:
+            raise ValueError(f"{key} {value!r:.40} is not a whole number from 1 to {limit}")
     for key, limit in _MODEL_FLOATS.items():
         if not 0 < (_number(m[key], key) or 0.0) <= limit:
             raise ValueError(f"{key} {m[key]!r:.40} is not above 0 and at most {limit:g}")
