@@ -24,7 +24,7 @@ READ_CAP = 60_000_000
 
 
 def test_checkpoint_write_and_read_run_at_the_caps(capped, truth_db, tmp_path):
-    device = capped(size_bytes=1 << 30, write_bps=WRITE_CAP, read_bps=READ_CAP)
+    device = capped(size_bytes=512 << 20, write_bps=WRITE_CAP, read_bps=READ_CAP)
     try:
         with mounted(device, tmp_path / "fs") as directory:
             done = device.iorig(

@@ -26,6 +26,10 @@ CAP = 40_000
 SLACK = 0.005  # the throttle's slices: a 1 s run measures within 0.5 % of its cap
 
 
+# Alone: its 40,000 IOPS need the CPUs. Beside two other truth tests bare fio
+# read 8.9-32 K at QD 1 and iorig's readings at QD 8 29.9 K (the code of
+# d38c65c too, on a noisy afternoon), which failed it; alone it passed.
+@pytest.mark.serial
 def test_knee_of_a_capped_device(capped, truth_db):
     device = capped(read_iops=CAP)
     lowest = None

@@ -56,7 +56,7 @@ def test_most_accelerators_is_what_the_cap_feeds(capped, truth_db, tmp_path):
     # the answer sits half way between 1 and 2: one accelerator asks 74 % of
     # what the device reads, two ask 148 % (AU 0.675)
     cap = 1.5 * floor * demand
-    device = capped(size_bytes=512 << 20, read_bps=int(cap))
+    device = capped(size_bytes=256 << 20, read_bps=int(cap))
     try:
         with mounted(device, tmp_path / "fs") as directory:
             done = device.iorig(
