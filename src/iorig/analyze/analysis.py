@@ -29,7 +29,12 @@ from iorig.analyze.criteria import (
 )
 from iorig.analyze.impact import EventImpact, run_impacts
 from iorig.analyze.integrity import DataCheck, data_check, data_verdict
-from iorig.analyze.search import AcceleratorsResult, SearchResult, search_result
+from iorig.analyze.search import (
+    GENERATOR_FINDINGS,
+    AcceleratorsResult,
+    SearchResult,
+    search_result,
+)
 from iorig.analyze.summary import PhaseSummary, summarize_phase
 from iorig.analyze.sweepcmp import SweepComparison, sweep_comparisons
 from iorig.analyze.training import TrainingAnalysis, analyze_training
@@ -134,9 +139,6 @@ def _host_latencies(stored: StoredRun) -> dict[str, dict[str, dict[str, float]]]
                 for host in phase.host_scopes
             }
     return out
-
-
-GENERATOR_FINDINGS = ("generator-limit", "generator-ceiling", "cpu-bound")
 
 
 def _generator_limited(t: TrainingAnalysis, warnings: Sequence[Finding]) -> str:

@@ -525,6 +525,7 @@ class AcceleratorsResult:
         return next((p for p in self.points if p.accelerators == self.most), None)
 
 
+# the audit's findings that the load generator, not the storage, set a phase's pace
 GENERATOR_FINDINGS = ("generator-limit", "generator-ceiling", "cpu-bound")
 
 
