@@ -105,7 +105,7 @@ def analyse(stored: StoredRun, job_texts: Mapping[str, str] | None = None) -> Ru
     data = data_check(stored.phases, stored.run.resolved)
     row = data_verdict(data) if data is not None else None
     training = tuple(analyze_training(p.training, p.name) for p in stored.phases if p.training)
-    search = search_result(stored, pooled, verdicts)
+    search = search_result(stored, pooled, verdicts, training)
     return RunAnalysis(
         stored=stored,
         summaries=tuple(summarize_phase(p) for p in stored.phases),

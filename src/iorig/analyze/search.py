@@ -41,7 +41,7 @@ from iorig.analyze.loadpoints import (
     overall_response_time_ms,
     point_validity,
 )
-from iorig.analyze.training import TrainingAnalysis, analyze_training
+from iorig.analyze.training import TrainingAnalysis
 from iorig.model import (
     ALL,
     Finding,
@@ -530,15 +530,18 @@ GENERATOR_FINDINGS = ("generator-limit", "generator-ceiling", "cpu-bound")
 
 
 def _accelerators(
-    phases: Sequence[PhaseResult], settings: Mapping[str, Any], warnings: Sequence[Finding]
+    phases: Sequence[PhaseResult],
+    training: Sequence[TrainingAnalysis],
+    settings: Mapping[str, Any],
+    warnings: Sequence[Finding],
 ) -> AcceleratorsResult | None:
+    """The counts tried, from the run's training phases as analysed once."""
+    by_name = {t.phase: t for t in training}
     points = sorted(
         (
-            AcceleratorPoint(
-                int(p.point["accelerators"]), p.name, analyze_training(p.training, p.name)
-            )
+            AcceleratorPoint(int(p.point["accelerators"]), p.name, by_name[p.name])
             for p in phases
-            if p.training is not None and "accelerators" in p.point
+            if p.name in by_name and "accelerators" in p.point
         ),
         key=lambda p: p.accelerators,
     )
@@ -565,10 +568,14 @@ SearchResult = SweepResult | KneeResult | CurveResult | LoadPointResult | Accele
 
 
 def search_result(
-    stored: StoredRun, pooled: Mapping[str, RunPhase], verdicts: Sequence[Verdict]
+    stored: StoredRun,
+    pooled: Mapping[str, RunPhase],
+    verdicts: Sequence[Verdict],
+    training: Sequence[TrainingAnalysis] = (),
 ) -> SearchResult | None:
     """What the run's search found (None for an ordinary run, or a search
-    interrupted before its first point)."""
+    interrupted before its first point); ``training``: the run's training
+    phases as analysed (an accelerators search's counts)."""
     settings = stored.run.search or {}
     kind = settings.get("kind")
     if kind in ("sweep", "threads"):
@@ -582,5 +589,5 @@ def search_result(
     if kind == "loadpoints":
         return _loadpoints(stored, pooled)
     if kind == "accelerators":
-        return _accelerators(stored.phases, settings, stored.run.warnings)
+        return _accelerators(stored.phases, training, settings, stored.run.warnings)
     return None

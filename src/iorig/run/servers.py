@@ -316,7 +316,7 @@ class ServerBackend:
             sections = [
                 _layout(role, t)
                 for role, t in targets.items()
-                if not str(t.path).startswith("/dev/") and t.kind == "remote" and not t.fileset
+                if not str(t.path).startswith("/dev/") and not t.fileset
             ]
             if sections:
                 texts[host] = render({}, sections)

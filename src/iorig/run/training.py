@@ -20,13 +20,12 @@ import numpy as np
 from iorig.fio.parse import SampleLog
 from iorig.model.training import AcceleratorModel, AcceleratorTrace
 
-READ = 0  # fio's direction code of reads
-
 
 def _cumulative(logs: Sequence[SampleLog]) -> tuple[np.ndarray, np.ndarray]:
     """Completion times (ms, ascending) and bytes read up to each, pooled."""
-    t = np.concatenate([s.t_ms[s.ddir == READ] for s in logs] or [np.zeros(0)])
-    size = np.concatenate([s.bs[s.ddir == READ] for s in logs] or [np.zeros(0)])
+    reads = [s.of_ddir("read") for s in logs]
+    t = np.concatenate([r.t_ms for r in reads] or [np.zeros(0)])
+    size = np.concatenate([r.bs for r in reads] or [np.zeros(0)])
     order = np.argsort(t, kind="stable")
     return t[order].astype(np.float64), np.cumsum(size[order], dtype=np.float64)
 

@@ -15,7 +15,7 @@ import math
 from typing import Any
 
 from iorig.model.checkpoint import CheckpointModel, CheckpointOp, CheckpointRecord
-from iorig.scenario.schema import TRANSFER_ALIGN, CheckpointSpec
+from iorig.scenario.schema import TRANSFER_ALIGN, CheckpointSpec, round_up
 
 GIB = 1 << 30
 DEFAULT_TRANSFER = 4 << 20
@@ -32,10 +32,6 @@ MODELS: dict[str, tuple[int, int]] = {
 }
 
 
-def _round_up(value: int, unit: int) -> int:
-    return -(-value // unit) * unit
-
-
 def transfer_bytes(spec: CheckpointSpec) -> int:
     return spec.transfer or DEFAULT_TRANSFER
 
@@ -45,19 +41,20 @@ def shard_bytes(spec: CheckpointSpec) -> int:
     scaled, in whole transfers (at least 4 KiB)."""
     size, processes = MODELS[spec.model]
     shard = max(TRANSFER_ALIGN, round(size / processes * spec.scale))
-    return _round_up(shard, min(transfer_bytes(spec), _round_up(shard, TRANSFER_ALIGN)))
+    return round_up(shard, min(transfer_bytes(spec), round_up(shard, TRANSFER_ALIGN)))
 
 
 def processes(spec: CheckpointSpec) -> int:
     return spec.processes or MODELS[spec.model][1]
 
 
-def checkpoint_model(spec: CheckpointSpec, hosts: int = 1) -> CheckpointModel:
+def checkpoint_model(spec: CheckpointSpec) -> CheckpointModel:
+    """The checkpoint of one host (collect makes it every host's)."""
     size, _ = MODELS[spec.model]
     return CheckpointModel(
         model=spec.model,
         processes=processes(spec),
-        checkpoint_bytes=shard_bytes(spec) * processes(spec) * hosts,
+        checkpoint_bytes=shard_bytes(spec) * processes(spec),
         nominal_bytes=size,
         repetitions=spec.repetitions,
         scale=spec.scale,

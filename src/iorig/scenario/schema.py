@@ -639,6 +639,11 @@ class Phase(_Model):
 TRANSFER_ALIGN = 4096  # direct I/O reads whole 4 KiB blocks
 
 
+def round_up(value: int, unit: int) -> int:
+    """``value`` up to a whole number of ``unit`` (a size in whole blocks or reads)."""
+    return -(-value // unit) * unit
+
+
 def _transfer_aligned(value: int) -> int:
     if value % TRANSFER_ALIGN:
         raise ValueError(f"the transfer size must be a multiple of {TRANSFER_ALIGN} bytes")

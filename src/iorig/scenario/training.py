@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from iorig.model.training import AcceleratorModel, Loader
-from iorig.scenario.schema import TRANSFER_ALIGN, TrainingSpec
+from iorig.scenario.schema import TRANSFER_ALIGN, TrainingSpec, round_up
 
 DATAGEN_PHASE = "datagen"
 TRAIN_PHASE = "train"
@@ -75,8 +75,8 @@ def file_bytes(spec: TrainingSpec) -> tuple[int, int]:
     p = profile(spec)
     sample = max(1, round(p.sample_bytes * spec.scale))
     content = sample * p.samples_per_file
-    transfer = min(spec.transfer or p.transfer_bytes, _round_up(content, TRANSFER_ALIGN))
-    return _round_up(content, transfer), transfer
+    transfer = min(spec.transfer or p.transfer_bytes, round_up(content, TRANSFER_ALIGN))
+    return round_up(content, transfer), transfer
 
 
 def accelerator_model(spec: TrainingSpec) -> AcceleratorModel:
@@ -116,15 +116,11 @@ def files_per_job(spec: TrainingSpec) -> int:
     per_batch = math.ceil(p.batch / p.samples_per_file)
     if p.loader == "pytorch":
         if p.batch % p.samples_per_file == 0:
-            files = _round_up(files, per_batch)
+            files = round_up(files, per_batch)
         least = per_batch * (1 if threads > 1 else 2)
     else:
         least = math.ceil(2 * p.batch / (threads * p.samples_per_file))
     return max(files, least)
-
-
-def _round_up(value: int, unit: int) -> int:
-    return -(-value // unit) * unit
 
 
 def memory_bytes() -> int:
