@@ -5,9 +5,10 @@ One AI_Job's reads (from the scenario: processes × ops/s × mean read size of
 each reading component, about 100 MB/s) fit twice under the cap: loads 1
 and 2 are valid; from load 3 on the reads need 40 % more than the device
 gives, far past SPEC's 5 % tolerance: invalid. Every point's per-second
-series holds what its jobs did in each second: the seconds add up to the
-jobs' totals over those seconds (within 3 %: a job's totals cover its own
-runtime, which a slow Poisson stream overruns by its last wait), and no
+series holds what its jobs did in each second: the seconds add up to no
+more than the jobs' totals and no less than those totals spread evenly over
+each job's runtime (which a slow Poisson stream overruns by its last wait,
+so the even spread undercounts it), and no
 second is a fragment (each within 25 % of the point's rate; they read 29,
 1268 and 27 at a steady 1,243 ops/s before). Past the cap, where jobs fall
 behind their pace unevenly, every second reads what the cap allows.
@@ -86,16 +87,23 @@ def test_load_points_past_the_bandwidth_cap_are_invalid(capped, truth_db, tmp_pa
             assert float(reads[1:].mean()) == pytest.approx(cap, rel=0.05), (phase.name, reads)
             continue
         jobs = parse.parse_final(phase.fio_output).jobs
-        # below the cap every job keeps its pace: what the jobs completed in the
-        # series' whole seconds, at their own rates
-        expected_ios = sum(
+        # below the cap every job keeps its pace. The series' whole seconds hold
+        # at most what the jobs completed in all, and at least their completions
+        # spread evenly over each job's runtime: a slow Poisson job's runtime
+        # overruns the phase by its last wait, with no I/O in it, so the even
+        # spread undercounts it (by 3.1 % over a load-2 point once in CI)
+        total_ios = sum(sum(d.ios for d in j.dirs.values()) for j in jobs)
+        spread_ios = sum(
             sum(d.ios for d in j.dirs.values()) * min(1.0, seconds * 1000 / j.job_runtime_ms)
             for j in jobs
         )
-        assert float(series.iops.sum()) == pytest.approx(expected_ios, rel=0.03)
+        counted = float(series.iops.sum())
+        assert 0.99 * spread_ios <= counted <= 1.01 * total_ios, (phase.name, counted)
+        expected_ios = (spread_ios + total_ios) / 2
         rate = expected_ios / seconds
         print(
-            f"truth 8: {phase.name}: series sum {float(series.iops.sum()):.0f}, jobs' "
-            f"completions over its {seconds} s {expected_ios:.0f}; seconds {series.iops.round()}"
+            f"truth 8: {phase.name}: series sum {counted:.0f}, jobs' completions "
+            f"{spread_ios:.0f} spread over its {seconds} s, {total_ios} in all; "
+            f"seconds {series.iops.round()}"
         )
         assert all(abs(v - rate) <= 0.25 * rate for v in series.iops), (phase.name, series.iops)
