@@ -9,14 +9,20 @@ each in its own working directory and on its own port, and stop all of them
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import re
 import shutil
 import subprocess
-from collections.abc import Iterable, Iterator
+import time
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, replace
 from pathlib import Path
 
-from iorig.fio.hosts import HostAddress
+import pytest
+
+from iorig.fio.hostio import HostIo
+from iorig.fio.hosts import Endpoint, HostAddress
 from iorig.fio.server import FioServer, port_available
 
 # Ports reserved for these tests; each server takes the first free one.
@@ -125,3 +131,109 @@ def stopped_for_s(detail: str) -> float:
     found = re.search(r"resumed after ([\d.]+) s", detail)
     assert found is not None, detail
     return float(found[1])
+
+
+@dataclass
+class WatchedJob:
+    """A host's I/O figures (fio.hostio) around one fio run, and fio's own."""
+
+    before: HostIo
+    during: list[HostIo]  # while fio's client ran
+    after: HostIo  # once the figures stopped moving
+    fio: dict[str, dict]  # each job's statistics from fio's JSON, by name
+
+    def fio_sum(self, direction: str, field: str = "io_bytes") -> int:
+        return sum(int(job[direction][field]) for job in self.fio.values())
+
+
+def watched_read_job(
+    endpoint: Endpoint, scratch: Path, io: Callable[[], HostIo], runtime_s: int = 2
+) -> WatchedJob:
+    """Two jobs for ``runtime_s``, 4 KiB random reads with direct=1 of a
+    32 MiB file in ``scratch`` (laid out here first: they write nothing),
+    one through psync (a read call per I/O), one through libaio (none), run
+    by the fio server at ``endpoint`` with status snapshots each second as
+    iorig asks for them; ``io()`` is asked before, every 0.2 s while fio's
+    client runs, and after until two answers agree."""
+    data = scratch / "hostio.dat"
+    with open(data, "wb") as out:
+        for _ in range(32):
+            out.write(os.urandom(1 << 20))
+    job = scratch / "hostio.fio"
+    job.write_text(
+        f"[global]\nfilename={data}\nsize=32m\nrw=randread\nbs=4k\ndirect=1\n"
+        f"time_based=1\nruntime={runtime_s}\n"
+        "[psync]\nioengine=psync\n[libaio]\nioengine=libaio\niodepth=4\n"
+    )
+    output = scratch / "hostio.json"
+    before = io()
+    client = subprocess.Popen(
+        [
+            shutil.which("fio") or "fio",
+            f"--client={endpoint.fio_client_arg()}",
+            "--output-format=json",
+            f"--output={output}",
+            "--status-interval=1",
+            str(job),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    during = []
+    try:
+        while client.poll() is None:
+            during.append(io())
+            time.sleep(0.2)
+    finally:
+        if client.poll() is None:
+            client.kill()
+        client.wait(30)
+    assert client.returncode == 0, f"fio's client failed: {client.returncode}"
+    after, deadline = io(), time.monotonic() + 5
+    while time.monotonic() < deadline:
+        time.sleep(0.2)
+        again = io()
+        if again == replace(after, t_s=again.t_s):
+            break
+        after = again
+    # the last document: the status snapshots come first
+    text = output.read_text()
+    docs, at, decoder = [], text.index("{"), json.JSONDecoder()
+    while at < len(text):
+        doc, at = decoder.raw_decode(text, at)
+        docs.append(doc)
+        at = text.find("{", at) if "{" in text[at:] else len(text)
+    jobs = {
+        j["jobname"]: j for j in docs[-1]["client_stats"] if j["jobname"] in ("psync", "libaio")
+    }
+    return WatchedJob(before, during, after, jobs)
+
+
+def check_watched_job(job: WatchedJob) -> None:
+    """The host's figures rose while the jobs ran, never went back, and
+    ended within 1 % of fio's own read bytes and (psync's) reads; the
+    fio server's status output to its client is not counted as writes."""
+    fio_bytes, psync_ios = job.fio_sum("read"), int(job.fio["psync"]["read"]["total_ios"])
+    read = job.after.read_bytes - job.before.read_bytes
+    reads = job.after.reads - job.before.reads
+    written = [d.write_bytes - job.before.write_bytes for d in [*job.during, job.after]]
+    print(
+        f"host I/O: read {read} B (fio {fio_bytes} B) in {reads} read calls (psync's "
+        f"I/Os {psync_ios}); written while running {written[-2]} B, after {written[-1]} B, "
+        f"{job.after.writes - job.before.writes} calls; {len(job.during)} readings"
+    )
+    times = [job.before.t_s, *(d.t_s for d in job.during), job.after.t_s]
+    assert times == sorted(times) and abs(job.after.t_s - time.time()) < 10
+    reads_seen = [job.before.read_bytes, *(d.read_bytes for d in job.during), job.after.read_bytes]
+    assert reads_seen == sorted(reads_seen)  # never back
+    rising = [r for r in reads_seen if reads_seen[0] < r < reads_seen[-1]]
+    assert len(rising) >= 2, reads_seen
+    assert fio_bytes > 1 << 20 and job.fio_sum("write") == 0
+    assert read == pytest.approx(fio_bytes, rel=0.01)
+    # psync reads once per I/O, libaio not at all (io_submit); fio's backend
+    # reads a few files a second (disk statistics: ~20 calls), and its jobs
+    # a few at their start
+    assert psync_ios <= reads <= psync_ios * 1.01 + 100
+    # nothing is written: not the ~190 kB a second of status fio sends its
+    # client (its final output, sent as the connection ends, shows after)
+    assert max(written[:-1], default=0) < 16 << 10, written

@@ -38,7 +38,14 @@ from tests.agents import (
     token_agents,
 )
 from tests.conftest import REPO, run_iorig
-from tests.fioservers import TOLERANCE_PCT, paced_scenario, stopped_for_s, tcp_listeners
+from tests.fioservers import (
+    TOLERANCE_PCT,
+    check_watched_job,
+    paced_scenario,
+    stopped_for_s,
+    tcp_listeners,
+    watched_read_job,
+)
 
 from iorig.errors import UserError
 from iorig.fio import agentauth
@@ -437,6 +444,27 @@ def test_stop_host_and_start_host_work_through_an_authenticated_agent(tmp_path):
     assert 35 <= impact["dip_pct"] <= 60
     assert impact["recovery_s"] is not None and impact["recovery_s"] >= 3
     assert doc["verdict"].startswith("PASS"), doc["verdict"]
+
+
+@pytest.mark.fio
+@pytest.mark.system
+def test_an_agent_tells_how_many_bytes_its_fio_processes_read_so_far(
+    tmp_path, scratch, monkeypatch
+):
+    """IO through the TLS relay (fio.hostio): the figures rise while fio's
+    jobs run and end at fio's own count once their processes are gone."""
+    from iorig.fio.tlsrelay import connect_agents
+
+    with token_agents(1, tmp_path) as lab:
+        for name, value in lab.env.items():
+            monkeypatch.setenv(name, value)
+        links = connect_agents(lab.hosts)
+        try:
+            host = lab.hosts[0]
+            job = watched_read_job(links.endpoint(host), scratch, links.control(host).io)
+        finally:
+            links.close()
+    check_watched_job(job)
 
 
 @pytest.mark.system

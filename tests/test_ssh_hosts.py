@@ -28,10 +28,12 @@ from tests.conftest import REPO, cli_in_process, run_iorig
 from tests.fake_fio_server import FakeFioServer
 from tests.fioservers import (
     TOLERANCE_PCT,
+    check_watched_job,
     fio_servers,
     paced_scenario,
     stopped_for_s,
     tcp_listeners,
+    watched_read_job,
 )
 from tests.sshd import SshLab, ssh_hosts
 
@@ -277,6 +279,29 @@ def test_stop_host_and_start_host_work_over_ssh(tmp_path, monkeypatch):
     assert 35 <= impact["dip_pct"] <= 60
     assert impact["recovery_s"] is not None and impact["recovery_s"] >= 3  # stopped for 3 s
     assert doc["verdict"].startswith("PASS"), doc["verdict"]
+    assert left == []
+
+
+@pytest.mark.fio
+@pytest.mark.system
+def test_the_keeper_tells_how_many_bytes_its_fio_processes_read_so_far(
+    tmp_path, scratch, monkeypatch
+):
+    """IO over the SSH session (the keeper's copy of fio.hostio's counter):
+    the figures rise while fio's jobs run and end at fio's own count."""
+    from iorig.fio.ssh import SshControl, close_all, connect_all
+
+    with ssh_hosts(1, tmp_path) as lab:
+        monkeypatch.setenv(CONFIG_ENV, str(lab.config))
+        workdir, connections = connect_all(lab.hosts)
+        try:
+            (connection,) = connections.values()
+            assert connection.endpoint is not None
+            job = watched_read_job(connection.endpoint, scratch, SshControl(connection).io)
+        finally:
+            close_all(workdir, connections)
+        left = lab.leftovers()
+    check_watched_job(job)
     assert left == []
 
 

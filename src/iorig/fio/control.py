@@ -10,6 +10,10 @@ One line per request, one line per answer::
     IORIG-AGENT 1 CONT          -> OK resumed after 12.3 s
     IORIG-AGENT 1 JOBS          -> OK 0.84 (seconds since the newest fio job
                                    started) or OK none (no job running)
+    IORIG-AGENT 1 IO            -> OK 1795555402.123456 R W NR NW: the host's
+                                   clock, bytes the fio server's processes
+                                   read and wrote so far, reads and writes
+                                   (fio.hostio)
     IORIG-AGENT 1 LOCK <paths>  -> OK locked N, BUSY … or ERR … (fio.hostlock):
                                    the targets stay locked until the
                                    connection closes; RUN <id> on it names the run
@@ -19,9 +23,9 @@ stop doing I/O and it stops answering its client, as a failed node would.
 It lasts until CONT on the same connection, the connection closes (iorig
 ended, whatever the reason) or ``max_s`` passes: a host is never left
 frozen. JOBS is how a run's events count from when the hosts' jobs began,
-not from when iorig launched them. On this port there is no
-authentication, like fio's own, which already runs any job sent to it; it
-is bound where fio is. An agent with
+not from when iorig launched them; IO is the host's side of live per-host
+figures. On this port there is no authentication, like fio's own, which
+already runs any job sent to it; it is bound where fio is. An agent with
 authentication has no such port: the same requests come through its TLS
 channel (fio.tlsrelay) and reach ``ControlServer.handle``.
 """
@@ -40,6 +44,7 @@ from typing import Protocol
 
 from iorig.errors import UserError
 from iorig.fio import hostlock
+from iorig.fio.hostio import HostIo, TreeCounter, format_answer, parse_answer
 from iorig.fio.hosts import HostAddress, SocketEndpoint
 
 MAGIC = "IORIG-AGENT 1"
@@ -109,6 +114,7 @@ class ControlServer:
         self.jobs = jobs  # seconds since the newest job started, None when none runs
         self.locker = locker
         self.on_connection = on_connection  # told each peer's address
+        self._io = TreeCounter()  # what the server's processes read and wrote (IO)
         self._sock: socket.socket | None = None
         self._stopped = threading.Lock()  # held while the fio server is frozen
         self._running = threading.Event()
@@ -169,6 +175,8 @@ class ControlServer:
             elif words == ["JOBS"]:
                 age = self.jobs()
                 conn.sendall(f"OK {'none' if age is None else f'{age:.3f}'}\n".encode())
+            elif words == ["IO"]:
+                conn.sendall(f"OK {format_answer(self._io.read(self.processes()))}\n".encode())
             elif len(words) == 2 and words[0] == "STOP":
                 self._stop(conn, reader, words[1])
             elif len(words) == 2 and words[0] == "LOCK":
@@ -277,6 +285,14 @@ def jobs_started(ask_jobs: Callable[[], str], where: str) -> float | None:
     return (sent + came) / 2 - age
 
 
+def read_io(answer: str, where: str) -> HostIo:
+    """The figures of a host's answer to IO; ControlError when it sent none."""
+    try:
+        return parse_answer(answer, where)
+    except ValueError as exc:
+        raise ControlError(str(exc)) from None
+
+
 def no_control_port(fio_port: int, exc: OSError) -> str:
     """Why a host cannot be stopped and resumed: its control port failed."""
     return (
@@ -355,6 +371,11 @@ class HostControl:
         None while it runs none."""
         with self._connect() as conn:
             return jobs_started(lambda: self._ask(conn, "JOBS"), self.where)
+
+    def io(self) -> HostIo:
+        """What the host's fio processes read and wrote so far (fio.hostio)."""
+        with self._connect() as conn:
+            return read_io(self._ask(conn, "IO"), self.where)
 
     def stop(self, max_s: float) -> str:
         conn = self._connect()

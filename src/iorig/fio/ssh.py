@@ -37,7 +37,8 @@ from pathlib import Path
 
 from iorig.errors import UserError
 from iorig.fio import hostlock
-from iorig.fio.control import ControlError, jobs_started
+from iorig.fio.control import ControlError, jobs_started, read_io
+from iorig.fio.hostio import HostIo
 from iorig.fio.hosts import SocketEndpoint, SshHost
 from iorig.fio.process import stop_group
 from iorig.fio.sockdir import socket_dir
@@ -327,6 +328,10 @@ class SshControl:
     def jobs_started(self) -> float | None:
         """When (on this machine's clock) the host's newest fio job started."""
         return jobs_started(lambda: self.connection.request("JOBS"), self.where)
+
+    def io(self) -> HostIo:
+        """What the host's fio processes read and wrote so far (fio.hostio)."""
+        return read_io(self.connection.request("IO"), self.where)
 
     def stop(self, max_s: float) -> str:
         answer = self.connection.request(f"STOP {max_s:.1f}")

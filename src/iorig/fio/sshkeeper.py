@@ -16,6 +16,9 @@ per request on the same channel::
     CONT          -> OK resumed after 12.3 s
     JOBS          -> OK 0.84 (seconds since the newest fio job started; the
                      jobs lead sessions of their own) or OK none
+    IO            -> OK 1764000000.123456 R W NR NW (this host's clock, bytes
+                     the fio server and all it forked read and wrote so far,
+                     their reads and writes: as iorig.fio.hostio)
     KEEP          -> OK keeping <dir> (--keep-files: the data files stay)
     LOCK <paths>  -> OK locked N, BUSY <i> <holder> or ERR <why> (iorig.fio.hostlock):
                      the run's targets, locked until the session ends
@@ -123,6 +126,164 @@ def freeze(root):
         signal_all(fresh, signal.SIGSTOP)
         stopped += fresh
     return stopped
+
+
+# ------------------------------------------------------------ I/O so far
+# a copy of iorig.fio.hostio.TreeCounter, which this file cannot import (its
+# docstrings say why a process gone counts in the parent that reaped it and
+# why the server's own socket traffic is left out); a test holds the two to
+# the same answers
+
+NO_CALLS = (0, 0, 0, 0)  # rchar, wchar, syscr, syscw: where a socket's traffic counts
+
+
+def proc_stat(proc, pid):
+    """Start time and parent of ``pid``; (None, None) when unreadable."""
+    try:
+        with open(f"{proc}/{pid}/stat", "rb") as f:
+            text = f.read()
+        fields = text[text.rindex(b")") + 2 :].split()
+        return fields[19].decode(), int(fields[1])
+    except (OSError, ValueError, IndexError):
+        return None, None
+
+
+def io_fields(path):
+    """read_bytes, rchar, write_bytes, wchar, syscr, syscw of a /proc io file."""
+    fields = {}
+    with open(path) as f:
+        for line in f:
+            name, _, value = line.partition(":")
+            fields[name.strip()] = int(value)
+    names = ("read_bytes", "rchar", "write_bytes", "wchar", "syscr", "syscw")
+    return tuple(fields[name] for name in names)
+
+
+def add_calls(*parts):
+    return tuple(sum(part[i] for part in parts) for i in range(4))
+
+
+def own_calls(proc, pid):
+    """The socket-prone counters of ``pid``'s live threads."""
+    try:
+        tasks = os.listdir(f"{proc}/{pid}/task")
+    except OSError:
+        return NO_CALLS
+    found = []
+    for task in tasks:
+        try:
+            raw = io_fields(f"{proc}/{pid}/task/{task}/io")
+        except (OSError, ValueError, KeyError):
+            continue  # ended: its counters are the process's now
+        found.append((raw[1], raw[3], raw[4], raw[5]))
+    return add_calls(NO_CALLS, *found)
+
+
+class Seen:
+    """One process as last read: start, parent, raw (its io file), own (its
+    threads' counters, left out: a server's) and left_out (those of the
+    servers' processes it reaped)."""
+
+    def __init__(self, start, parent, raw, own=NO_CALLS, left_out=NO_CALLS):
+        self.start, self.parent, self.raw = start, parent, raw
+        self.own, self.left_out = own, left_out
+
+    def figures(self):
+        read_bytes, rchar, write_bytes, wchar, syscr, syscw = self.raw
+        out = add_calls(self.own, self.left_out)
+        return (
+            max(read_bytes, rchar - out[0], 0),
+            max(write_bytes, wchar - out[1], 0),
+            max(syscr - out[2], 0),
+            max(syscw - out[3], 0),
+        )
+
+
+def same_process(before, after):
+    """Both readings of one process: the same start time or, without one,
+    no counter lower."""
+    if before is None or after is None or before.start != after.start:
+        return False
+    # zip's strict= is Python 3.10's: the host's python3 may be 3.7
+    return before.start is not None or all(
+        a >= b
+        for a, b in zip(after.raw, before.raw)  # noqa: B905
+    )
+
+
+def depths(parents):
+    """Each pid's depth in the tree ``parents`` (pid -> parent) makes."""
+    depth = {}
+    for pid in parents:
+        chain, at = [], pid
+        while at in parents and at not in depth and at not in chain:
+            chain.append(at)
+            at = parents[at]
+        base = depth.get(at, -1) if at is not None else -1
+        for offset, each in enumerate(reversed(chain)):
+            depth[each] = base + 1 + offset
+    return depth
+
+
+class IoCounter:
+    """The sums of /proc/PID/io over a process tree, never going back."""
+
+    def __init__(self, proc="/proc"):
+        self.proc = proc
+        self.seen = {}  # pid -> Seen, of the last read
+        self.retired = [0, 0, 0, 0]
+        self.high = [0, 0, 0, 0]
+
+    def read(self, pids):
+        """The answer to IO (after OK): ``t read_bytes write_bytes reads writes``."""
+        pids = list(dict.fromkeys(pids))
+        stats = {pid: proc_stat(self.proc, pid) for pid in pids}
+        depth = depths({pid: parent for pid, (_, parent) in stats.items()})
+        now = {}
+        for pid in sorted(pids, key=depth.__getitem__):  # parents before their children
+            start, parent = stats[pid]
+            server = parent is not None and depth[pid] <= 1  # the root, its children
+            own = own_calls(self.proc, pid) if server else NO_CALLS
+            try:
+                raw = io_fields(f"{self.proc}/{pid}/io")
+            except (OSError, ValueError, KeyError):
+                continue
+            seen = Seen(start, parent, raw, own)
+            before = self.seen.get(pid)
+            if same_process(before, seen):
+                seen.left_out = before.left_out
+            now[pid] = seen
+        for pid, before in list(self.seen.items()):
+            if not same_process(before, now.get(pid)):
+                self.gone(pid, before, now)
+        self.seen = now
+        for i in range(4):
+            total = self.retired[i] + sum(seen.figures()[i] for seen in now.values())
+            self.high[i] = max(self.high[i], total)
+        return "{:.6f} {:d} {:d} {:d} {:d}".format(time.time(), *self.high)
+
+    def gone(self, pid, before, now):
+        start, parent = proc_stat(self.proc, pid) if pid not in now else (None, None)
+        if before.start is not None and start == before.start:  # the same process, still here
+            if parent is not None and parent in now:
+                now.setdefault(pid, before)  # a child of the tree left out: kept as it was
+            else:
+                self.retire(before)  # running outside the tree: nobody here will reap it
+            return
+        ancestor, visited = before.parent, {pid}
+        while ancestor is not None and ancestor not in visited:
+            visited.add(ancestor)
+            reaper = now.get(ancestor)
+            if same_process(self.seen.get(ancestor), reaper):  # reaped: in its figures now
+                reaper.left_out = add_calls(reaper.left_out, before.own, before.left_out)
+                return
+            older = self.seen.get(ancestor)
+            ancestor = older.parent if older is not None else None
+        self.retire(before)
+
+    def retire(self, seen):
+        for i, value in enumerate(seen.figures()):
+            self.retired[i] += value
 
 
 # ------------------------------------------------------------ target locks
@@ -347,6 +508,7 @@ def main():  # noqa: C901, PLR0912, PLR0915
     proc = None
     stopped = {}
     locks = Locks()
+    io = IoCounter()
     ended = threading.Event()
 
     def finish(*_):
@@ -391,6 +553,8 @@ def main():  # noqa: C901, PLR0912, PLR0915
             elif words[:1] == ["JOBS"]:
                 age = jobs_age(proc.pid)
                 say("OK none" if age is None else f"OK {age:.3f}")
+            elif words[:1] == ["IO"]:
+                say("OK " + io.read(tree(proc.pid)))
             elif words[:1] == ["STOP"] and len(words) == 2 and "at" not in stopped:
                 max_s = min(max(float(words[1]), 0.0), 86400.0)
                 pids = freeze(proc.pid)
