@@ -44,6 +44,8 @@ if [ "$want_test" -eq 1 ]; then
     # network namespace made with ip.
     command -v openssl >/dev/null 2>&1 || missing+=(openssl)
     command -v ip >/dev/null 2>&1 || [ -x /usr/sbin/ip ] || missing+=(iproute2)
+    # --metrics is scraped by a real Prometheus server the tests start.
+    command -v prometheus >/dev/null 2>&1 || missing+=(prometheus)
 fi
 if [ "${#missing[@]}" -gt 0 ]; then
     if ! command -v apt-get >/dev/null 2>&1; then

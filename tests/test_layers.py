@@ -40,6 +40,9 @@ PARTS: dict[str, set[str]] = {
     "machine": BASE | {"store", "targets"},
     "run": BASE | {"fio", "store", "analyze", "scenario", "targets", "machine"},
     "report": BASE | {"analyze", "scenario"},
+    # iorig serve and --metrics: pages from the store through the report
+    # writer, TLS as the agent makes it (fio.agentauth)
+    "serve": BASE | {"analyze", "scenario", "report", "store", "fio"},
 }
 PARTS["cli"] = set(PARTS)  # the top: anything below it
 TOP_LEVEL = {

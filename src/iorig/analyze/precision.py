@@ -357,6 +357,16 @@ class PrecisionWatch:
         self._rates = CounterRates(metric, 1.0)
         self.decision: Decision | None = None
 
+    def describe(self) -> str:
+        head = f"precision: {len(self.series)} s measured"
+        interval = self.decision.interval if self.decision is not None else None
+        if interval is None or interval.half_width_pct is None:
+            return f"{head}, no interval yet (from {self.rule.min_s} s)"
+        return (
+            f"{head}; median known to ±{interval.half_width_pct:.1f} % "
+            f"(stops at ±{self.rule.target_pct:.1f} %, by {self.rule.max_s} s)"
+        )
+
     def feed(self, t_ms: int, elapsed_s: float, ios: float, io_bytes: float) -> bool:
         """Counters at ``t_ms``; True once the rule says stop on precision."""
         if elapsed_s <= self.skip_s:

@@ -61,6 +61,20 @@ class SteadyWatch:
     def steady(self) -> bool:
         return self._steady_at is not None
 
+    def describe(self) -> str:
+        state = self.state
+        rounds = len(self.rounds)
+        head = f"steady state: {rounds} round{'s' * (rounds != 1)} of {self.rule.round:g} s"
+        check = state.check
+        if check is None:
+            return f"{head}, {self.rule.window} needed for a window"
+        verdict = "held" if state.converged else "not yet"
+        return (
+            f"{head}; window {verdict}: range {check.range_frac:.1%} "
+            f"(≤ {self.rule.max_range:g} %), slope {check.slope_frac:.1%} "
+            f"(≤ {self.rule.max_slope:g} %)"
+        )
+
     @property
     def state(self) -> SteadyState:
         """Every round measured; converged with the window where it first held."""

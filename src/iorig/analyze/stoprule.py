@@ -19,6 +19,10 @@ class StopRule(Protocol):
         phase; True once the phase may stop."""
         ...
 
+    def describe(self) -> str:
+        """Where the rule stands, in words (the live view's)."""
+        ...
+
 
 class CounterRates:
     """Mean rates over periods of ``period_s`` from cumulative counters: the

@@ -19,6 +19,7 @@ from iorig.cli import search as _search  # noqa: F401
 from iorig.cli import scenarios as _scenarios  # noqa: F401
 from iorig.cli import agent as _agent  # noqa: F401
 from iorig.cli import sut as _sut  # noqa: F401
+from iorig.cli import serve as _serve  # noqa: F401
 
 # isort: on
 from iorig.cli.common import app, err_console

@@ -15,12 +15,12 @@ from iorig.analyze.ab import MAX_ROUNDS, MIN_AUTO_ROUNDS
 from iorig.analyze.analysis import analyse, compare
 from iorig.cli.common import (
     EXIT_CODES,
-    ProgressView,
     app,
     command_line,
     console,
     emit,
     err_console,
+    live_view,
     open_for_run,
     prepare_run,
     render_options,
@@ -129,7 +129,7 @@ def _plans(
 
 
 @app.command("ab")
-@run_options("target", "scenario", "profile", "adhoc", "fio")
+@run_options("target", "scenario", "profile", "adhoc", "fio", "metrics")
 def ab_cmd(
     ctx: typer.Context,
     scenario: Annotated[
@@ -204,13 +204,13 @@ def ab_cmd(
     )
     out = err_console if chosen is Format.json else console
     with open_for_run(ctx.obj, list(plans.values())) as store:
-        with ProgressView(out) as view:
+        with live_view(out, ctx.obj, request.metrics) as handle:
 
             def on_event(side: SideKey, event: Event) -> None:
                 if isinstance(event, PhaseStarted):  # which side's phase, in the live view
                     phase = replace(event.phase, name=f"{labels[side]}: {event.phase.name}")
                     event = replace(event, phase=phase)
-                view.handle(event)
+                handle(event)
 
             outcome = run_ab(
                 sides,

@@ -68,7 +68,7 @@ _TOKEN_HELP = (
 )
 
 
-def _agent_auth(
+def server_auth(
     token_file: Path | None, cert: Path | None, key: Path | None, client_ca: Path | None
 ) -> agentauth.Auth | None:
     if token_file is not None and (cert or key or client_ca):
@@ -127,7 +127,7 @@ def agent(
         bind = "::" if ":" in bind else "0.0.0.0"
     text = f"[{bind}]:{port}" if ":" in bind else f"{bind}:{port}"
     address = parse_host(text)
-    auth = _agent_auth(token_file, cert, key, client_ca)
+    auth = server_auth(token_file, cert, key, client_ca)
     if auth is not None and insecure_no_auth:
         raise UserError("--insecure-no-auth and authentication exclude each other")
     if auth is None:

@@ -4,9 +4,10 @@ steps every run command ends with."""
 
 from __future__ import annotations
 
+import contextlib
 import shlex
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Annotated
 
@@ -35,11 +36,13 @@ from iorig.run.events import (
     RunOutcome,
     RunStarted,
 )
+from iorig.run.live import LiveFeed, LiveSink
 from iorig.run.plan import Plan
 from iorig.run.request import RunRequest, prepare
 from iorig.run.session import RunSession
 from iorig.scenario.loading import ResolvedScenario
 from iorig.store import Store, default_db_path
+from iorig.store.live import LiveStore, LiveUnwritable
 from iorig.units import format_bytes, format_latency, format_rate, format_si
 
 EXIT_CODES = {RunStatus.OK: 0, RunStatus.FAILED: 1, RunStatus.ABORTED: 130}
@@ -230,16 +233,56 @@ def open_for_run(db: Path, prepared: Sequence[tuple[Plan, PhaseBackend]]) -> Sto
         raise
 
 
+@contextlib.contextmanager
+def live_view(out: SafeConsole, db: Path, metrics: str | None) -> Iterator[Callable[[Event], None]]:
+    """What a run shows while it goes: the progress lines on ``out``, its
+    live figures in the database's live file for ``iorig serve`` and, with
+    ``metrics`` (an address), on a Prometheus endpoint. The handler it
+    gives takes the run's events."""
+    sinks: list[LiveSink] = []
+    with contextlib.ExitStack() as stack:
+        if metrics is not None:
+            from iorig.serve.address import parse_address
+            from iorig.serve.metrics import LiveMetrics, MetricsEndpoint
+
+            exported = LiveMetrics()
+            endpoint = MetricsEndpoint(parse_address(metrics), exported)
+            stack.callback(endpoint.close)
+            sinks.append(exported)
+            err_console.print(f"metrics at http://{endpoint.address}/metrics")
+        try:
+            live = LiveStore(db)
+        except LiveUnwritable as exc:
+            err_console.print(Text(f"note: no live figures for iorig serve ({exc})"))
+        else:
+            stack.callback(live.close)
+            sinks.append(live)
+        feed = LiveFeed(sinks)
+        view = stack.enter_context(ProgressView(out))
+
+        def handle(event: Event) -> None:
+            view.handle(event)
+            feed.handle(event)
+
+        try:
+            yield handle
+        finally:
+            feed.close()
+            for problem in feed.problems:
+                err_console.print(Text(f"note: {problem}"))
+
+
 def run_with_progress(
     db: Path,
     work: Callable[[Store, Callable[[Event], None]], RunOutcome],
     prepared: tuple[Plan, PhaseBackend],
+    metrics: str | None = None,
 ) -> tuple[RunOutcome, RunAnalysis]:
     """Run ``work`` (an execute or a search of the ``prepared`` plan) with the
     live view; analyse the result."""
     with open_for_run(db, [prepared]) as store:
-        with ProgressView(console) as view:
-            outcome = work(store, view.handle)
+        with live_view(console, db, metrics) as handle:
+            outcome = work(store, handle)
         if outcome.recovery is None:
             analysis = analyse(store.load_run(outcome.run_id))
     if outcome.recovery is not None:  # the database would not take the run: it is in this file
@@ -275,7 +318,7 @@ def run_search(
             drive(session)
         return session.outcome
 
-    outcome, analysis = run_with_progress(db, work, planned)
+    outcome, analysis = run_with_progress(db, work, planned, request.metrics)
     finish(db, outcome, analysis)
 
 

@@ -17,6 +17,7 @@ from typing import Annotated, Any, TypeVar
 import typer
 
 from iorig.run.request import RunRequest, host_list, parse_min_rate
+from iorig.serve.address import parse_address
 from iorig.untrusted import check_text
 
 
@@ -139,6 +140,17 @@ AllowCommandsOpt = Annotated[
 ]
 
 
+MetricsOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--metrics",
+        help="serve the live figures to Prometheus at ADDRESS (loopback: PORT or "
+        "127.0.0.1:PORT; 0 picks a free port) while the run goes",
+        metavar="ADDRESS",
+    ),
+]
+
+
 MinRateOpt = Annotated[
     str | None,
     typer.Option(
@@ -187,6 +199,7 @@ GROUPS: dict[str, tuple[_Option, ...]] = {
     ),
     "record": (_Option("label", LabelOpt), _Option("sut", SutOpt), _Option("note", NoteOpt)),
     "fio": (_Option("fio", FioOpt),),
+    "metrics": (_Option("metrics", MetricsOpt),),
 }
 ADHOC = tuple(o.name for o in GROUPS["adhoc"])
 
@@ -213,7 +226,13 @@ def build_request(given: dict[str, Any]) -> RunRequest:
         label=given.get("label"),
         sut_file=given.get("sut"),
         notes=tuple(given.get("note") or ()),
+        metrics=_metrics_address(given.get("metrics")),
     )
+
+
+def _metrics_address(text: str | None) -> str | None:
+    """--metrics checked before anything runs (loopback, a port)."""
+    return None if text is None else str(parse_address(text))
 
 
 F = TypeVar("F", bound=Callable[..., None])

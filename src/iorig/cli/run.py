@@ -52,6 +52,7 @@ RUN_SETTINGS = {"allow_extra_args": True, "ignore_unknown_options": True}
     "events",
     "record",
     "fio",
+    "metrics",
 )
 def run(
     ctx: typer.Context,
@@ -148,6 +149,7 @@ def run(
             search=search_settings(resolved),
         ),
         (plan, backend),
+        request.metrics,
     )
     finish(ctx.obj, outcome, analysis)
 

@@ -62,7 +62,7 @@ def _percent_option(value: float, option: str) -> float:
 
 
 @app.command()
-@run_options("target", "scenario", "adhoc", "hosts", "min_rate", "record", "fio")
+@run_options("target", "scenario", "adhoc", "hosts", "min_rate", "record", "fio", "metrics")
 def knee(
     ctx: typer.Context,
     rw: Annotated[Rw, typer.Option(help="I/O pattern")] = Rw.randread,
@@ -153,7 +153,7 @@ def _fractions(text: str | None) -> tuple[float, ...]:
 
 
 @app.command()
-@run_options("target", "scenario", "adhoc", "hosts", "min_rate", "record", "fio")
+@run_options("target", "scenario", "adhoc", "hosts", "min_rate", "record", "fio", "metrics")
 def curve(
     ctx: typer.Context,
     rw: Annotated[Rw, typer.Option(help="I/O pattern")] = Rw.randread,

@@ -2,9 +2,23 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 
+import numpy as np
+
+from iorig.model import histogram
 from iorig.model.kinds import DDIRS
+
+
+@dataclass(frozen=True)
+class DirCounts:
+    """One direction's cumulative counters over every job of a snapshot."""
+
+    ios: int
+    io_bytes: int
+    lat_sum_ns: float
+    hist: np.ndarray  # completion latencies in fio's bins (json+ status only)
 
 
 @dataclass(frozen=True)
@@ -15,6 +29,7 @@ class Snapshot:
     io_bytes: int
     lat_sum_ns: float  # sum of completion latencies so far
     runtime_ms: int = 0  # the longest-running job's time doing I/O so far
+    dirs: Mapping[str, DirCounts] = field(default_factory=dict)  # the directions with I/O
 
 
 @dataclass(frozen=True)
@@ -29,18 +44,33 @@ class LiveRates:
 def snapshot(doc: dict) -> Snapshot:
     jobs = doc.get("client_stats") or doc.get("jobs") or []
     jobs = [j for j in jobs if j.get("jobname") != "All clients"]
-    ios = io_bytes = 0
-    lat_sum = 0.0
-    for job in jobs:
-        for ddir in DDIRS:
+    dirs: dict[str, DirCounts] = {}
+    for ddir in DDIRS:
+        ios = io_bytes = 0
+        lat_sum = 0.0
+        hists = []
+        for job in jobs:
             d = job.get(ddir) or {}
             n = int(d.get("total_ios", 0))
             ios += n
             io_bytes += int(d.get("io_bytes", 0))
-            lat_sum += float((d.get("clat_ns") or {}).get("mean", 0.0)) * n
+            clat = d.get("clat_ns") or {}
+            lat_sum += float(clat.get("mean", 0.0)) * n
+            if clat.get("bins"):
+                hists.append(histogram.from_json_bins(clat["bins"]))
+        if ios or io_bytes:
+            dirs[ddir] = DirCounts(ios, io_bytes, lat_sum, histogram.merge(hists))
     elapsed = max((float(j.get("elapsed", 0)) for j in jobs), default=0.0)
     runtime_ms = max((int(j.get("job_runtime", 0) or 0) for j in jobs), default=0)
-    return Snapshot(int(doc.get("timestamp_ms", 0)), elapsed, ios, io_bytes, lat_sum, runtime_ms)
+    return Snapshot(
+        int(doc.get("timestamp_ms", 0)),
+        elapsed,
+        sum(d.ios for d in dirs.values()),
+        sum(d.io_bytes for d in dirs.values()),
+        sum(d.lat_sum_ns for d in dirs.values()),
+        runtime_ms,
+        dirs,
+    )
 
 
 def io_started_at(snap: Snapshot) -> float | None:

@@ -23,6 +23,7 @@ from iorig.fio.runner import FioExit
 from iorig.fio.ssh import SshControl
 from iorig.fio.status import LiveRates
 from iorig.model import GeneratorCpu, SteadyState
+from iorig.model.live import LiveSecond
 from iorig.run.jobtext import state_role
 from iorig.run.plan import Plan, PlannedPhase
 from iorig.scenario.loading import ResolvedScenario
@@ -38,6 +39,9 @@ class Progress:
     # unix seconds when the phase's jobs began I/O, once the backend knows
     # (the phase's events count from it); the launch where it cannot tell
     io_started_at: float | None = None
+    # the live seconds read since the last progress (model/live.py, run/live.py)
+    live: tuple[LiveSecond, ...] = ()
+    rule: str | None = None  # the phase's stop rule's state, in words, where it runs live
 
 
 @dataclass(frozen=True)
@@ -94,6 +98,7 @@ class PhaseJob:
     # that checks, and the trigger file that makes fio save them at once.
     # Removed with the run's working directory; None: no states kept.
     state_dir: Path | None = None
+    index: int = 0  # the phase's place among the run's phases, from 0
 
     @property
     def trigger(self) -> Path | None:

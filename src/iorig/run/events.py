@@ -7,6 +7,7 @@ from pathlib import Path
 
 from iorig.fio.status import LiveRates
 from iorig.model import PhaseResult, RunStatus
+from iorig.model.live import LiveSecond
 from iorig.run.plan import Plan, PlannedPhase
 
 
@@ -31,6 +32,8 @@ class PhaseProgress:
     elapsed_s: float
     fraction: float | None  # 0..1 when the phase's length is known
     rates: LiveRates | None
+    live: tuple[LiveSecond, ...] = ()  # the seconds read since the last progress
+    rule: str | None = None  # the stop rule's state, in words, where it runs live
 
 
 @dataclass(frozen=True)

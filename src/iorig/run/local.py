@@ -23,6 +23,7 @@ from iorig.machine.locks import Claim, target_keys
 from iorig.machine.sysinfo import collect_fio, disclose
 from iorig.run.backend import HostLogs, PhaseJob, Progress, RawPhase
 from iorig.run.jobtext import fileset_layout, job_text, state_role
+from iorig.run.live import StatusMeter
 from iorig.run.plan import Plan, PlannedPhase, build_plan, phase_workloads
 from iorig.run.preflight import preflight
 from iorig.run.probe import ProbeSpot, probe_engine, probe_spot
@@ -264,6 +265,7 @@ class LocalBackend:
         # measurement as soon as its median is known well enough
         rules: list[StopRule] = [r for r in (watch, precision_watch(phase)) if r is not None]
         previous: status.Snapshot | None = None
+        meter = StatusMeter(job.index, phase.name, LABEL)
         io_started: float | None = None
         started = time.time()
         timeout_s = phase.timeout_s(SLACK_S, job.plan.min_bytes_per_s)
@@ -279,8 +281,10 @@ class LocalBackend:
                     fraction = live.elapsed_s / phase.duration_s
                 else:
                     fraction = live.io_bytes / max(phase.bytes_to_write, 1)
-                yield Progress(live.elapsed_s, min(fraction, 1.0), live, io_started)
                 stops = [r.feed(snap.t_ms, snap.elapsed_s, snap.ios, snap.io_bytes) for r in rules]
+                seconds = tuple(meter.feed(snap, time.time()))
+                rule = "; ".join(r.describe() for r in rules) or None
+                yield Progress(live.elapsed_s, min(fraction, 1.0), live, io_started, seconds, rule)
                 if any(stops):
                     proc.request_stop()
         assert proc.exit is not None

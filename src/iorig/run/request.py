@@ -60,6 +60,8 @@ class RunRequest:
     label: str | None = None
     sut_file: Path | None = None
     notes: tuple[str, ...] = ()
+    # watched: the address of a Prometheus endpoint with the live figures
+    metrics: str | None = None
 
     @property
     def quick(self) -> bool:

@@ -44,6 +44,7 @@ from typing import TYPE_CHECKING
 from iorig.errors import UserError
 from iorig.fio import parse, ssh
 from iorig.fio.control import ControlError, HostControl, JobsWatch
+from iorig.fio.hostio import HostIo
 from iorig.fio.hosts import Endpoint, HostAddress, HostSpec, SocketEndpoint, SshHost, TlsHost
 from iorig.fio.jobfile import FileSetLayout, OptionValue, Section, render
 from iorig.fio.protocol import ServerInfo, check_versions, local_protocol_version, server_versions
@@ -54,6 +55,7 @@ from iorig.model import Disclosure
 from iorig.run.backend import HostLogs, PhaseJob, Progress, RawPhase
 from iorig.run.hostlocks import HostLock, lock_hosts
 from iorig.run.jobtext import fileset_layout, job_text
+from iorig.run.live import HostIoMeter, HostIoWatch, HostJobShape
 from iorig.run.plan import Plan, PlannedPhase, build_plan, phase_workloads
 from iorig.run.preflight import preflight
 from iorig.run.probe import probe_engine, probe_spot
@@ -156,6 +158,18 @@ class ServerBackend:
 
     def _jobs_started(self, host: HostSpec) -> float | None:
         return self.control(host).jobs_started()
+
+    def _host_io(self, host: HostSpec) -> HostIo:
+        return self.control(host).io()
+
+    def _live_watch(self, job: PhaseJob, began_s: float) -> HostIoWatch:
+        """Each host's I/O counters while ``job`` runs (run/live.py)."""
+        shape = HostJobShape.of(job.phase)
+        meters = {
+            h.label: HostIoMeter(job.index, job.phase.name, h.label, shape, began_s)
+            for h in self.specs
+        }
+        return HostIoWatch({h.label: partial(self._host_io, h) for h in self.specs}, meters)
 
     def control(self, host: HostSpec) -> HostControl | ssh.SshControl:
         """How a stop-host/start-host event reaches ``host``."""
@@ -397,12 +411,14 @@ class ServerBackend:
         # takes a second or more to start them, longer on a busy machine)
         asks = [partial(self._jobs_started, h) for h in self.specs]
         jobs = JobsWatch(asks, started) if phase.events else None
+        live = self._live_watch(job, started)  # its first reading, before the jobs start
         try:
             for elapsed in _run_all(clients.values(), self._stop, timeout_s, self._hurry):
                 fraction = min(elapsed / duration, 1.0) if duration else None
                 began = jobs.started_at if jobs is not None else started
-                yield Progress(elapsed, fraction, None, began)
+                yield Progress(elapsed, fraction, None, began, tuple(live.take()))
         finally:
+            live.close()
             if jobs is not None:
                 jobs.close()
         yield RawPhase(

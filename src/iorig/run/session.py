@@ -275,6 +275,7 @@ class RunSession:
     ) -> PhaseResult:
         """Run one phase, store it (one transaction) and return its result."""
         self.on_event(PhaseStarted(phase, repeat, self._count, total))
+        index = self._count
         self._count += 1
         self.ran[phase.name] = phase
         if phase.kind is PhaseKind.IDLE:
@@ -285,7 +286,7 @@ class RunSession:
             state = self._tmp / "state"
             state.mkdir(exist_ok=True)
             result = self._fio_phase(
-                PhaseJob(self.plan, self.run_id, phase, repeat, workdir, state)
+                PhaseJob(self.plan, self.run_id, phase, repeat, workdir, state, index)
             )
         self.results.append(result)
         unstored = self._keeper.save_phase(result, self.results)  # or kept in a recovery file
@@ -334,7 +335,13 @@ class RunSession:
                         events.begin(item.io_started_at)
                     self.on_event(
                         PhaseProgress(
-                            job.phase, job.repeat, item.elapsed_s, item.fraction, item.rates
+                            job.phase,
+                            job.repeat,
+                            item.elapsed_s,
+                            item.fraction,
+                            item.rates,
+                            item.live,
+                            item.rule,
                         )
                     )
         assert raw is not None, "a backend ends a phase with its raw result"

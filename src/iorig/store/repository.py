@@ -358,6 +358,44 @@ class Store:
             params = (limit,)
         return [run_record(row) for row in self._rows(sql, params)]
 
+    def find_runs(
+        self,
+        *,
+        label: str | None = None,
+        scenario: str | None = None,
+        status: str | None = None,
+        since: float | None = None,
+        until: float | None = None,
+        limit: int = 200,
+    ) -> list[RunRecord]:
+        """Runs newest first whose label or scenario holds the text given
+        (any case), with that status, started in [since, until)."""
+        where, params = [], []
+        for column, text in (("label", label), ("scenario", scenario)):
+            if text:
+                escaped = text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+                where.append(f"{column} LIKE ? ESCAPE '\\'")
+                params.append(f"%{escaped}%")
+        if status:
+            where.append("status = ?")
+            params.append(status)
+        if since is not None:
+            where.append("started_at >= ?")
+            params.append(since)
+        if until is not None:
+            where.append("started_at < ?")
+            params.append(until)
+        sql = "SELECT * FROM runs"
+        if where:
+            sql += " WHERE " + " AND ".join(where)
+        sql += " ORDER BY started_at DESC LIMIT ?"
+        return [run_record(row) for row in self._rows(sql, (*params, limit))]
+
+    def run_status(self, run_id: str) -> RunStatus | None:
+        """The run's status, None when there is no such run."""
+        row = self.conn.execute("SELECT status FROM runs WHERE id = ?", (run_id,)).fetchone()
+        return None if row is None else RunStatus(row[0])
+
     def run_ids(self, *, prefix: str = "", limit: int = -1, offset: int = 0) -> list[str]:
         """Run ids newest first; only those starting with ``prefix`` when given."""
         escaped = prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")

@@ -1,0 +1,70 @@
+"""What a running phase shows before it is stored: each host's figures per
+second of its I/O, as they come (docs/methodology.md, "Live figures").
+
+They are not the stored figures. Where fio streams its status (this
+machine) a live second is fio's own cumulative counters and latency
+histogram differenced once a second, with the error of a status's timing;
+on fio servers it is what the host's kernel counted for fio's processes
+(bytes per direction), with counts and latency derived from the phase's
+job (``LiveSource``). The stored series, from fio's per-second logs, are
+the figures of record.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from enum import StrEnum
+
+
+class LiveSource(StrEnum):
+    """Where a live second's figures come from, which says how exact they are."""
+
+    FIO_STATUS = "fio status"  # fio's counters and histogram: exact but for timing
+    HOST_IO = "host I/O counters"  # the kernel's per-process bytes: counts, latency derived
+
+
+@dataclass(frozen=True)
+class LiveSecond:
+    """One host's (or every host's) one direction over one second of I/O.
+
+    ``ios`` and ``io_bytes`` are cumulative since the phase's I/O began (the
+    counters a metrics endpoint exports); the ``_per_s`` figures are this
+    second's. A figure the source cannot give is None: latency on fio
+    servers of a paced workload, counts of I/O sizes that are not known."""
+
+    phase_index: int  # the run's phases in order, from 0
+    phase: str
+    host: str  # the host's label, as results name it
+    direction: str  # read, write or trim
+    second: int  # whole seconds since the phase's I/O began (its end)
+    t_s: float  # unix seconds (this machine's clock) when the second was read
+    ios: int | None
+    io_bytes: int
+    ios_per_s: float | None
+    bytes_per_s: float
+    lat_mean_ns: float | None
+    lat_p50_ns: float | None
+    lat_p99_ns: float | None
+    source: LiveSource
+
+    def __post_init__(self) -> None:
+        for name in ("bytes_per_s", "ios_per_s", "lat_mean_ns", "lat_p50_ns", "lat_p99_ns"):
+            value = getattr(self, name)
+            if value is not None and not (math.isfinite(value) and value >= 0):
+                raise ValueError(f"a live {name} must be a finite figure ≥ 0, not {value!r}")
+
+
+@dataclass(frozen=True)
+class LivePhase:
+    """Where a running run is: the phase, how far into it, and its stop rule."""
+
+    phase_index: int
+    phase: str
+    repeat: int
+    index: int  # the phase's number in this run, from 1
+    total: int | None  # phases in all, None while a search decides them
+    elapsed_s: float
+    fraction: float | None
+    rule: str | None  # the steady-state or precision rule's state, in words
+    source: LiveSource | None  # None before the first live second

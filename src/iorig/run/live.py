@@ -1,0 +1,330 @@
+"""Live seconds of a running phase (``model/live.py``), from what each kind
+of host can show while fio runs (docs/methodology.md, "Live figures"):
+
+* this machine: fio's status snapshots (``--status-interval=1``), whose
+  cumulative counters and latency histograms are differenced (``StatusMeter``);
+* a fio server with iorig's agent or keeper: the bytes the host's kernel
+  counted for fio's processes (``fio/hostio.py``), asked once a second from
+  a thread per host (``HostIoWatch``) and differenced (``HostIoMeter``). I/O
+  counts come from read and write calls where every workload uses a
+  synchronous engine (one call per I/O), else from the bytes where the
+  direction has one block size; latency from Little's law where every
+  workload keeps its queue full (no pacing) in one direction.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from typing import Protocol
+
+from iorig.errors import UserError
+from iorig.fio import status
+from iorig.fio.control import ControlError
+from iorig.fio.hostio import HostIo
+from iorig.model import histogram
+from iorig.model.live import LivePhase, LiveSecond, LiveSource
+from iorig.run.events import Event, PhaseProgress, PhaseStarted, RunStarted
+from iorig.run.plan import PlannedPhase
+from iorig.scenario.schema import READS, TRIMS, WRITES
+from iorig.store.live import LiveUnwritable
+
+MIN_INTERVAL_S = 0.5  # a shorter interval (fio's last status) is folded into the next
+SYNC_ENGINES = frozenset({"psync", "sync", "pvsync", "pvsync2"})  # one call per I/O
+
+
+def _per_s(delta: float, seconds: float) -> float:
+    return max(delta, 0.0) / seconds
+
+
+class StatusMeter:
+    """This machine's live seconds from fio's cumulative status snapshots."""
+
+    def __init__(self, phase_index: int, phase: str, host: str) -> None:
+        self.phase_index, self.phase, self.host = phase_index, phase, host
+        self._previous: status.Snapshot | None = None
+
+    def feed(self, snap: status.Snapshot, now_s: float) -> list[LiveSecond]:
+        """The seconds ``snap`` closes (one per direction with I/O); none for
+        a snapshot within ``MIN_INTERVAL_S`` of the last one used."""
+        previous = self._previous
+        if snap.runtime_ms <= 0:
+            return []
+        since = previous.t_ms if previous is not None else snap.t_ms - snap.runtime_ms
+        seconds = (snap.t_ms - since) / 1000
+        if seconds < MIN_INTERVAL_S:
+            return []
+        self._previous = snap
+        second = max(1, round(snap.runtime_ms / 1000))
+        out = []
+        for direction, now in snap.dirs.items():
+            before = previous.dirs.get(direction) if previous is not None else None
+            d_ios = now.ios - (before.ios if before else 0)
+            d_lat = now.lat_sum_ns - (before.lat_sum_ns if before else 0.0)
+            hist = now.hist - before.hist if before is not None else now.hist
+            counted = int(hist.sum()) > 0 and bool((hist <= now.hist).all())
+            p = histogram.percentiles(hist, (50.0, 99.0)) if counted else {}
+            out.append(
+                LiveSecond(
+                    phase_index=self.phase_index,
+                    phase=self.phase,
+                    host=self.host,
+                    direction=direction,
+                    second=second,
+                    t_s=now_s,
+                    ios=now.ios,
+                    io_bytes=now.io_bytes,
+                    ios_per_s=_per_s(d_ios, seconds),
+                    bytes_per_s=_per_s(now.io_bytes - (before.io_bytes if before else 0), seconds),
+                    lat_mean_ns=d_lat / d_ios if d_ios > 0 and d_lat >= 0 else None,
+                    lat_p50_ns=_finite(p.get(50.0)),
+                    lat_p99_ns=_finite(p.get(99.0)),
+                    source=LiveSource.FIO_STATUS,
+                )
+            )
+        return out
+
+
+def _finite(value: float | None) -> float | None:
+    return value if value is not None and math.isfinite(value) else None
+
+
+@dataclass(frozen=True)
+class HostJobShape:
+    """What a host's counters need from the phase's job to give counts and latency."""
+
+    block_bytes: dict[str, int | None]  # the direction's one block size, None if several
+    calls_are_ios: bool  # every workload issues one read or write call per I/O
+    in_flight: int | None  # I/Os queued at all times, where every workload keeps it full
+    direction: str | None  # the one direction every workload does, if one
+
+    @classmethod
+    def of(cls, phase: PlannedPhase) -> HostJobShape:
+        sizes: dict[str, set[int | None]] = {"read": set(), "write": set()}
+        directions: set[str] = set()
+        paced = False
+        in_flight = 0
+        for w in phase.workloads:
+            spec = w.spec
+            size = None if spec.bssplit else int(spec.bs)
+            for direction, kinds in (("read", READS), ("write", WRITES), ("trim", TRIMS)):
+                if spec.rw in kinds:
+                    directions.add(direction)
+                    sizes.setdefault(direction, set()).add(size)
+            paced = paced or bool(spec.rate_iops or spec.rate or spec.flow)
+            in_flight += spec.jobs * (1 if w.engine in SYNC_ENGINES else spec.iodepth)
+        return cls(
+            block_bytes={d: next(iter(s)) if len(s) == 1 else None for d, s in sizes.items()},
+            calls_are_ios=all(w.engine in SYNC_ENGINES for w in phase.workloads),
+            in_flight=None if paced else in_flight,
+            direction=next(iter(directions)) if len(directions) == 1 else None,
+        )
+
+
+class HostIoMeter:
+    """A fio server's live seconds from its I/O counters (``HostIo``),
+    counted from the reading taken as the phase began."""
+
+    def __init__(
+        self, phase_index: int, phase: str, host: str, shape: HostJobShape, began_s: float
+    ) -> None:
+        self.phase_index, self.phase, self.host = phase_index, phase, host
+        self.shape = shape
+        self.began_s = began_s  # this machine's clock
+        self._base: tuple[HostIo, float] | None = None
+        self._previous: tuple[HostIo, float] | None = None
+
+    def feed(self, io: HostIo, now_s: float) -> list[LiveSecond]:
+        if self._base is None:
+            self._base = self._previous = (io, now_s)
+            return []
+        assert self._previous is not None
+        (last, _), (base, _) = self._previous, self._base
+        seconds = io.t_s - last.t_s  # the host's clock: both readings are its own
+        if seconds < MIN_INTERVAL_S:
+            return []
+        self._previous = (io, now_s)
+        second = max(1, round(now_s - self.began_s))
+        out = []
+        figures = (
+            ("read", io.read_bytes - base.read_bytes, io.read_bytes - last.read_bytes,
+             io.reads - base.reads, io.reads - last.reads),
+            ("write", io.write_bytes - base.write_bytes, io.write_bytes - last.write_bytes,
+             io.writes - base.writes, io.writes - last.writes),
+        )  # fmt: skip
+        rates = {}
+        for direction, total_bytes, d_bytes, total_calls, d_calls in figures:
+            if total_bytes <= 0:
+                continue
+            ios, d_ios = self._counts(direction, total_bytes, d_bytes, total_calls, d_calls)
+            rates[direction] = (ios, d_ios, total_bytes, d_bytes)
+        all_ios = [r[1] for r in rates.values()]
+        latency = None
+        if (
+            self.shape.in_flight
+            and len(rates) == 1
+            and None not in all_ios
+            and sum(a for a in all_ios if a is not None) > 0
+        ):
+            latency = self.shape.in_flight / (sum(a for a in all_ios if a) / seconds) * 1e9
+        for direction, (ios, d_ios, total_bytes, d_bytes) in rates.items():
+            out.append(
+                LiveSecond(
+                    phase_index=self.phase_index,
+                    phase=self.phase,
+                    host=self.host,
+                    direction=direction,
+                    second=second,
+                    t_s=now_s,
+                    ios=ios,
+                    io_bytes=total_bytes,
+                    ios_per_s=None if d_ios is None else _per_s(d_ios, seconds),
+                    bytes_per_s=_per_s(d_bytes, seconds),
+                    lat_mean_ns=latency,
+                    lat_p50_ns=None,
+                    lat_p99_ns=None,
+                    source=LiveSource.HOST_IO,
+                )
+            )
+        return out
+
+    def _counts(
+        self, direction: str, total_bytes: int, d_bytes: int, total_calls: int, d_calls: int
+    ) -> tuple[int | None, int | None]:
+        if self.shape.calls_are_ios:
+            return max(total_calls, 0), max(d_calls, 0)
+        size = self.shape.block_bytes.get(direction)
+        if size:
+            return total_bytes // size, max(d_bytes, 0) // size
+        return None, None
+
+
+class HostIoWatch:
+    """Each host's I/O counters, asked every ``poll_s`` from a thread of its
+    own (a hung host holds up only itself), turned into live seconds. A host
+    that cannot tell (a fio server without iorig's agent) is left out."""
+
+    def __init__(
+        self,
+        asks: dict[str, Callable[[], HostIo]],
+        meters: dict[str, HostIoMeter],
+        poll_s: float = 1.0,
+    ) -> None:
+        self.poll_s = poll_s
+        self._meters = meters
+        self._lock = threading.Lock()
+        self._pending: list[LiveSecond] = []
+        self._closed = threading.Event()
+        self.silent: dict[str, str] = {}  # host -> why it tells nothing
+        self._threads = [
+            threading.Thread(target=self._watch, args=(host, ask), daemon=True)
+            for host, ask in asks.items()
+        ]
+        for thread in self._threads:
+            thread.start()
+
+    def _watch(self, host: str, ask: Callable[[], HostIo]) -> None:
+        meter = self._meters[host]
+        next_at = time.monotonic()
+        while not self._closed.is_set():
+            try:
+                io = ask()
+            except (ControlError, UserError, OSError, ValueError) as exc:
+                self.silent[host] = str(exc)
+                return
+            seconds = meter.feed(io, time.time())
+            if seconds:
+                with self._lock:
+                    self._pending += seconds
+            next_at += self.poll_s
+            self._closed.wait(max(next_at - time.monotonic(), 0.0))
+
+    def take(self) -> list[LiveSecond]:
+        """The seconds read since the last call."""
+        with self._lock:
+            taken, self._pending = self._pending, []
+        return taken
+
+    def close(self) -> None:
+        self._closed.set()
+
+
+class LiveSink(Protocol):
+    """Where live figures go: the live file (``store/live.py``), a metrics
+    endpoint (``serve/metrics.py``)."""
+
+    def put_phase(self, run_id: str, phase: LivePhase) -> None: ...
+
+    def put_seconds(self, run_id: str, seconds: Sequence[LiveSecond]) -> None: ...
+
+    def drop_run(self, run_id: str) -> None: ...
+
+
+class LiveFeed:
+    """A run's events turned into live figures for each sink. A sink that
+    fails (``LiveUnwritable``, ``OSError``) is dropped: a run never fails
+    for its live view; ``problems`` says which and why."""
+
+    PHASE_EVERY_S = 1.0  # the phase's state is written at most this often
+
+    def __init__(self, sinks: Sequence[LiveSink]) -> None:
+        self.sinks = list(sinks)
+        self.problems: list[str] = []
+        self.run_id: str | None = None
+        self._phase: LivePhase | None = None
+        self._written_at = 0.0
+
+    def _each(self, work: Callable[[LiveSink], None]) -> None:
+        for sink in list(self.sinks):
+            try:
+                work(sink)
+            except (LiveUnwritable, OSError) as exc:
+                self.sinks.remove(sink)
+                self.problems.append(f"live figures stopped going to {type(sink).__name__}: {exc}")
+
+    def handle(self, event: Event) -> None:
+        if isinstance(event, RunStarted):
+            self.run_id = event.run_id
+        elif isinstance(event, PhaseStarted):
+            self._phase = LivePhase(
+                phase_index=event.index,
+                phase=event.phase.name,
+                repeat=event.repeat,
+                index=event.index + 1,
+                total=event.total,
+                elapsed_s=0.0,
+                fraction=0.0,
+                rule=None,
+                source=None,
+            )
+            self._put_phase(force=True)
+        elif isinstance(event, PhaseProgress) and self._phase is not None:
+            self._phase = replace(
+                self._phase,
+                elapsed_s=event.elapsed_s,
+                fraction=event.fraction,
+                rule=event.rule,
+                source=event.live[-1].source if event.live else self._phase.source,
+            )
+            if event.live and self.run_id is not None:
+                run_id, seconds = self.run_id, event.live
+                self._each(lambda sink: sink.put_seconds(run_id, seconds))
+            self._put_phase(force=bool(event.live))
+
+    def _put_phase(self, *, force: bool) -> None:
+        if self.run_id is None or self._phase is None:
+            return
+        if not force and time.monotonic() - self._written_at < self.PHASE_EVERY_S:
+            return
+        self._written_at = time.monotonic()
+        run_id, phase = self.run_id, self._phase
+        self._each(lambda sink: sink.put_phase(run_id, phase))
+
+    def close(self) -> None:
+        """The run ended: what it measured is stored."""
+        if self.run_id is not None:
+            run_id = self.run_id
+            self._each(lambda sink: sink.drop_run(run_id))

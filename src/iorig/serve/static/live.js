@@ -1,0 +1,165 @@
+// The live page of a running run: server-sent events from /runs/ID/live
+// (iorig/serve/app.py) drawn as they come; the stored run's page replaces
+// it when the run ends. No library: plain DOM and SVG.
+"use strict";
+(function () {
+  var root = document.getElementById("live");
+  if (!root) { return; }
+  var runId = root.dataset.run;
+  var SVG = "http://www.w3.org/2000/svg";
+  var COLORS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b",
+                "#e377c2", "#7f7f7f", "#bcbd22", "#17becf"];
+  var ALL = "all hosts";
+  var phaseIndex = null;
+  var seconds = {};  // host -> second -> {direction -> live second}
+  var count = 0;
+
+  function text(id, value) { document.getElementById(id).textContent = value; }
+
+  function si(value, unit) {
+    if (value === null || value === undefined) { return "–"; }
+    var steps = [[1e12, "T"], [1e9, "G"], [1e6, "M"], [1e3, "k"]];
+    for (var i = 0; i < steps.length; i++) {
+      if (Math.abs(value) >= steps[i][0]) { return (value / steps[i][0]).toFixed(2) + " " + steps[i][1] + unit; }
+    }
+    return value.toFixed(value < 10 ? 2 : 0) + " " + unit;
+  }
+
+  function latency(ns) {
+    if (ns === null || ns === undefined) { return "–"; }
+    if (ns >= 1e9) { return (ns / 1e9).toFixed(2) + " s"; }
+    if (ns >= 1e6) { return (ns / 1e6).toFixed(2) + " ms"; }
+    return (ns / 1e3).toFixed(1) + " µs";
+  }
+
+  function onPhase(p) {
+    if (phaseIndex !== p.phase_index) { seconds = {}; phaseIndex = p.phase_index; }
+    text("phase", p.phase + " (" + p.index + "/" + (p.total === null ? "?" : p.total) + ")");
+    document.getElementById("fraction").value = p.fraction === null ? 0 : p.fraction;
+    text("elapsed", p.elapsed_s.toFixed(0) + " s");
+    text("rule", p.rule || "");
+    text("source", p.source ? "figures from " + p.source : "");
+  }
+
+  function onSeconds(list) {
+    list.forEach(function (s) {
+      if (phaseIndex !== null && s.phase_index !== phaseIndex) {
+        if (s.phase_index < phaseIndex) { return; }
+        seconds = {}; phaseIndex = s.phase_index;
+      }
+      var host = seconds[s.host] = seconds[s.host] || {};
+      var second = host[s.second] = host[s.second] || {};
+      second[s.direction] = s;
+      count += 1;
+      // how long after iorig read the second this page drew it (one clock)
+      root.dataset.lagS = (Date.now() / 1000 - s.t_s).toFixed(2);
+    });
+    draw();
+    root.dataset.seconds = String(count);
+  }
+
+  // bytes/s per second of each host, and of all hosts where each told
+  function series(pick) {
+    var hosts = Object.keys(seconds).sort();
+    var out = {};
+    hosts.forEach(function (h) {
+      out[h] = Object.keys(seconds[h]).map(Number).sort(function (a, b) { return a - b; })
+        .map(function (sec) { return [sec, pick(seconds[h][sec])]; })
+        .filter(function (p) { return p[1] !== null; });
+    });
+    if (hosts.length > 1 && pick.sums) {
+      var total = {};
+      hosts.forEach(function (h) {
+        out[h].forEach(function (p) { total[p[0]] = total[p[0]] || []; total[p[0]].push(p[1]); });
+      });
+      out[ALL] = Object.keys(total).map(Number).sort(function (a, b) { return a - b; })
+        .filter(function (sec) { return total[sec].length === hosts.length; })
+        .map(function (sec) { return [sec, total[sec].reduce(function (a, b) { return a + b; }, 0)]; });
+    }
+    return out;
+  }
+
+  function bytesOf(second) {
+    var sum = 0;
+    Object.keys(second).forEach(function (d) { sum += second[d].bytes_per_s; });
+    return sum;
+  }
+  bytesOf.sums = true;
+
+  function latencyOf(second) {
+    var weighted = 0, ios = 0;
+    Object.keys(second).forEach(function (d) {
+      var s = second[d];
+      if (s.lat_mean_ns !== null && s.ios_per_s !== null) { weighted += s.lat_mean_ns * s.ios_per_s; ios += s.ios_per_s; }
+    });
+    return ios > 0 ? weighted / ios : null;
+  }
+
+  function chart(id, data, format) {
+    var svg = document.getElementById(id);
+    while (svg.firstChild) { svg.removeChild(svg.firstChild); }
+    var names = Object.keys(data);
+    var xs = [], ys = [0];
+    names.forEach(function (n) { data[n].forEach(function (p) { xs.push(p[0]); ys.push(p[1]); }); });
+    if (!xs.length) { return; }
+    var x0 = Math.min.apply(null, xs), x1 = Math.max.apply(null, xs) + 1e-9;
+    var y1 = Math.max.apply(null, ys) * 1.1 || 1;
+    var L = 70, R = 790, T = 10, B = 210;
+    function el(name, attrs, content) {
+      var e = document.createElementNS(SVG, name);
+      Object.keys(attrs).forEach(function (k) { e.setAttribute(k, attrs[k]); });
+      if (content !== undefined) { e.textContent = content; }
+      svg.appendChild(e);
+      return e;
+    }
+    el("line", {x1: L, y1: B, x2: R, y2: B, "class": "axis"});
+    el("line", {x1: L, y1: T, x2: L, y2: B, "class": "axis"});
+    el("text", {x: 4, y: T + 10}, format(y1));
+    el("text", {x: 4, y: B}, format(0));
+    el("text", {x: L, y: B + 16}, "second " + x0);
+    el("text", {x: R - 70, y: B + 16}, "second " + Math.round(x1));
+    names.forEach(function (n, i) {
+      var color = n === ALL ? "#000" : COLORS[i % COLORS.length];
+      var points = data[n].map(function (p) {
+        var x = L + (R - L) * (x1 === x0 ? 0.5 : (p[0] - x0) / (x1 - x0));
+        var y = B - (B - T) * p[1] / y1;
+        return x.toFixed(1) + "," + y.toFixed(1);
+      }).join(" ");
+      el("polyline", {points: points, "class": "line", stroke: color});
+      el("text", {x: L + 10 + ((R - L) / names.length) * i, y: B + 30, fill: color}, n);
+    });
+  }
+
+  function draw() {
+    chart("throughput", series(bytesOf), function (v) { return si(v, "B/s"); });
+    chart("latency", series(latencyOf), latency);
+    var body = document.getElementById("last");
+    while (body.firstChild) { body.removeChild(body.firstChild); }
+    Object.keys(seconds).sort().forEach(function (h) {
+      var secs = Object.keys(seconds[h]).map(Number);
+      var last = Math.max.apply(null, secs);
+      Object.keys(seconds[h][last]).sort().forEach(function (d) {
+        var s = seconds[h][last][d];
+        var row = document.createElement("tr");
+        [h, d, String(last), s.ios_per_s === null ? "–" : s.ios_per_s.toFixed(0),
+         (s.bytes_per_s / 1e6).toFixed(1), latency(s.lat_mean_ns), latency(s.lat_p50_ns),
+         latency(s.lat_p99_ns)].forEach(function (v) {
+          var cell = document.createElement("td");
+          cell.textContent = v;  // host names are data, never markup
+          row.appendChild(cell);
+        });
+        body.appendChild(row);
+      });
+    });
+  }
+
+  var stream = new EventSource("/runs/" + encodeURIComponent(runId) + "/live");
+  stream.addEventListener("phase", function (e) { onPhase(JSON.parse(e.data)); });
+  stream.addEventListener("seconds", function (e) { onSeconds(JSON.parse(e.data)); });
+  stream.addEventListener("problem", function (e) { text("source", JSON.parse(e.data).error); });
+  stream.addEventListener("end", function () {
+    stream.close();
+    root.dataset.ended = "1";
+    window.location.replace(window.location.href);  // the stored run's page, same URL
+  });
+})();

@@ -1,0 +1,229 @@
+"""The live seconds of running runs, beside the results database: the file
+``<database>-live`` (SQLite), written by the runs, read by ``iorig serve``
+(docs/architecture.md, "Live figures").
+
+It is a channel, not a record: a run's rows go when the run ends (its
+stored phases are the figures of record), only the last ``KEEP_S`` seconds
+of a phase are kept (a day-long run does not grow it), nothing in it is
+exported, and a file of another layout is emptied and made again. Writes
+are best-effort (``LiveUnwritable``): a run never fails for its live view.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import sqlite3
+import time
+from collections.abc import Iterable
+from dataclasses import asdict
+from pathlib import Path
+
+from iorig.model.live import LivePhase, LiveSecond, LiveSource
+
+LAYOUT = 1  # PRAGMA user_version of the file; another is emptied and made again
+KEEP_S = 900  # seconds of each phase kept for a page that opens late
+SUFFIX = "-live"
+
+_TABLES = """
+CREATE TABLE IF NOT EXISTS live_seconds (
+    id INTEGER PRIMARY KEY,
+    run_id TEXT NOT NULL,
+    phase_index INTEGER NOT NULL,
+    phase TEXT NOT NULL,
+    host TEXT NOT NULL,
+    direction TEXT NOT NULL,
+    second INTEGER NOT NULL,
+    t_s REAL NOT NULL,
+    ios INTEGER,
+    io_bytes INTEGER NOT NULL,
+    ios_per_s REAL,
+    bytes_per_s REAL NOT NULL,
+    lat_mean_ns REAL,
+    lat_p50_ns REAL,
+    lat_p99_ns REAL,
+    source TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS live_seconds_run ON live_seconds (run_id, id);
+CREATE TABLE IF NOT EXISTS live_phase (
+    run_id TEXT PRIMARY KEY,
+    payload TEXT NOT NULL,
+    updated_at REAL NOT NULL
+);
+"""
+_COLUMNS = (
+    "run_id, phase_index, phase, host, direction, second, t_s, ios, io_bytes, ios_per_s, "
+    "bytes_per_s, lat_mean_ns, lat_p50_ns, lat_p99_ns, source"
+)
+
+
+class LiveUnwritable(Exception):
+    """The live file could not be written (the run goes on without it)."""
+
+
+def live_path(database: Path) -> Path:
+    return database.with_name(database.name + SUFFIX)
+
+
+class LiveStore:
+    """One connection to a database's live file; ``wait_s`` bounds a wait
+    for another writer (a run's second is dropped rather than delayed)."""
+
+    def __init__(self, database: Path, *, wait_s: float = 0.2) -> None:
+        self.path = live_path(database)
+        try:
+            # one user at a time, from whichever thread (serve's workers)
+            self.conn = sqlite3.connect(
+                self.path, timeout=wait_s, isolation_level=None, check_same_thread=False
+            )
+            self.conn.execute("PRAGMA journal_mode=WAL")
+            self.conn.execute("PRAGMA synchronous=OFF")  # a second lost in a crash is no loss
+            if int(self.conn.execute("PRAGMA user_version").fetchone()[0]) not in (0, LAYOUT):
+                self.conn.executescript(
+                    "DROP TABLE IF EXISTS live_seconds; DROP TABLE IF EXISTS live_phase;"
+                )
+            self.conn.executescript(_TABLES)
+            self.conn.execute(f"PRAGMA user_version = {LAYOUT:d}")
+        except sqlite3.Error as exc:
+            raise LiveUnwritable(f"{self.path}: {exc}") from None
+
+    def close(self) -> None:
+        self.conn.close()
+
+    def __enter__(self) -> LiveStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # ------------------------------------------------------------ writing
+
+    def _write(self, sql_and_args: Iterable[tuple[str, tuple]]) -> None:
+        try:
+            self.conn.execute("BEGIN IMMEDIATE")
+            try:
+                for sql, args in sql_and_args:
+                    self.conn.execute(sql, args)
+                self.conn.execute("COMMIT")
+            except BaseException:
+                if self.conn.in_transaction:
+                    self.conn.execute("ROLLBACK")
+                raise
+        except sqlite3.Error as exc:
+            raise LiveUnwritable(f"{self.path}: {exc}") from None
+
+    def put_phase(self, run_id: str, phase: LivePhase) -> None:
+        payload = json.dumps(asdict(phase))
+        self._write(
+            [
+                (
+                    "INSERT OR REPLACE INTO live_phase (run_id, payload, updated_at) "
+                    "VALUES (?, ?, ?)",
+                    (run_id, payload, time.time()),
+                )
+            ]
+        )
+
+    def put_seconds(self, run_id: str, seconds: Iterable[LiveSecond]) -> None:
+        rows = [
+            (
+                f"INSERT INTO live_seconds ({_COLUMNS}) VALUES ({', '.join('?' * 15)})",
+                (
+                    run_id,
+                    s.phase_index,
+                    s.phase,
+                    s.host,
+                    s.direction,
+                    s.second,
+                    s.t_s,
+                    s.ios,
+                    s.io_bytes,
+                    s.ios_per_s,
+                    s.bytes_per_s,
+                    s.lat_mean_ns,
+                    s.lat_p50_ns,
+                    s.lat_p99_ns,
+                    str(s.source),
+                ),
+            )
+            for s in seconds
+        ]
+        if not rows:
+            return
+        newest = max(s.second for s in seconds)
+        phase_index = max(s.phase_index for s in seconds)
+        rows.append(  # older phases and seconds past what is kept
+            (
+                "DELETE FROM live_seconds WHERE run_id = ? AND (phase_index < ? OR second < ?)",
+                (run_id, phase_index, newest - KEEP_S),
+            )
+        )
+        self._write(rows)
+
+    def drop_run(self, run_id: str) -> None:
+        """The run ended: its stored phases say what it measured."""
+        self._write(
+            [
+                ("DELETE FROM live_seconds WHERE run_id = ?", (run_id,)),
+                ("DELETE FROM live_phase WHERE run_id = ?", (run_id,)),
+            ]
+        )
+
+    # ------------------------------------------------------------ reading
+
+    def phase(self, run_id: str) -> LivePhase | None:
+        """Where the run is, None when it writes nothing (or wrote nonsense)."""
+        row = self.conn.execute(
+            "SELECT payload FROM live_phase WHERE run_id = ?", (run_id,)
+        ).fetchone()
+        if row is None:
+            return None
+        with contextlib.suppress(ValueError, TypeError, KeyError):
+            data = json.loads(row[0])
+            if isinstance(data, dict):
+                source = data.get("source")
+                data["source"] = LiveSource(source) if source is not None else None
+                return LivePhase(**data)
+        return None
+
+    def seconds_after(self, run_id: str, after_id: int = 0) -> list[tuple[int, LiveSecond]]:
+        """The run's seconds written after row ``after_id``, oldest first;
+        rows that do not make a ``LiveSecond`` are left out."""
+        out = []
+        for row in self.conn.execute(
+            f"SELECT id, {_COLUMNS} FROM live_seconds WHERE run_id = ? AND id > ? ORDER BY id",
+            (run_id, after_id),
+        ):
+            with contextlib.suppress(ValueError, TypeError):
+                out.append((int(row[0]), _second(row[2:])))
+        return out
+
+    def runs(self) -> list[str]:
+        return [r[0] for r in self.conn.execute("SELECT run_id FROM live_phase ORDER BY run_id")]
+
+
+def _second(row: tuple) -> LiveSecond:
+    (phase_index, phase, host, direction, second, t_s, ios, io_bytes) = row[:8]
+    (ios_per_s, bytes_per_s, lat_mean, p50, p99, source) = row[8:]
+    for value in (phase_index, second, io_bytes, *((ios,) if ios is not None else ())):
+        if not isinstance(value, int):
+            raise TypeError("not an integer")
+    for value in (phase, host, direction, source):
+        if not isinstance(value, str):
+            raise TypeError("not text")
+    return LiveSecond(
+        phase_index=phase_index,
+        phase=phase,
+        host=host,
+        direction=direction,
+        second=second,
+        t_s=float(t_s),
+        ios=ios,
+        io_bytes=io_bytes,
+        ios_per_s=None if ios_per_s is None else float(ios_per_s),
+        bytes_per_s=float(bytes_per_s),
+        lat_mean_ns=None if lat_mean is None else float(lat_mean),
+        lat_p50_ns=None if p50 is None else float(p50),
+        lat_p99_ns=None if p99 is None else float(p99),
+        source=LiveSource(source),
+    )

@@ -1,0 +1,263 @@
+"""Live figures: status snapshots and host counters into live seconds, the
+live file, the run's events into sinks, the metrics a scrape sees."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+
+import pytest
+from prometheus_client import CollectorRegistry, generate_latest
+
+from iorig.errors import UserError
+from iorig.fio import status
+from iorig.fio.hostio import HostIo
+from iorig.fio.runner import scan_documents
+from iorig.model.live import LivePhase, LiveSecond, LiveSource
+from iorig.run.events import PhaseProgress, PhaseStarted, RunStarted
+from iorig.run.live import HostIoMeter, HostJobShape, LiveFeed, StatusMeter
+from iorig.serve.address import parse_address
+from iorig.serve.metrics import LiveMetrics
+from iorig.store.live import KEEP_S, LiveStore, LiveUnwritable, live_path
+
+DATA = Path(__file__).parent / "data" / "live"
+
+
+def _plan(rw: str = "randread", **workload: str):
+    from iorig.run.plan import build_plan
+    from iorig.scenario.adhoc import adhoc_source
+    from iorig.scenario.loading import resolve
+    from iorig.targets import remote_target
+
+    resolved = resolve(
+        adhoc_source(rw, name="live"),
+        None,
+        {"bs": "4k", "iodepth": "8", "jobs": "2", "duration": "3s", "size": "16MiB"} | workload,
+    )
+    target = remote_target(
+        None, host="127.0.0.2:8765", role="data", size=16 << 20, size_explicit=True,
+        allow_destroy=False,
+    )  # fmt: skip
+    return build_plan(resolved, {"data": target}, {("data", True): "libaio"}, "fio", "fio-3.33")
+
+
+@pytest.fixture
+def fake_plan():
+    return _plan()
+
+
+def test_a_hosts_counters_read_what_the_job_makes_knowable():
+    (phase,) = [p for p in _plan().phases if p.name == "randread"]
+    shape = HostJobShape.of(phase)
+    assert shape == HostJobShape({"read": 4096, "write": None}, False, 16, "read")
+    (mixed,) = [p for p in _plan("randrw", read_pct="70").phases if p.name == "randrw"]
+    shape = HostJobShape.of(mixed)
+    assert shape.direction is None and shape.block_bytes["write"] == 4096
+
+
+def _recorded() -> list[status.Snapshot]:
+    """fio 3.33's status (json+, --status-interval=1) of status-randrw.fio:
+    4 KiB psync reads paced at 3,000/s and writes at 1,000/s for 4 s."""
+    docs, _ = scan_documents((DATA / "status-randrw.status").read_text())
+    return [status.snapshot(d) for d in docs]
+
+
+def test_status_snapshots_make_one_second_each_at_the_paced_rates():
+    snaps = _recorded()
+    meter = StatusMeter(3, "measure", "local")
+    seconds = [s for snap in snaps for s in meter.feed(snap, 1000.0 + snap.t_ms / 1000)]
+    # the last status comes 0.14 s after the one before (fio's end): folded away
+    assert sorted({s.second for s in seconds}) == [1, 2, 3, 4]
+    for s in seconds:
+        paced = 3000 if s.direction == "read" else 1000
+        assert s.ios_per_s == pytest.approx(paced, rel=0.02), s
+        assert s.bytes_per_s == pytest.approx(4096 * s.ios_per_s, rel=0.002)
+        assert s.lat_p50_ns is not None and s.lat_p50_ns <= s.lat_p99_ns
+        assert (s.phase_index, s.phase, s.host, s.source) == (3, "measure", "local", "fio status")
+    last_read = [s for s in seconds if s.direction == "read"][-1]
+    used = [snap for snap in snaps if snap.runtime_ms][-2]  # the last one not folded away
+    assert last_read.ios == used.dirs["read"].ios
+    assert last_read.io_bytes == used.dirs["read"].io_bytes
+
+
+def test_a_second_histogram_is_the_difference_of_two_cumulative_ones():
+    snaps = _recorded()
+    meter = StatusMeter(0, "p", "local")
+    meter.feed(snaps[0], 0.0)
+    (read, _) = sorted(meter.feed(snaps[1], 1.0), key=lambda s: s.direction)
+    # the second's I/Os are what the histograms add between the snapshots
+    grew = snaps[1].dirs["read"].hist.sum() - snaps[0].dirs["read"].hist.sum()
+    assert grew == snaps[1].dirs["read"].ios - snaps[0].dirs["read"].ios
+    assert read.ios_per_s * (snaps[1].t_ms - snaps[0].t_ms) / 1000 == pytest.approx(grew)
+
+
+def _shape(**given) -> HostJobShape:
+    base = {"block_bytes": {"read": 4096}, "calls_are_ios": False, "in_flight": None}
+    return HostJobShape(**(base | {"direction": "read"} | given))
+
+
+def _io(t: float, rb: int, wb: int = 0, reads: int = 0, writes: int = 0) -> HostIo:
+    return HostIo(t_s=t, read_bytes=rb, write_bytes=wb, reads=reads, writes=writes)
+
+
+def test_host_counters_count_from_the_phase_start_on_the_hosts_clock():
+    meter = HostIoMeter(1, "measure", "h1:8765", _shape(in_flight=32), began_s=500.0)
+    assert meter.feed(_io(9000.0, 10_000_000), 500.0) == []  # the base: earlier phases' bytes
+    (s,) = meter.feed(_io(9001.0, 10_000_000 + 40_960_000), 501.2)
+    assert (s.second, s.host, s.direction) == (1, "h1:8765", "read")
+    assert s.io_bytes == 40_960_000 and s.bytes_per_s == pytest.approx(40_960_000)
+    assert s.ios == 10_000 and s.ios_per_s == pytest.approx(10_000)
+    # Little's law: 32 I/Os always queued at 10,000 I/Os per second, 3.2 ms each
+    assert s.lat_mean_ns == pytest.approx(3.2e6)
+    assert s.lat_p50_ns is None and s.source is LiveSource.HOST_IO
+    # half a second later on the host's clock (the ask took long): folded away
+    assert meter.feed(_io(9001.4, 60_000_000), 501.6) == []
+    (s2,) = meter.feed(_io(9002.0, 10_000_000 + 81_920_000), 502.2)
+    assert s2.second == 2 and s2.bytes_per_s == pytest.approx(40_960_000)
+
+
+def test_host_counts_and_latency_only_where_the_job_tells_them():
+    paced = HostIoMeter(0, "p", "h", _shape(in_flight=None, calls_are_ios=True), began_s=0.0)
+    paced.feed(_io(1.0, 0, reads=7), 0.0)
+    (s,) = paced.feed(_io(2.0, 4096 * 100, reads=107), 1.0)
+    assert s.ios_per_s == 100 and s.lat_mean_ns is None  # paced: the queue is not full
+    mixed = HostIoMeter(0, "p", "h", _shape(block_bytes={"read": None}), began_s=0.0)
+    mixed.feed(_io(1.0, 0), 0.0)
+    (s,) = mixed.feed(_io(2.0, 1 << 20), 1.0)
+    assert s.ios is None and s.ios_per_s is None and s.bytes_per_s == 1 << 20
+
+
+def test_the_live_file_keeps_recent_seconds_drops_ended_runs_and_skips_nonsense(tmp_path):
+    db = tmp_path / "results.sqlite"
+    with LiveStore(db) as live:
+        assert live.path == live_path(db)
+
+        def second(n: int, index: int = 0) -> LiveSecond:
+            return LiveSecond(index, "m", "local", "read", n, 1.0 + n, n, 4096 * n, 1.0, 4096.0,
+                              None, None, None, LiveSource.FIO_STATUS)  # fmt: skip
+
+        live.put_seconds("r1", [second(1), second(2)])
+        live.put_phase("r1", LivePhase(0, "m", 0, 1, 2, 2.0, 0.5, "rule", LiveSource.FIO_STATUS))
+        got = live.seconds_after("r1")
+        assert [s.second for _, s in got] == [1, 2]
+        assert live.seconds_after("r1", got[0][0])[0][1] == second(2)
+        assert live.phase("r1").rule == "rule"
+        live.put_seconds("r1", [second(KEEP_S + 5)])  # a long phase keeps its last KEEP_S
+        assert [s.second for _, s in live.seconds_after("r1")] == [KEEP_S + 5]
+        live.put_seconds("r1", [second(1, index=1)])  # the next phase: the last one's go
+        assert [(s.phase_index, s.second) for _, s in live.seconds_after("r1")] == [(1, 1)]
+        live.conn.execute("UPDATE live_seconds SET bytes_per_s = -1")  # not a figure
+        assert live.seconds_after("r1") == []
+        live.conn.execute("UPDATE live_phase SET payload = '[1'")
+        assert live.phase("r1") is None
+        assert live.runs() == ["r1"]
+        live.drop_run("r1")
+        assert live.runs() == [] and live.seconds_after("r1") == []
+    conn = sqlite3.connect(live_path(db))  # a file of another layout is made again
+    conn.execute("PRAGMA user_version = 99")
+    conn.close()
+    with LiveStore(db) as live:
+        assert live.runs() == []
+
+
+def test_a_live_file_that_cannot_be_made_says_so(tmp_path):
+    (tmp_path / "results.sqlite-live").mkdir()
+    with pytest.raises(LiveUnwritable, match=r"results\.sqlite-live"):
+        LiveStore(tmp_path / "results.sqlite")
+
+
+class _Sink:
+    def __init__(self, fail: bool = False) -> None:
+        self.fail = fail
+        self.calls: list[tuple] = []
+
+    def put_phase(self, run_id, phase):
+        self._record("phase", run_id, phase)
+
+    def put_seconds(self, run_id, seconds):
+        self._record("seconds", run_id, tuple(seconds))
+
+    def drop_run(self, run_id):
+        self._record("drop", run_id)
+
+    def _record(self, *call):
+        if self.fail:
+            raise LiveUnwritable("disk full")
+        self.calls.append(call)
+
+
+def test_a_runs_events_reach_every_sink_and_a_failing_one_is_dropped(fake_plan):
+    good, bad = _Sink(), _Sink(fail=True)
+    feed = LiveFeed([good, bad])
+    phase = fake_plan.phases[0]
+    second = LiveSecond(0, phase.name, "local", "read", 1, 1.0, 10, 40960, 10.0, 40960.0,
+                        None, None, None, LiveSource.FIO_STATUS)  # fmt: skip
+    feed.handle(RunStarted("abc123", fake_plan))
+    feed.handle(PhaseStarted(phase, 0, 0, 1))
+    feed.handle(PhaseProgress(phase, 0, 1.0, 0.5, None, (second,), "steady state: 1 round"))
+    feed.close()
+    kinds = [c[0] for c in good.calls]
+    assert kinds == ["phase", "seconds", "phase", "drop"]
+    assert good.calls[1] == ("seconds", "abc123", (second,))
+    assert good.calls[2][2].rule == "steady state: 1 round"
+    assert good.calls[2][2].source is LiveSource.FIO_STATUS
+    assert feed.sinks == [good] and "disk full" in feed.problems[0]
+
+
+def test_metrics_are_counters_and_latency_gauges_in_base_units():
+    metrics = LiveMetrics()
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(metrics)
+    later = LiveSecond(2, "measure", "10.0.0.2:8765", "write", 2, 2.0, 200, 819200, 100.0,
+                       409600.0, 2e6, 1.5e6, 9e6, LiveSource.FIO_STATUS)  # fmt: skip
+    earlier = LiveSecond(2, "measure", "10.0.0.2:8765", "write", 1, 1.0, 100, 409600, 100.0,
+                         409600.0, 2e6, 1.5e6, 9e6, LiveSource.FIO_STATUS)  # fmt: skip
+    metrics.put_seconds("r1", [later, earlier])  # a late second never takes a counter back
+    text = generate_latest(registry).decode()
+    labels = 'direction="write",host="10.0.0.2:8765",phase="measure",phase_index="2",run="r1"'
+    assert f"iorig_io_operations_total{{{labels}}} 200.0" in text
+    assert f"iorig_io_bytes_total{{{labels}}} 819200.0" in text
+    with_q = labels.replace(",run=", ',quantile="0.99",run=')  # the client sorts labels
+    assert f"iorig_io_latency_seconds{{{with_q}}} 0.009" in text
+    assert f"iorig_io_latency_mean_seconds{{{labels}}} 0.002" in text
+    metrics.forget(set())
+    assert "iorig_io_bytes_total{" not in generate_latest(registry).decode()
+
+
+@pytest.mark.parametrize(
+    ("given", "host", "port"),
+    [("9464", "127.0.0.1", 9464), ("127.0.0.2:0", "127.0.0.2", 0), ("[::1]:80", "::1", 80),
+     ("localhost:5", "127.0.0.1", 5)],
+)  # fmt: skip
+def test_a_metrics_address_is_on_loopback(given, host, port):
+    assert parse_address(given) == parse_address(f"{host}:{port}" if ":" not in host else
+                                                 f"[{host}]:{port}")  # fmt: skip
+    assert (parse_address(given).host, parse_address(given).port) == (host, port)
+
+
+@pytest.mark.parametrize(
+    ("given", "why"),
+    [("10.1.2.3:9464", "loopback only"), ("0.0.0.0:9464", "loopback only"),
+     ("127.0.0.1:99999", "port"), ("127.0.0.1:x", "port"), ("example.com:80", "not an IP")],
+)  # fmt: skip
+def test_a_metrics_address_beyond_loopback_or_malformed_is_refused(given, why):
+    with pytest.raises(UserError, match=why):
+        parse_address(given)
+    if why == "loopback only":  # what authenticates its clients may listen there
+        assert parse_address(given, anywhere=True).port == 9464
+
+
+def test_the_stop_rules_say_where_they_stand():
+    from iorig.analyze.precision import PrecisionWatch
+    from iorig.analyze.steady import SteadyWatch
+    from iorig.scenario.schema import SteadyRule
+
+    steady = SteadyWatch(SteadyRule(metric="iops", round=1.0, window=3))
+    assert "3 needed" in steady.describe()
+    for t in range(5):
+        steady.feed(t * 1000, t, 1000 * t, 0)
+    assert "window held" in steady.describe() and "range 0.0%" in steady.describe()
+    precise = PrecisionWatch(2.0, 5, 60, "iops")
+    assert "no interval yet" in precise.describe()
+    json.dumps(precise.describe())

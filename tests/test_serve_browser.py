@@ -1,0 +1,176 @@
+"""iorig serve in a real headless Chromium: the live page of a four-host run
+on authenticated agents shows new seconds while it runs and turns into the
+stored run's page; the comparison page says what `iorig compare --json`
+says; a label holding markup is text; no console error, no request beyond
+the server (docs/guide/live.md)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from tests.agents import iorig, token_agents
+from tests.browser import BrowserSession
+from tests.conftest import chromium_or_skip
+
+pytestmark = [pytest.mark.browser, pytest.mark.system, pytest.mark.fio, pytest.mark.timing]
+
+REPO = Path(__file__).resolve().parents[1]
+SCREENSHOT = REPO / "docs" / "images" / "serve-live.png"
+LABEL = '<img src=x onerror="document.body.dataset.owned=1">'
+
+
+def _serve(db: Path, log: Path) -> tuple[subprocess.Popen, str]:
+    out = open(log, "w")  # noqa: SIM115 - closed with the process
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "iorig", "--db", str(db), "serve", "--address", "127.0.0.1:0"],
+        stdout=out,
+        stderr=subprocess.STDOUT,
+        env={**os.environ, "COLUMNS": "200", "NO_COLOR": "1"},
+        start_new_session=True,
+    )
+    deadline = time.monotonic() + 20
+    while "iorig serve: http" not in log.read_text():
+        assert proc.poll() is None and time.monotonic() < deadline, log.read_text()
+        time.sleep(0.05)
+    url = log.read_text().split("iorig serve: ", 1)[1].split()[0]
+    return proc, url
+
+
+def _running(db: Path, timeout_s: float = 30) -> str:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if db.exists():
+            with sqlite3.connect(db) as conn:
+                with_status = "SELECT id FROM runs WHERE status = 'running'"
+                if row := conn.execute(with_status).fetchone():
+                    return row[0]
+        time.sleep(0.1)
+    raise AssertionError("no run started")
+
+
+def _quick_run(db: Path, target: Path, label: str, iodepth: str) -> str:
+    done = iorig("--db", str(db), "run", "--rw", "randread", "--bs", "4k", "--iodepth", iodepth,
+                 "--duration", "4s", "--size", "16MiB", "--target", str(target),
+                 "--label", label)  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    return json.loads(iorig("--db", str(db), "show", "last", "--json").stdout)["run"]["id"]
+
+
+@pytest.mark.timeout(240)
+def test_the_live_page_of_a_four_host_run_and_a_comparison_in_chromium(tmp_path):
+    browser = chromium_or_skip()
+    db = tmp_path / "results.sqlite"
+    first = _quick_run(db, tmp_path / "a.dat", LABEL, "1")
+    second = _quick_run(db, tmp_path / "b.dat", "qd4", "4")
+    serve, url = _serve(db, tmp_path / "serve.log")
+    try:
+        with token_agents(4, tmp_path / "agents") as lab:
+            run = subprocess.Popen(
+                [sys.executable, "-m", "iorig", "--db", str(db), "run", "--rw", "randread",
+                 "--bs", "4k", "--iodepth", "4", "--duration", "15s", "--size", "16MiB",
+                 "--hosts", lab.hosts_arg],
+                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                env={**os.environ, **lab.env, "COLUMNS": "200", "NO_COLOR": "1"},
+            )  # fmt: skip
+            try:
+                run_id = _running(db)
+                with BrowserSession(browser, tmp_path / "profile", window="1100,1250") as page:
+                    page.goto(f"{url}runs/{run_id}")
+                    seen = int(
+                        page.wait_for("+document.getElementById('live').dataset.seconds", 30)
+                    )
+                    lags = [float(page.evaluate("document.getElementById('live').dataset.lagS"))]
+                    more = f"+document.getElementById('live').dataset.seconds > {seen}"
+                    page.wait_for(more, 5)  # a new second within 2 s of the last, and then some
+                    lags.append(
+                        float(page.evaluate("document.getElementById('live').dataset.lagS"))
+                    )
+                    hosts = page.evaluate(
+                        "Array.from(document.querySelectorAll('#last tr td:first-child'))"
+                        ".map(function (c) { return c.textContent; })"
+                    )
+                    assert sorted(set(hosts)) == sorted(h.label for h in lab.hosts), hosts
+                    assert page.evaluate("document.getElementById('rule').textContent") == ""
+                    # a fuller chart for the README: some seconds of every host
+                    page.wait_for(
+                        f"+document.getElementById('live').dataset.seconds > {seen + 20}", 20
+                    )
+                    shot = page.screenshot(tmp_path / "live.png", full_page=False)
+                    # the run ends: the same URL shows the stored run's report
+                    page.wait_for(
+                        "!document.getElementById('live') && !!document.body.dataset.chartsDrawn",
+                        60,
+                    )
+                    assert page.current_url() == f"{url}runs/{run_id}"
+                    # the list: the label is text, two runs ticked and compared
+                    page.goto(url)
+                    page.wait_for("!!document.querySelector('td.label')", 10)
+                    assert page.evaluate("document.body.dataset.owned") is None
+                    cells = page.evaluate(
+                        "Array.from(document.querySelectorAll('td.label'))"
+                        ".map(function (c) { return c.textContent; })"
+                    )
+                    assert LABEL in cells
+                    page.evaluate(
+                        f"document.querySelector('input[value=\"{first}\"]').click();"
+                        f"document.querySelector('input[value=\"{second}\"]').click();"
+                        "document.querySelector('form[action=\"/compare\"]').submit();"
+                    )
+                    page.wait_for("!!document.body.dataset.chartsDrawn", 60)
+                    # newest first in the list: the second run is the baseline
+                    assert page.current_url() == f"{url}compare?run={second}&run={first}"
+                    rows = page.evaluate(_MEDIAN_ROWS)
+                    page.back()
+                    page.wait_for(
+                        "location.pathname === '/' && !!document.querySelector('td.label')", 10
+                    )
+                    errors, requests = list(page.console_errors), list(page.requests)
+            finally:
+                run.kill() if run.poll() is None else None
+                output = run.communicate(timeout=60)[0]
+            assert run.returncode in (0, 3), output
+    finally:
+        serve.terminate()
+        serve.wait(10)
+    assert errors == [], errors
+    assert all(r.startswith(url) or r.startswith("data:") for r in requests), requests
+    expected = json.loads(
+        iorig("--db", str(db), "compare", second, first, "--format", "json").stdout
+    )
+    (theirs,) = [p for p in expected["phases"] if not p["baseline"]]
+    (row,) = [r for r in rows if r[0].startswith(theirs["phase"])]
+    assert row[3] == f"{theirs['change_median'] * 100:+.2f}%", (row, theirs)
+    words = {"untestable": "not testable", "better": "better", "worse": "worse"}
+    if theirs["verdict"] in words:
+        assert row[5].startswith(words[theirs["verdict"]]), (row, theirs["verdict"])
+    else:
+        assert not row[5].startswith(("better", "worse", "not testable")), row
+    print(f"serve: live page lag behind iorig's reading of a second: {lags} s")
+    assert max(lags) < 2.0, lags
+    if os.environ.get("IORIG_UPDATE_SCREENSHOT"):
+        SCREENSHOT.parent.mkdir(exist_ok=True)
+        shutil.copyfile(shot, SCREENSHOT)
+
+
+# the comparison page's Median table, each row's cells as text
+_MEDIAN_ROWS = """
+(function () {
+  var tables = Array.from(document.querySelectorAll("table"));
+  var median = tables.find(function (t) {
+    var caption = t.querySelector("caption") || t.previousElementSibling;
+    return caption && /^Median/.test(caption.textContent.trim());
+  });
+  if (!median) { return []; }
+  return Array.from(median.querySelectorAll("tbody tr")).map(function (tr) {
+    return Array.from(tr.children).map(function (c) { return c.textContent.trim(); });
+  });
+})()
+"""
