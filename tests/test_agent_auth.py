@@ -539,17 +539,6 @@ def test_an_agent_without_authentication_warns_at_start_and_names_every_connecti
     assert agent.returncode == 0 and "iorig agent: stopped" in text
 
 
-def _settled(agent, steady_s: float = 1.0, limit_s: float = 15.0) -> int:
-    """How many processes the agent has once the count holds for ``steady_s``."""
-    count, since, deadline = len(agent.processes()), time.monotonic(), time.monotonic() + limit_s
-    while time.monotonic() - since < steady_s and time.monotonic() < deadline:
-        time.sleep(0.1)
-        now = len(agent.processes())
-        if now != count:
-            count, since = now, time.monotonic()
-    return count
-
-
 @pytest.mark.fio
 @pytest.mark.system
 def test_a_driver_killed_mid_phase_leaves_no_job_running_on_an_agent(tmp_path):
@@ -557,9 +546,9 @@ def test_a_driver_killed_mid_phase_leaves_no_job_running_on_an_agent(tmp_path):
     scenario.write_text(paced_scenario(500, duration="30s"))
     with token_agents(1, tmp_path) as lab:
         agent = lab.agents[0]
-        # the agent and its fio server, once what the agent starts as it comes
-        # up has ended (CI counted a third process once, gone 2 s later)
-        idle = _settled(agent)
+        # the agent and its fio server, once what served the agents' start
+        # has ended (CI counted a third process once, gone a moment later)
+        idle = _settled(lambda: len(agent.processes()), 2)
         # kill -9 leaves the driver's relay sockets and job files: in a
         # directory of this test's, short enough for a socket's path
         killed_tmp = Path(tempfile.mkdtemp(prefix="iorig-test-"))

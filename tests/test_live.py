@@ -14,7 +14,8 @@ from iorig.errors import UserError
 from iorig.fio import status
 from iorig.fio.hostio import HostIo
 from iorig.fio.runner import scan_documents
-from iorig.model.live import LivePhase, LiveSecond, LiveSource
+from iorig.model import EventAction, EventRecord, EventStatus
+from iorig.model.live import LiveEvent, LivePhase, LiveSecond, LiveSource
 from iorig.run.events import PhaseProgress, PhaseStarted, RunStarted
 from iorig.run.live import HostIoMeter, HostJobShape, LiveFeed, StatusMeter
 from iorig.serve.address import parse_address
@@ -138,7 +139,11 @@ def test_the_live_file_keeps_recent_seconds_drops_ended_runs_and_skips_nonsense(
                               None, None, None, LiveSource.FIO_STATUS)  # fmt: skip
 
         live.put_seconds("r1", [second(1), second(2)])
-        live.put_phase("r1", LivePhase(0, "m", 0, 1, 2, 2.0, 0.5, "rule", LiveSource.FIO_STATUS))
+        stop = LiveEvent(4.0, "stop-host 2", "done", 1004.0, "stopped 4 processes")
+        live.put_phase(
+            "r1", LivePhase(0, "m", 0, 1, 2, 2.0, 0.5, "rule", LiveSource.FIO_STATUS, (stop,))
+        )
+        assert live.phase("r1").events == (stop,)
         got = live.seconds_after("r1")
         assert [s.second for _, s in got] == [1, 2]
         assert live.seconds_after("r1", got[0][0])[0][1] == second(2)
@@ -195,13 +200,17 @@ def test_a_runs_events_reach_every_sink_and_a_failing_one_is_dropped(fake_plan):
                         None, None, None, LiveSource.FIO_STATUS)  # fmt: skip
     feed.handle(RunStarted("abc123", fake_plan))
     feed.handle(PhaseStarted(phase, 0, 0, 1))
-    feed.handle(PhaseProgress(phase, 0, 1.0, 0.5, None, (second,), "steady state: 1 round"))
+    stopped = EventRecord(4.0, EventAction.STOP_HOST, "2", EventStatus.DONE, 10.0, 10.2, "ok")
+    feed.handle(
+        PhaseProgress(phase, 0, 1.0, 0.5, None, (second,), "steady state: 1 round", (stopped,))
+    )
     feed.close()
     kinds = [c[0] for c in good.calls]
     assert kinds == ["phase", "seconds", "phase", "drop"]
     assert good.calls[1] == ("seconds", "abc123", (second,))
     assert good.calls[2][2].rule == "steady state: 1 round"
     assert good.calls[2][2].source is LiveSource.FIO_STATUS
+    assert good.calls[2][2].events == (LiveEvent(4.0, "stop-host 2", "done", 10.0, "ok"),)
     assert feed.sinks == [good] and "disk full" in feed.problems[0]
 
 
@@ -261,3 +270,17 @@ def test_the_stop_rules_say_where_they_stand():
     precise = PrecisionWatch(2.0, 5, 60, "iops")
     assert "no interval yet" in precise.describe()
     json.dumps(precise.describe())
+
+
+def test_runs_that_go_on_together_are_followed_apart(fake_plan):
+    sink = _Sink()
+    feed = LiveFeed([sink])
+    phase = fake_plan.phases[0]
+    feed.handle(RunStarted("aaa", fake_plan), "a")
+    feed.handle(RunStarted("bbb", fake_plan), "b")
+    feed.handle(PhaseStarted(phase, 0, 0, 2), "a")
+    feed.handle(PhaseStarted(phase, 0, 3, 8), "b")
+    feed.close()
+    phases = {c[1]: c[2].index for c in sink.calls if c[0] == "phase"}
+    assert phases == {"aaa": 1, "bbb": 4}  # each run's own phase, not the other's
+    assert sorted(c[1] for c in sink.calls if c[0] == "drop") == ["aaa", "bbb"]

@@ -75,3 +75,24 @@ def test_with_the_token_serve_speaks_https_and_asks_for_the_token(tmp_path):
     finally:
         proc.terminate()
         proc.wait(10)
+
+
+@pytest.mark.fio
+def test_a_taken_metrics_port_refuses_the_run_and_releases_its_target(tmp_path):
+    import socket
+
+    db, scratch = tmp_path / "r.sqlite", tmp_path / "scratch"
+    scratch.mkdir()
+    # a directory: iorig makes its data file there and removes it after
+    run = ["--db", str(db), "run", "--rw", "randread", "--duration", "2s", "--size", "8MiB",
+           "--target", f"{scratch}/"]  # fmt: skip
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        done = iorig(*run, "--metrics", f"127.0.0.1:{taken.getsockname()[1]}")
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "cannot listen" in done.stderr
+    assert iorig("--db", str(db), "show", "last", "--json").returncode != 0  # no run stored
+    assert list(scratch.iterdir()) == []  # nothing laid out is left
+    again = iorig(*run)  # the target's lock went with the refused run
+    assert again.returncode == 0, again.stdout + again.stderr

@@ -1,8 +1,8 @@
 """iorig serve in a real headless Chromium: the live page of a four-host run
-on authenticated agents shows new seconds while it runs and turns into the
-stored run's page; the comparison page says what `iorig compare --json`
-says; a label holding markup is text; no console error, no request beyond
-the server (docs/guide/live.md)."""
+on authenticated agents shows new seconds and a host's stop and resume
+while it runs and turns into the stored run's page; the comparison page
+says what `iorig compare --json` says; a label holding markup is text; no
+console error, no request beyond the server (docs/guide/live.md)."""
 
 from __future__ import annotations
 
@@ -76,7 +76,8 @@ def test_the_live_page_of_a_four_host_run_and_a_comparison_in_chromium(tmp_path)
             run = subprocess.Popen(
                 [sys.executable, "-m", "iorig", "--db", str(db), "run", "--rw", "randread",
                  "--bs", "4k", "--iodepth", "4", "--duration", "15s", "--size", "16MiB",
-                 "--hosts", lab.hosts_arg],
+                 "--hosts", lab.hosts_arg,
+                 "--event", "randread@4s=stop-host 2", "--event", "randread@7s=start-host 2"],
                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                 env={**os.environ, **lab.env, "COLUMNS": "200", "NO_COLOR": "1"},
             )  # fmt: skip
@@ -99,6 +100,10 @@ def test_the_live_page_of_a_four_host_run_and_a_comparison_in_chromium(tmp_path)
                     )
                     assert sorted(set(hosts)) == sorted(h.label for h in lab.hosts), hosts
                     assert page.evaluate("document.getElementById('rule').textContent") == ""
+                    # the host stopped and resumed, listed as it happens
+                    page.wait_for("+document.getElementById('live').dataset.events >= 2", 20)
+                    listed = page.evaluate("document.getElementById('events').textContent")
+                    assert "stop-host" in listed and "start-host" in listed, listed
                     # a fuller chart for the README: some seconds of every host
                     page.wait_for(
                         f"+document.getElementById('live').dataset.seconds > {seen + 20}", 20

@@ -4,6 +4,7 @@ two runs, with the verdicts of the paired rounds."""
 
 from __future__ import annotations
 
+import contextlib
 import random
 from dataclasses import replace
 from typing import Annotated
@@ -20,10 +21,10 @@ from iorig.cli.common import (
     console,
     emit,
     err_console,
-    live_view,
     open_for_run,
     prepare_run,
     render_options,
+    watch_or_release,
 )
 from iorig.cli.options import Rw, check_label, run_options
 from iorig.cli.results import Format
@@ -204,13 +205,14 @@ def ab_cmd(
     )
     out = err_console if chosen is Format.json else console
     with open_for_run(ctx.obj, list(plans.values())) as store:
-        with live_view(out, ctx.obj, request.metrics) as handle:
+        with contextlib.ExitStack() as watched:
+            handle = watch_or_release(watched, out, ctx.obj, request.metrics, list(plans.values()))
 
             def on_event(side: SideKey, event: Event) -> None:
                 if isinstance(event, PhaseStarted):  # which side's phase, in the live view
                     phase = replace(event.phase, name=f"{labels[side]}: {event.phase.name}")
                     event = replace(event, phase=phase)
-                handle(event)
+                handle(event, side)
 
             outcome = run_ab(
                 sides,

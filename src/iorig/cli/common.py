@@ -234,11 +234,12 @@ def open_for_run(db: Path, prepared: Sequence[tuple[Plan, PhaseBackend]]) -> Sto
 
 
 @contextlib.contextmanager
-def live_view(out: SafeConsole, db: Path, metrics: str | None) -> Iterator[Callable[[Event], None]]:
+def live_view(out: SafeConsole, db: Path, metrics: str | None) -> Iterator[Callable[..., None]]:
     """What a run shows while it goes: the progress lines on ``out``, its
     live figures in the database's live file for ``iorig serve`` and, with
     ``metrics`` (an address), on a Prometheus endpoint. The handler it
-    gives takes the run's events."""
+    gives takes the run's events, and a key for each of runs that go on
+    together (``iorig ab``'s sides)."""
     sinks: list[LiveSink] = []
     with contextlib.ExitStack() as stack:
         if metrics is not None:
@@ -260,9 +261,9 @@ def live_view(out: SafeConsole, db: Path, metrics: str | None) -> Iterator[Calla
         feed = LiveFeed(sinks)
         view = stack.enter_context(ProgressView(out))
 
-        def handle(event: Event) -> None:
+        def handle(event: Event, key: str = "") -> None:
             view.handle(event)
-            feed.handle(event)
+            feed.handle(event, key)
 
         try:
             yield handle
@@ -270,6 +271,24 @@ def live_view(out: SafeConsole, db: Path, metrics: str | None) -> Iterator[Calla
             feed.close()
             for problem in feed.problems:
                 err_console.print(Text(f"note: {problem}"))
+
+
+def watch_or_release(
+    stack: contextlib.ExitStack,
+    out: SafeConsole,
+    db: Path,
+    metrics: str | None,
+    prepared: Sequence[tuple[Plan, PhaseBackend]],
+) -> Callable[..., None]:
+    """``live_view`` entered on ``stack``; when it cannot start (the metrics
+    port is taken), the ``prepared`` plans' targets are released first:
+    a refused run leaves nothing behind."""
+    try:
+        return stack.enter_context(live_view(out, db, metrics))
+    except UserError:
+        for plan, backend in prepared:
+            backend.clean_up(plan, keep_files=False)
+        raise
 
 
 def run_with_progress(
@@ -280,9 +299,10 @@ def run_with_progress(
 ) -> tuple[RunOutcome, RunAnalysis]:
     """Run ``work`` (an execute or a search of the ``prepared`` plan) with the
     live view; analyse the result."""
-    with open_for_run(db, [prepared]) as store:
-        with live_view(console, db, metrics) as handle:
-            outcome = work(store, handle)
+    with open_for_run(db, [prepared]) as store, contextlib.ExitStack() as watched:
+        handle = watch_or_release(watched, console, db, metrics, [prepared])
+        outcome = work(store, handle)
+        watched.close()  # the live view ends with the run, before its analysis
         if outcome.recovery is None:
             analysis = analyse(store.load_run(outcome.run_id))
     if outcome.recovery is not None:  # the database would not take the run: it is in this file

@@ -68,3 +68,15 @@ class LivePhase:
     fraction: float | None
     rule: str | None  # the steady-state or precision rule's state, in words
     source: LiveSource | None  # None before the first live second
+    events: tuple[LiveEvent, ...] = ()  # the phase's events done so far
+
+
+@dataclass(frozen=True)
+class LiveEvent:
+    """One event of the phase as it happened (``model/events.py``), as shown live."""
+
+    at_s: float  # when the scenario asked for it, seconds from the phase's start
+    label: str  # "stop-host 2", "throttle data to 50MB/s"
+    status: str  # done, failed, skipped
+    started_at: float  # unix seconds
+    detail: str

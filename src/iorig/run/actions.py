@@ -192,6 +192,11 @@ class PhaseEvents:
         self._undo()
         self.records.sort(key=lambda r: (r.at_s, r.started_at))
 
+    def so_far(self) -> tuple[EventRecord, ...]:
+        """The events done so far, in the order they were done."""
+        with self._lock:
+            return tuple(self.records)
+
     @property
     def findings(self) -> list[Finding]:
         """Events that failed, as warnings of the run."""

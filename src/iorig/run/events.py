@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from iorig.fio.status import LiveRates
-from iorig.model import PhaseResult, RunStatus
+from iorig.model import EventRecord, PhaseResult, RunStatus
 from iorig.model.live import LiveSecond
 from iorig.run.plan import Plan, PlannedPhase
 
@@ -34,6 +34,7 @@ class PhaseProgress:
     rates: LiveRates | None
     live: tuple[LiveSecond, ...] = ()  # the seconds read since the last progress
     rule: str | None = None  # the stop rule's state, in words, where it runs live
+    events: tuple[EventRecord, ...] = ()  # the phase's events done so far
 
 
 @dataclass(frozen=True)

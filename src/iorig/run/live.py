@@ -14,6 +14,7 @@ of host can show while fio runs (docs/methodology.md, "Live figures"):
 
 from __future__ import annotations
 
+import functools
 import math
 import threading
 import time
@@ -26,7 +27,7 @@ from iorig.fio import status
 from iorig.fio.control import ControlError
 from iorig.fio.hostio import HostIo
 from iorig.model import histogram
-from iorig.model.live import LivePhase, LiveSecond, LiveSource
+from iorig.model.live import LiveEvent, LivePhase, LiveSecond, LiveSource
 from iorig.run.events import Event, PhaseProgress, PhaseStarted, RunStarted
 from iorig.run.plan import PlannedPhase
 from iorig.scenario.schema import READS, TRIMS, WRITES
@@ -205,7 +206,10 @@ class HostIoMeter:
 class HostIoWatch:
     """Each host's I/O counters, asked every ``poll_s`` from a thread of its
     own (a hung host holds up only itself), turned into live seconds. A host
-    that cannot tell (a fio server without iorig's agent) is left out."""
+    that cannot tell (a fio server without iorig's agent) is left out after
+    ``GIVE_UP_AFTER`` failed asks in a row."""
+
+    GIVE_UP_AFTER = 5
 
     def __init__(
         self,
@@ -229,16 +233,23 @@ class HostIoWatch:
     def _watch(self, host: str, ask: Callable[[], HostIo]) -> None:
         meter = self._meters[host]
         next_at = time.monotonic()
+        failed = 0
         while not self._closed.is_set():
             try:
                 io = ask()
             except (ControlError, UserError, OSError, ValueError) as exc:
-                self.silent[host] = str(exc)
-                return
-            seconds = meter.feed(io, time.time())
-            if seconds:
-                with self._lock:
-                    self._pending += seconds
+                # a busy control channel misses a second; one that never
+                # answers (no agent, an older one) is left alone
+                failed += 1
+                if failed >= self.GIVE_UP_AFTER:
+                    self.silent[host] = str(exc)
+                    return
+            else:
+                failed = 0
+                seconds = meter.feed(io, time.time())
+                if seconds:
+                    with self._lock:
+                        self._pending += seconds
             next_at += self.poll_s
             self._closed.wait(max(next_at - time.monotonic(), 0.0))
 
@@ -263,8 +274,23 @@ class LiveSink(Protocol):
     def drop_run(self, run_id: str) -> None: ...
 
 
+def _drop(sink: LiveSink, run_id: str) -> None:
+    sink.drop_run(run_id)
+
+
+@dataclass
+class _Following:
+    """One run's place, for the feed (``ab`` follows two at once)."""
+
+    run_id: str | None = None
+    phase: LivePhase | None = None
+    written_at: float = 0.0
+    events_seen: int = 0
+
+
 class LiveFeed:
-    """A run's events turned into live figures for each sink. A sink that
+    """A run's events turned into live figures for each sink; ``key`` tells
+    apart runs that go on together (``iorig ab``'s sides). A sink that
     fails (``LiveUnwritable``, ``OSError``) is dropped: a run never fails
     for its live view; ``problems`` says which and why."""
 
@@ -273,9 +299,7 @@ class LiveFeed:
     def __init__(self, sinks: Sequence[LiveSink]) -> None:
         self.sinks = list(sinks)
         self.problems: list[str] = []
-        self.run_id: str | None = None
-        self._phase: LivePhase | None = None
-        self._written_at = 0.0
+        self._runs: dict[str, _Following] = {}
 
     def _each(self, work: Callable[[LiveSink], None]) -> None:
         for sink in list(self.sinks):
@@ -285,11 +309,12 @@ class LiveFeed:
                 self.sinks.remove(sink)
                 self.problems.append(f"live figures stopped going to {type(sink).__name__}: {exc}")
 
-    def handle(self, event: Event) -> None:
+    def handle(self, event: Event, key: str = "") -> None:
+        run = self._runs.setdefault(key, _Following())
         if isinstance(event, RunStarted):
-            self.run_id = event.run_id
+            run.run_id = event.run_id
         elif isinstance(event, PhaseStarted):
-            self._phase = LivePhase(
+            run.phase = LivePhase(
                 phase_index=event.index,
                 phase=event.phase.name,
                 repeat=event.repeat,
@@ -300,31 +325,36 @@ class LiveFeed:
                 rule=None,
                 source=None,
             )
-            self._put_phase(force=True)
-        elif isinstance(event, PhaseProgress) and self._phase is not None:
-            self._phase = replace(
-                self._phase,
+            run.events_seen = 0
+            self._put_phase(run, force=True)
+        elif isinstance(event, PhaseProgress) and run.phase is not None:
+            run.phase = replace(
+                run.phase,
                 elapsed_s=event.elapsed_s,
                 fraction=event.fraction,
                 rule=event.rule,
-                source=event.live[-1].source if event.live else self._phase.source,
+                source=event.live[-1].source if event.live else run.phase.source,
+                events=tuple(
+                    LiveEvent(e.at_s, e.label, str(e.status), e.started_at, e.detail[:200])
+                    for e in event.events
+                ),
             )
-            if event.live and self.run_id is not None:
-                run_id, seconds = self.run_id, event.live
+            if event.live and run.run_id is not None:
+                run_id, seconds = run.run_id, event.live
                 self._each(lambda sink: sink.put_seconds(run_id, seconds))
-            self._put_phase(force=bool(event.live))
+            self._put_phase(run, force=bool(event.live) or len(event.events) != run.events_seen)
+            run.events_seen = len(event.events)
 
-    def _put_phase(self, *, force: bool) -> None:
-        if self.run_id is None or self._phase is None:
+    def _put_phase(self, run: _Following, *, force: bool) -> None:
+        if run.run_id is None or run.phase is None:
             return
-        if not force and time.monotonic() - self._written_at < self.PHASE_EVERY_S:
+        if not force and time.monotonic() - run.written_at < self.PHASE_EVERY_S:
             return
-        self._written_at = time.monotonic()
-        run_id, phase = self.run_id, self._phase
+        run.written_at = time.monotonic()
+        run_id, phase = run.run_id, run.phase
         self._each(lambda sink: sink.put_phase(run_id, phase))
 
     def close(self) -> None:
-        """The run ended: what it measured is stored."""
-        if self.run_id is not None:
-            run_id = self.run_id
-            self._each(lambda sink: sink.drop_run(run_id))
+        """The runs ended: what they measured is stored."""
+        for run_id in [r.run_id for r in self._runs.values() if r.run_id is not None]:
+            self._each(functools.partial(_drop, run_id=run_id))

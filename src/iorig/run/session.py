@@ -342,6 +342,7 @@ class RunSession:
                             item.rates,
                             item.live,
                             item.rule,
+                            events.so_far(),
                         )
                     )
         assert raw is not None, "a backend ends a phase with its raw result"

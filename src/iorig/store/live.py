@@ -19,7 +19,7 @@ from collections.abc import Iterable
 from dataclasses import asdict
 from pathlib import Path
 
-from iorig.model.live import LivePhase, LiveSecond, LiveSource
+from iorig.model.live import LiveEvent, LivePhase, LiveSecond, LiveSource
 
 LAYOUT = 1  # PRAGMA user_version of the file; another is emptied and made again
 KEEP_S = 900  # seconds of each phase kept for a page that opens late
@@ -183,6 +183,7 @@ class LiveStore:
             if isinstance(data, dict):
                 source = data.get("source")
                 data["source"] = LiveSource(source) if source is not None else None
+                data["events"] = tuple(LiveEvent(**e) for e in data.get("events") or ())
                 return LivePhase(**data)
         return None
 

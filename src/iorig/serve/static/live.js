@@ -39,6 +39,16 @@
     text("elapsed", p.elapsed_s.toFixed(0) + " s");
     text("rule", p.rule || "");
     text("source", p.source ? "figures from " + p.source : "");
+    var list = document.getElementById("events");
+    while (list.firstChild) { list.removeChild(list.firstChild); }
+    (p.events.length ? p.events : [null]).forEach(function (e) {
+      var item = document.createElement("li");
+      item.textContent = e === null ? "none yet" :  // event details are data, never markup
+        "at " + e.at_s + " s: " + e.label + " — " + e.status + (e.detail ? " (" + e.detail + ")" : "");
+      if (e === null) { item.className = "note"; }
+      list.appendChild(item);
+    });
+    root.dataset.events = String(p.events.length);
   }
 
   function onSeconds(list) {
