@@ -162,15 +162,11 @@ class HostIoMeter:
                 continue
             ios, d_ios = self._counts(direction, total_bytes, d_bytes, total_calls, d_calls)
             rates[direction] = (ios, d_ios, total_bytes, d_bytes)
-        all_ios = [r[1] for r in rates.values()]
-        latency = None
-        if (
-            self.shape.in_flight
-            and len(rates) == 1
-            and None not in all_ios
-            and sum(a for a in all_ios if a is not None) > 0
-        ):
-            latency = self.shape.in_flight / (sum(a for a in all_ios if a) / seconds) * 1e9
+        latency = None  # Little's law, for the one direction the job does
+        if self.shape.in_flight and self.shape.direction in rates:
+            done = rates[self.shape.direction][1]
+            if done:
+                latency = self.shape.in_flight / (done / seconds) * 1e9
         for direction, (ios, d_ios, total_bytes, d_bytes) in rates.items():
             out.append(
                 LiveSecond(
@@ -184,7 +180,7 @@ class HostIoMeter:
                     io_bytes=total_bytes,
                     ios_per_s=None if d_ios is None else _per_s(d_ios, seconds),
                     bytes_per_s=_per_s(d_bytes, seconds),
-                    lat_mean_ns=latency,
+                    lat_mean_ns=latency if direction == self.shape.direction else None,
                     lat_p50_ns=None,
                     lat_p99_ns=None,
                     source=LiveSource.HOST_IO,

@@ -208,7 +208,7 @@ class Views:
                     await _event(response, "end", {"status": status})
                     return response
                 await asyncio.sleep(POLL_S)
-        except (ConnectionResetError, asyncio.CancelledError):
+        except ConnectionResetError:  # the page went away
             return response
         finally:
             live.close()
