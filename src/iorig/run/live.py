@@ -249,6 +249,12 @@ class HostIoWatch:
             next_at += self.poll_s
             self._closed.wait(max(next_at - time.monotonic(), 0.0))
 
+    def begin(self, io_started_at: float) -> None:
+        """The hosts' jobs began I/O then (this machine's clock): the
+        seconds count from it, as the phase's events do."""
+        for meter in self._meters.values():
+            meter.began_s = io_started_at
+
     def take(self) -> list[LiveSecond]:
         """The seconds read since the last call."""
         with self._lock:

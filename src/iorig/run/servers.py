@@ -416,6 +416,8 @@ class ServerBackend:
             for elapsed in _run_all(clients.values(), self._stop, timeout_s, self._hurry):
                 fraction = min(elapsed / duration, 1.0) if duration else None
                 began = jobs.started_at if jobs is not None else started
+                if began is not None:  # the live seconds count from it, as events do
+                    live.begin(began)
                 yield Progress(elapsed, fraction, None, began, tuple(live.take()))
         finally:
             live.close()

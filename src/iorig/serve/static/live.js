@@ -68,7 +68,8 @@
     root.dataset.seconds = String(count);
   }
 
-  // bytes/s per second of each host, and of all hosts where each told
+  // a figure per second of each host, and of all hosts for the seconds
+  // every host told (pick.combine: how the hosts' seconds make one)
   function series(pick) {
     var hosts = Object.keys(seconds).sort();
     var out = {};
@@ -77,14 +78,18 @@
         .map(function (sec) { return [sec, pick(seconds[h][sec])]; })
         .filter(function (p) { return p[1] !== null; });
     });
-    if (hosts.length > 1 && pick.sums) {
-      var total = {};
+    if (hosts.length > 1 && pick.combine) {
+      var each = {};
       hosts.forEach(function (h) {
-        out[h].forEach(function (p) { total[p[0]] = total[p[0]] || []; total[p[0]].push(p[1]); });
+        Object.keys(seconds[h]).forEach(function (sec) {
+          each[sec] = each[sec] || [];
+          each[sec].push(seconds[h][sec]);
+        });
       });
-      out[ALL] = Object.keys(total).map(Number).sort(function (a, b) { return a - b; })
-        .filter(function (sec) { return total[sec].length === hosts.length; })
-        .map(function (sec) { return [sec, total[sec].reduce(function (a, b) { return a + b; }, 0)]; });
+      out[ALL] = Object.keys(each).map(Number).sort(function (a, b) { return a - b; })
+        .filter(function (sec) { return each[sec].length === hosts.length; })
+        .map(function (sec) { return [sec, pick.combine(each[sec])]; })
+        .filter(function (p) { return p[1] !== null; });
     }
     return out;
   }
@@ -94,7 +99,9 @@
     Object.keys(second).forEach(function (d) { sum += second[d].bytes_per_s; });
     return sum;
   }
-  bytesOf.sums = true;
+  bytesOf.combine = function (list) {
+    return list.reduce(function (sum, second) { return sum + bytesOf(second); }, 0);
+  };
 
   function latencyOf(second) {
     var weighted = 0, ios = 0;
@@ -104,6 +111,14 @@
     });
     return ios > 0 ? weighted / ios : null;
   }
+  // every host's I/Os together: the mean weighted by each host's I/Os
+  latencyOf.combine = function (list) {
+    var merged = {};
+    list.forEach(function (second, i) {
+      Object.keys(second).forEach(function (d) { merged[d + i] = second[d]; });
+    });
+    return latencyOf(merged);
+  };
 
   function chart(id, data, format) {
     var svg = document.getElementById(id);
