@@ -284,3 +284,16 @@ def test_runs_that_go_on_together_are_followed_apart(fake_plan):
     phases = {c[1]: c[2].index for c in sink.calls if c[0] == "phase"}
     assert phases == {"aaa": 1, "bbb": 4}  # each run's own phase, not the other's
     assert sorted(c[1] for c in sink.calls if c[0] == "drop") == ["aaa", "bbb"]
+
+
+def test_a_status_with_bins_fio_cannot_write_gives_no_percentiles_not_a_failure():
+    docs, _ = scan_documents((DATA / "status-randrw.status").read_text())
+    for doc in docs[:2]:
+        for job in doc["jobs"]:
+            job["read"]["clat_ns"]["bins"] = {"17": 3, "not a bin": "x"}
+    snaps = [status.snapshot(d) for d in docs[:2]]
+    assert int(snaps[1].dirs["read"].hist.sum()) == 0  # no histogram, the counters stay
+    meter = StatusMeter(0, "p", "local")
+    meter.feed(snaps[0], 0.0)
+    (read,) = [s for s in meter.feed(snaps[1], 1.0) if s.direction == "read"]
+    assert read.lat_p99_ns is None and read.ios_per_s == pytest.approx(3000, rel=0.02)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -56,8 +57,11 @@ def snapshot(doc: dict) -> Snapshot:
             io_bytes += int(d.get("io_bytes", 0))
             clat = d.get("clat_ns") or {}
             lat_sum += float(clat.get("mean", 0.0)) * n
-            if clat.get("bins"):
-                hists.append(histogram.from_json_bins(clat["bins"]))
+            if isinstance(bins := clat.get("bins"), dict) and bins:
+                # fio's output is data: bins it cannot have written give no
+                # live percentiles, never a failed run
+                with contextlib.suppress(ValueError, TypeError):
+                    hists.append(histogram.from_json_bins(bins))
         if ios or io_bytes:
             dirs[ddir] = DirCounts(ios, io_bytes, lat_sum, histogram.merge(hists))
     elapsed = max((float(j.get("elapsed", 0)) for j in jobs), default=0.0)
