@@ -5,17 +5,13 @@ cookie keeps them open; errors and pages carry a strict policy."""
 from __future__ import annotations
 
 import http.cookiejar
-import os
 import ssl
-import subprocess
-import sys
-import time
 import urllib.error
 import urllib.request
-from pathlib import Path
 
 import pytest
 from tests.agents import iorig, make_token
+from tests.serving import start_serve
 
 pytestmark = [pytest.mark.system]
 
@@ -29,26 +25,12 @@ def test_serve_refuses_an_address_beyond_loopback_without_authentication(tmp_pat
     assert not (tmp_path / "r.sqlite").exists()  # refused before anything
 
 
-def _start(args: list[str], log: Path) -> tuple[subprocess.Popen, str]:
-    out = open(log, "w")  # noqa: SIM115 - closed with the process
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "iorig", *args], stdout=out, stderr=subprocess.STDOUT,
-        env={**os.environ, "COLUMNS": "300"}, start_new_session=True,
-    )  # fmt: skip
-    deadline = time.monotonic() + 20
-    while "iorig serve: http" not in log.read_text():
-        assert proc.poll() is None and time.monotonic() < deadline, log.read_text()
-        time.sleep(0.05)
-    return proc, log.read_text().split("iorig serve: ", 1)[1].split()[0]
-
-
 def test_with_the_token_serve_speaks_https_and_asks_for_the_token(tmp_path):
     token_file = make_token(tmp_path / "agent.token")
     token = token_file.read_text().split()[-1]
-    proc, url = _start(
-        ["--db", str(tmp_path / "r.sqlite"), "serve", "--address", "127.0.0.2:0",
-         "--token-file", str(token_file)],
-        tmp_path / "serve.log",
+    proc, url = start_serve(
+        tmp_path / "r.sqlite", tmp_path / "serve.log",
+        "--address", "127.0.0.2:0", "--token-file", str(token_file),
     )  # fmt: skip
     try:
         assert url.startswith("https://127.0.0.2:")

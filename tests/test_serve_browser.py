@@ -19,29 +19,13 @@ import pytest
 from tests.agents import iorig, token_agents
 from tests.browser import BrowserSession
 from tests.conftest import chromium_or_skip
+from tests.serving import start_serve
 
 pytestmark = [pytest.mark.browser, pytest.mark.system, pytest.mark.fio, pytest.mark.timing]
 
 REPO = Path(__file__).resolve().parents[1]
 SCREENSHOT = REPO / "docs" / "images" / "serve-live.png"
 LABEL = '<img src=x onerror="document.body.dataset.owned=1">'
-
-
-def _serve(db: Path, log: Path) -> tuple[subprocess.Popen, str]:
-    out = open(log, "w")  # noqa: SIM115 - closed with the process
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "iorig", "--db", str(db), "serve", "--address", "127.0.0.1:0"],
-        stdout=out,
-        stderr=subprocess.STDOUT,
-        env={**os.environ, "COLUMNS": "200", "NO_COLOR": "1"},
-        start_new_session=True,
-    )
-    deadline = time.monotonic() + 20
-    while "iorig serve: http" not in log.read_text():
-        assert proc.poll() is None and time.monotonic() < deadline, log.read_text()
-        time.sleep(0.05)
-    url = log.read_text().split("iorig serve: ", 1)[1].split()[0]
-    return proc, url
 
 
 def _running(db: Path, timeout_s: float = 30) -> str:
@@ -70,7 +54,7 @@ def test_the_live_page_of_a_four_host_run_and_a_comparison_in_chromium(tmp_path)
     db = tmp_path / "results.sqlite"
     first = _quick_run(db, tmp_path / "a.dat", LABEL, "1")
     second = _quick_run(db, tmp_path / "b.dat", "qd4", "4")
-    serve, url = _serve(db, tmp_path / "serve.log")
+    serve, url = start_serve(db, tmp_path / "serve.log")
     try:
         with token_agents(4, tmp_path / "agents") as lab:
             run = subprocess.Popen(

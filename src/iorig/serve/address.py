@@ -6,6 +6,7 @@ import ipaddress
 from dataclasses import dataclass
 
 from iorig.errors import UserError
+from iorig.fio.hosts import is_loopback
 
 METRICS_PORT = 9464  # OpenTelemetry's Prometheus exporter's; free on most machines
 
@@ -40,13 +41,13 @@ def parse_address(
             hint=f"e.g. {what} 127.0.0.1:{default_port}",
         ) from None
     try:
-        loopback = ipaddress.ip_address(host).is_loopback
+        ipaddress.ip_address(host)
     except ValueError:
         raise UserError(
             f"{what} {text!r}: {host!r} is not an IP address",
             hint=f"give a loopback address, e.g. {what} 127.0.0.1:{default_port}",
         ) from None
-    if not loopback and not anywhere:
+    if not is_loopback(host) and not anywhere:
         raise UserError(
             f"{what} {text!r}: it has no authentication, so it listens on loopback only",
             hint="reach it from this machine (a Prometheus here, or an SSH tunnel: "

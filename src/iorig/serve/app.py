@@ -74,9 +74,13 @@ def _day(text: str, name: str) -> float | None:
         raise web.HTTPBadRequest(text=f"{name}: a date as YYYY-MM-DD, not {text[:40]!r}") from None
 
 
+def _is_run_id(text: str) -> bool:
+    return 0 < len(text) <= 64 and set(text) <= RUN_ID_CHARS
+
+
 def _run_id(request: web.Request) -> str:
     run_id = request.match_info["run_id"]
-    if not run_id or len(run_id) > 64 or not set(run_id) <= RUN_ID_CHARS:
+    if not _is_run_id(run_id):
         raise web.HTTPNotFound(text="no such run")
     return run_id
 
@@ -157,9 +161,8 @@ class Views:
         ids = request.query.getall("run", [])
         if not 2 <= len(ids) <= 12:
             raise web.HTTPBadRequest(text="choose from 2 to 12 runs to compare (run=ID&run=ID)")
-        for run_id in ids:
-            if not run_id or len(run_id) > 64 or not set(run_id) <= RUN_ID_CHARS:
-                raise web.HTTPBadRequest(text="run: a run id")
+        if not all(_is_run_id(run_id) for run_id in ids):
+            raise web.HTTPBadRequest(text="run: a run id")
 
         def work() -> str:
             with self._store() as store:

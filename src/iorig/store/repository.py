@@ -82,6 +82,11 @@ T = TypeVar("T")
 REAP_WAIT_S = 1.0  # reading commands reap stale runs only if that takes no waiting
 
 
+def _like_literal(text: str) -> str:
+    """``text`` matched as itself in a LIKE pattern with ESCAPE '\\'."""
+    return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+
+
 class Store:
     """The results database. Use as a context manager or call ``close``."""
 
@@ -373,9 +378,8 @@ class Store:
         where, params = [], []
         for column, text in (("label", label), ("scenario", scenario)):
             if text:
-                escaped = text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
                 where.append(f"{column} LIKE ? ESCAPE '\\'")
-                params.append(f"%{escaped}%")
+                params.append(f"%{_like_literal(text)}%")
         if status:
             where.append("status = ?")
             params.append(status)
@@ -398,11 +402,10 @@ class Store:
 
     def run_ids(self, *, prefix: str = "", limit: int = -1, offset: int = 0) -> list[str]:
         """Run ids newest first; only those starting with ``prefix`` when given."""
-        escaped = prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
         rows = self.conn.execute(
             "SELECT id FROM runs WHERE id LIKE ? ESCAPE '\\' ORDER BY started_at DESC "
             "LIMIT ? OFFSET ?",
-            (escaped + "%", limit, offset),
+            (_like_literal(prefix) + "%", limit, offset),
         ).fetchall()
         return [str(r[0]) for r in rows]
 

@@ -1,0 +1,28 @@
+"""``iorig serve`` started for a test: its process and the URL it prints."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+
+def start_serve(db: Path, log: Path, *options: str) -> tuple[subprocess.Popen, str]:
+    """``iorig --db DB serve OPTIONS`` (by default on any free loopback
+    port), once it says where it listens; its output goes to ``log``."""
+    out = open(log, "w")  # noqa: SIM115 - closed with the process
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "iorig", "--db", str(db), "serve",
+         *(options or ("--address", "127.0.0.1:0"))],
+        stdout=out,
+        stderr=subprocess.STDOUT,
+        env={**os.environ, "COLUMNS": "300", "NO_COLOR": "1"},
+        start_new_session=True,
+    )  # fmt: skip
+    deadline = time.monotonic() + 20
+    while "iorig serve: http" not in log.read_text():
+        assert proc.poll() is None and time.monotonic() < deadline, log.read_text()
+        time.sleep(0.05)
+    return proc, log.read_text().split("iorig serve: ", 1)[1].split()[0]
