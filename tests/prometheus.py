@@ -101,14 +101,19 @@ class Prometheus:
         """The label sets of the series ``match`` selects (``/api/v1/series``)."""
         return self._get("/api/v1/series", [("match[]", match)])
 
-    def wait_for_scrape(self, job: str = "iorig", timeout_s: float = 10) -> None:
+    def wait_for_scrape(
+        self, job: str = "iorig", timeout_s: float = 10, *, attempted: bool = False
+    ) -> None:
         """Until every target of ``job`` has been scraped successfully
-        (``up == 1``); TimeoutError naming the targets still missing."""
+        (``up == 1``), or with ``attempted`` only tried (``up`` has a sample:
+        Prometheus hands new targets to its scrapers up to 5 s after it
+        starts, so a test that starts the target later waits for this
+        first); TimeoutError naming the targets still missing."""
         deadline = time.monotonic() + timeout_s
         expr = f"up{{job={json.dumps(job)}}}"
         while True:
             up = {s["metric"].get("instance"): s["value"][1] for s in self.query(expr)}
-            missing = [t for t in self.targets if up.get(t) != "1"]
+            missing = [t for t in self.targets if t not in up or (up[t] != "1" and not attempted)]
             if not missing:
                 return
             if time.monotonic() >= deadline:

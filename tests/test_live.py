@@ -5,21 +5,34 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import threading
+import time
+from dataclasses import replace
 from pathlib import Path
 
+import numpy as np
 import pytest
 from prometheus_client import CollectorRegistry, generate_latest
+from tests import builders
 
 from iorig.errors import UserError
 from iorig.fio import status
 from iorig.fio.hostio import HostIo
 from iorig.fio.runner import scan_documents
-from iorig.model import EventAction, EventRecord, EventStatus
-from iorig.model.live import LiveEvent, LivePhase, LiveSecond, LiveSource
-from iorig.run.events import PhaseProgress, PhaseStarted, RunStarted
-from iorig.run.live import HostIoMeter, HostJobShape, LiveFeed, StatusMeter
+from iorig.model import (
+    AGGREGATE,
+    EventAction,
+    EventRecord,
+    EventStatus,
+    PhaseResult,
+    PhaseStatus,
+    Scope,
+)
+from iorig.model.live import LiveEvent, LivePhase, LiveSecond, LiveSource, PhaseTotal
+from iorig.run.events import PhaseFinished, PhaseProgress, PhaseStarted, RunStarted
+from iorig.run.live import HostIoMeter, HostJobShape, LiveFeed, StatusMeter, phase_totals
 from iorig.serve.address import parse_address
-from iorig.serve.metrics import LiveMetrics
+from iorig.serve.metrics import LiveMetrics, Scrapes, final_counters, served_everyone
 from iorig.store.live import KEEP_S, LiveStore, LiveUnwritable, live_path
 
 DATA = Path(__file__).parent / "data" / "live"
@@ -183,6 +196,9 @@ class _Sink:
     def put_seconds(self, run_id, seconds):
         self._record("seconds", run_id, tuple(seconds))
 
+    def put_totals(self, run_id, totals, *, aborted):
+        self._record("totals", run_id, tuple(totals), aborted)
+
     def drop_run(self, run_id):
         self._record("drop", run_id)
 
@@ -204,14 +220,82 @@ def test_a_runs_events_reach_every_sink_and_a_failing_one_is_dropped(fake_plan):
     feed.handle(
         PhaseProgress(phase, 0, 1.0, 0.5, None, (second,), "steady state: 1 round", (stopped,))
     )
+    feed.handle(PhaseFinished(phase, _finished(phase.name, PhaseStatus.OK)))
     feed.close()
     kinds = [c[0] for c in good.calls]
-    assert kinds == ["phase", "seconds", "phase", "drop"]
+    assert kinds == ["phase", "seconds", "phase", "totals", "drop"]
+    # the stored totals of the one host, which has no host scope of its own
+    assert good.calls[3] == ("totals", "abc123", (PhaseTotal(0, phase.name, "local", "read",
+                                                             500, 4096000),), False)  # fmt: skip
     assert good.calls[1] == ("seconds", "abc123", (second,))
     assert good.calls[2][2].rule == "steady state: 1 round"
     assert good.calls[2][2].source is LiveSource.FIO_STATUS
     assert good.calls[2][2].events == (LiveEvent(4.0, "stop-host 2", "done", 10.0, "ok"),)
     assert feed.sinks == [good] and "disk full" in feed.problems[0]
+
+
+def _finished(name: str, status: PhaseStatus, hosts: tuple[str, ...] = ()) -> PhaseResult:
+    """A finished phase that read 500 I/Os of 8 KiB on each host (and in all)."""
+    read = replace(builders.totals(100.0, 5), ddir="read")
+    where = [AGGREGATE, *(Scope(host=h) for h in hosts)]
+    scopes = tuple(
+        replace(builders.scope(np.full(5, 100.0), where=w), totals={"read": read}) for w in where
+    )
+    return builders.phase(name, np.full(5, 100.0), scopes=scopes, status=status)
+
+
+def test_a_finished_phase_gives_each_hosts_stored_totals_and_says_if_interrupted():
+    two = _finished("measure", PhaseStatus.ABORTED, hosts=("a:8765", "b:8765"))
+    assert [(t.host, t.ios) for t in phase_totals(3, two, ["a:8765", "b:8765"])] == [
+        ("a:8765", 500),
+        ("b:8765", 500),
+    ]
+    # one host: its figures are the aggregate's; several without host scopes: none known
+    one = _finished("fill", PhaseStatus.OK)
+    assert [(t.host, t.io_bytes) for t in phase_totals(0, one, ["local"])] == [("local", 4096000)]
+    assert phase_totals(0, one, ["a:8765", "b:8765"]) == []
+
+
+def test_an_interrupted_phase_tells_the_sinks_so(fake_plan):
+    sink = _Sink()
+    feed = LiveFeed([sink])
+    phase = fake_plan.phases[0]
+    feed.handle(RunStarted("abc123", fake_plan))
+    feed.handle(PhaseStarted(phase, 0, 0, 1))
+    feed.handle(PhaseFinished(phase, _finished(phase.name, PhaseStatus.ABORTED)))
+    assert [c[3] for c in sink.calls if c[0] == "totals"] == [True]
+
+
+def test_a_counter_ends_on_the_stored_total_and_never_goes_back():
+    key = ("r1", "measure", "0", "local", "read")
+    live = LiveSecond(0, "measure", "local", "read", 9, 1.0, 480, 3932160, 100.0, 819200.0,
+                      None, None, None, LiveSource.FIO_STATUS)  # fmt: skip
+    total = PhaseTotal(0, "measure", "local", "read", 500, 4096000)
+    assert final_counters({key: live}, {}) == {key: (480, 3932160)}
+    assert final_counters({key: live}, {key: total}) == {key: (500, 4096000)}
+    # a fill that streamed no live second still ends on its totals
+    assert final_counters({}, {key: total}) == {key: (500, 4096000)}
+    # a host kernel that counted more (readahead) than fio: the counter stays
+    higher = replace(live, ios=None, io_bytes=5_000_000)
+    assert final_counters({key: higher}, {key: total}) == {key: (500, 5_000_000)}
+
+
+def test_the_endpoint_waits_for_every_scraper_it_has_seen():
+    assert not served_everyone({}, 10.0)  # nobody scraped yet: wait for one
+    assert served_everyone({"prom A": 10.5}, 10.0)
+    assert not served_everyone({"prom A": 10.5, "prom B": 9.0}, 10.0)
+    scrapes = Scrapes()
+    assert scrapes.wait_everyone(0.0, 0.01) is False  # nobody came
+    scrapes.served("127.0.0.1 Prometheus/2.42", time.monotonic())
+    since = time.monotonic()
+    assert scrapes.wait_everyone(since, 0.01) is False  # seen, but not since the end
+    # answered after the end, but asked before it: not the final figures
+    scrapes.served("127.0.0.1 Prometheus/2.42", since - 0.5)
+    assert scrapes.wait_everyone(since, 0.01) is False
+    later = threading.Timer(0.05, scrapes.served, ("127.0.0.1 Prometheus/2.42", since + 0.01))
+    later.start()
+    assert scrapes.wait_everyone(since, 5.0) is True  # woken by the scrape, not the timeout
+    later.join()
 
 
 def test_metrics_are_counters_and_latency_gauges_in_base_units():

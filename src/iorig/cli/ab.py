@@ -204,36 +204,44 @@ def ab_cmd(
         seed=seed if seed is not None else random.SystemRandom().randrange(2**31),
     )
     out = err_console if chosen is Format.json else console
-    with open_for_run(ctx.obj, list(plans.values())) as store:
-        with contextlib.ExitStack() as watched:
-            handle = watch_or_release(watched, out, ctx.obj, request.metrics, list(plans.values()))
+    with contextlib.ExitStack() as after:  # closed once the comparison is out
+        with open_for_run(ctx.obj, list(plans.values())) as store:
+            with contextlib.ExitStack() as watched:
+                handle = watch_or_release(
+                    watched,
+                    out,
+                    ctx.obj,
+                    request.metrics,
+                    list(plans.values()),
+                    (after, request.metrics_linger_s),
+                )
 
-            def on_event(side: SideKey, event: Event) -> None:
-                if isinstance(event, PhaseStarted):  # which side's phase, in the live view
-                    phase = replace(event.phase, name=f"{labels[side]}: {event.phase.name}")
-                    event = replace(event, phase=phase)
-                handle(event, side)
+                def on_event(side: SideKey, event: Event) -> None:
+                    if isinstance(event, PhaseStarted):  # which side's phase, in the live view
+                        phase = replace(event.phase, name=f"{labels[side]}: {event.phase.name}")
+                        event = replace(event, phase=phase)
+                    handle(event, side)
 
-            outcome = run_ab(
-                sides,
-                store,
-                settings,
-                command=command_line(),
-                on_event=on_event,
-                keep_files=request.keep_files,
-            )
-        kept = [o.recovery for o in outcome.outcomes if o.recovery is not None]
+                outcome = run_ab(
+                    sides,
+                    store,
+                    settings,
+                    command=command_line(),
+                    on_event=on_event,
+                    keep_files=request.keep_files,
+                )
+            kept = [o.recovery for o in outcome.outcomes if o.recovery is not None]
+            if not kept:
+                cmp = compare(
+                    [analyse(store.load_run(o.run_id)) for o in outcome.outcomes],
+                    threshold=threshold / 100,
+                    confidence=confidence / 100,
+                )
+        _report(ctx, outcome, kept, out)
         if not kept:
-            cmp = compare(
-                [analyse(store.load_run(o.run_id)) for o in outcome.outcomes],
-                threshold=threshold / 100,
-                confidence=confidence / 100,
-            )
-    _report(ctx, outcome, kept, out)
-    if not kept:
-        emit(chosen.value, cmp, render_options())
-    code = max(EXIT_CODES[o.status] for o in outcome.outcomes)
-    raise typer.Exit(code)
+            emit(chosen.value, cmp, render_options())
+        code = max(EXIT_CODES[o.status] for o in outcome.outcomes)
+        raise typer.Exit(code)
 
 
 def _report(ctx: typer.Context, outcome: AbOutcome, kept: list, err: SafeConsole) -> None:

@@ -5,11 +5,12 @@ steps every run command ends with."""
 from __future__ import annotations
 
 import contextlib
+import functools
 import shlex
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.markup import escape
@@ -43,7 +44,10 @@ from iorig.run.session import RunSession
 from iorig.scenario.loading import ResolvedScenario
 from iorig.store import Store, default_db_path
 from iorig.store.live import LiveStore, LiveUnwritable
-from iorig.units import format_bytes, format_latency, format_rate, format_si
+from iorig.units import format_bytes, format_duration, format_latency, format_rate, format_si
+
+if TYPE_CHECKING:  # prometheus_client is imported only by the runs that serve metrics
+    from iorig.serve.metrics import MetricsEndpoint
 
 EXIT_CODES = {RunStatus.OK: 0, RunStatus.FAILED: 1, RunStatus.ABORTED: 130}
 EXIT_VERDICT_FAILED = 3
@@ -234,13 +238,21 @@ def open_for_run(db: Path, prepared: Sequence[tuple[Plan, PhaseBackend]]) -> Sto
 
 
 @contextlib.contextmanager
-def live_view(out: SafeConsole, db: Path, metrics: str | None) -> Iterator[Callable[..., None]]:
+def live_view(
+    out: SafeConsole,
+    db: Path,
+    metrics: str | None,
+    linger: tuple[contextlib.ExitStack, float] | None = None,
+) -> Iterator[Callable[..., None]]:
     """What a run shows while it goes: the progress lines on ``out``, its
     live figures in the database's live file for ``iorig serve`` and, with
-    ``metrics`` (an address), on a Prometheus endpoint. The handler it
-    gives takes the run's events, and a key for each of runs that go on
-    together (``iorig ab``'s sides)."""
+    ``metrics`` (an address), on a Prometheus endpoint. With ``linger``
+    (the command's stack, closed after its output, and at most how long),
+    the endpoint stays until its scrapers have the final figures. The
+    handler it gives takes the run's events, and a key for each of runs
+    that go on together (``iorig ab``'s sides)."""
     sinks: list[LiveSink] = []
+    exported = None
     with contextlib.ExitStack() as stack:
         if metrics is not None:
             from iorig.serve.address import parse_address
@@ -248,7 +260,11 @@ def live_view(out: SafeConsole, db: Path, metrics: str | None) -> Iterator[Calla
 
             exported = LiveMetrics()
             endpoint = MetricsEndpoint(parse_address(metrics), exported)
-            stack.callback(endpoint.close)
+            if linger is None:
+                stack.callback(endpoint.close)
+            else:
+                after, most_s = linger
+                after.callback(functools.partial(linger_then_close, endpoint, most_s))
             sinks.append(exported)
             err_console.print(f"metrics at http://{endpoint.address}/metrics")
         try:
@@ -267,10 +283,33 @@ def live_view(out: SafeConsole, db: Path, metrics: str | None) -> Iterator[Calla
 
         try:
             yield handle
+        except BaseException:
+            if exported is not None:
+                exported.aborted = True  # an error or a signal: nobody waits for a scrape
+            raise
         finally:
             feed.close()
             for problem in feed.problems:
                 err_console.print(Text(f"note: {problem}"))
+
+
+def linger_then_close(endpoint: MetricsEndpoint, linger_s: float) -> None:
+    """The metrics endpoint kept until its scrapers have the run's final
+    figures (``MetricsEndpoint.linger``), then closed; Ctrl-C ends the wait."""
+    try:
+        if endpoint.metrics.ended_at is not None and not endpoint.metrics.aborted and linger_s > 0:
+            err_console.print(
+                f"metrics: the final figures stay at http://{endpoint.address}/metrics until "
+                f"every scraper has them, at most {format_duration(linger_s)} (Ctrl-C stops)"
+            )
+        with contextlib.suppress(KeyboardInterrupt):
+            if endpoint.linger(linger_s) is False:
+                err_console.print(
+                    f"note: metrics: not every scraper asked for the final figures in "
+                    f"{format_duration(linger_s)}"
+                )
+    finally:
+        endpoint.close()
 
 
 def watch_or_release(
@@ -279,12 +318,13 @@ def watch_or_release(
     db: Path,
     metrics: str | None,
     prepared: Sequence[tuple[Plan, PhaseBackend]],
+    linger: tuple[contextlib.ExitStack, float] | None = None,
 ) -> Callable[..., None]:
     """``live_view`` entered on ``stack``; when it cannot start (the metrics
     port is taken), the ``prepared`` plans' targets are released first:
     a refused run leaves nothing behind."""
     try:
-        return stack.enter_context(live_view(out, db, metrics))
+        return stack.enter_context(live_view(out, db, metrics, linger))
     except UserError:
         for plan, backend in prepared:
             backend.clean_up(plan, keep_files=False)
@@ -295,12 +335,15 @@ def run_with_progress(
     db: Path,
     work: Callable[[Store, Callable[[Event], None]], RunOutcome],
     prepared: tuple[Plan, PhaseBackend],
-    metrics: str | None = None,
+    request: RunRequest,
+    after: contextlib.ExitStack,
 ) -> tuple[RunOutcome, RunAnalysis]:
     """Run ``work`` (an execute or a search of the ``prepared`` plan) with the
-    live view; analyse the result."""
+    live view; analyse the result. ``after`` closes once the command has
+    printed what the run found (a metrics endpoint lingers to it)."""
     with open_for_run(db, [prepared]) as store, contextlib.ExitStack() as watched:
-        handle = watch_or_release(watched, console, db, metrics, [prepared])
+        linger = (after, request.metrics_linger_s)
+        handle = watch_or_release(watched, console, db, request.metrics, [prepared], linger)
         outcome = work(store, handle)
         watched.close()  # the live view ends with the run, before its analysis
         if outcome.recovery is None:
@@ -338,8 +381,9 @@ def run_search(
             drive(session)
         return session.outcome
 
-    outcome, analysis = run_with_progress(db, work, planned, request.metrics)
-    finish(db, outcome, analysis)
+    with contextlib.ExitStack() as after:
+        outcome, analysis = run_with_progress(db, work, planned, request, after)
+        finish(db, outcome, analysis)
 
 
 def render_options(**given: object) -> RenderOptions:

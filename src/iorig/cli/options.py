@@ -16,8 +16,10 @@ from typing import Annotated, Any, TypeVar
 
 import typer
 
+from iorig.errors import UserError
 from iorig.run.request import RunRequest, host_list, parse_min_rate
 from iorig.serve.address import parse_address
+from iorig.units import parse_duration
 from iorig.untrusted import check_text
 
 
@@ -150,6 +152,16 @@ MetricsOpt = Annotated[
     ),
 ]
 
+MetricsLingerOpt = Annotated[
+    str,
+    typer.Option(
+        "--metrics-linger",
+        help="after the run, keep serving its final figures until every scraper has "
+        "them, at most this long (0: stop with the run)",
+        metavar="DURATION",
+    ),
+]
+
 
 MinRateOpt = Annotated[
     str | None,
@@ -199,7 +211,10 @@ GROUPS: dict[str, tuple[_Option, ...]] = {
     ),
     "record": (_Option("label", LabelOpt), _Option("sut", SutOpt), _Option("note", NoteOpt)),
     "fio": (_Option("fio", FioOpt),),
-    "metrics": (_Option("metrics", MetricsOpt),),
+    "metrics": (
+        _Option("metrics", MetricsOpt),
+        _Option("metrics_linger", MetricsLingerOpt, "30s"),
+    ),
 }
 ADHOC = tuple(o.name for o in GROUPS["adhoc"])
 
@@ -227,7 +242,21 @@ def build_request(given: dict[str, Any]) -> RunRequest:
         sut_file=given.get("sut"),
         notes=tuple(given.get("note") or ()),
         metrics=_metrics_address(given.get("metrics")),
+        metrics_linger_s=_linger(given.get("metrics_linger")),
     )
+
+
+def _linger(text: str | None) -> float:
+    """--metrics-linger, whose default is two 15 s scrape intervals (a
+    scraper at Prometheus's default interval gets the last figures)."""
+    if text is None:
+        return 30.0
+    try:
+        return parse_duration(text)
+    except ValueError as exc:
+        raise UserError(
+            f"--metrics-linger: {exc}", hint="e.g. --metrics-linger 30s, or 0"
+        ) from None
 
 
 def _metrics_address(text: str | None) -> str | None:

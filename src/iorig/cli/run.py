@@ -4,6 +4,7 @@ as its list of steps."""
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import replace
 from typing import Annotated
 
@@ -136,22 +137,24 @@ def run(
             lambda session: run_threads_auto(session, build, settings),
         )
         return
-    outcome, analysis = run_with_progress(
-        ctx.obj,
-        lambda store, on_event: execute(
-            plan,
-            store,
-            backend,
-            command=command_line(),
-            on_event=on_event,
-            keep_files=request.keep_files,
-            label=request.label,
-            search=search_settings(resolved),
-        ),
-        (plan, backend),
-        request.metrics,
-    )
-    finish(ctx.obj, outcome, analysis)
+    with contextlib.ExitStack() as after:  # closed once the summary is out
+        outcome, analysis = run_with_progress(
+            ctx.obj,
+            lambda store, on_event: execute(
+                plan,
+                store,
+                backend,
+                command=command_line(),
+                on_event=on_event,
+                keep_files=request.keep_files,
+                label=request.label,
+                search=search_settings(resolved),
+            ),
+            (plan, backend),
+            request,
+            after,
+        )
+        finish(ctx.obj, outcome, analysis)
 
 
 # `iorig sweep`: seed 003's word for a grid, kept as a name for `run --param`

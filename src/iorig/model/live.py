@@ -56,6 +56,19 @@ class LiveSecond:
 
 
 @dataclass(frozen=True)
+class PhaseTotal:
+    """What one host did in one direction over a whole finished phase, as
+    stored (fio's final figures): the exact value a counter ends on."""
+
+    phase_index: int
+    phase: str
+    host: str
+    direction: str
+    ios: int
+    io_bytes: int
+
+
+@dataclass(frozen=True)
 class LivePhase:
     """Where a running run is: the phase, how far into it, and its stop rule."""
 

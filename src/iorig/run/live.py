@@ -26,9 +26,9 @@ from iorig.errors import UserError
 from iorig.fio import status
 from iorig.fio.control import ControlError
 from iorig.fio.hostio import HostIo
-from iorig.model import histogram
-from iorig.model.live import LiveEvent, LivePhase, LiveSecond, LiveSource
-from iorig.run.events import Event, PhaseProgress, PhaseStarted, RunStarted
+from iorig.model import PhaseResult, PhaseStatus, histogram
+from iorig.model.live import LiveEvent, LivePhase, LiveSecond, LiveSource, PhaseTotal
+from iorig.run.events import Event, PhaseFinished, PhaseProgress, PhaseStarted, RunStarted
 from iorig.run.plan import PlannedPhase
 from iorig.scenario.schema import READS, TRIMS, WRITES
 from iorig.store.live import LiveUnwritable
@@ -273,6 +273,9 @@ class LiveSink(Protocol):
 
     def put_seconds(self, run_id: str, seconds: Sequence[LiveSecond]) -> None: ...
 
+    def put_totals(self, run_id: str, totals: Sequence[PhaseTotal], *, aborted: bool) -> None:
+        """A phase ended: what each host did, as stored (``aborted``: by a signal)."""
+
     def drop_run(self, run_id: str) -> None: ...
 
 
@@ -288,6 +291,24 @@ class _Following:
     phase: LivePhase | None = None
     written_at: float = 0.0
     events_seen: int = 0
+    hosts: tuple[str, ...] = ()  # the run's host labels
+
+
+DIRECTIONS = ("read", "write", "trim")
+
+
+def phase_totals(phase_index: int, result: PhaseResult, hosts: Sequence[str]) -> list[PhaseTotal]:
+    """Each host's stored totals of a finished phase: its host scopes, or on
+    one host the aggregate (a single host's phase has no host scope)."""
+    scopes = [(s.scope.host or "", s) for s in result.host_scopes]
+    if not scopes and len(hosts) == 1 and result.aggregate is not None:
+        scopes = [(hosts[0], result.aggregate)]
+    return [
+        PhaseTotal(phase_index, result.name, host, d, scope.totals[d].ios, scope.totals[d].io_bytes)
+        for host, scope in scopes
+        for d in DIRECTIONS
+        if d in scope.totals and scope.totals[d].io_bytes > 0
+    ]
 
 
 class LiveFeed:
@@ -315,6 +336,12 @@ class LiveFeed:
         run = self._runs.setdefault(key, _Following())
         if isinstance(event, RunStarted):
             run.run_id = event.run_id
+            run.hosts = tuple(event.plan.host_labels)
+        elif isinstance(event, PhaseFinished) and run.phase is not None and run.run_id:
+            run_id = run.run_id
+            totals = phase_totals(run.phase.phase_index, event.result, run.hosts)
+            aborted = event.result.status is PhaseStatus.ABORTED
+            self._each(lambda sink: sink.put_totals(run_id, totals, aborted=aborted))
         elif isinstance(event, PhaseStarted):
             run.phase = LivePhase(
                 phase_index=event.index,

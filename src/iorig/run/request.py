@@ -60,8 +60,10 @@ class RunRequest:
     label: str | None = None
     sut_file: Path | None = None
     notes: tuple[str, ...] = ()
-    # watched: the address of a Prometheus endpoint with the live figures
+    # watched: the address of a Prometheus endpoint with the live figures,
+    # and how long at most it waits after the run for scrapers to get the last
     metrics: str | None = None
+    metrics_linger_s: float = 30.0
 
     @property
     def quick(self) -> bool:

@@ -19,7 +19,7 @@ from collections.abc import Iterable
 from dataclasses import asdict
 from pathlib import Path
 
-from iorig.model.live import LiveEvent, LivePhase, LiveSecond, LiveSource
+from iorig.model.live import LiveEvent, LivePhase, LiveSecond, LiveSource, PhaseTotal
 
 LAYOUT = 1  # PRAGMA user_version of the file; another is emptied and made again
 KEEP_S = 900  # seconds of each phase kept for a page that opens late
@@ -159,6 +159,9 @@ class LiveStore:
             )
         )
         self._write(rows)
+
+    def put_totals(self, run_id: str, totals: Iterable[PhaseTotal], *, aborted: bool) -> None:
+        """Nothing to keep: the stored phase, which serve reads, has its totals."""
 
     def drop_run(self, run_id: str) -> None:
         """The run ended: its stored phases say what it measured."""
