@@ -4,7 +4,8 @@ VENV ?= .venv
 SCRATCH ?= ./iorig-scratch/
 BIN := $(VENV)/bin
 
-.PHONY: demo test check setup setup-test lint format bench lock clean durations docs
+.PHONY: demo test check setup setup-test lint format bench lock clean durations docs \
+	print-stage-args
 
 setup:
 	VENV=$(VENV) scripts/bootstrap.sh
@@ -34,11 +35,24 @@ UNIT := not (fio or blockdev or truth or browser or system)
 # 5 s of CPU each without that cache and 2.5 s with it
 test check: export PYTHONDONTWRITEBYTECODE =
 
+# each stage's pytest arguments, here only: other tools read them through
+# print-stage-args
+STAGES := first timing truth serial
+STAGE_first := -n 5 --dist worksteal -m "not (serial or timing or truth)"
+STAGE_timing := -n 4 --dist worksteal -m "timing"
+STAGE_truth := -n 3 --dist worksteal -m "truth and not serial" tests/truth
+STAGE_serial := -m serial
+
 test: setup-test lint
-	$(BIN)/pytest -n 5 --dist worksteal -m "not (serial or timing or truth)"
-	$(BIN)/pytest -n 4 --dist worksteal -m "timing"
-	$(BIN)/pytest -n 3 --dist worksteal -m "truth and not serial" tests/truth
-	$(BIN)/pytest -m serial
+	$(BIN)/pytest $(STAGE_first)
+	$(BIN)/pytest $(STAGE_timing)
+	$(BIN)/pytest $(STAGE_truth)
+	$(BIN)/pytest $(STAGE_serial)
+
+# one stage's arguments as shell words: make -s print-stage-args STAGE=truth
+print-stage-args:
+	$(if $(filter $(STAGE),$(STAGES)),,$(error STAGE must be one of: $(STAGES)))
+	$(info $(STAGE_$(STAGE)))
 
 # each test's seconds in a make test, for the order above (docs/guide/development.md)
 durations:
