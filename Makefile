@@ -4,7 +4,8 @@ VENV ?= .venv
 SCRATCH ?= ./iorig-scratch/
 BIN := $(VENV)/bin
 
-.PHONY: demo test check setup setup-test lint format bench lock clean durations docs
+.PHONY: demo test check setup setup-test lint format bench lock clean durations docs soak \
+	print-stage-args
 
 setup:
 	VENV=$(VENV) scripts/bootstrap.sh
@@ -32,13 +33,34 @@ UNIT := not (fio or blockdev or truth or browser or system)
 # Python may not write bytecode: every worker of every stage collects the
 # whole suite (the truth stage only tests/truth, where every truth test is),
 # 5 s of CPU each without that cache and 2.5 s with it
-test check: export PYTHONDONTWRITEBYTECODE =
+test check soak: export PYTHONDONTWRITEBYTECODE =
+
+# each stage's pytest arguments, here only: make soak's scripts/soak.py reads
+# them through print-stage-args
+STAGES := first timing truth serial
+STAGE_first := -n 5 --dist worksteal -m "not (serial or timing or truth)"
+STAGE_timing := -n 4 --dist worksteal -m "timing"
+STAGE_truth := -n 3 --dist worksteal -m "truth and not serial" tests/truth
+STAGE_serial := -m serial
 
 test: setup-test lint
-	$(BIN)/pytest -n 5 --dist worksteal -m "not (serial or timing or truth)"
-	$(BIN)/pytest -n 4 --dist worksteal -m "timing"
-	$(BIN)/pytest -n 3 --dist worksteal -m "truth and not serial" tests/truth
-	$(BIN)/pytest -m serial
+	$(BIN)/pytest $(STAGE_first)
+	$(BIN)/pytest $(STAGE_timing)
+	$(BIN)/pytest $(STAGE_truth)
+	$(BIN)/pytest $(STAGE_serial)
+
+# one stage's arguments as shell words: make -s print-stage-args STAGE=truth
+print-stage-args:
+	$(if $(filter $(STAGE),$(STAGES)),,$(error STAGE must be one of: $(STAGES)))
+	$(info $(STAGE_$(STAGE)))
+
+# a selection of tests, again and again, beside a load if asked; a table of
+# the tests that failed at least once (docs/guide/development.md, "Test tiers");
+# by default the preset flaky, 5 rounds, or e.g.
+# make soak SOAK_ARGS="--stage truth --rounds 3 --stress"
+SOAK_ARGS ?=
+soak: setup-test
+	$(BIN)/python scripts/soak.py $(SOAK_ARGS)
 
 # each test's seconds in a make test, for the order above (docs/guide/development.md)
 durations:
@@ -53,12 +75,12 @@ docs: setup-test
 	$(BIN)/python -m iorig.cli.reference docs/reference
 
 lint:
-	$(BIN)/ruff check src tests bench
-	$(BIN)/ruff format --check src tests bench
+	$(BIN)/ruff check src tests bench scripts
+	$(BIN)/ruff format --check src tests bench scripts
 
 format:
-	$(BIN)/ruff format src tests bench
-	$(BIN)/ruff check --fix src tests bench
+	$(BIN)/ruff format src tests bench scripts
+	$(BIN)/ruff check --fix src tests bench scripts
 
 # refresh the locks from pyproject.toml's ranges (docs/guide/development.md)
 lock: setup-test
