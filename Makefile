@@ -43,11 +43,16 @@ STAGE_timing := -n 4 --dist worksteal -m "timing"
 STAGE_truth := -n 3 --dist worksteal -m "truth and not serial" tests/truth
 STAGE_serial := -m serial
 
+# each stage's JUnit XML, which .ci/run sums up (scripts/stages.py)
+RESULTS := .test-results
+JUNIT = --junitxml=$(RESULTS)/$(1).xml -o junit_family=xunit1
+
 test: setup-test lint
-	$(BIN)/pytest $(STAGE_first)
-	$(BIN)/pytest $(STAGE_timing)
-	$(BIN)/pytest $(STAGE_truth)
-	$(BIN)/pytest $(STAGE_serial)
+	rm -rf $(RESULTS)
+	$(BIN)/pytest $(STAGE_first) $(call JUNIT,first)
+	$(BIN)/pytest $(STAGE_timing) $(call JUNIT,timing)
+	$(BIN)/pytest $(STAGE_truth) $(call JUNIT,truth)
+	$(BIN)/pytest $(STAGE_serial) $(call JUNIT,serial)
 
 # one stage's arguments as shell words: make -s print-stage-args STAGE=truth
 print-stage-args:
@@ -90,4 +95,4 @@ bench: setup
 	$(BIN)/python bench/overhead.py
 
 clean:
-	rm -rf $(VENV) $(SCRATCH) .pytest_cache .ruff_cache
+	rm -rf $(VENV) $(SCRATCH) .pytest_cache .ruff_cache $(RESULTS)
