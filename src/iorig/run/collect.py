@@ -26,7 +26,7 @@ from iorig.model.combine import window
 from iorig.model.training import TrainingRecord
 from iorig.run import training
 from iorig.run.backend import HostLogs, RawPhase
-from iorig.run.plan import PlannedPhase
+from iorig.run.plan import PlannedPhase, PlannedWorkload
 from iorig.run.plausible import did_nothing, implausible_jobs, implausible_series
 from iorig.scenario.checkpoint import SHARD_WORKLOAD
 
@@ -135,21 +135,20 @@ def collect(
         for h, spans in (pauses or {}).items()
         if h in starts
     }
-    sections = []
-    for host in raw.hosts:
-        if host in missing:
-            continue
-        start = starts.get(host.label, 0)
-        mine = paused.get(host.label, [])
-        for w in phase.workloads:
-            jobs = tuple(j for j in output.jobs if j.name == w.label and j.host == host.label)
-            kinds_by_job = by_prefix.get(w.label + host.log_suffix, {})
-            job_logs = tuple(
-                _job_logs(kinds, start, mine) for _, kinds in sorted(kinds_by_job.items())
-            )
-            if phase.kind is PhaseKind.VERIFY:
-                job_logs = tuple(_read_logs(logs) for logs in job_logs)
-            sections.append(SectionData(w.label, host.label, jobs, job_logs))
+    sections = [
+        _section(
+            phase,
+            w,
+            host,
+            jobs=output.jobs,
+            by_prefix=by_prefix,
+            start=starts.get(host.label, 0),
+            paused=paused,
+        )
+        for host in raw.hosts
+        if host not in missing
+        for w in phase.workloads
+    ]
     shifts = {h: round((s - first) / 1000) for h, s in starts.items()}
     scopes = list(build_scopes(sections, shifts, per_host=several)) if sections else []
     if impossible := implausible_series(scopes):
@@ -249,6 +248,59 @@ def _training(
         if s.workload == model.workload_label and s.logs
     }
     return TrainingRecord(model, training.traces(model, readers, shift_ms)) if readers else None
+
+
+def _section(
+    phase: PlannedPhase,
+    w: PlannedWorkload,
+    host: HostLogs,
+    *,
+    jobs: Sequence[parse.JobStats],
+    by_prefix: Mapping[str, Mapping[int, Mapping[str, list[Any]]]],
+    start: int,
+    paused: Mapping[str, Sequence[tuple[int, int]]],
+) -> SectionData:
+    """One workload on one host: its jobs, and its logs on the host's axis."""
+    mine = tuple(j for j in jobs if j.name == w.label and j.host == host.label)
+    kinds_by_job = by_prefix.get(w.label + host.log_suffix, {})
+    logs = tuple(
+        _job_logs(kinds, start, paused.get(host.label, []))
+        for _, kinds in sorted(kinds_by_job.items())
+    )
+    if phase.kind is PhaseKind.VERIFY:
+        logs = tuple(_read_logs(log) for log in logs)
+    if w.spec.op == "stat":
+        mine, logs = _no_bytes(mine, logs)
+    return SectionData(w.label, host.label, mine, logs)
+
+
+def _no_bytes(
+    jobs: tuple[parse.JobStats, ...], logs: tuple[JobLogs, ...]
+) -> tuple[tuple[parse.JobStats, ...], tuple[JobLogs, ...]]:
+    """A stat workload's jobs and logs with their ops and no bytes. fio's
+    filestat engine counts each stat() as a read of ``bs`` bytes, in its JSON
+    and its bw log (tests/data/filestat), though nothing is read: an AI image
+    point past its device's cap read 2 % more than reached the device, every
+    second, from its 4 KiB "reads" of stat()."""
+    jobs = tuple(
+        replace(j, dirs={d: replace(s, io_bytes=0, bytes_per_s=0.0) for d, s in j.dirs.items()})
+        for j in jobs
+    )
+
+    logs = tuple(
+        replace(
+            log,
+            bw=parse.SampleLog(log.bw.t_ms, 0 * log.bw.value, log.bw.ddir, log.bw.bs),
+            completions=parse.SampleLog(
+                log.completions.t_ms,
+                log.completions.value,  # each stat's latency
+                log.completions.ddir,
+                0 * log.completions.bs,
+            ),
+        )
+        for log in logs
+    )
+    return jobs, logs
 
 
 def _reads_only(job: parse.JobStats) -> parse.JobStats:
