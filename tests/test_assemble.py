@@ -4,6 +4,7 @@ stat's op without bytes."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from types import SimpleNamespace
 
 import numpy as np
@@ -224,3 +225,30 @@ def test_a_stat_counts_as_an_op_that_reads_no_bytes():
     assert everything.totals["read"].ios == 127 + read.totals["read"].ios
     assert everything.totals["read"].io_bytes == read.totals["read"].io_bytes > 0
     assert list(everything.series["read"].bytes_per_s) == list(read.series["read"].bytes_per_s)
+
+
+def test_completions_on_the_unix_clock_count_from_the_phases_first_read():
+    # two paced jobs that log every completion (log_unix_epoch=1), the second
+    # started 300 ms after the first: each second holds what all of them
+    # completed in it, counted from the first read's submission (its
+    # completion less its latency), not each job from its own start
+    raw, phase = _stat_phase()
+    t0 = 1_790_000_000_000  # unix ms
+    first = [t0 + t for t in (100, 700, 1_100, 1_500, 2_100, 2_900)]
+    second = [t0 + t for t in (950, 1_250, 1_980, 2_400, 2_950)]
+    latency_ns = 50e6
+
+    def completions(times: list[int]) -> dict:
+        return {"clat": [LogSample(t, latency_ns, "read", 4096) for t in times]}
+
+    raw = replace(
+        raw, logs={("st", None): {1: completions(first)}, ("rd", None): {2: completions(second)}}
+    )
+    reading = phase.workloads[1].spec  # the reading workload's, for both
+    phase.workloads = [SimpleNamespace(label=w.label, spec=reading) for w in phase.workloads]
+    got = collect(raw, phase)  # type: ignore[arg-type]
+    assert got.origin_s == (t0 + 50) / 1000
+    everything = next(s for s in got.scopes if s.scope.workload is None)
+    # from t0 + 50 ms: 100, 700, 950 | 1100, 1250, 1500, 1980 | 2100, 2400, 2900, 2950;
+    # each job from its own start (the second's from t0 + 900 ms) would be 4, 4, 3
+    assert list(everything.series["read"].iops) == [3, 4, 4]

@@ -18,6 +18,8 @@ from dataclasses import dataclass, replace
 from itertools import pairwise
 from typing import Any
 
+import numpy as np
+
 from iorig.fio import parse
 from iorig.fio.assemble import JobLogs, SectionData, build_scopes
 from iorig.model import IoErrorCount, PhaseKind, Scope, ScopeResult
@@ -135,6 +137,7 @@ def collect(
         for h, spans in (pauses or {}).items()
         if h in starts
     }
+    clock = 0 if raw.wallclock_logs else completion_clock(by_prefix)
     sections = [
         _section(
             phase,
@@ -144,6 +147,7 @@ def collect(
             by_prefix=by_prefix,
             start=starts.get(host.label, 0),
             paused=paused,
+            clock=clock,
         )
         for host in raw.hosts
         if host not in missing
@@ -200,7 +204,8 @@ def collect(
         lost = [u for u in unlogged if u.ran_ms >= SURE_WINDOW_MS]
         if lost and not phase.until_done:
             problems.append(lost_logs_message(lost, several))
-    origin = first / 1000 if starts else None
+    # the hosts' clock, or this machine's completions': where the series' second 0 was
+    origin = first / 1000 if starts else (clock / 1000 if clock else None)
     printed = parse.io_errors(raw.exit.stderr)
     counted = printed + parse.unprinted_errors(printed, output.jobs, "local")
     record = _training(phase, sections, {h: float(s - first) for h, s in starts.items()})
@@ -250,6 +255,39 @@ def _training(
     return TrainingRecord(model, training.traces(model, readers, shift_ms)) if readers else None
 
 
+# fio's log times since a job's start never reach this (31 years); unix
+# milliseconds have been past it since 2001
+UNIX_MS = 10**12
+
+
+def _completions(kinds: Mapping[str, Any]) -> bool:
+    """Whether a job logged every completion (see ``JobLogs.of``)."""
+    return "clat" in kinds and "iops" not in kinds
+
+
+def completion_clock(by_prefix: Mapping[str, Mapping[int, Mapping[str, list[Any]]]]) -> int:
+    """Second 0 (unix ms) of this machine's jobs that log every completion
+    on the unix clock (``log_unix_epoch``): the first of their I/Os to be
+    submitted (a completion's time less its latency); 0 where none did.
+
+    Their seconds count from it, all of them, not each job's from its own
+    start. The jobs of a phase start up to a third of a second apart (fio
+    starts them one by one: 65-350 ms for 113 jobs on 2 CPUs), and a job's
+    own first second then ends after the others': past a 215.6 MB/s cap
+    on the device, the AI image's second 1 held 1.07-1.10 times the cap
+    with each job's own seconds, 0.99-1.00 times on one clock, and the
+    device 0.99-1.03 times in its own first second (12 runs)."""
+    first: list[float] = []
+    for jobs in by_prefix.values():
+        for kinds in jobs.values():
+            if not _completions(kinds) or not len(kinds["clat"]):
+                continue
+            log = parse.SampleLog.of(kinds["clat"])
+            first.append(float(np.min(log.t_ms - log.value / 1e6)))  # latency in ns
+    start = min(first, default=0.0)
+    return int(start) if start > UNIX_MS else 0
+
+
 def _section(
     phase: PlannedPhase,
     w: PlannedWorkload,
@@ -259,12 +297,16 @@ def _section(
     by_prefix: Mapping[str, Mapping[int, Mapping[str, list[Any]]]],
     start: int,
     paused: Mapping[str, Sequence[tuple[int, int]]],
+    clock: int = 0,
 ) -> SectionData:
-    """One workload on one host: its jobs, and its logs on the host's axis."""
+    """One workload on one host: its jobs, and its logs on the host's axis
+    (this machine's completions on ``clock``'s, see ``completion_clock``)."""
     mine = tuple(j for j in jobs if j.name == w.label and j.host == host.label)
     kinds_by_job = by_prefix.get(w.label + host.log_suffix, {})
     logs = tuple(
-        _job_logs(kinds, start, paused.get(host.label, []))
+        _job_logs(
+            kinds, clock if clock and _completions(kinds) else start, paused.get(host.label, [])
+        )
         for _, kinds in sorted(kinds_by_job.items())
     )
     if phase.kind is PhaseKind.VERIFY:
