@@ -79,7 +79,8 @@ class Samples:
     program under test says it did. Times are unix seconds (each the middle
     of its read of the stat file), as iorig stores a phase's start and end.
 
-    ``total`` is what the device did between two times; ``windows`` its rate
+    ``total`` is what the device did between two times, ``bounds`` the
+    least and most it can have done between them; ``windows`` its rate
     over every window of about ``length_s`` between two real samples (no
     interpolation: the throttle passes bytes in bursts between samples);
     ``active`` when it did anything."""
@@ -123,6 +124,18 @@ class Samples:
         t, c = self._columns(ddir, what)
         i, j = self._around(t, start, end)
         return float(c[j] - c[i])
+
+    def bounds(
+        self, ddir: str, start: float, end: float, what: str = "bytes"
+    ) -> tuple[float, float]:
+        """What the device did of ``ddir`` from ``start`` to ``end`` lies
+        between these: its counts between the samples just inside those
+        times, and between the samples just outside them."""
+        t, c = self._columns(ddir, what)
+        i, j = self._around(t, start, end)
+        k = min(int(np.searchsorted(t, start, side="left")), len(t) - 1)
+        m = max(int(np.searchsorted(t, end, side="right")) - 1, 0)
+        return float(max(c[m] - c[k], 0.0)), float(c[j] - c[i])
 
     def active(self, ddir: str, start: float, end: float) -> tuple[float, float] | None:
         """The first and last sample between which ``ddir``'s counter moved,
