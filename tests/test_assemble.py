@@ -1,7 +1,11 @@
 """Merging fio jobs into workload and aggregate results: exact sums, merged
-histograms, per-second alignment, weighted means, pooled deviations."""
+histograms, per-second alignment, weighted means, pooled deviations; a
+stat's op without bytes."""
 
 from __future__ import annotations
+
+from dataclasses import replace
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -9,9 +13,13 @@ from tests.fixtures import DATA, section
 
 from iorig.fio.assemble import JobLogs, build_scopes, merge_series
 from iorig.fio.parse import HistLogEntry, LogSample, read_logs
-from iorig.model import AGGREGATE, ALL, Scope, Totals, histogram
+from iorig.fio.runner import FioExit
+from iorig.model import AGGREGATE, ALL, PhaseKind, Scope, Totals, histogram
 from iorig.model.combine import combine_series, combine_totals
 from iorig.model.histogram import BIN_VALUES_NS
+from iorig.run.backend import HostLogs, RawPhase
+from iorig.run.collect import collect
+from iorig.scenario.schema import Workload
 
 
 def test_two_jobs_merge_exactly():
@@ -168,3 +176,79 @@ def test_each_seconds_mean_latency_is_fios_own_within_half_a_bin(name):
                     assert mean == pytest.approx(fios[int(second)], rel=1e-3), (second, ddir)
                     compared += 1
     assert compared >= 2
+
+
+def _stat_phase() -> tuple[RawPhase, SimpleNamespace]:
+    """tests/data/filestat as collect gets it: a stat workload (fio's
+    filestat engine) and a reading one on the same files, 3 s."""
+    output = (DATA / "filestat" / "output.json").read_text()
+    raw = RawPhase(
+        0.0,
+        3.0,
+        "",
+        (),
+        FioExit(0, output, "", None, 3.0),
+        read_logs(DATA / "filestat"),
+        (HostLogs("local"),),
+        False,
+        True,
+    )
+    stat = Workload(
+        op="stat", rw="read", bs="4k", fileset="set", files=2, file_size="64k", rate_iops=50
+    )
+    read = Workload(rw="randread", bs="4k", fileset="set", files=2, file_size="64k", rate_iops=50)
+    phase = SimpleNamespace(
+        kind=PhaseKind.MEASURE,
+        duration_s=3.0,
+        name="m",
+        bytes_to_write=0,
+        workloads=[SimpleNamespace(label="st", spec=stat), SimpleNamespace(label="rd", spec=read)],
+        training=None,
+        checkpoint=None,
+        until_done=False,
+    )
+    return raw, phase
+
+
+def test_a_stat_counts_as_an_op_that_reads_no_bytes():
+    # fio counts each stat() as a read of bs bytes (127 stats, 520,192 bytes,
+    # 167 KiB/s in its bw log): none of them reached the storage
+    raw, phase = _stat_phase()
+    got = collect(raw, phase)  # type: ignore[arg-type]
+    assert got.problem is None
+    scopes = {s.scope.workload: s for s in got.scopes}
+    stat, read, everything = scopes["st"], scopes["rd"], scopes[None]
+    assert stat.totals["read"].ios == 127
+    assert stat.totals["read"].io_bytes == 0 and stat.totals["read"].bytes_per_s == 0
+    assert stat.series["read"].iops.sum() > 0 and not stat.series["read"].bytes_per_s.any()
+    # the aggregate: every op, and the reading workload's bytes only
+    assert everything.totals["read"].ios == 127 + read.totals["read"].ios
+    assert everything.totals["read"].io_bytes == read.totals["read"].io_bytes > 0
+    assert list(everything.series["read"].bytes_per_s) == list(read.series["read"].bytes_per_s)
+
+
+def test_completions_on_the_unix_clock_count_from_the_phases_first_read():
+    # two paced jobs that log every completion (log_unix_epoch=1), the second
+    # started 300 ms after the first: each second holds what all of them
+    # completed in it, counted from the first read's submission (its
+    # completion less its latency), not each job from its own start
+    raw, phase = _stat_phase()
+    t0 = 1_790_000_000_000  # unix ms
+    first = [t0 + t for t in (100, 700, 1_100, 1_500, 2_100, 2_900)]
+    second = [t0 + t for t in (950, 1_250, 1_980, 2_400, 2_950)]
+    latency_ns = 50e6
+
+    def completions(times: list[int]) -> dict:
+        return {"clat": [LogSample(t, latency_ns, "read", 4096) for t in times]}
+
+    raw = replace(
+        raw, logs={("st", None): {1: completions(first)}, ("rd", None): {2: completions(second)}}
+    )
+    reading = phase.workloads[1].spec  # the reading workload's, for both
+    phase.workloads = [SimpleNamespace(label=w.label, spec=reading) for w in phase.workloads]
+    got = collect(raw, phase)  # type: ignore[arg-type]
+    assert got.origin_s == (t0 + 50) / 1000
+    everything = next(s for s in got.scopes if s.scope.workload is None)
+    # from t0 + 50 ms: 100, 700, 950 | 1100, 1250, 1500, 1980 | 2100, 2400, 2900, 2950;
+    # each job from its own start (the second's from t0 + 900 ms) would be 4, 4, 3
+    assert list(everything.series["read"].iops) == [3, 4, 4]

@@ -10,6 +10,10 @@ comes from the cap it set, or from a bare fio run in the same test.
 * cgroup v2: ``io.max`` in a child cgroup; the processes under test are
   started inside it (``Capped.run``).
 
+What the device itself did is read from its counters while a test runs
+(``Capped.sampling``): bytes and I/Os it completed per interval, and per
+window of a second, the figures a test's bounds come from.
+
 Where neither can be written the tests skip with the reason; with
 ``IORIG_REQUIRE_TRUTH=1`` (CI) they fail instead.
 """
@@ -22,12 +26,14 @@ import os
 import shutil
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
 from tests.conftest import READS, CliResult, run_iorig
 
 REPO = Path(__file__).resolve().parents[2]
@@ -64,6 +70,100 @@ def mechanism() -> str:
     raise Unavailable("no block throttle: neither cgroup v1 blkio.throttle nor cgroup v2 io.max")
 
 
+SLOW_READ_S = 0.002  # a read of the stat file this slow has no one time: dropped
+
+
+class Samples:
+    """A block device's own counters, read every ``interval_s`` while a test
+    runs (``Capped.sampling``): what reached the device, whatever the
+    program under test says it did. Times are unix seconds (each the middle
+    of its read of the stat file), as iorig stores a phase's start and end.
+
+    ``total`` is what the device did between two times, ``bounds`` the
+    least and most it can have done between them; ``windows`` its rate
+    over every window of about ``length_s`` between two real samples (no
+    interpolation: the throttle passes bytes in bursts between samples);
+    ``active`` when it did anything."""
+
+    def __init__(self, device: str, interval_s: float) -> None:
+        self.device = device
+        self.interval_s = interval_s
+        self._rows: list[tuple[float, int, int, int, int]] = []
+
+    def take(self) -> None:
+        before = time.time()
+        fields = Path(f"/sys/block/{self.device}/stat").read_text().split()
+        after = time.time()
+        if after - before > SLOW_READ_S:
+            return
+        # Documentation/block/stat.rst: reads completed, merged, sectors (of
+        # 512 bytes), ms; then the same four of writes
+        n = [int(f) for f in fields[:8]]
+        self._rows.append(((before + after) / 2, n[0], n[2] * 512, n[4], n[6] * 512))
+
+    def _columns(self, ddir: str, what: str) -> tuple[np.ndarray, np.ndarray]:
+        """Times and the cumulative I/Os or bytes of ``ddir`` ("read" or
+        "write") at each sample, of one copy of the samples taken so far."""
+        rows = list(self._rows)
+        column = {"ios": 1, "bytes": 2}[what] + (0 if ddir == "read" else 2)
+        return (
+            np.array([r[0] for r in rows]),
+            np.array([r[column] for r in rows], dtype=np.float64),
+        )
+
+    @staticmethod
+    def _around(t: np.ndarray, start: float, end: float) -> tuple[int, int]:
+        """The last sample at or before ``start`` and the first at or after ``end``."""
+        i = max(int(np.searchsorted(t, start, side="right")) - 1, 0)
+        j = min(int(np.searchsorted(t, end, side="left")), len(t) - 1)
+        return i, j
+
+    def total(self, ddir: str, start: float, end: float, what: str = "bytes") -> float:
+        """What the device did of ``ddir`` from ``start`` to ``end`` (unix
+        seconds), counted from the samples just outside them."""
+        t, c = self._columns(ddir, what)
+        i, j = self._around(t, start, end)
+        return float(c[j] - c[i])
+
+    def bounds(
+        self, ddir: str, start: float, end: float, what: str = "bytes"
+    ) -> tuple[float, float]:
+        """What the device did of ``ddir`` from ``start`` to ``end`` lies
+        between these: its counts between the samples just inside those
+        times, and between the samples just outside them."""
+        t, c = self._columns(ddir, what)
+        i, j = self._around(t, start, end)
+        k = min(int(np.searchsorted(t, start, side="left")), len(t) - 1)
+        m = max(int(np.searchsorted(t, end, side="right")) - 1, 0)
+        return float(max(c[m] - c[k], 0.0)), float(c[j] - c[i])
+
+    def active(self, ddir: str, start: float, end: float) -> tuple[float, float] | None:
+        """The first and last sample between which ``ddir``'s counter moved,
+        from ``start`` to ``end``; None when it did not."""
+        t, c = self._columns(ddir, "ios")
+        i, j = self._around(t, start, end)
+        moved = np.flatnonzero(np.diff(c[i : j + 1]))
+        if not moved.size:
+            return None
+        return float(t[i + moved[0]]), float(t[i + moved[-1] + 1])
+
+    def windows(
+        self, ddir: str, start: float, end: float, length_s: float = 1.0, what: str = "bytes"
+    ) -> np.ndarray:
+        """The device's rate of ``ddir`` (bytes or I/Os a second) over every
+        window from a sample to the first sample ``length_s`` later, both
+        within ``start`` and ``end``: a window from each sample, each divided
+        by its real length."""
+        t, c = self._columns(ddir, what)
+        out = []
+        for i in np.flatnonzero((t >= start) & (t <= end)).tolist():
+            j = int(np.searchsorted(t, t[i] + length_s - self.interval_s / 2))
+            if j >= len(t) or t[j] > end:
+                break
+            out.append((c[j] - c[i]) / (t[j] - t[i]))
+        return np.array(out)
+
+
 @dataclass
 class Capped:
     """A capped loop device; ``cap(...)`` changes its limits at any time."""
@@ -91,6 +191,28 @@ class Capped:
             assert self.cgroup is not None
             values = " ".join(f"{V2_KEYS[k]}={self.limits.get(k, 'max')}" for k in THROTTLES)
             (self.cgroup / "io.max").write_text(f"{self.majmin} {values}")
+
+    @contextlib.contextmanager
+    def sampling(self, interval_s: float = 0.1) -> Iterator[Samples]:
+        """The device's counters read every ``interval_s`` from a thread
+        while the block runs (see ``Samples``)."""
+        samples = Samples(self.path.name, interval_s)
+        stop = threading.Event()
+
+        def sample() -> None:
+            while True:
+                samples.take()
+                if stop.wait(interval_s - time.time() % interval_s):
+                    break
+
+        thread = threading.Thread(target=sample, name=f"sampling {self.path.name}", daemon=True)
+        thread.start()
+        try:
+            yield samples
+        finally:
+            stop.set()
+            thread.join()
+            samples.take()
 
     def _enter(self) -> None:  # runs in the child between fork and exec
         if self.cgroup is not None:

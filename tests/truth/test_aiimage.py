@@ -4,35 +4,61 @@ reads at most 2.15 times what one quick AI_Job asks to read.
 One AI_Job's reads (from the scenario: processes × ops/s × mean read size of
 each reading component, about 100 MB/s) fit twice under the cap: loads 1
 and 2 are valid; from load 3 on the reads need 40 % more than the device
-gives, far past SPEC's 5 % tolerance: invalid. Every point's per-second
-series holds what its jobs did in each second: the seconds add up to no
-more than the jobs' totals and no less than those totals spread evenly over
-each job's runtime (which a slow Poisson stream overruns by its last wait,
-so the even spread undercounts it), and no
-second is a fragment (each within 25 % of the point's rate; they read 29,
-1268 and 27 at a steady 1,243 ops/s before). Past the cap, where jobs fall
-behind their pace unevenly, every second reads what the cap allows.
+gives, far past SPEC's 5 % tolerance: invalid.
+
+Every bound on the figures comes from the device's own counters, read every
+100 ms while the run goes on (``Capped.sampling``), not from a percentage:
+
+* each point read what reached the device: iorig's read bytes are the
+  device's over the phase, within 0.2 % (a stat's 4 KiB "read", which reaches
+  nothing, once made them 1.2-2.1 % more);
+* each second of a point's series read what the device read in that second:
+  at least what it read between the samples just inside the second and at
+  most what it read between those just outside, give or take one read of
+  2 MiB (fio logs whole milliseconds; the series' second 0 is when the
+  phase's first read was submitted, ``series_origin``). A second
+  counted from each job's own start held 7-10 % more than the device read in
+  any second, and the test once allowed that as "the throttle lets the first
+  second overshoot";
+* past the cap the device is the limit: the median of its own one-second
+  windows is the cap within 3 % (the cap's band in truth 1). The throttle
+  itself lets a window pass more than the cap, after an idle start or a
+  stall (up to 9 % over in 12 bare fio runs of load 5): those seconds are the
+  device's, and the bounds above follow them.
+
+Below the cap every second is also within 25 % of the point's rate (no
+fragments: they read 29, 1268 and 27 at a steady 1,243 ops/s before), and
+the seconds add up to no more than the jobs' completions and no less than
+those spread evenly over each job's runtime (which a slow Poisson stream
+overruns by its last wait).
 """
 
 from __future__ import annotations
 
 import json
 
+import numpy as np
 import pytest
-from tests.truth.device import Unavailable, mounted
+from tests.truth.device import Samples, Unavailable, mounted
 
 from iorig.fio import parse
-from iorig.model import ALL
+from iorig.model import ALL, PhaseResult
 from iorig.scenario.loading import load
 from iorig.store import Store
 
 pytestmark = [pytest.mark.fio, pytest.mark.truth]
 
+# iorig's read bytes of a point are the device's within this share: a phase
+# ends when fio has exited, so no read of it is in flight at either end
+SAME_BYTES = 0.002
+CAP_BAND = 0.03  # truth 1's band for a per-second median at the cap
 
-def _reads_per_job() -> float:
-    """Bytes/s one quick AI_Job asks to read, from the scenario's definition."""
+
+def _reads_per_job() -> tuple[float, int]:
+    """Bytes/s one quick AI_Job asks to read, from the scenario's definition,
+    and its largest read."""
     resolved = load("ai-image", profile="quick", overrides={"ai_jobs": "1"})
-    total = 0.0
+    total, largest = 0.0, 0
     for phase in resolved.scenario.measured:
         for w in phase.workloads:
             if w.enabled and w.op == "io" and w.rw in ("read", "randread") and w.rate_iops:
@@ -46,15 +72,83 @@ def _reads_per_job() -> float:
                 )
                 mean = sum(b * p for b, p in sizes) / sum(p for _, p in sizes)
                 total += w.jobs * w.rate_iops * mean
-    return total
+                largest = max(largest, *(b for b, _ in sizes))
+    return total, largest
+
+
+def _read_what_reached_the_device(phase: PhaseResult, samples: Samples) -> None:
+    fio = phase.aggregate.totals["read"].io_bytes
+    device = samples.total("read", phase.started_at, phase.ended_at)
+    print(f"truth 8: {phase.name}: read {fio / 1e6:.1f} MB, the device {device / 1e6:.1f} MB")
+    assert fio == pytest.approx(device, rel=SAME_BYTES), (phase.name, fio, device)
+
+
+def _seconds_are_the_devices(phase: PhaseResult, samples: Samples, largest: int) -> None:
+    """Each second's read bytes against the device's in that second. fio
+    logs whole milliseconds: a read completed within one of a second's edge
+    may be counted on its other side, so the bounds are one ``largest``
+    read wider."""
+    series = phase.aggregate.series["read"]
+    bounds = np.array(
+        [
+            samples.bounds("read", phase.origin + end - 1, phase.origin + end)
+            for end in series.t_s.tolist()
+        ]
+    )
+    print(
+        f"truth 8: {phase.name}: read MB per second {(series.bytes_per_s / 1e6).round(1)}, "
+        f"the device's least {(bounds[:, 0] / 1e6).round(1)}, most {(bounds[:, 1] / 1e6).round(1)}"
+    )
+    least, most = bounds[:, 0] - largest, bounds[:, 1] + largest
+    inside = (least <= series.bytes_per_s) & (series.bytes_per_s <= most)
+    assert inside.all(), (phase.name, series.bytes_per_s, bounds)
+
+
+def _the_device_read_the_cap(phase: PhaseResult, samples: Samples, cap: float) -> None:
+    span = samples.active("read", phase.started_at, phase.ended_at)
+    assert span is not None, phase.name
+    windows = samples.windows("read", *span)
+    print(
+        f"truth 8: {phase.name}: the device's {windows.size} one-second windows, "
+        f"÷ cap: median {np.median(windows) / cap:.3f}, min {windows.min() / cap:.3f}, "
+        f"p99 {np.percentile(windows, 99) / cap:.3f}, max {windows.max() / cap:.3f}"
+    )
+    assert float(np.median(windows)) == pytest.approx(cap, rel=CAP_BAND), (phase.name, windows)
+
+
+def _paced_below_the_cap(phase: PhaseResult) -> None:
+    series = phase.aggregate.series[ALL]
+    seconds = len(series)
+    jobs = parse.parse_final(phase.fio_output).jobs
+    # below the cap every job keeps its pace. The series' whole seconds hold
+    # at most what the jobs completed in all, and at least their completions
+    # spread evenly over each job's runtime: a slow Poisson job's runtime
+    # overruns the phase by its last wait, with no I/O in it, so the even
+    # spread undercounts it (by 3.1 % over a load-2 point once in CI)
+    total_ios = sum(sum(d.ios for d in j.dirs.values()) for j in jobs)
+    spread_ios = sum(
+        sum(d.ios for d in j.dirs.values()) * min(1.0, seconds * 1000 / j.job_runtime_ms)
+        for j in jobs
+    )
+    counted = float(series.iops.sum())
+    assert 0.99 * spread_ios <= counted <= 1.01 * total_ios, (phase.name, counted)
+    expected_ios = (spread_ios + total_ios) / 2
+    rate = expected_ios / seconds
+    print(
+        f"truth 8: {phase.name}: series sum {counted:.0f}, jobs' completions "
+        f"{spread_ios:.0f} spread over its {seconds} s, {total_ios} in all; "
+        f"seconds {series.iops.round()}"
+    )
+    assert all(abs(v - rate) <= 0.25 * rate for v in series.iops), (phase.name, series.iops)
 
 
 def test_load_points_past_the_bandwidth_cap_are_invalid(capped, truth_db, tmp_path):
-    per_job = _reads_per_job()
+    per_job, largest = _reads_per_job()
     assert 80e6 < per_job < 120e6  # the scenario's AI_Job (about SPEC's 98 MB/s)
-    device = capped(size_bytes=1 << 30, read_bps=int(2.15 * per_job))
+    cap = 2.15 * per_job
+    device = capped(size_bytes=1 << 30, read_bps=int(cap))
     try:
-        with mounted(device, tmp_path / "fs") as directory:
+        with mounted(device, tmp_path / "fs") as directory, device.sampling() as samples:
             done = device.iorig(truth_db, "run", "ai-image", "--quick", "--target", f"{directory}/")
     except Unavailable as exc:
         pytest.skip(str(exc))
@@ -62,48 +156,21 @@ def test_load_points_past_the_bandwidth_cap_are_invalid(capped, truth_db, tmp_pa
     search = json.loads(device.iorig(truth_db, "show", "last", "--json").stdout)["search"]
     validity = {p["load"]: p["valid"] for p in search["points"]}
     print(
-        f"truth 8: reads per job {per_job / 1e6:.0f} MB/s, cap {2.15 * per_job / 1e6:.0f} "
+        f"truth 8: reads per job {per_job / 1e6:.0f} MB/s, cap {cap / 1e6:.1f} "
         f"MB/s, validity {validity}"
     )
     assert validity == {1: True, 2: True, 3: False, 4: False, 5: False}, search["points"]
     assert search["max_valid_load"] == 2
-    cap = 2.15 * per_job
     with Store(truth_db) as store:
         (run_id,) = store.run_ids(limit=1)
         stored = store.load_run(run_id, artifacts=True)
     for phase in stored.phases:
         if not phase.point:
             continue
-        series = phase.aggregate.series[ALL]
-        seconds = len(series)
-        assert seconds >= 2, phase.name
+        assert len(phase.aggregate.series[ALL]) >= 2, phase.name
+        _read_what_reached_the_device(phase, samples)
+        _seconds_are_the_devices(phase, samples, largest)
         if int(phase.point["ai_jobs"]) > 2:
-            # past the cap the device sets the figure: every second reads the cap
-            reads = phase.aggregate.series["read"].bytes_per_s
-            print(f"truth 8: {phase.name}: read MB/s per second {(reads / 1e6).round()}")
-            # (the throttle lets the first second overshoot, up to 12 % here; after
-            # it the seconds read the cap within 5 %)
-            assert all(0.85 * cap <= v <= 1.15 * cap for v in reads), (phase.name, reads, cap)
-            assert float(reads[1:].mean()) == pytest.approx(cap, rel=0.05), (phase.name, reads)
-            continue
-        jobs = parse.parse_final(phase.fio_output).jobs
-        # below the cap every job keeps its pace. The series' whole seconds hold
-        # at most what the jobs completed in all, and at least their completions
-        # spread evenly over each job's runtime: a slow Poisson job's runtime
-        # overruns the phase by its last wait, with no I/O in it, so the even
-        # spread undercounts it (by 3.1 % over a load-2 point once in CI)
-        total_ios = sum(sum(d.ios for d in j.dirs.values()) for j in jobs)
-        spread_ios = sum(
-            sum(d.ios for d in j.dirs.values()) * min(1.0, seconds * 1000 / j.job_runtime_ms)
-            for j in jobs
-        )
-        counted = float(series.iops.sum())
-        assert 0.99 * spread_ios <= counted <= 1.01 * total_ios, (phase.name, counted)
-        expected_ios = (spread_ios + total_ios) / 2
-        rate = expected_ios / seconds
-        print(
-            f"truth 8: {phase.name}: series sum {counted:.0f}, jobs' completions "
-            f"{spread_ios:.0f} spread over its {seconds} s, {total_ios} in all; "
-            f"seconds {series.iops.round()}"
-        )
-        assert all(abs(v - rate) <= 0.25 * rate for v in series.iops), (phase.name, series.iops)
+            _the_device_read_the_cap(phase, samples, cap)
+        else:
+            _paced_below_the_cap(phase)

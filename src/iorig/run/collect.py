@@ -18,6 +18,8 @@ from dataclasses import dataclass, replace
 from itertools import pairwise
 from typing import Any
 
+import numpy as np
+
 from iorig.fio import parse
 from iorig.fio.assemble import JobLogs, SectionData, build_scopes
 from iorig.model import IoErrorCount, PhaseKind, Scope, ScopeResult
@@ -26,7 +28,7 @@ from iorig.model.combine import window
 from iorig.model.training import TrainingRecord
 from iorig.run import training
 from iorig.run.backend import HostLogs, RawPhase
-from iorig.run.plan import PlannedPhase
+from iorig.run.plan import PlannedPhase, PlannedWorkload
 from iorig.run.plausible import did_nothing, implausible_jobs, implausible_series
 from iorig.scenario.checkpoint import SHARD_WORKLOAD
 
@@ -135,21 +137,22 @@ def collect(
         for h, spans in (pauses or {}).items()
         if h in starts
     }
-    sections = []
-    for host in raw.hosts:
-        if host in missing:
-            continue
-        start = starts.get(host.label, 0)
-        mine = paused.get(host.label, [])
-        for w in phase.workloads:
-            jobs = tuple(j for j in output.jobs if j.name == w.label and j.host == host.label)
-            kinds_by_job = by_prefix.get(w.label + host.log_suffix, {})
-            job_logs = tuple(
-                _job_logs(kinds, start, mine) for _, kinds in sorted(kinds_by_job.items())
-            )
-            if phase.kind is PhaseKind.VERIFY:
-                job_logs = tuple(_read_logs(logs) for logs in job_logs)
-            sections.append(SectionData(w.label, host.label, jobs, job_logs))
+    clock = 0 if raw.wallclock_logs else completion_clock(by_prefix)
+    sections = [
+        _section(
+            phase,
+            w,
+            host,
+            jobs=output.jobs,
+            by_prefix=by_prefix,
+            start=starts.get(host.label, 0),
+            paused=paused,
+            clock=clock,
+        )
+        for host in raw.hosts
+        if host not in missing
+        for w in phase.workloads
+    ]
     shifts = {h: round((s - first) / 1000) for h, s in starts.items()}
     scopes = list(build_scopes(sections, shifts, per_host=several)) if sections else []
     if impossible := implausible_series(scopes):
@@ -201,7 +204,8 @@ def collect(
         lost = [u for u in unlogged if u.ran_ms >= SURE_WINDOW_MS]
         if lost and not phase.until_done:
             problems.append(lost_logs_message(lost, several))
-    origin = first / 1000 if starts else None
+    # the hosts' clock, or this machine's completions': where the series' second 0 was
+    origin = first / 1000 if starts else (clock / 1000 if clock else None)
     printed = parse.io_errors(raw.exit.stderr)
     counted = printed + parse.unprinted_errors(printed, output.jobs, "local")
     record = _training(phase, sections, {h: float(s - first) for h, s in starts.items()})
@@ -249,6 +253,96 @@ def _training(
         if s.workload == model.workload_label and s.logs
     }
     return TrainingRecord(model, training.traces(model, readers, shift_ms)) if readers else None
+
+
+# fio's log times since a job's start never reach this (31 years); unix
+# milliseconds have been past it since 2001
+UNIX_MS = 10**12
+
+
+def _completions(kinds: Mapping[str, Any]) -> bool:
+    """Whether a job logged every completion (see ``JobLogs.of``)."""
+    return "clat" in kinds and "iops" not in kinds
+
+
+def completion_clock(by_prefix: Mapping[str, Mapping[int, Mapping[str, list[Any]]]]) -> int:
+    """Second 0 (unix ms) of this machine's jobs that log every completion
+    on the unix clock (``log_unix_epoch``): the first of their I/Os to be
+    submitted (a completion's time less its latency); 0 where none did.
+
+    Their seconds count from it, all of them, not each job's from its own
+    start. The jobs of a phase start up to a third of a second apart (fio
+    starts them one by one: 65-350 ms for 113 jobs on 2 CPUs), and a job's
+    own first second then ends after the others': past a 215.6 MB/s cap
+    on the device, the AI image's second 1 held 1.07-1.10 times the cap
+    with each job's own seconds, 0.99-1.00 times on one clock, and the
+    device 0.99-1.03 times in its own first second (12 runs)."""
+    first: list[float] = []
+    for jobs in by_prefix.values():
+        for kinds in jobs.values():
+            if not _completions(kinds) or not len(kinds["clat"]):
+                continue
+            log = parse.SampleLog.of(kinds["clat"])
+            first.append(float(np.min(log.t_ms - log.value / 1e6)))  # latency in ns
+    start = min(first, default=0.0)
+    return int(start) if start > UNIX_MS else 0
+
+
+def _section(
+    phase: PlannedPhase,
+    w: PlannedWorkload,
+    host: HostLogs,
+    *,
+    jobs: Sequence[parse.JobStats],
+    by_prefix: Mapping[str, Mapping[int, Mapping[str, list[Any]]]],
+    start: int,
+    paused: Mapping[str, Sequence[tuple[int, int]]],
+    clock: int = 0,
+) -> SectionData:
+    """One workload on one host: its jobs, and its logs on the host's axis
+    (this machine's completions on ``clock``'s, see ``completion_clock``)."""
+    mine = tuple(j for j in jobs if j.name == w.label and j.host == host.label)
+    kinds_by_job = by_prefix.get(w.label + host.log_suffix, {})
+    logs = tuple(
+        _job_logs(
+            kinds, clock if clock and _completions(kinds) else start, paused.get(host.label, [])
+        )
+        for _, kinds in sorted(kinds_by_job.items())
+    )
+    if phase.kind is PhaseKind.VERIFY:
+        logs = tuple(_read_logs(log) for log in logs)
+    if w.spec.op == "stat":
+        mine, logs = _no_bytes(mine, logs)
+    return SectionData(w.label, host.label, mine, logs)
+
+
+def _no_bytes(
+    jobs: tuple[parse.JobStats, ...], logs: tuple[JobLogs, ...]
+) -> tuple[tuple[parse.JobStats, ...], tuple[JobLogs, ...]]:
+    """A stat workload's jobs and logs with their ops and no bytes. fio's
+    filestat engine counts each stat() as a read of ``bs`` bytes, in its JSON
+    and its bw log (tests/data/filestat), though nothing is read: an AI image
+    point past its device's cap read 2 % more than reached the device, every
+    second, from its 4 KiB "reads" of stat()."""
+    jobs = tuple(
+        replace(j, dirs={d: replace(s, io_bytes=0, bytes_per_s=0.0) for d, s in j.dirs.items()})
+        for j in jobs
+    )
+
+    logs = tuple(
+        replace(
+            log,
+            bw=parse.SampleLog(log.bw.t_ms, 0 * log.bw.value, log.bw.ddir, log.bw.bs),
+            completions=parse.SampleLog(
+                log.completions.t_ms,
+                log.completions.value,  # each stat's latency
+                log.completions.ddir,
+                0 * log.completions.bs,
+            ),
+        )
+        for log in logs
+    )
+    return jobs, logs
 
 
 def _reads_only(job: parse.JobStats) -> parse.JobStats:
