@@ -3,6 +3,7 @@ live file, the run's events into sinks, the metrics a scrape sees."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import sqlite3
 import threading
@@ -15,6 +16,7 @@ import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 from tests import builders
 
+from iorig.analyze.precision import PrecisionWatch
 from iorig.errors import UserError
 from iorig.fio import status
 from iorig.fio.hostio import HostIo
@@ -31,6 +33,7 @@ from iorig.model import (
 from iorig.model.live import LiveEvent, LivePhase, LiveSecond, LiveSource, PhaseTotal
 from iorig.run.events import PhaseFinished, PhaseProgress, PhaseStarted, RunStarted
 from iorig.run.live import HostIoMeter, HostJobShape, LiveFeed, StatusMeter, phase_totals
+from iorig.run.local import RuleFeed
 from iorig.serve.address import parse_address
 from iorig.serve.metrics import LiveMetrics, Scrapes, final_counters, served_everyone
 from iorig.store.live import KEEP_S, LiveStore, LiveUnwritable, live_path
@@ -75,6 +78,44 @@ def _recorded() -> list[status.Snapshot]:
     4 KiB psync reads paced at 3,000/s and writes at 1,000/s for 4 s."""
     docs, _ = scan_documents((DATA / "status-randrw.status").read_text())
     return [status.snapshot(d) for d in docs]
+
+
+def _summed(kind: str) -> list[int]:
+    """Each second's value in the two jobs' logs of ``kind``, added."""
+    logs = [(DATA / f"status-capped_{kind}.{j}.log").read_text().splitlines() for j in (1, 2)]
+    return [sum(int(line.split(",")[1]) for line in lines) for lines in zip(*logs, strict=True)]
+
+
+def test_the_status_reveals_each_second_fios_logs_will_hold():
+    """status-capped.*: two jobs on a device in memory capped at 2,000 read
+    IOPS (record-capped.sh): the seconds from the status's sample means are
+    the logs' own, summed over the jobs; the counters' differences are not."""
+    docs, _ = scan_documents((DATA / "status-capped.status").read_text())
+    snaps = [status.snapshot(d) for d in docs]
+    logged = status.LoggedSeconds()
+    seconds = [second for snap in snaps for second in logged.feed(snap)]
+    iops = _summed("iops")
+    kib = _summed("bw")
+    assert [round(i) for i, _ in seconds] == iops[: len(seconds)]
+    assert [round(b / 1024) for _, b in seconds] == kib[: len(seconds)]
+    assert len(seconds) >= len(iops) - 1  # the last may end with fio, after its last status
+    assert not logged.lost
+    counted = [
+        (b.ios - a.ios) / ((b.t_ms - a.t_ms) / 1000)
+        for a, b in itertools.pairwise(snaps[:-1])
+        if b.t_ms > a.t_ms
+    ]
+    # the counters' windows catch bursts of completions either way
+    assert max(counted) - min(counted) > 10 * (max(iops) - min(iops)), (counted, iops)
+
+
+def test_logged_seconds_stop_where_the_samples_go_back():
+    docs, _ = scan_documents((DATA / "status-capped.status").read_text())
+    snaps = [status.snapshot(d) for d in docs]
+    logged = status.LoggedSeconds()
+    assert logged.feed(snaps[3])  # three seconds at once: the third status's
+    assert logged.feed(snaps[2]) == [] and logged.lost  # fewer samples than before
+    assert logged.feed(snaps[5]) == []
 
 
 def test_status_snapshots_make_one_second_each_at_the_paced_rates():
@@ -381,3 +422,17 @@ def test_a_status_with_bins_fio_cannot_write_gives_no_percentiles_not_a_failure(
     meter.feed(snaps[0], 0.0)
     (read,) = [s for s in meter.feed(snaps[1], 1.0) if s.direction == "read"]
     assert read.lat_p99_ns is None and read.ios_per_s == pytest.approx(3000, rel=0.02)
+
+
+def test_the_stop_rules_read_the_logged_seconds_where_every_job_logs_averages():
+    docs, _ = scan_documents((DATA / "status-capped.status").read_text())
+    snaps = [status.snapshot(d) for d in docs]
+    watch = PrecisionWatch(2.0, 3, 60, "iops", margin=1.0)
+    feed = RuleFeed([watch], logged=True)
+    stopped = [feed.feed(snap) for snap in snaps]
+    # 2,000 or 2,001 each second: constant to a logged second, known at once
+    assert [round(v) for v in watch.series] == _summed("iops")[: len(watch.series)]
+    assert stopped.index(True) == 8  # the status holding second 8, the fewest for an interval
+    counted = PrecisionWatch(2.0, 3, 60, "iops")
+    by_counts = RuleFeed([counted], logged=False)
+    assert not any(by_counts.feed(snap) for snap in snaps)  # the counters' bursts: never

@@ -329,12 +329,13 @@ def precision_text(state: PrecisionState) -> str:
 
 STOP_ARTIFACT_S = 2  # seconds at the end of a phase fio was asked to stop that the stop distorts
 
-# fio's live status and its per-second logs are two views of the same I/O
-# whose one-second windows do not line up, so their intervals differ by a few
-# tenths of a percent either way. The stored verdict is judged on the logs
-# (the series every figure comes from); stopping when the live view shows the
-# asked width would leave about half the stops just short of it there, so
-# the live view must show LIVE_MARGIN of it.
+# fio's live status counters and its per-second logs are two views of the same
+# I/O whose one-second windows do not line up, so their intervals differ by a
+# few tenths of a percent either way (far more on a device that completes in
+# bursts). The stored verdict is judged on the logs (the series every figure
+# comes from); a rule fed from the counters would leave about half its stops
+# just short of the asked width there, so it must see LIVE_MARGIN of it. Fed
+# the logged seconds themselves (run/local.py, RuleFeed), it needs none.
 LIVE_MARGIN = 0.8
 
 
@@ -344,12 +345,18 @@ class PrecisionWatch:
     ``StopRule`` (``analyze/stoprule.py``)."""
 
     def __init__(
-        self, target_pct: float, min_s: float, max_s: float, metric: str, skip_s: float = 0.0
+        self,
+        target_pct: float,
+        min_s: float,
+        max_s: float,
+        metric: str,
+        skip_s: float = 0.0,
+        margin: float = LIVE_MARGIN,
     ) -> None:
         # the stored series loses the seconds the stop distorts: it must still
         # hold the minimum the rule was asked for
         self.rule = StoppingRule(
-            target_pct * LIVE_MARGIN, max_s=int(max_s), min_s=int(min_s) + STOP_ARTIFACT_S
+            target_pct * margin, max_s=int(max_s), min_s=int(min_s) + STOP_ARTIFACT_S
         )
         self.metric = metric
         self.skip_s = skip_s  # ramp time: not measured

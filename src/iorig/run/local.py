@@ -9,7 +9,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import replace
 from pathlib import Path
 
-from iorig.analyze.precision import PrecisionWatch
+from iorig.analyze.precision import LIVE_MARGIN, PrecisionWatch
 from iorig.analyze.steady import SteadyWatch
 from iorig.analyze.stoprule import StopRule
 from iorig.errors import UserError
@@ -22,7 +22,7 @@ from iorig.machine.leftovers import LaidOut, temporary_directory
 from iorig.machine.locks import Claim, target_keys
 from iorig.machine.sysinfo import collect_fio, disclose
 from iorig.run.backend import HostLogs, PhaseJob, Progress, RawPhase
-from iorig.run.jobtext import fileset_layout, job_text, state_role
+from iorig.run.jobtext import fileset_layout, job_text, slow_paced, state_role
 from iorig.run.live import StatusMeter
 from iorig.run.plan import Plan, PlannedPhase, build_plan, phase_workloads
 from iorig.run.preflight import preflight
@@ -66,8 +66,9 @@ def state_args(job: PhaseJob) -> tuple[str, ...]:
     return args
 
 
-def precision_watch(phase: PlannedPhase) -> PrecisionWatch | None:
-    """The live stopping rule of an ``until: precise`` phase."""
+def precision_watch(phase: PlannedPhase, *, logged: bool = False) -> PrecisionWatch | None:
+    """The live stopping rule of an ``until: precise`` phase; ``logged``: it
+    reads the seconds fio logs (``RuleFeed``), so it needs no margin."""
     if phase.precision_pct is None or not phase.duration_s:
         return None
     return PrecisionWatch(
@@ -76,7 +77,50 @@ def precision_watch(phase: PlannedPhase) -> PrecisionWatch | None:
         phase.duration_s,
         str(phase.headline),
         skip_s=phase.ramp_s or 0.0,
+        margin=1.0 if logged else LIVE_MARGIN,
     )
+
+
+def logs_averaged_seconds(phase: PlannedPhase) -> bool:
+    """Whether every job of ``phase`` logs one-second averages (not each
+    completion): then the status reveals each logged second as it ends."""
+    return not any(w.spec.completions or slow_paced(w) for w in phase.workloads)
+
+
+class RuleFeed:
+    """What the live stop rules read, the seconds the phase will store where
+    the status reveals them (``status.LoggedSeconds``), else rates from the
+    status's counters: the rules stop fio on the figures they are then
+    judged on, not on a view whose windows move a burst of completions
+    either way (docs/methodology.md, "Live figures")."""
+
+    def __init__(self, rules: list[StopRule], *, logged: bool, skip_s: float = 0.0) -> None:
+        self.rules = rules
+        self.logged = status.LoggedSeconds() if logged else None
+        self.skip_s = skip_s
+        self._sums = (0.0, 0.0)  # the logged seconds' I/Os and bytes so far
+
+    def feed(self, snap: status.Snapshot) -> bool:
+        """True once any rule says stop."""
+        if self.logged is None or self.logged.lost:
+            return any(
+                [r.feed(snap.t_ms, snap.elapsed_s, snap.ios, snap.io_bytes) for r in self.rules]
+            )
+        if self.logged.given == 0 and self._sums == (0.0, 0.0):
+            # the origin: logged second k ends k seconds after it, past the ramp
+            # (fio samples nothing in a ramp)
+            for rule in self.rules:
+                rule.feed(0, self.skip_s + 0.5, 0.0, 0.0)
+        stop = False
+        for iops, bytes_per_s in self.logged.feed(snap):
+            ios, io_bytes = self._sums[0] + iops, self._sums[1] + bytes_per_s
+            self._sums = (ios, io_bytes)
+            k = self.logged.given  # every second given so far: this one's end
+            stop = (
+                any([r.feed(k * 1000, self.skip_s + k + 0.5, ios, io_bytes) for r in self.rules])
+                or stop
+            )
+        return stop
 
 
 def check_discards(scenario: Scenario, targets: Mapping[str, Target]) -> None:
@@ -263,7 +307,11 @@ class LocalBackend:
         watch = SteadyWatch(phase.steady) if phase.steady else None
         # a steady-state warm-up ends as soon as its window holds, a precise
         # measurement as soon as its median is known well enough
-        rules: list[StopRule] = [r for r in (watch, precision_watch(phase)) if r is not None]
+        logged = logs_averaged_seconds(phase)
+        rules: list[StopRule] = [
+            r for r in (watch, precision_watch(phase, logged=logged)) if r is not None
+        ]
+        feed = RuleFeed(rules, logged=logged, skip_s=phase.ramp_s or 0.0)
         previous: status.Snapshot | None = None
         meter = StatusMeter(job.index, phase.name, LABEL)
         io_started: float | None = None
@@ -281,11 +329,11 @@ class LocalBackend:
                     fraction = live.elapsed_s / phase.duration_s
                 else:
                     fraction = live.io_bytes / max(phase.bytes_to_write, 1)
-                stops = [r.feed(snap.t_ms, snap.elapsed_s, snap.ios, snap.io_bytes) for r in rules]
+                stop = feed.feed(snap)
                 seconds = tuple(meter.feed(snap, time.time()))
                 rule = "; ".join(r.describe() for r in rules) or None
                 yield Progress(live.elapsed_s, min(fraction, 1.0), live, io_started, seconds, rule)
-                if any(stops):
+                if stop:
                     proc.request_stop()
         assert proc.exit is not None
         yield RawPhase(
