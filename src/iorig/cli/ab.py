@@ -12,7 +12,7 @@ from typing import Annotated
 import typer
 from rich.markup import escape
 
-from iorig.analyze.ab import MAX_ROUNDS, MIN_AUTO_ROUNDS
+from iorig.analyze.abrounds import MAX_ROUNDS, MIN_AUTO_ROUNDS
 from iorig.analyze.analysis import analyse, compare
 from iorig.cli.common import (
     EXIT_CODES,
