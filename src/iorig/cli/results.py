@@ -58,9 +58,7 @@ def runs(
     as_json: Annotated[bool, typer.Option("--json", help="machine-readable output")] = False,
 ) -> None:
     """List stored runs, newest first."""
-    from iorig.model import series_stats
     from iorig.report.writers import terminal
-    from iorig.report.writers.jsoncsv import FORMAT_VERSION, run_dict, series_dict, to_json
     from iorig.report.writers.text import tables_text
 
     with open_reaped(ctx.obj) as store:
@@ -70,6 +68,9 @@ def runs(
     for note in notes:  # on stderr, past the output (a pipe or --json reads stdout)
         err_console.print(note)
     if as_json:
+        from iorig.model import series_stats
+        from iorig.report.writers.jsoncsv import FORMAT_VERSION, run_dict, series_dict, to_json
+
         out = []
         for r in records:
             item = run_dict(r)

@@ -203,7 +203,7 @@ def ort(
     """SPEC's overall response time of any load-point table (e.g. a published result)."""
     from iorig.analyze.loadpoints import ort_of, spec_rules
     from iorig.analyze.loadtable import parse_load_table
-    from iorig.report.tables.run import to_rich
+    from iorig.report.tables.model import to_rich
     from iorig.report.tables.searches import ort_table
 
     source = "standard input" if table == "-" else table
