@@ -293,12 +293,13 @@ class _ListenerStandIn(_StandIn):
 def _agent(monkeypatch, tmp_path, *args: str) -> int | str | None:
     import iorig.cli.agent as agent_mod
     from iorig import cli
-    from iorig.fio import tlsrelay
+    from iorig.fio import control, server, tlsrelay
 
     _StandIn.made = []
-    monkeypatch.setattr(agent_mod, "FioServer", _StandIn)
-    monkeypatch.setattr(agent_mod, "ControlServer", _StandIn)
-    monkeypatch.setattr(tlsrelay, "AgentListener", _ListenerStandIn)  # imported when used
+    # the agent imports these when it starts, not with the command line
+    monkeypatch.setattr(server, "FioServer", _StandIn)
+    monkeypatch.setattr(control, "ControlServer", _StandIn)
+    monkeypatch.setattr(tlsrelay, "AgentListener", _ListenerStandIn)
     monkeypatch.setattr(
         sys, "argv", ["iorig", "agent", *args, "--dir", str(tmp_path), "--port", "18757"]
     )

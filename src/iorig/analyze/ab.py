@@ -32,13 +32,12 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from iorig.analyze.abrounds import MIN_AUTO_ROUNDS
 from iorig.analyze.compare import Difference, PhaseComparison
 from iorig.analyze.stats import RESOLUTION, RatioTest, t_cdf, t_quantile
 from iorig.model import ALL, Change, PhaseKind, PhaseResult, PhaseStatus, StoredRun
 
 METHOD = "paired rounds"
-MIN_AUTO_ROUNDS = 3  # auto never decides on fewer (2 degrees of freedom are too few)
-MAX_ROUNDS = 10
 EARLY_SHARE = 4  # the early looks of auto spend 1/EARLY_SHARE of α in all
 
 

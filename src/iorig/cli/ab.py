@@ -7,20 +7,19 @@ from __future__ import annotations
 import contextlib
 import random
 from dataclasses import replace
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.markup import escape
 
-from iorig.analyze.ab import MAX_ROUNDS, MIN_AUTO_ROUNDS
-from iorig.analyze.analysis import analyse, compare
+from iorig.analyze.abrounds import MAX_ROUNDS, MIN_AUTO_ROUNDS
 from iorig.cli.common import (
-    EXIT_CODES,
     app,
     command_line,
     console,
     emit,
     err_console,
+    exit_code,
     open_for_run,
     prepare_run,
     render_options,
@@ -31,14 +30,14 @@ from iorig.cli.results import Format
 from iorig.cli.run import scenario_source
 from iorig.errors import UserError
 from iorig.report.writers.console import SafeConsole
-from iorig.run.ab import AbOutcome, AbSettings, Side, SideKey, check_sides, run_ab
-from iorig.run.backend import PhaseBackend
-from iorig.run.events import Event, PhaseStarted
-from iorig.run.plan import Plan
-from iorig.run.request import RunRequest, collect_overrides
-from iorig.scenario.loading import ResolvedScenario, ScenarioSource
-from iorig.scenario.sweep import resolve_with_sweep
-from iorig.store import preflight
+
+if TYPE_CHECKING:
+    from iorig.run.ab import AbOutcome, SideKey
+    from iorig.run.backend import PhaseBackend
+    from iorig.run.events import Event
+    from iorig.run.plan import Plan
+    from iorig.run.request import RunRequest
+    from iorig.scenario.loading import ResolvedScenario, ScenarioSource
 
 SideOpt = Annotated[
     list[str] | None,
@@ -98,6 +97,8 @@ def _rounds(text: str) -> int | None:
 def _resolve(
     key: str, source: ScenarioSource, profile: str | None, overrides: dict[str, str]
 ) -> ResolvedScenario:
+    from iorig.scenario.sweep import resolve_with_sweep
+
     try:
         return resolve_with_sweep(source, profile, overrides)
     except UserError as exc:
@@ -112,6 +113,8 @@ def _plans(
 ) -> dict[str, tuple[Plan, PhaseBackend]]:
     """Both sides' plans; a side that cannot be planned leaves no target file
     of the other behind."""
+    from iorig.run.ab import check_sides
+
     made: dict[str, tuple[Plan, PhaseBackend]] = {}
     try:
         for key in ("a", "b"):
@@ -166,6 +169,12 @@ def ab_cmd(
 
     e.g. iorig ab peak --quick --a target=/mnt/x --b target=/mnt/y
     """
+    from iorig.analyze.analysis import analyse, compare
+    from iorig.run.ab import AbSettings, Side, run_ab
+    from iorig.run.events import PhaseStarted
+    from iorig.run.request import collect_overrides
+    from iorig.store import preflight
+
     chosen = fmt or Format.text
     if chosen not in (Format.text, Format.md, Format.json):
         raise UserError(
@@ -240,7 +249,7 @@ def ab_cmd(
         _report(ctx, outcome, kept, out)
         if not kept:
             emit(chosen.value, cmp, render_options())
-        code = max(EXIT_CODES[o.status] for o in outcome.outcomes)
+        code = max(exit_code(o.status) for o in outcome.outcomes)
         raise typer.Exit(code)
 
 

@@ -15,13 +15,10 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.markup import escape
-from rich.table import Table
 
 from iorig.cli.common import app, console
 from iorig.cli.options import FioOpt, HostsFileOpt
 from iorig.errors import UserError
-from iorig.fio import agentauth, hostlock, runner
-from iorig.fio.control import ControlServer, control_port, no_control_port
 from iorig.fio.hosts import (
     DEFAULT_PORT,
     HostAddress,
@@ -30,18 +27,13 @@ from iorig.fio.hosts import (
     is_loopback,
     parse_host,
 )
-from iorig.fio.server import FioServer, refuse_unauthenticated
-from iorig.fio.sockdir import socket_dir
-from iorig.machine import locks
-from iorig.machine.leftovers import stamp
-from iorig.report.writers.jsoncsv import to_json
-from iorig.run.hostcheck import HostFacts, check_hosts
-from iorig.run.request import host_list
-from iorig.targets import bind_host_targets
 from iorig.units import format_bytes
 
 if TYPE_CHECKING:
-    from iorig.fio import tlsrelay
+    from iorig.fio import agentauth, tlsrelay
+    from iorig.fio.server import FioServer
+    from iorig.machine import locks
+    from iorig.run.hostcheck import HostFacts
 
 
 def _warn_connection(peer: str) -> None:
@@ -71,6 +63,8 @@ _TOKEN_HELP = (
 def server_auth(
     token_file: Path | None, cert: Path | None, key: Path | None, client_ca: Path | None
 ) -> agentauth.Auth | None:
+    from iorig.fio import agentauth  # ssl: agents and servers only
+
     if token_file is not None and (cert or key or client_ca):
         raise UserError(
             "choose one way to authenticate: --token-file, or --cert, --key and --client-ca"
@@ -121,6 +115,9 @@ def agent(
     """Serve fio jobs for `iorig run --hosts` on this machine until stopped."""
     if ctx.invoked_subcommand is not None:
         return
+    from iorig.fio import agentauth, runner
+    from iorig.fio.server import refuse_unauthenticated
+
     # every spelling of "all interfaces" (0, ::ffff:0.0.0.0, [::] …) is that,
     # named plainly
     if is_any_address(bind):
@@ -166,6 +163,9 @@ def agent(
 def _private_dir(stack: contextlib.ExitStack) -> Path:
     """The directory of fio's server socket, only this user's; removed when
     the agent stops (stamped: a killed agent's is removed by the next run)."""
+    from iorig.fio.sockdir import socket_dir
+    from iorig.machine.leftovers import stamp
+
     private = socket_dir("iorig-agent-", "fio.sock")
     stack.callback(shutil.rmtree, private, ignore_errors=True)
     stamp(private)
@@ -176,6 +176,8 @@ def _locker(workdir: Path) -> Callable[[list[str]], locks.Claim]:
     """Locks on this host's targets for a driver's LOCK request, as this
     machine's own runs take them (machine/locks.py), each driver's apart:
     a run here and a run through the agent on one target exclude each other."""
+    from iorig.fio import hostlock
+    from iorig.machine import locks
 
     def lock(paths: list[str]) -> locks.Claim:
         claim = locks.Claim(shared=False, via="agent")
@@ -203,6 +205,9 @@ def _serve_unauthenticated(
     """fio's server behind a plain listener on ``address`` (loopback, or
     --insecure-no-auth: then every connection is named) and the control port
     next to it."""
+    from iorig.fio.control import ControlServer, control_port, no_control_port
+    from iorig.fio.server import FioServer
+
     exposed = not is_loopback(address.host)  # allowed by --insecure-no-auth: warn
     watch = _warn_connection if exposed else None
     private = _private_dir(stack)
@@ -254,6 +259,9 @@ def _serve_authenticated(
 ) -> FioServer:
     """fio's server on a Unix socket in a private directory, reached only
     through the TLS listener on ``address`` (fio.tlsrelay)."""
+    from iorig.fio.control import ControlServer
+    from iorig.fio.server import FioServer
+
     private = _private_dir(stack)
     server = FioServer(fio, SocketEndpoint(str(private / "fio.sock")), workdir)
     stack.callback(server.stop)
@@ -302,6 +310,14 @@ def hosts_check(
     """Whether each host can run a multi-host run: reached, the same fio and
     engines as here, its clock, CPUs and target. Exits non-zero naming every
     host that would spoil a run."""
+    from rich.table import Table
+
+    from iorig.fio import runner
+    from iorig.report.writers.jsoncsv import to_json
+    from iorig.run.hostcheck import check_hosts
+    from iorig.run.request import host_list
+    from iorig.targets import bind_host_targets
+
     found = host_list(hosts, hosts_file)
     if not found:
         raise UserError("no hosts to check", hint="iorig hosts check ssh://host1,ssh://host2")
@@ -350,6 +366,8 @@ def agent_token(
     """Make a new token for authenticated agents: a file only its owner can
     read. Give the same file to every agent (`iorig agent --token-file`);
     this machine's runs read it to reach them as tls://HOST."""
+    from iorig.fio import agentauth
+
     path = (out or agentauth.default_token_path()).expanduser()
     agentauth.write_token(path, force=force)
     console.print(f"iorig agent token: wrote {escape(str(path))} (mode 0600)")

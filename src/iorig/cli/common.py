@@ -1,11 +1,17 @@
 """Shared pieces of the ``iorig`` command: the typer app, the consoles (the
 only place that prints), the live progress view and the run-and-summarise
-steps every run command ends with."""
+steps every run command ends with.
+
+Every ``iorig`` start imports this module and every command's options,
+``iorig --help`` as much as a run: what only a command's work needs
+(numpy, pydantic, the store, the run and report layers) is imported in the
+function that does it, never here (bench/startup.py measures the start)."""
 
 from __future__ import annotations
 
 import contextlib
 import functools
+import os
 import shlex
 import sys
 from collections.abc import Callable, Iterator, Sequence
@@ -14,42 +20,29 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.markup import escape
-from rich.progress import BarColumn, Progress, TaskID, TextColumn
 from rich.text import Text
 
 from iorig import __version__
-from iorig.analyze.analysis import Comparison, RunAnalysis, analyse
-from iorig.analyze.summary import summarize_phase
 from iorig.errors import UserError
-from iorig.model import ALL, PhaseKind, RunStatus
-from iorig.report.exporters import render
-from iorig.report.options import RenderOptions
-from iorig.report.tables.metrics import metric
 from iorig.report.writers.console import SafeConsole
-from iorig.report.writers.terminal import DESCRIPTION_CHARS, TITLE_CHARS, clip
-from iorig.report.writers.text import PIPED_WIDTH
-from iorig.run.backend import PhaseBackend
-from iorig.run.events import (
-    Event,
-    PhaseFinished,
-    PhaseProgress,
-    PhaseStarted,
-    RunOutcome,
-    RunStarted,
-)
-from iorig.run.live import LiveFeed, LiveSink
-from iorig.run.plan import Plan
-from iorig.run.request import RunRequest, prepare
-from iorig.run.session import RunSession
-from iorig.scenario.loading import ResolvedScenario
-from iorig.store import Store, default_db_path
-from iorig.store.live import LiveStore, LiveUnwritable
 from iorig.units import format_bytes, format_duration, format_latency, format_rate, format_si
 
-if TYPE_CHECKING:  # prometheus_client is imported only by the runs that serve metrics
-    from iorig.serve.metrics import MetricsEndpoint
+if TYPE_CHECKING:
+    from rich.progress import TaskID
 
-EXIT_CODES = {RunStatus.OK: 0, RunStatus.FAILED: 1, RunStatus.ABORTED: 130}
+    from iorig.analyze.analysis import Comparison, RunAnalysis
+    from iorig.model import RunStatus
+    from iorig.report.options import RenderOptions
+    from iorig.run.backend import PhaseBackend
+    from iorig.run.events import Event, RunOutcome
+    from iorig.run.live import LiveSink
+    from iorig.run.plan import Plan
+    from iorig.run.request import RunRequest
+    from iorig.run.session import RunSession
+    from iorig.scenario.loading import ResolvedScenario
+    from iorig.serve.metrics import MetricsEndpoint
+    from iorig.store import Store
+
 EXIT_VERDICT_FAILED = 3
 
 # every text printed is shown visibly (report/writers/console.py), never re-styled
@@ -64,6 +57,21 @@ app = typer.Typer(
 )
 scenarios_app = typer.Typer(no_args_is_help=False, invoke_without_command=True)
 app.add_typer(scenarios_app, name="scenarios", help="List built-in scenarios or show one.")
+
+
+def exit_code(status: RunStatus) -> int:
+    """A run's exit code by how it ended."""
+    from iorig.model import RunStatus
+
+    return {RunStatus.OK: 0, RunStatus.FAILED: 1, RunStatus.ABORTED: 130}[status]
+
+
+def default_db_path() -> Path:
+    """The results database when --db is not given."""
+    if os.environ.get("IORIG_DB"):
+        return Path(os.environ["IORIG_DB"]).expanduser()
+    base = os.environ.get("XDG_DATA_HOME") or os.path.join(Path.home(), ".local", "share")
+    return Path(base) / "iorig" / "results.sqlite"
 
 
 def _version(value: bool) -> None:
@@ -96,6 +104,10 @@ class ProgressView:
     columns, or COLUMNS, and write the lines only when the run ends)."""
 
     def __init__(self, out: SafeConsole) -> None:
+        from rich.progress import BarColumn, Progress, TextColumn
+
+        from iorig.report.writers.text import PIPED_WIDTH
+
         self.live = out.is_terminal
         self.console = (
             out
@@ -128,6 +140,12 @@ class ProgressView:
             self.progress.stop()
 
     def handle(self, event: Event) -> None:
+        from iorig.analyze.summary import summarize_phase
+        from iorig.model import ALL, PhaseKind
+        from iorig.report.tables.metrics import metric
+        from iorig.report.writers.terminal import DESCRIPTION_CHARS, TITLE_CHARS, clip
+        from iorig.run.events import PhaseFinished, PhaseProgress, PhaseStarted, RunStarted
+
         if isinstance(event, RunStarted):
             plan = event.plan
             targets = ", ".join(
@@ -199,6 +217,7 @@ class ProgressView:
 def prepare_run(resolved: ResolvedScenario, request: RunRequest) -> tuple[Plan, PhaseBackend]:
     """The plan and its backend (``run/request.py``'s checks, in order), with
     a note on stderr for anything killed runs had left and was put back."""
+    from iorig.run.request import prepare
 
     def note(line: str) -> None:
         err_console.print(Text.assemble(("note:", "cyan"), " ", line))
@@ -215,6 +234,8 @@ def open_reaped(db: Path) -> Store:
     marked aborted first: every command that starts, shows, compares,
     reports or exports a run opens it this way, so none presents a killed
     run as running."""
+    from iorig.store import Store
+
     store = Store(db)
     try:
         store.reap_stale()
@@ -251,6 +272,9 @@ def live_view(
     the endpoint stays until its scrapers have the final figures. The
     handler it gives takes the run's events, and a key for each of runs
     that go on together (``iorig ab``'s sides)."""
+    from iorig.run.live import LiveFeed
+    from iorig.store.live import LiveStore, LiveUnwritable
+
     sinks: list[LiveSink] = []
     exported = None
     with contextlib.ExitStack() as stack:
@@ -341,6 +365,9 @@ def run_with_progress(
     """Run ``work`` (an execute or a search of the ``prepared`` plan) with the
     live view; analyse the result. ``after`` closes once the command has
     printed what the run found (a metrics endpoint lingers to it)."""
+    from iorig.analyze.analysis import analyse
+    from iorig.store import Store
+
     with open_for_run(db, [prepared]) as store, contextlib.ExitStack() as watched:
         linger = (after, request.metrics_linger_s)
         handle = watch_or_release(watched, console, db, request.metrics, [prepared], linger)
@@ -364,6 +391,8 @@ def run_search(
 ) -> None:
     """A run whose phases ``drive`` chooses from what it measured (a knee,
     a curve, --threads auto), with the live view; then what it found."""
+    from iorig.run.session import RunSession
+
     plan, backend = planned
 
     def work(store: Store, on_event: Callable[[Event], None]) -> RunOutcome:
@@ -390,6 +419,8 @@ def render_options(**given: object) -> RenderOptions:
     """Options for the text renderer, sized to this terminal; when stdout is
     no terminal (a pipe, a file, a CI log), tables keep their natural width
     and nothing wraps, whatever COLUMNS says."""
+    from iorig.report.options import RenderOptions
+
     color = console.is_terminal and not console.no_color
     return RenderOptions(  # type: ignore[arg-type]
         width=console.width, color=color, piped=not console.is_terminal, **given
@@ -398,6 +429,8 @@ def render_options(**given: object) -> RenderOptions:
 
 def emit(fmt: str, subject: RunAnalysis | Comparison, options: RenderOptions | None = None) -> None:
     """Render and print: the only way a run or a comparison reaches stdout."""
+    from iorig.report.exporters import render
+
     sys.stdout.write(render(fmt, subject, options or render_options()))
     sys.stdout.flush()
 
@@ -407,6 +440,8 @@ def finish(db: Path, outcome: RunOutcome, analysis: RunAnalysis) -> None:
     measured phases all failed its requirements (a FAIL verdict) exits 3, so
     scripts can tell; so does one whose verify phase found data lost (the run
     also failed, but lost data is the verdict, not a breakdown)."""
+    from iorig.model import RunStatus
+
     emit("text", analysis)
     if outcome.recovery is not None:
         kept = escape(str(outcome.recovery))
@@ -417,7 +452,7 @@ def finish(db: Path, outcome: RunOutcome, analysis: RunAnalysis) -> None:
         )
     else:
         console.print(f"\nstored in {escape(str(db))}; see `iorig show {outcome.run_id}`")
-    code = EXIT_CODES[outcome.status]
+    code = exit_code(outcome.status)
     if (code == 0 and not analysis.passed) or (
         outcome.status is RunStatus.FAILED and analysis.data_lost
     ):

@@ -10,15 +10,9 @@ from typing import Annotated
 import typer
 from rich.text import Text
 
-from iorig.analyze.generator import GeneratorShape
 from iorig.cli.common import app, console
 from iorig.cli.options import Rw
 from iorig.errors import UserError
-from iorig.machine.recovery import recover
-from iorig.report.writers import terminal
-from iorig.run.doctor import examine, measure_data_pattern, measure_generator
-from iorig.store import Store
-from iorig.targets import check_kind
 from iorig.units import parse_size
 
 
@@ -58,6 +52,12 @@ def doctor(
     it), a data pattern's real compressibility, or the load generator's ceiling;
     and this machine for what killed runs left (a block-throttle cap is put
     back; --clean removes their files)."""
+    from iorig.analyze.generator import GeneratorShape
+    from iorig.machine.recovery import recover
+    from iorig.report.writers import terminal
+    from iorig.run.doctor import examine, measure_data_pattern, measure_generator
+    from iorig.targets import check_kind
+
     if target is not None:
         check_kind(target)
         if not Path(target).expanduser().exists():
@@ -92,6 +92,8 @@ def _reap(db: Path) -> list[str]:
     """Runs of the results database left ``running`` by a killed iorig,
     marked ``aborted`` (as the next run or ``runs`` would); a database that
     does not exist is not made."""
+    from iorig.store import Store
+
     if not db.is_file():
         return []
     with Store(db) as store:

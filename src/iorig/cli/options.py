@@ -7,20 +7,20 @@ from __future__ import annotations
 
 import functools
 import inspect
+import types
 import typing
 from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated, Any, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
 
-from iorig.errors import UserError
-from iorig.run.request import RunRequest, host_list, parse_min_rate
-from iorig.serve.address import parse_address
-from iorig.units import parse_duration
 from iorig.untrusted import check_text
+
+if TYPE_CHECKING:
+    from iorig.run.request import RunRequest
 
 
 class Rw(StrEnum):
@@ -221,6 +221,8 @@ ADHOC = tuple(o.name for o in GROUPS["adhoc"])
 
 def build_request(given: dict[str, Any]) -> RunRequest:
     """The request from the shared options' values (absent ones: defaults)."""
+    from iorig.run.request import RunRequest, host_list, parse_min_rate
+
     workload = {name: given[name] for name in ADHOC if given.get(name) is not None}
     quick, profile = given.get("quick", False), given.get("profile")
     return RunRequest(
@@ -249,6 +251,9 @@ def build_request(given: dict[str, Any]) -> RunRequest:
 def _linger(text: str | None) -> float:
     """--metrics-linger, whose default is two 15 s scrape intervals (a
     scraper at Prometheus's default interval gets the last figures)."""
+    from iorig.errors import UserError
+    from iorig.units import parse_duration
+
     if text is None:
         return 30.0
     try:
@@ -261,6 +266,8 @@ def _linger(text: str | None) -> float:
 
 def _metrics_address(text: str | None) -> str | None:
     """--metrics checked before anything runs (loopback, a port)."""
+    from iorig.serve.address import parse_address
+
     return None if text is None else str(parse_address(text))
 
 
@@ -273,7 +280,14 @@ def run_options(*groups: str) -> Callable[[F], F]:
     shared = [option for group in groups for option in GROUPS[group]]
 
     def decorate(command: F) -> F:
-        hints = typing.get_type_hints(command, include_extras=True)
+        # the command's own annotations only: ``request``'s type is imported
+        # by the command's module when it runs, not when the parser is built
+        own_annotations = {k: v for k, v in command.__annotations__.items() if k != "request"}
+        hints = typing.get_type_hints(
+            types.SimpleNamespace(__annotations__=own_annotations),
+            command.__globals__,
+            include_extras=True,
+        )
         own = [
             p.replace(annotation=hints.get(p.name, p.annotation))
             for p in inspect.signature(command).parameters.values()

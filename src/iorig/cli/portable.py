@@ -4,15 +4,16 @@ with its progress and Ctrl-C."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.markup import escape
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
 from iorig.cli.common import app, console, err_console, open_reaped
 from iorig.cli.refs import resolve_run_id
-from iorig.store import Store, export_run, import_runs
+
+if TYPE_CHECKING:
+    from iorig.store import Store
 
 EXIT_INTERRUPTED = 130
 
@@ -20,6 +21,10 @@ EXIT_INTERRUPTED = 130
 def import_bundle(store: Store, bundle: Path) -> list[tuple[str, bool]]:
     """``import_runs`` with a progress bar on a terminal; Ctrl-C ends it
     (exit 130) with nothing imported."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
+    from iorig.store import import_runs
+
     progress = Progress(
         TextColumn("importing"),
         BarColumn(bar_width=24),
@@ -49,6 +54,8 @@ def export_cmd(
     output: Annotated[Path, typer.Option("-o", "--output", help="bundle file to create")],
 ) -> None:
     """Write one run with all its data to a portable file (an iorig results database)."""
+    from iorig.store import export_run
+
     with open_reaped(ctx.obj) as store:
         run_id = resolve_run_id(store, run_ref)
         export_run(store, run_id, output)
@@ -65,6 +72,8 @@ def import_cmd(
     ],
 ) -> None:
     """Add the runs of an exported file to the database; runs already present are skipped."""
+    from iorig.store import Store
+
     with Store(ctx.obj) as store:
         results = import_bundle(store, bundle)
     for run_id, imported in results:

@@ -5,9 +5,12 @@
 from __future__ import annotations
 
 import re
+from typing import TYPE_CHECKING
 
 from iorig.errors import UserError
-from iorig.store import Store
+
+if TYPE_CHECKING:
+    from iorig.store import Store
 
 _LAST = re.compile(r"^last(?:~([0-9]{1,9}))?$")
 _ID = re.compile(r"^[0-9a-f]+$")

@@ -9,14 +9,12 @@ from collections.abc import Iterable
 from dataclasses import asdict
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.markup import escape
 from rich.text import Text
 
-from iorig.analyze.analysis import analyse, compare
-from iorig.analyze.compare import shared_limit
 from iorig.cli.common import (
     app,
     console,
@@ -28,17 +26,12 @@ from iorig.cli.common import (
 )
 from iorig.cli.refs import resolve_run_id, resolve_runs
 from iorig.errors import UserError
-from iorig.model import Metric, StoredRun, series_stats
-from iorig.report.exporters import render
-from iorig.report.options import Limit
-from iorig.report.tables.sut import sut_view
-from iorig.report.tables.timeline import build_timeline
-from iorig.report.writers import terminal
-from iorig.report.writers.jsoncsv import FORMAT_VERSION, run_dict, series_dict, sut_dict, to_json
-from iorig.report.writers.sparkline import timeline_lines
-from iorig.report.writers.text import tables_text
-from iorig.store import Store
 from iorig.units import parse_limit
+
+if TYPE_CHECKING:
+    from iorig.model import StoredRun
+    from iorig.report.options import Limit
+    from iorig.store import Store
 
 
 def waiting_notes(store: Store, run_ids: Iterable[str]) -> list[Text]:
@@ -65,6 +58,9 @@ def runs(
     as_json: Annotated[bool, typer.Option("--json", help="machine-readable output")] = False,
 ) -> None:
     """List stored runs, newest first."""
+    from iorig.report.writers import terminal
+    from iorig.report.writers.text import tables_text
+
     with open_reaped(ctx.obj) as store:
         records = store.list_runs(limit)
         headlines = {r.id: store.headline_series(r.id) for r in records}
@@ -72,6 +68,9 @@ def runs(
     for note in notes:  # on stderr, past the output (a pipe or --json reads stdout)
         err_console.print(note)
     if as_json:
+        from iorig.model import series_stats
+        from iorig.report.writers.jsoncsv import FORMAT_VERSION, run_dict, series_dict, to_json
+
         out = []
         for r in records:
             item = run_dict(r)
@@ -108,6 +107,8 @@ def _analyses(
     store: Store, refs: list[str], *, jobs: bool = True, baseline: str | None = None
 ) -> list:
     """The runs named by ``refs`` (``baseline`` first when given), analysed, each once."""
+    from iorig.analyze.analysis import analyse
+
     ids = resolve_runs(store, refs, baseline)
     return [analyse(store.load_run(i), store.job_texts(i) if jobs else None) for i in ids]
 
@@ -134,6 +135,10 @@ def show(
     ] = False,
 ) -> None:
     """Show one run: per measured phase, median/max/min per second and latency percentiles."""
+    from iorig.report.tables.sut import sut_view
+    from iorig.report.writers import terminal
+    from iorig.report.writers.jsoncsv import FORMAT_VERSION, sut_dict, to_json
+
     chosen = _format(fmt, as_json, default=Format.text)
     if timeline and (chosen is not Format.text or disclosure):
         raise UserError(
@@ -165,6 +170,10 @@ def show(
 def _print_timeline(stored: StoredRun) -> None:
     """`show --timeline`: block characters where the output can encode them,
     colour only on a terminal (rich leaves it out otherwise)."""
+    from iorig.report.tables.timeline import build_timeline
+    from iorig.report.writers import terminal
+    from iorig.report.writers.sparkline import timeline_lines
+
     unicode = (console.encoding or "").lower().replace("-", "") == "utf8"
     console.print(
         Text(f"run {stored.run.id}  {terminal.clip(stored.run.title, terminal.TITLE_CHARS)}")
@@ -239,6 +248,12 @@ def _comparison_out(
     output: Path | None,
 ) -> None:
     """Analyse the runs, compare them when there are several, render and write."""
+    from iorig.analyze.analysis import compare
+    from iorig.analyze.compare import shared_limit
+    from iorig.model import Metric
+    from iorig.report.exporters import render
+    from iorig.report.options import Limit
+
     chosen_limit = _parse_limit(limit)
     if not 0 < confidence < 100:
         raise UserError("--confidence is a percentage between 0 and 100, e.g. 95")
@@ -265,6 +280,9 @@ def _comparison_out(
 
 
 def _parse_limit(limit: str | None) -> Limit | None:
+    from iorig.model import Metric
+    from iorig.report.options import Limit
+
     if limit is None:
         return None
     try:
@@ -326,6 +344,7 @@ def report(
 
 def write_disclosure(db: Path, ref: str, output: Path) -> None:
     """The full-disclosure HTML page of one run (or load-point curve)."""
+    from iorig.analyze.analysis import analyse
     from iorig.report.writers.disclosure import render_disclosure  # jinja2: when asked for
 
     with open_reaped(db) as store:

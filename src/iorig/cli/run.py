@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import contextlib
 from dataclasses import replace
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -20,23 +20,10 @@ from iorig.cli.common import (
 )
 from iorig.cli.options import PrecisionOpt, Rw, run_options
 from iorig.errors import UserError
-from iorig.machine.sysinfo import usable_cpus
-from iorig.run.request import RunRequest
-from iorig.run.searches import (
-    AcceleratorsSettings,
-    ThreadsSettings,
-    accelerators_builder,
-    run_accelerators_auto,
-    run_threads_auto,
-    stretch_builder,
-)
-from iorig.run.session import execute
-from iorig.scenario import loading as scenario_mod
-from iorig.scenario.adhoc import adhoc_source
-from iorig.scenario.precision import parse_precision, with_precision
-from iorig.scenario.schema import READS, TRIMS
-from iorig.scenario.sweep import parse_grid, resolve_with_sweep, search_settings
-from iorig.store import preflight
+
+if TYPE_CHECKING:
+    from iorig.run.request import RunRequest
+    from iorig.scenario.loading import ScenarioSource
 
 RUN_SETTINGS = {"allow_extra_args": True, "ignore_unknown_options": True}
 
@@ -91,6 +78,20 @@ def run(
     db=DIR). --param sweeps: every combination of the values given, each a
     stored phase (`iorig sweep` is the same command).
     """
+    from iorig.machine.sysinfo import usable_cpus
+    from iorig.run.searches import (
+        AcceleratorsSettings,
+        ThreadsSettings,
+        accelerators_builder,
+        run_accelerators_auto,
+        run_threads_auto,
+        stretch_builder,
+    )
+    from iorig.run.session import execute
+    from iorig.scenario.precision import parse_precision, with_precision
+    from iorig.scenario.sweep import parse_grid, resolve_with_sweep, search_settings
+    from iorig.store import preflight
+
     sweeping = ctx.info_name == "sweep"
     grid = parse_grid(param or [])
     if sweeping and not grid:
@@ -224,9 +225,13 @@ def accelerators_option(given: str | None, overrides: dict[str, str], grid: dict
 
 def scenario_source(
     scenario: str | None, rw: Rw | None, grid: dict, *, default_rw: str | None = None
-) -> scenario_mod.ScenarioSource:
+) -> ScenarioSource:
     """The scenario named, or an ad-hoc one: with ``--rw``, with a sweep of
     ``rw`` (``--param rw=read,write``), or with ``default_rw``."""
+    from iorig.scenario import loading as scenario_mod
+    from iorig.scenario.adhoc import adhoc_source
+    from iorig.scenario.schema import READS, TRIMS
+
     if scenario and rw:
         raise UserError(
             "give either a scenario or --rw (an ad-hoc run), not both",

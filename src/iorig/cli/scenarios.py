@@ -11,14 +11,15 @@ from iorig.cli.common import (
     console,
     scenarios_app,
 )
-from iorig.report.writers import terminal
-from iorig.scenario import loading as scenario_mod
 
 
 @scenarios_app.callback()
 def scenarios_list(ctx: typer.Context) -> None:
     """List built-in scenarios."""
     if ctx.invoked_subcommand is None:
+        from iorig.report.writers import terminal
+        from iorig.scenario import loading as scenario_mod
+
         sources = [scenario_mod.read_source(n) for n in scenario_mod.builtin_names()]
         console.print(terminal.scenarios_table(sources))
         console.print("show one with `iorig scenarios show NAME`")
@@ -29,5 +30,8 @@ def scenarios_show(
     name: Annotated[str, typer.Argument(help="built-in name or YAML path")],
 ) -> None:
     """Print a scenario with its parameters, profiles and phases."""
+    from iorig.report.writers import terminal
+    from iorig.scenario import loading as scenario_mod
+
     resolved = scenario_mod.load(name)
     console.print(terminal.scenario_detail(resolved))

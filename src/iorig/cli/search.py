@@ -7,14 +7,11 @@ from __future__ import annotations
 
 import sys
 from enum import StrEnum
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.markup import escape
 
-from iorig.analyze.knee import KneeRule
-from iorig.analyze.loadpoints import default_fractions, ort_of, spec_rules
-from iorig.analyze.loadtable import parse_load_table
 from iorig.cli.common import (
     app,
     console,
@@ -23,23 +20,13 @@ from iorig.cli.common import (
 )
 from iorig.cli.options import Rw, run_options
 from iorig.errors import UserError
-from iorig.report.tables.run import to_rich
-from iorig.report.tables.searches import ort_table
-from iorig.run.backend import PhaseBackend
-from iorig.run.plan import Plan
-from iorig.run.request import RunRequest
-from iorig.run.searches import (
-    CurveSettings,
-    KneeSettings,
-    check_knee,
-    run_curve,
-    run_knee,
-    template_phase,
-)
-from iorig.scenario.adhoc import adhoc_source
-from iorig.scenario.loading import resolve
 from iorig.units import parse_latency_limit
 from iorig.untrusted import read_input
+
+if TYPE_CHECKING:
+    from iorig.run.backend import PhaseBackend
+    from iorig.run.plan import Plan
+    from iorig.run.request import RunRequest
 
 
 class Scale(StrEnum):
@@ -50,6 +37,9 @@ class Scale(StrEnum):
 def _adhoc_plan(
     request: RunRequest, *, name: str, title: str, rw: Rw, overrides: dict[str, str]
 ) -> tuple[Plan, PhaseBackend]:
+    from iorig.scenario.adhoc import adhoc_source
+    from iorig.scenario.loading import resolve
+
     source = adhoc_source(rw.value, name=name, title=title)
     resolved = resolve(source, "quick" if request.quick else None, overrides)
     return prepare_run(resolved, request)
@@ -86,6 +76,9 @@ def knee(
     request: RunRequest,
 ) -> None:
     """Find the knee: the concurrency where more outstanding I/O stops paying."""
+    from iorig.analyze.knee import KneeRule
+    from iorig.run.searches import KneeSettings, check_knee, run_knee, template_phase
+
     raised, kept = ("iodepth", "jobs") if scale is Scale.iodepth else ("jobs", "iodepth")
     if raised in request.workload:
         raise UserError(f"--{scale.value} is what the knee search raises; do not fix it")
@@ -137,6 +130,8 @@ def _latency_limit(text: str, option: str) -> tuple[str, float]:
 
 
 def _fractions(text: str | None) -> tuple[float, ...]:
+    from iorig.analyze.loadpoints import default_fractions
+
     if text is None:
         return default_fractions()
     try:
@@ -173,6 +168,8 @@ def curve(
     request: RunRequest,
 ) -> None:
     """Load-point curve: the maximum, then fixed rates at fractions of it; SPEC's ORT."""
+    from iorig.run.searches import CurveSettings, run_curve, template_phase
+
     settings = CurveSettings(
         fractions=_fractions(fractions),
         tolerance=_percent_option(tolerance, "--tolerance"),
@@ -204,6 +201,11 @@ def ort(
     ],
 ) -> None:
     """SPEC's overall response time of any load-point table (e.g. a published result)."""
+    from iorig.analyze.loadpoints import ort_of, spec_rules
+    from iorig.analyze.loadtable import parse_load_table
+    from iorig.report.tables.model import to_rich
+    from iorig.report.tables.searches import ort_table
+
     source = "standard input" if table == "-" else table
     parsed = parse_load_table(_read_table(table), source)
     rows = parsed.rows

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 from pathlib import Path
 from typing import Annotated
@@ -51,6 +50,8 @@ def serve(
 ) -> None:
     """A read-only web view of the results database: runs, reports, comparisons,
     and running runs live."""
+    import asyncio
+
     from iorig.serve.address import parse_address  # aiohttp: when asked for
     from iorig.serve.server import serve_forever
 

@@ -23,7 +23,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
-from iorig.analyze.ab import MAX_ROUNDS, keep_going, level_pairs
+from iorig.analyze.ab import keep_going, level_pairs
+from iorig.analyze.abrounds import MAX_ROUNDS
 from iorig.errors import UserError
 from iorig.model import AbLink, Finding, PhaseKind
 from iorig.run.backend import PhaseBackend

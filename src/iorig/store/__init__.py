@@ -3,12 +3,11 @@ payloads, the repository of runs, and portable bundles."""
 
 from iorig.store.bundle import export_run, import_runs, write_recovery
 from iorig.store.connection import Unwritable, preflight
-from iorig.store.repository import Store, default_db_path, new_run_id, recovery_path
+from iorig.store.repository import Store, new_run_id, recovery_path
 
 __all__ = [
     "Store",
     "Unwritable",
-    "default_db_path",
     "export_run",
     "import_runs",
     "new_run_id",

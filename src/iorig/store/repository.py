@@ -59,7 +59,6 @@ from iorig.store.connection import Unwritable
 from iorig.store.rows import (
     ARTIFACTS,
     complete,
-    default_db_path,
     ended_without_finishing,
     insert,
     insert_phase,
@@ -77,7 +76,7 @@ from iorig.store.series import (
     series_ddirs,
 )
 
-__all__ = ["Store", "Unwritable", "default_db_path", "new_run_id"]
+__all__ = ["Store", "Unwritable", "new_run_id"]
 T = TypeVar("T")
 REAP_WAIT_S = 1.0  # reading commands reap stale runs only if that takes no waiting
 

@@ -4,13 +4,11 @@ INSERT helper (table and column names come from this package only)."""
 
 from __future__ import annotations
 
-import os
 import secrets
 import sqlite3
 import zlib
 from dataclasses import fields
 from enum import StrEnum
-from pathlib import Path
 from typing import Any
 
 from iorig.errors import UserError
@@ -26,13 +24,6 @@ PCT_COLUMNS = {
     99.99: "lat_p9999_ns",
 }
 ARTIFACTS = ("job.fio", "command", "fio-output.json", "fio-stderr.txt")
-
-
-def default_db_path() -> Path:
-    if os.environ.get("IORIG_DB"):
-        return Path(os.environ["IORIG_DB"]).expanduser()
-    base = os.environ.get("XDG_DATA_HOME") or os.path.join(Path.home(), ".local", "share")
-    return Path(base) / "iorig" / "results.sqlite"
 
 
 def new_run_id() -> str:

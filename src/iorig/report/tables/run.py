@@ -1,6 +1,6 @@
 """Tables as plain data (``TableModel``), built once from an analysis and
-rendered by the terminal, Markdown and HTML front ends (``to_rich``,
-``to_markdown`` here; the HTML template walks the same model).
+rendered by the terminal, Markdown and HTML front ends (``to_markdown``
+here, ``to_rich`` in ``model``; the HTML template walks the same model).
 
 This module has a run's own tables; ``cmptables`` and ``searchtables``
 those of comparisons and searches."""
@@ -9,10 +9,6 @@ from __future__ import annotations
 
 import html
 import math
-from dataclasses import replace
-
-from rich.table import Table
-from rich.text import Text
 
 from iorig.analyze.analysis import RunAnalysis
 from iorig.analyze.criteria import Verdict, criteria_of, latency_columns
@@ -301,63 +297,6 @@ def run_tables(analysis: RunAnalysis) -> list[TableModel]:
 
 
 # ------------------------------------------------------------------ renderers
-
-
-def visible_model(model: TableModel) -> TableModel:
-    """The table's text as a terminal shows it (``untrusted.visible``): each
-    cell is measured and fitted on what is shown, and a newline in a label
-    cannot start a row of its own."""
-    return replace(
-        model,
-        title=visible(model.title),
-        headers=tuple(visible(h) for h in model.headers),
-        rows=tuple(tuple(visible(c) for c in row) for row in model.rows),
-        notes=tuple(visible(n) for n in model.notes),
-    )
-
-
-def to_rich(
-    model: TableModel,
-    widths: tuple[int, ...] | None = None,
-    styles: dict[str, dict[str, str]] | None = None,
-) -> Table:
-    """The table for rich, each column at ``widths`` when given (``fit`` chose
-    them so that no word is broken) or as wide as its cells. A cell too long
-    for its column wraps between words; a word that still does not fit is cut
-    with an ellipsis, never folded. ``styles``: per header, a style per cell
-    text (a run's status in its colour)."""
-    model = visible_model(model)
-    # as wide as its title, so that a narrow table does not fold it
-    title_width = min(len(model.title), 300)
-    if widths is not None:
-        title_width = min(title_width, sum(widths) + 3 * len(widths) + 1)
-    table = Table(
-        title=Text(model.title[:300]),
-        title_justify="left",
-        header_style="bold",
-        min_width=title_width,
-    )
-    justify = {"l": "left", "c": "center", "r": "right"}
-    for index, (header, align) in enumerate(zip(model.headers, model.align, strict=True)):
-        table.add_column(
-            Text(header),
-            justify=justify[align],  # type: ignore[arg-type]
-            overflow="ellipsis",
-            no_wrap=model.one_line,
-            width=None if widths is None else widths[index],
-        )
-    for row in model.rows:
-        # labels are user text: not markup, and clipped (rich wraps long text slowly)
-        table.add_row(
-            *(
-                Text(
-                    cell if len(cell) <= 300 else cell[:299] + "…",
-                    style=(styles or {}).get(header, {}).get(cell, ""),
-                )
-                for header, cell in zip(model.headers, row, strict=True)
-            )
-        )
-    return table
 
 
 def md_text(text: object) -> str:

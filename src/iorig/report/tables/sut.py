@@ -10,8 +10,8 @@ from rich.text import Text
 
 from iorig.model import RunRecord, SutRecord
 from iorig.model.sut import NOT_DISCLOSED, SutTable, disclosure_tables
-from iorig.report.tables.model import TableModel
-from iorig.report.tables.run import md_text, to_markdown, to_rich
+from iorig.report.tables.model import TableModel, to_rich
+from iorig.report.tables.run import md_text, to_markdown
 
 
 def _model(table: SutTable) -> TableModel:

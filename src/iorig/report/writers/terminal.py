@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Group
 from rich.table import Table
@@ -22,9 +22,11 @@ from iorig.model.records import flatten, target_name
 from iorig.model.sut import brief
 from iorig.report.tables.metrics import metric
 from iorig.report.tables.model import TableModel
-from iorig.scenario.loading import ResolvedScenario, ScenarioSource
 from iorig.units import format_bytes, format_duration, format_rate, format_si
 from iorig.untrusted import visible
+
+if TYPE_CHECKING:  # types only: `iorig runs` needs no scenario loading
+    from iorig.scenario.loading import ResolvedScenario, ScenarioSource
 
 # User text (titles, labels, paths, descriptions) is shown as rich Text, never
 # parsed for markup or highlighted, made visible (a control or text-direction

@@ -4,19 +4,20 @@ colours when asked): the same tables as every other format, via rich."""
 from __future__ import annotations
 
 import io
+from typing import TYPE_CHECKING
 
 from rich.console import RenderableType
 from rich.text import Text
 
-from iorig.analyze.analysis import Comparison, RunAnalysis
 from iorig.report.options import RenderOptions
-from iorig.report.tables.compare import comparison_notes, comparison_tables, run_limit_table
-from iorig.report.tables.run import TableModel, run_tables, summary_tables, to_rich, visible_model
-from iorig.report.tables.searches import search_tables
+from iorig.report.tables.model import TableModel, to_rich, visible_model
 from iorig.report.writers import terminal
 from iorig.report.writers.console import SafeConsole
 from iorig.report.writers.fit import fit
 from iorig.untrusted import visible
+
+if TYPE_CHECKING:
+    from iorig.analyze.analysis import Comparison, RunAnalysis
 
 # a pipe's "width": wide enough that rich wraps nothing (its lines are then
 # cut of their trailing padding)
@@ -63,6 +64,11 @@ def _tables(tables: list[TableModel], options: RenderOptions) -> list[Renderable
 
 
 def run_view(analysis: RunAnalysis, options: RenderOptions) -> list[RenderableType]:
+    # the tables of an analysis, imported here: `iorig runs` prints tables without them
+    from iorig.report.tables.compare import run_limit_table
+    from iorig.report.tables.run import run_tables, summary_tables
+    from iorig.report.tables.searches import search_tables
+
     run = analysis.run
     engines = sorted({p.engine for p in analysis.stored.phases if p.engine})
     parts: list[RenderableType] = [terminal.run_header(run, engines), Text("")]
@@ -96,6 +102,8 @@ def run_view(analysis: RunAnalysis, options: RenderOptions) -> list[RenderableTy
 
 
 def comparison_view(cmp: Comparison, options: RenderOptions) -> list[RenderableType]:
+    from iorig.report.tables.compare import comparison_notes, comparison_tables
+
     parts: list[RenderableType] = []
     for note in cmp.definition_differences:
         parts.append(
