@@ -13,7 +13,15 @@ from iorig.analyze import audit
 from iorig.analyze.precision import precision_state
 from iorig.analyze.steady import SteadyWatch, evaluate, steady_of_series
 from iorig.machine.sysinfo import _pcie_link, interface_limit
-from iorig.model import AGGREGATE, Disclosure, InterfaceLimit, PhaseResult, Scope, check_window
+from iorig.model import (
+    AGGREGATE,
+    Disclosure,
+    GeneratorCpu,
+    InterfaceLimit,
+    PhaseResult,
+    Scope,
+    check_window,
+)
 from iorig.model.records import flatten
 from iorig.scenario.loading import read_source, resolve
 from iorig.scenario.schema import SteadyRule
@@ -153,6 +161,30 @@ def test_generator_limit_thresholds(jobs, cpu_pct, usable, blamed):
         [_jobs_phase(jobs, cpu_pct)], {"p": {"rr": (jobs, 1, False)}}, None, usable
     )
     assert ("generator-limit" in {f.code for f in findings}) is blamed
+
+
+@pytest.mark.parametrize(
+    ("cpu_s", "others_s", "codes"),
+    [
+        (0.45, 0.0, set()),  # fio alone, 45 % of its CPU: the storage sets the pace
+        (0.45, 0.5, {"generator-limit"}),  # 0.45 of the 0.50 CPU it was left: starved
+        (0.05, 0.9, {"cpu-contention"}),  # a neighbour kept the CPU busy, fio waited a little
+        (0.05, 0.5, set()),  # half a CPU to spare: nothing to say
+    ],
+)
+def test_what_other_processes_take_of_fios_cpu_counts_against_it(cpu_s, others_s, codes):
+    """One job on one CPU over 1 s (measured), beside other processes."""
+    phase = replace(_jobs_phase(1, 5.0), generator_cpu=GeneratorCpu(cpu_s, 1.0, others_s))
+    findings = audit.after_run([phase], {"p": {"rr": (1, 1, False)}}, None, 1.0)
+    assert {f.code for f in findings} & {"generator-limit", "cpu-contention"} == codes
+    for f in findings:
+        if f.code == "generator-limit":
+            assert (
+                "fio kept 0.45 of the 1 CPU it may run on busy and other processes 0.50: 90 % of "
+                "the 0.50 they left it, measured" in f.message
+            )
+        if f.code == "cpu-contention":
+            assert "0.90 of the 1 by other processes and 0.05 by fio" in f.message
 
 
 def test_a_phase_without_its_precision_says_whether_it_ran_its_maximum():

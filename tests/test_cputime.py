@@ -21,6 +21,7 @@ from iorig.fio.cputime import (
     MIN_WALL_S,
     CpuSample,
     CpuWatch,
+    busy_ticks,
     read_tree,
     stat_ticks,
     tree_cpu,
@@ -243,8 +244,11 @@ def test_a_watch_samples_the_tree_and_measures_nothing_without_children_lists(tm
 
 
 def test_the_stored_figure_reads_back_and_a_crafted_one_is_refused():
-    measured = GeneratorCpu(2.41, 2.779)
-    assert codecs.GENERATOR_CPU.decode(codecs.GENERATOR_CPU.encode(measured)) == measured
+    for measured in (GeneratorCpu(2.41, 2.779), GeneratorCpu(2.41, 2.779, 0.52)):
+        assert codecs.GENERATOR_CPU.decode(codecs.GENERATOR_CPU.encode(measured)) == measured
+    # as schema version 12 wrote it: not measured, not none
+    old = codecs.GENERATOR_CPU.decode(json.dumps({"cpu_s": 2.41, "wall_s": 2.779}))
+    assert old == GeneratorCpu(2.41, 2.779) and old.others_cpu_s is None
     assert codecs.GENERATOR_CPU.decode(codecs.GENERATOR_CPU.encode(None)) is None
     for data, why in [
         ({"cpu_s": -1, "wall_s": 2}, "infinite or negative"),
@@ -252,8 +256,31 @@ def test_the_stored_figure_reads_back_and_a_crafted_one_is_refused():
         ({"cpu_s": 1e300, "wall_s": 2}, "out of range"),
         ({"cpu_s": "1", "wall_s": 2}, "not a number"),
         ({"cpu_s": True, "wall_s": 2}, "not a number"),
-        ({"cpu_s": 1}, "not {cpu_s, wall_s}"),
-        ([1, 2], "not {cpu_s, wall_s}"),
+        ({"cpu_s": 1}, "not {cpu_s, wall_s, others_cpu_s}"),
+        ({"cpu_s": 1, "wall_s": 2, "others_cpu_s": -1}, "infinite or negative"),
+        ({"cpu_s": 1, "wall_s": 2, "others": 0}, "not {cpu_s, wall_s, others_cpu_s}"),
+        ([1, 2], "not {cpu_s, wall_s, others_cpu_s}"),
     ]:
         with pytest.raises(codecs.PayloadError, match=why):
             codecs.GENERATOR_CPU.decode(json.dumps(data))
+
+
+def test_what_other_processes_took_of_fios_cpus_is_the_cpus_busy_time_less_fios():
+    stat = (
+        "cpu  900 0 300 5000 40 0 10 0 0 0\n"
+        "cpu0 500 0 200 2000 20 0 5 0 0 0\n"
+        "cpu1 400 0 100 3000 20 0 5 0 0 0\n"
+        "intr 12345\n"
+    )
+    assert busy_ticks(stat, frozenset({0})) == 705  # user, system and softirq; not idle, iowait
+    assert busy_ticks(stat, frozenset({0, 1})) == 1210
+    assert busy_ticks(stat, frozenset({0, 2})) is None  # a CPU it does not list: unknown
+    pids = frozenset({10})
+    samples = [CpuSample(0.0, 100, pids, 1000), CpuSample(2.0, 160, pids, 1180)]
+    measured = window_cpu(samples, 100)
+    # 1.8 s of the CPUs busy, 0.6 s of it fio's
+    assert measured is not None and (measured.cpu_s, measured.wall_s) == (0.6, 2.0)
+    assert measured.others_cpu_s == pytest.approx(1.2)
+    assert measured.others_cpus_busy == pytest.approx(0.6)
+    # where the CPUs' time could not be read, none is claimed for the others
+    assert window_cpu([CpuSample(0.0, 100, pids), samples[1]], 100).others_cpu_s is None

@@ -25,7 +25,10 @@ bench/scale.py, from before per-second histograms were stored sparse; v11:
 commit d38c65c, an ad-hoc randread run labelled v11-read with a note and a
 `mark` event at 3 s, and an ad-hoc randrw run labelled v11-mixed, from before
 phases stored a training phase's accelerators — every golden has `training:
-[]`); the
+[]`; v12: commit d6005a2, an ad-hoc randread run labelled v12-read with a note
+and a `mark` event at 3 s, and an ad-hoc randrw run labelled v12-mixed, from
+before a phase's generator CPU held what other processes took of fio's CPUs —
+every golden's measured `generator_cpu` has `others_cpu_s: null`); the
 JSON next to each is its run as this iorig reads it after upgrading (checked field by
 field against what the writing iorig's own `show --json` printed when the
 goldens were made). Any change to the schema, the payload codecs or the

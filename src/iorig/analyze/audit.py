@@ -296,6 +296,19 @@ def check_generator(
                 phase.name,
             )
         )
+    if load is not None and load.contended and not load.limiting:
+        out.append(
+            Finding(
+                "cpu-contention",
+                f"phase {phase.name!r}: the CPUs fio may run on were busy, "
+                f"{load.others_cpus:.2f} of the {load.usable_cpus:g} by other processes and "
+                f"{load.cpus_busy:.2f} by fio: fio's I/Os waited for a CPU as well as "
+                "for the storage",
+                "run nothing else on the CPUs fio may use during a benchmark (or pin fio "
+                "to CPUs of its own with taskset)",
+                phase.name,
+            )
+        )
     totals = phase.aggregate.totals.get(ALL) if phase.aggregate else None
     if ceiling is not None and totals is not None and ceiling.iops > 0:
         share = totals.iops / ceiling.iops

@@ -5,7 +5,10 @@ all) can generate with the same jobs and queue depth.
 Seed 002's lesson: a VM with fewer vCPUs than fio jobs reached a quarter of
 what the host did, and the storage took the blame. When fio's jobs keep the
 CPUs it may use busy, more storage speed cannot show: the figure is the
-generator's.
+generator's. What other processes took of those CPUs meanwhile fio could
+not have: the thresholds apply to what they left it, so a CPU-bound fio
+beside a busy neighbour is named too (fio pinned to a CPU another process
+shared kept 0.45 of it busy, all it was left, and went unblamed).
 """
 
 from __future__ import annotations
@@ -16,6 +19,8 @@ from iorig.model import PhaseResult
 
 BUSY_FRACTION = 0.85  # of the usable CPUs: the generator has no CPU to spare
 CROWDED_BUSY_FRACTION = 0.5  # with more jobs than CPUs, jobs queue for a CPU earlier
+SATURATED_FRACTION = 0.85  # of the usable CPUs busy, fio and others: none to spare
+CONTENDED_FRACTION = 0.1  # of the usable CPUs taken by others: worth naming when saturated
 JOB_BOUND_PCT = 90.0  # one job (one thread) can use one CPU at most
 CEILING_FRACTION = 0.5  # of the null engine's rate: fio's own cost per I/O dominates
 HEAVY_FRACTION = 0.5  # CPU use from which the null-engine ceiling is worth measuring
@@ -35,10 +40,25 @@ class GeneratorLoad:
     measured: bool = False
     per_job_cpus: float = 0.0  # fio's own per-job usr+sys summed, in CPUs
     engine: str = ""
+    others_cpus: float = 0.0  # what other processes kept busy of the usable CPUs
+
+    @property
+    def left_cpus(self) -> float:
+        """The CPUs' worth other processes left fio (never below what fio used)."""
+        return max(self.usable_cpus - self.others_cpus, self.cpus_busy, 1e-9)
 
     @property
     def busy_fraction(self) -> float:
-        return self.cpus_busy / self.usable_cpus
+        """fio's share of what it was left: the CPU it had, used."""
+        return self.cpus_busy / self.left_cpus
+
+    @property
+    def contended(self) -> bool:
+        """The usable CPUs were saturated, and other processes had a share."""
+        return (
+            self.others_cpus >= CONTENDED_FRACTION * self.usable_cpus
+            and self.cpus_busy + self.others_cpus >= SATURATED_FRACTION * self.usable_cpus
+        )
 
     @property
     def crowded(self) -> bool:
@@ -77,10 +97,16 @@ class GeneratorLoad:
             else ""
         )
         who = "fio" if self.measured else f"fio's {self.jobs} job{'s' if self.jobs != 1 else ''}"
+        cpus = f"{self.usable_cpus:g} CPU{'s' if self.usable_cpus != 1 else ''}"
+        share = f"({self.busy_fraction * 100:.0f} %)"
+        if self.others_cpus >= CONTENDED_FRACTION * self.usable_cpus:
+            share = (
+                f"and other processes {self.others_cpus:.2f}: {self.busy_fraction * 100:.0f} % "
+                f"of the {self.left_cpus:.2f} they left it,"
+            )
         return (
-            f"{who} kept {self.cpus_busy:.2f} of the {self.usable_cpus:g} CPU"
-            f"{'s' if self.usable_cpus != 1 else ''} it may run on busy "
-            f"({self.busy_fraction * 100:.0f} %) {self._source()}{crowd}"
+            f"{who} kept {self.cpus_busy:.2f} of the {cpus} it may run on busy {share} "
+            f"{self._source()}{crowd}"
         )
 
 
@@ -99,8 +125,16 @@ def generator_load(phase: PhaseResult, usable_cpus: float | None) -> GeneratorLo
         )
     # clock ticks at the window's two ends can read a hair over the CPUs there are
     busy = min(measured.cpus_busy, usable_cpus)
+    others = min(measured.others_cpus_busy, usable_cpus - busy)
     return GeneratorLoad(
-        scope.jobs, busy, usable_cpus, scope.busiest_job_cpu_pct, True, per_job, phase.engine
+        scope.jobs,
+        busy,
+        usable_cpus,
+        scope.busiest_job_cpu_pct,
+        True,
+        per_job,
+        phase.engine,
+        max(others, 0.0),
     )
 
 

@@ -13,6 +13,11 @@ children a process has reaped (jobs that ended). fio's job workers leave
 fio's process group (``setsid``), so the tree is walked by parenthood
 (``/proc/PID/task/TID/children``), as ``process.Workers`` does.
 
+The same samples read how busy the CPUs fio may run on were (``/proc/stat``,
+each CPU of iorig's affinity, which fio inherits): what other processes
+took of them is what fio could not have, and a CPU-bound fio beside a busy
+neighbour is starved, not measuring the storage (``analyze/generator.py``).
+
 Not a cgroup of fio's own (``cpu.stat``): that needs root and a delegated
 cgroup (v2, or v1's cpuacct) and would move fio out of the cgroup the user
 put iorig in (a CPU quota, a cpuset); /proc needs neither.
@@ -143,11 +148,35 @@ def read_tree(leader: int, proc: Path = PROC) -> dict[str, str]:
     return files
 
 
+# /proc/stat's per-CPU fields (proc(5)): user nice system idle iowait irq
+# softirq steal; guest time is in user already
+_BUSY_FIELDS = (0, 1, 2, 5, 6, 7)
+
+
+def busy_ticks(stat_text: str, cpus: frozenset[int]) -> int | None:
+    """Clock ticks the CPUs ``cpus`` spent busy (not idle, not waiting for
+    I/O) so far, from ``/proc/stat``'s text; None when one of them is not
+    listed (a CPU taken offline)."""
+    total, seen = 0, set()
+    for line in stat_text.splitlines():
+        name, _, rest = line.partition(" ")
+        if not name.startswith("cpu") or not name[3:].isdigit() or int(name[3:]) not in cpus:
+            continue
+        fields = rest.split()
+        try:
+            total += sum(int(fields[i]) for i in _BUSY_FIELDS if i < len(fields))
+        except ValueError:
+            return None
+        seen.add(int(name[3:]))
+    return total if seen == cpus else None
+
+
 @dataclass(frozen=True)
 class CpuSample:
     t_s: float  # unix seconds
     ticks: int  # of the whole tree, cumulative
     pids: frozenset[int] = frozenset()  # the processes counted
+    busy: int | None = None  # ticks the CPUs fio may use were busy, by anyone, cumulative
 
 
 def window_cpu(samples: Sequence[CpuSample], clk_tck: int) -> GeneratorCpu | None:
@@ -176,7 +205,13 @@ def window_cpu(samples: Sequence[CpuSample], clk_tck: int) -> GeneratorCpu | Non
     wall_s = last.t_s - first.t_s
     if wall_s < MIN_WALL_S or last.ticks < first.ticks:
         return None
-    return GeneratorCpu((last.ticks - first.ticks) / clk_tck, wall_s)
+    cpu_s = (last.ticks - first.ticks) / clk_tck
+    others = None
+    if first.busy is not None and last.busy is not None and last.busy >= first.busy:
+        # the CPUs' busy time less fio's: each counted in whole ticks, so a
+        # hair below zero is fio's rounding, not a negative neighbour
+        others = max((last.busy - first.busy) / clk_tck - cpu_s, 0.0)
+    return GeneratorCpu(cpu_s, wall_s, others)
 
 
 class CpuWatch:
@@ -187,11 +222,13 @@ class CpuWatch:
 
     SPACING = 20  # a sample waits 20 times the CPU time the last one took
 
-    def __init__(self, proc: Path = PROC) -> None:
+    def __init__(self, proc: Path = PROC, cpus: frozenset[int] | None = None) -> None:
         self.proc = proc
         self.samples: list[CpuSample] = []
         self.able = children_listed(proc)
         self._next = 0.0
+        # the CPUs fio may run on: this process's, which fio inherits
+        self.cpus = cpus if cpus is not None else frozenset(os.sched_getaffinity(0))
 
     def sample(self, leader: int | None) -> None:
         start = time.monotonic()
@@ -202,8 +239,10 @@ class CpuWatch:
         cpu = time.thread_time()
         before = time.time()
         tree = tree_cpu(leader, read_tree(leader, self.proc))
+        stat = _read(f"{self.proc}/stat")
+        busy = busy_ticks(stat, self.cpus) if stat is not None else None
         if tree is not None:
-            self.samples.append(CpuSample((before + time.time()) / 2, tree.ticks, tree.pids))
+            self.samples.append(CpuSample((before + time.time()) / 2, tree.ticks, tree.pids, busy))
         self._next = start + self.SPACING * (time.thread_time() - cpu)
 
     def measured(self) -> GeneratorCpu | None:

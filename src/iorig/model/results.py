@@ -161,15 +161,25 @@ class GeneratorCpu:
     """The CPU time fio used during a phase, measured by iorig from outside
     fio (/proc): every thread of every fio process, which fio's own per-job
     figures are not (they leave out io_uring's worker threads and fio's
-    parent), over ``wall_s`` seconds while its jobs did I/O."""
+    parent), over ``wall_s`` seconds while its jobs did I/O; and the CPU
+    time other processes took of the CPUs fio may run on meanwhile (None:
+    not measured, runs stored before)."""
 
     cpu_s: float
     wall_s: float
+    others_cpu_s: float | None = None
 
     @property
     def cpus_busy(self) -> float:
         """CPUs' worth kept busy on average."""
         return self.cpu_s / self.wall_s if self.wall_s > 0 else 0.0
+
+    @property
+    def others_cpus_busy(self) -> float:
+        """CPUs' worth other processes kept busy of those fio may run on."""
+        if self.others_cpu_s is None or self.wall_s <= 0:
+            return 0.0
+        return self.others_cpu_s / self.wall_s
 
 
 @dataclass(frozen=True)

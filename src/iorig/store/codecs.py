@@ -385,17 +385,24 @@ def _generator_cpu_from_data(data: Any) -> GeneratorCpu | None:
     """A phase's measured generator CPU, checked (bundles are untrusted)."""
     if data is None:
         return None
-    if not isinstance(data, dict) or set(data) != {"cpu_s", "wall_s"}:
-        raise ValueError("the generator's CPU is not {cpu_s, wall_s}")
+    # others_cpu_s from schema version 13 on: before it, not measured
+    keys = set(data) if isinstance(data, dict) else set()
+    if keys not in ({"cpu_s", "wall_s"}, {"cpu_s", "wall_s", "others_cpu_s"}):
+        raise ValueError("the generator's CPU is not {cpu_s, wall_s, others_cpu_s}")
     cpu_s = _number(data["cpu_s"], "cpu_s") or 0.0
     wall_s = _number(data["wall_s"], "wall_s") or 0.0
+    others = _number(data.get("others_cpu_s"), "others_cpu_s", optional=True)
     if not (0 <= cpu_s < _CPU_LIMIT_S and 0 < wall_s < _CPU_LIMIT_S):
         raise ValueError(f"the generator's CPU {cpu_s:g} s over {wall_s:g} s is out of range")
-    return GeneratorCpu(cpu_s, wall_s)
+    if others is not None and not 0 <= others < _CPU_LIMIT_S:
+        raise ValueError(f"other processes' CPU {others:g} s is out of range")
+    return GeneratorCpu(cpu_s, wall_s, others)
 
 
-def _generator_cpu_to_data(cpu: GeneratorCpu | None) -> dict[str, float] | None:
-    return None if cpu is None else {"cpu_s": cpu.cpu_s, "wall_s": cpu.wall_s}
+def _generator_cpu_to_data(cpu: GeneratorCpu | None) -> dict[str, float | None] | None:
+    if cpu is None:
+        return None
+    return {"cpu_s": cpu.cpu_s, "wall_s": cpu.wall_s, "others_cpu_s": cpu.others_cpu_s}
 
 
 # ------------------------------------------------------------ training

@@ -353,6 +353,13 @@ def _migrate_to_v12(conn: sqlite3.Connection) -> None:
     _execute_script(conn, _SCHEMA_V12)
 
 
+def _migrate_to_v13(conn: sqlite3.Connection) -> None:
+    """Version 13: a phase's generator CPU (codecs.GENERATOR_CPU) may hold
+    ``others_cpu_s``, what other processes took of the CPUs fio may run on.
+    Nothing to rewrite: a payload without it reads as not measured, as it
+    was; the version keeps an older iorig from misreading the new key."""
+
+
 MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [
     _migrate_to_v1,
     _migrate_to_v2,
@@ -366,6 +373,7 @@ MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [
     _migrate_to_v10,
     _migrate_to_v11,
     _migrate_to_v12,
+    _migrate_to_v13,
 ]
 LATEST = len(MIGRATIONS)
 UNWRAPPED = 10  # payloads without their version envelopes from this version on

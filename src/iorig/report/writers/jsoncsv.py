@@ -112,7 +112,13 @@ def phase_dict(s: PhaseSummary) -> dict[str, Any]:
         "generator_cpu": (
             None
             if (g := s.generator_cpu) is None
-            else {"cpu_s": g.cpu_s, "wall_s": g.wall_s, "cpus_busy": g.cpus_busy}
+            else {
+                "cpu_s": g.cpu_s,
+                "wall_s": g.wall_s,
+                "cpus_busy": g.cpus_busy,
+                # what other processes took of the CPUs fio may run on (null: not measured)
+                "others_cpu_s": g.others_cpu_s,
+            }
         ),
         "error": s.error,
         "precision": precision_dict(s.precision),
