@@ -427,12 +427,14 @@ def test_a_status_with_bins_fio_cannot_write_gives_no_percentiles_not_a_failure(
 def test_the_stop_rules_read_the_logged_seconds_where_every_job_logs_averages():
     docs, _ = scan_documents((DATA / "status-capped.status").read_text())
     snaps = [status.snapshot(d) for d in docs]
-    watch = PrecisionWatch(2.0, 3, 60, "iops", margin=1.0)
+    watch = PrecisionWatch(2.0, 3, 60, "iops", margin=1.0, stop_artifact_s=0)
     feed = RuleFeed([watch], logged=True)
     stopped = [feed.feed(snap) for snap in snaps]
     # 2,000 or 2,001 each second: constant to a logged second, known at once
     assert [round(v) for v in watch.series] == _summed("iops")[: len(watch.series)]
     assert stopped.index(True) == 8  # the status holding second 8, the fewest for an interval
+    feed.stopped()
+    assert feed.stopped_after_s == 8  # the series keeps the eight seconds judged
     counted = PrecisionWatch(2.0, 3, 60, "iops")
     by_counts = RuleFeed([counted], logged=False)
     assert not any(by_counts.feed(snap) for snap in snaps)  # the counters' bursts: never

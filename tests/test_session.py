@@ -7,9 +7,11 @@ from __future__ import annotations
 
 from dataclasses import replace
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
+from tests import builders
 from tests.fake_backend import FakeBackend, Step
 
 from iorig.analyze.analysis import analyse
@@ -18,14 +20,23 @@ from iorig.analyze.precision import STOP_ARTIFACT_S
 from iorig.analyze.search import CurveResult, KneeResult
 from iorig.errors import UserError
 from iorig.fio import parse
-from iorig.model import ALL, GeneratorCpu, PhaseKind, PhaseStatus, RunStatus, Scope, ScopeKind
+from iorig.model import (
+    ALL,
+    GeneratorCpu,
+    Metric,
+    PhaseKind,
+    PhaseStatus,
+    RunStatus,
+    Scope,
+    ScopeKind,
+)
 from iorig.report.exporters import render
 from iorig.report.tables.searches import search_tables
 from iorig.run.events import PhaseFinished, PhaseProgress, PhaseStarted, RunStarted
 from iorig.run.plan import PlannedPhase
 from iorig.run.preflight import preflight
 from iorig.run.searches import CurveSettings, KneeSettings, check_knee, run_curve, run_knee
-from iorig.run.session import RunSession, execute, phase_result
+from iorig.run.session import RunSession, judged_seconds, execute, phase_result
 from iorig.scenario.adhoc import adhoc_source
 from iorig.scenario.loading import resolve, source_from_text
 from iorig.store import Store
@@ -532,6 +543,16 @@ def test_the_seconds_a_requested_stop_distorts_are_not_kept():
     assert len(stopped.aggregate.series[ALL]) == 2 - STOP_ARTIFACT_S
     assert stopped.status is PhaseStatus.OK  # a requested stop is not a failure
     assert stopped.aggregate.totals[ALL].ios == ran_out.aggregate.totals[ALL].ios  # fio's own
+    # a rule that read the logged seconds stopped after a known count: exactly those kept
+    judged = phase_result(
+        phase,
+        0,
+        replace(raw, exit=replace(raw.exit, stopped_by="request"), stopped_after_s=1),
+        "fio-3.33",
+    )
+    assert (
+        judged.aggregate.series[ALL].t_s.tolist() == ran_out.aggregate.series[ALL].t_s[:1].tolist()
+    )
 
 
 @pytest.mark.system  # a stand-in fio script: a process
@@ -763,3 +784,17 @@ def test_progress_lines_are_written_whole_to_a_file_or_a_ci_log(db_path, monkeyp
     assert "…" not in log.getvalue() and all(line == line.rstrip() for line in lines)
     # one line per phase that ran, as it ended
     assert [line.split()[0] for line in lines[1:]] == ["[1/5]", "[2/5]", "[3/5]", "[4/5]"]
+
+
+def test_a_precise_phase_keeps_the_seconds_its_rule_would_have_stopped_on():
+    """The live rule stopped after 14 logged seconds; on the stored ones (a
+    late status gave it two at their mean) the rule's first stop is at 10,
+    the minimum: those ten are kept. A phase whose stored seconds never
+    allow a stop keeps every second logged before it."""
+    steady = np.full(14, 2000.0)
+    phase = SimpleNamespace(precision_pct=2.0, duration_s=60.0, min_s=10.0, headline=Metric.IOPS)
+    result = builders.phase("read", steady)
+    assert judged_seconds(phase, result, 14) == 10
+    swinging = np.array([2000.0, 1000.0, 3000.0] * 5)[:14]
+    assert judged_seconds(phase, builders.phase("read", swinging), 14) == 14
+    assert judged_seconds(phase, result, None) is None  # unknown: the last two are dropped

@@ -350,13 +350,15 @@ class PrecisionWatch:
         min_s: float,
         max_s: float,
         metric: str,
+        *,
         skip_s: float = 0.0,
         margin: float = LIVE_MARGIN,
+        stop_artifact_s: int = STOP_ARTIFACT_S,
     ) -> None:
         # the stored series loses the seconds the stop distorts: it must still
         # hold the minimum the rule was asked for
         self.rule = StoppingRule(
-            target_pct * margin, max_s=int(max_s), min_s=int(min_s) + STOP_ARTIFACT_S
+            target_pct * margin, max_s=int(max_s), min_s=int(min_s) + stop_artifact_s
         )
         self.metric = metric
         self.skip_s = skip_s  # ramp time: not measured

@@ -130,6 +130,13 @@ def window(series: Series, first: int, last: int) -> Series:
     )
 
 
+def first_seconds(series: Series, seconds: int) -> Series:
+    """The series' first ``seconds`` seconds."""
+    if not len(series):
+        return series
+    return window(series, int(series.t_s[0]), int(series.t_s[0]) + seconds - 1)
+
+
 def drop_last(series: Series, seconds: int) -> Series:
     """The series without its last ``seconds`` seconds."""
     if not len(series):

@@ -79,6 +79,9 @@ class RawPhase:
     # fio's CPU as measured from /proc while it ran (this machine); None where
     # the backend cannot see fio's processes (fio servers)
     generator_cpu: GeneratorCpu | None = None
+    # a live rule that read fio's logged seconds stopped fio after this many:
+    # the series keeps exactly those, the seconds the stop was judged on
+    stopped_after_s: int | None = None
 
 
 TRIGGER = "trigger"  # in a run's state directory: fio saves its write states at once

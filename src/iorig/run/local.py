@@ -9,7 +9,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import replace
 from pathlib import Path
 
-from iorig.analyze.precision import LIVE_MARGIN, PrecisionWatch
+from iorig.analyze.precision import LIVE_MARGIN, STOP_ARTIFACT_S, PrecisionWatch
 from iorig.analyze.steady import SteadyWatch
 from iorig.analyze.stoprule import StopRule
 from iorig.errors import UserError
@@ -78,6 +78,8 @@ def precision_watch(phase: PlannedPhase, *, logged: bool = False) -> PrecisionWa
         str(phase.headline),
         skip_s=phase.ramp_s or 0.0,
         margin=1.0 if logged else LIVE_MARGIN,
+        # on logged seconds the stored series keeps exactly those the rule saw
+        stop_artifact_s=0 if logged else STOP_ARTIFACT_S,
     )
 
 
@@ -99,6 +101,12 @@ class RuleFeed:
         self.logged = status.LoggedSeconds() if logged else None
         self.skip_s = skip_s
         self._sums = (0.0, 0.0)  # the logged seconds' I/Os and bytes so far
+        self.stopped_after_s: int | None = None
+
+    def stopped(self) -> None:
+        """The rules stopped fio: on the logged seconds given so far, if they read them."""
+        if self.logged is not None and not self.logged.lost:
+            self.stopped_after_s = self.logged.given
 
     def feed(self, snap: status.Snapshot) -> bool:
         """True once any rule says stop."""
@@ -334,6 +342,7 @@ class LocalBackend:
                 rule = "; ".join(r.describe() for r in rules) or None
                 yield Progress(live.elapsed_s, min(fraction, 1.0), live, io_started, seconds, rule)
                 if stop:
+                    feed.stopped()
                     proc.request_stop()
         assert proc.exit is not None
         yield RawPhase(
@@ -350,6 +359,7 @@ class LocalBackend:
             problem=self._target_change(job.plan),
             io_started_at=io_started,
             generator_cpu=cpu.measured(),
+            stopped_after_s=feed.stopped_after_s if proc.exit.stopped_by == "request" else None,
         )
 
     def _not_run(self, job: PhaseJob, problem: str) -> RawPhase:

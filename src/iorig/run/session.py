@@ -26,7 +26,7 @@ from iorig.analyze import audit
 from iorig.analyze.devices import merge as merge_devices
 from iorig.analyze.generator import Ceiling, GeneratorShape
 from iorig.analyze.integrity import SHOWN, lost_message
-from iorig.analyze.precision import STOP_ARTIFACT_S, precision_state
+from iorig.analyze.precision import STOP_ARTIFACT_S, StoppingRule, precision_state
 from iorig.analyze.steady import steady_of_series
 from iorig.errors import UserError
 from iorig.fio import parse
@@ -40,8 +40,9 @@ from iorig.model import (
     PhaseStatus,
     RunRecord,
     RunStatus,
+    Series,
 )
-from iorig.model.combine import drop_last
+from iorig.model.combine import drop_last, first_seconds
 from iorig.run.actions import PhaseEvents
 from iorig.run.backend import PhaseBackend, PhaseJob, RawPhase
 from iorig.run.collect import collect, tail
@@ -431,10 +432,16 @@ def phase_result(
     if raw.exit.stopped_by == "request":
         # fio asked to stop ends on a window cut short and drained (1 MiB
         # writes at QD 128 on an 80 MiB/s cap: …, 80, 80, 73, 89 MiB/s): those
-        # seconds are artifacts of the stop, not of the storage
+        # seconds are artifacts of the stop, not of the storage. A rule that
+        # read the logged seconds stopped after a known count of whole ones:
+        # those are kept, no more, no fewer, the seconds it judged
+        keep = judged_seconds(phase, result, raw.stopped_after_s)
+
+        def trimmed(x: Series) -> Series:
+            return drop_last(x, STOP_ARTIFACT_S) if keep is None else first_seconds(x, keep)
+
         scopes = tuple(
-            replace(s, series={d: drop_last(x, STOP_ARTIFACT_S) for d, x in s.series.items()})
-            for s in result.scopes
+            replace(s, series={d: trimmed(x) for d, x in s.series.items()}) for s in result.scopes
         )
         result = replace(result, scopes=scopes)
     if phase.steady is not None and raw.steady is None and result.aggregate is not None:
@@ -457,6 +464,25 @@ def phase_result(
             )
             result = replace(result, precision=state)
     return result
+
+
+def judged_seconds(phase: PlannedPhase, result: PhaseResult, complete: int | None) -> int | None:
+    """How many whole seconds a phase a live rule stopped keeps: the
+    ``complete`` ones logged before the stop (None: unknown, the last two
+    are dropped instead), and of an ``until: precise`` phase only up to the
+    first check point at which they know their median well enough, as the
+    rule would have stopped on them. The live rule read the same seconds,
+    but a late status gives it two or more at once, their mean each (fio's
+    1,800 and 2,200 read as 2,000 twice beside a loaded CPU); this keeps the
+    stored verdict the rule's own on the stored seconds."""
+    if complete is None or phase.precision_pct is None or not phase.duration_s:
+        return complete
+    series = result.aggregate.series.get(ALL) if result.aggregate is not None else None
+    if series is None:
+        return complete
+    values = series.values(phase.headline)[:complete].tolist()
+    rule = StoppingRule(phase.precision_pct, max_s=int(phase.duration_s), min_s=int(phase.min_s))
+    return next((n for n in range(1, len(values) + 1) if rule.decide(values[:n]).stop), complete)
 
 
 def phase_state(done: FioExit, problem: str | None) -> tuple[PhaseStatus, str | None]:
