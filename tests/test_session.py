@@ -36,7 +36,7 @@ from iorig.run.events import PhaseFinished, PhaseProgress, PhaseStarted, RunStar
 from iorig.run.plan import PlannedPhase
 from iorig.run.preflight import preflight
 from iorig.run.searches import CurveSettings, KneeSettings, check_knee, run_curve, run_knee
-from iorig.run.session import RunSession, judged_seconds, execute, phase_result
+from iorig.run.session import RunSession, execute, judged_seconds, phase_result
 from iorig.scenario.adhoc import adhoc_source
 from iorig.scenario.loading import resolve, source_from_text
 from iorig.store import Store

@@ -4,7 +4,11 @@ Pinned to one CPU (taskset, as a VM with one vCPU), four random-read jobs on
 memory (tmpfs through the page cache) keep that CPU busy: iorig names the
 generator as the limit. The truth comes from bare fio in the same test: the
 same jobs on the same file, free to use every CPU, go much faster, so the
-storage was not what held the pinned run back. One job on a device capped
+storage was not what held the pinned run back. "Much faster" is measured
+in the same test too: bare fio pinned to the same CPU gives the pinned
+rate and its noise (its difference from iorig's pinned run), and the free
+run must beat it by more than that noise (beside stress-ng on the other
+CPU a free run was 1.19 times the pinned one, under a guessed 1.25). One job on a device capped
 far below what fio can generate reaches the cap and gets no such finding.
 
 On io_uring (the default engine) much of the I/O's CPU is spent in
@@ -92,29 +96,15 @@ def test_four_jobs_pinned_to_one_cpu_name_the_generator(truth_db):
         pinned = phase["iops"]
         # the truth: the same jobs on the same file, free to use every CPU
         (data,) = Path(memory).glob("*.dat")
-        bare = subprocess.run(
-            [
-                "fio",
-                "--name=bare",
-                f"--filename={data}",
-                "--rw=randread",
-                "--bs=4k",
-                "--numjobs=4",
-                "--ioengine=psync",
-                "--direct=0",
-                "--time_based",
-                "--runtime=2",
-                "--output-format=json",
-            ],
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
-        assert bare.returncode == 0, bare.stderr
-        free = read_iops(json.loads(bare.stdout))
-    print(f"truth 9: 4 jobs pinned to one CPU {pinned:.0f} IOPS, free on every CPU {free:.0f}")
-    # the storage was not the limit: twice the CPUs, well over the pinned rate
-    assert free >= 1.25 * pinned, (free, pinned)
+        options = ("--numjobs=4", "--ioengine=psync")
+        free = _bare_memory_fio(data, *options)
+        bare_pinned = _bare_memory_fio(data, *options, pinned=True)
+    print(
+        f"truth 9: 4 jobs pinned to one CPU {pinned:.0f} IOPS (bare fio pinned "
+        f"{bare_pinned:.0f}), free on every CPU {free:.0f}"
+    )
+    # the storage was not the limit: free to use every CPU, faster than pinned by more than noise
+    _faster_than_pinned(free, pinned, bare_pinned)
     codes = _codes(shown)
     assert "generator-limit" in codes, codes
     message = codes["generator-limit"]
@@ -126,10 +116,12 @@ def test_four_jobs_pinned_to_one_cpu_name_the_generator(truth_db):
     assert "the load generator is the limit" in done.stdout  # on the terminal too
 
 
-def _bare_memory_fio(data: Path, *options: str) -> float:
-    """The truth: bare fio on the same file, free to use every CPU."""
+def _bare_memory_fio(data: Path, *options: str, pinned: bool = False) -> float:
+    """The truth: bare fio on the same file, free to use every CPU (or
+    ``pinned`` to CPU 0, as iorig's run was)."""
     bare = subprocess.run(
         [
+            *(("taskset", "-c", "0") if pinned else ()),
             "fio",
             "--name=bare",
             f"--filename={data}",
@@ -137,7 +129,7 @@ def _bare_memory_fio(data: Path, *options: str) -> float:
             "--bs=4k",
             "--direct=0",
             "--time_based",
-            "--runtime=3",
+            "--runtime=2",
             "--output-format=json",
             *options,
         ],
@@ -147,6 +139,13 @@ def _bare_memory_fio(data: Path, *options: str) -> float:
     )
     assert bare.returncode == 0, bare.stderr
     return read_iops(json.loads(bare.stdout))
+
+
+def _faster_than_pinned(free: float, pinned: float, bare_pinned: float) -> None:
+    """More CPUs bought more I/O: the free run beats both pinned runs by
+    more than they differ from each other (their noise, at least 2 %)."""
+    noise = max(abs(pinned - bare_pinned) / min(pinned, bare_pinned), 0.02)
+    assert free > max(pinned, bare_pinned) * (1 + noise), (free, pinned, bare_pinned, noise)
 
 
 @pytest.mark.serial
@@ -180,7 +179,9 @@ def test_four_io_uring_jobs_at_qd32_pinned_to_one_cpu_name_the_generator(truth_d
         assert done.returncode == 0, done.stdout + done.stderr
         shown = _shown(truth_db)
         (data,) = Path(memory).glob("*.dat")
-        free = _bare_memory_fio(data, "--numjobs=4", "--iodepth=32", "--ioengine=io_uring")
+        options = ("--numjobs=4", "--iodepth=32", "--ioengine=io_uring")
+        free = _bare_memory_fio(data, *options)
+        bare_pinned = _bare_memory_fio(data, *options, pinned=True)
     (phase,) = shown["phases"]
     pinned = phase["iops"]
     with Store(truth_db) as store:
@@ -191,11 +192,11 @@ def test_four_io_uring_jobs_at_qd32_pinned_to_one_cpu_name_the_generator(truth_d
     measured = result.generator_cpu
     print(
         f"truth 9: 4 io_uring jobs at QD 32 pinned to one CPU {pinned:.0f} IOPS (fio's per-job "
-        f"CPU adds up to {per_job:.2f} CPUs, all of fio measured {measured}), free on every "
-        f"CPU {free:.0f}"
+        f"CPU adds up to {per_job:.2f} CPUs, all of fio measured {measured}; bare fio pinned "
+        f"{bare_pinned:.0f}), free on every CPU {free:.0f}"
     )
     # the storage was not the limit: free to use both CPUs, the same jobs go faster
-    assert free >= 1.25 * pinned, (free, pinned)
+    _faster_than_pinned(free, pinned, bare_pinned)
     # io_uring's workers did much of the work: fio's figures miss it, iorig's do not
     assert measured is not None and measured.cpus_busy > 1.3 * per_job, (measured, per_job)
     codes = _codes(shown)
