@@ -27,8 +27,9 @@ from tests.truth.device import SLOW_READ_S
 from iorig.analyze.precision import StoppingRule
 from iorig.store import Store
 
-# serial: the live stop reads fio's status each second, which a busy CPU delays
-pytestmark = [pytest.mark.fio, pytest.mark.truth, pytest.mark.serial]
+# beside the other truth tests: the stop is judged on the seconds fio logs,
+# which a busy CPU makes noisier (checked, not assumed steady), not different
+pytestmark = [pytest.mark.fio, pytest.mark.truth]
 
 CAP = 2_000
 MAX_S = 60
