@@ -581,7 +581,7 @@ def test_a_driver_killed_mid_phase_leaves_no_job_running_on_an_agent(tmp_path):
             wait_for_phase(
                 tmp_path / "r.sqlite",
                 "random-read",
-                doing_io=True,
+                io_seconds=1,
                 timeout_s=60,
                 proc=driver,
                 detail=lambda: (tmp_path / "driver.log").read_text()[-2000:],

@@ -159,7 +159,7 @@ def test_a_server_killed_mid_phase_fails_the_run_and_keeps_the_others(tmp_path, 
             # are kept, the one killed dies mid-phase)
             labels = [s.address.label for s in servers]
             wait_for_phase(
-                db_path, "random-read", doing_io=True, hosts=labels, timeout_s=90, proc=proc
+                db_path, "random-read", io_seconds=1, hosts=labels, timeout_s=90, proc=proc
             )
             killed = servers[2].address.label
             servers[2].stop()  # the server and its job processes: the host is gone

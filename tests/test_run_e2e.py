@@ -126,7 +126,7 @@ def test_sigint_in_second_measured_phase_aborts_cleanly(scratch, db_path, tmp_pa
     try:
         # the second measured phase running, and fio has measured some of it
         # (what it measured before the interrupt must be kept), well inside its 8 s
-        wait_for_phase(db_path, "sequential-read", doing_io=True, timeout_s=120, proc=proc)
+        wait_for_phase(db_path, "sequential-read", io_seconds=1, timeout_s=120, proc=proc)
         assert _fio_processes(str(tmpdir)), "fio should be running the second measured phase"
         interrupted_at = time.monotonic()
         proc.send_signal(signal.SIGINT)

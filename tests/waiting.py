@@ -6,7 +6,7 @@ wastes time on a fast one. These wait for the thing itself, with a
 deadline, and say what did not happen, with what the process printed:
 
     wait_until(lambda: not server.running, 10, "the server ended")
-    wait_for_phase(db, "random-read", doing_io=True, timeout_s=60, proc=proc)
+    wait_for_phase(db, "random-read", io_seconds=1, timeout_s=60, proc=proc)
 
 A sleep that is a duration on purpose (a phase let run a while, a lock held
 past a wait) stays, counted from the event and saying so.
@@ -113,19 +113,18 @@ def live_phases(db: Path) -> dict[str, LivePhase]:
     return {}
 
 
-def hosts_doing_io(db: Path, run_id: str, phase: LivePhase) -> set[str]:
-    """The hosts (as results label them) with a live second of ``phase``
-    that moved bytes."""
+def seconds_moving(db: Path, run_id: str, phase: LivePhase) -> dict[str, int]:
+    """Each host's (as results label it) live seconds of ``phase`` in which
+    it moved bytes."""
     store = _live(db)
     if store is None:
-        return set()
+        return {}
+    counts: dict[str, int] = {}
     with contextlib.suppress(sqlite3.Error), contextlib.closing(store.conn):
-        return {
-            s.host
-            for _, s in store.seconds_after(run_id)
-            if s.phase_index == phase.phase_index and s.io_bytes > 0
-        }
-    return set()
+        for _, second in store.seconds_after(run_id):
+            if second.phase_index == phase.phase_index and second.bytes_per_s > 0:
+                counts[second.host] = counts.get(second.host, 0) + 1
+    return counts
 
 
 def wait_for_phase(
@@ -134,15 +133,18 @@ def wait_for_phase(
     *,
     timeout_s: float,
     proc: subprocess.Popen | None = None,
-    min_elapsed_s: float = 0.0,
-    doing_io: bool = False,
+    io_seconds: int = 0,
     hosts: Collection[str] = (),
     detail: Callable[[], object] | None = None,
 ) -> LivePhase:
     """The live place of the run writing ``db`` once it is in ``phase`` (by
-    name) at least ``min_elapsed_s`` in; with ``doing_io``, once fio has
-    reported bytes moved in it (on each of ``hosts``, when named). Fails
-    saying where the run was instead, and at once if ``proc`` ends first."""
+    name) and, with ``io_seconds``, once fio has moved bytes in that many of
+    its live seconds (on each of ``hosts``, when named; 1: it is doing I/O,
+    2: a whole second of it). How long a phase has run is counted so, not
+    by its ``elapsed_s``: on fio servers that counts from the clients'
+    launch, a second or more before their jobs' I/O on a busy machine.
+    Fails saying where the run was instead, and at once if ``proc`` ends
+    first."""
     seen: list[object] = ["no live file yet"]
 
     def there() -> LivePhase | None:
@@ -153,13 +155,14 @@ def wait_for_phase(
                 for run, p in places.items()
             }
         for run, place in places.items():
-            if place.phase != phase or place.elapsed_s < min_elapsed_s:
+            if place.phase != phase:
                 continue
-            if not doing_io:
+            if not io_seconds:
                 return place
-            moved = hosts_doing_io(db, run, place)
-            seen[0] = f"{seen[0]}; hosts that moved bytes: {sorted(moved)}"
-            if moved and set(hosts) <= moved:
+            counts = seconds_moving(db, run, place)
+            seen[0] = f"{seen[0]}; seconds with bytes moved, by host: {counts}"
+            enough = {h for h, n in counts.items() if n >= io_seconds}
+            if enough and set(hosts) <= enough:
                 return place
         return None
 
@@ -167,7 +170,8 @@ def wait_for_phase(
         more = f"; {detail()}" if detail is not None else ""
         return f"{seen[0]}{more}"
 
-    wanted = f"phase {phase!r}" + (f" {min_elapsed_s:g} s in" if min_elapsed_s else "")
-    if doing_io:
-        wanted += " doing I/O" + (f" on {', '.join(sorted(hosts))}" if hosts else "")
+    wanted = f"phase {phase!r}"
+    if io_seconds:
+        on = f" on {', '.join(sorted(hosts))}" if hosts else ""
+        wanted += f" moving bytes{on} in {io_seconds} of its live seconds"
     return wait_until(there, timeout_s, f"the run in {db} in {wanted}", detail=where, proc=proc)

@@ -81,20 +81,12 @@ def _run(
 
 
 def _measuring(
-    proc: subprocess.Popen, db: Path, servers: list[FioServer], min_elapsed_s: float = 0.0
+    proc: subprocess.Popen, db: Path, servers: list[FioServer], seconds: int = 1
 ) -> None:
-    """Wait until the measured phase is ``min_elapsed_s`` in and fio has
-    moved bytes on every host (their jobs run; a healthy host has figures)."""
+    """Wait until fio has moved bytes on every host in ``seconds`` of the
+    measured phase's live seconds (their jobs run; a healthy host has figures)."""
     hosts = [s.address.label for s in servers]
-    wait_for_phase(
-        db,
-        "randread",
-        min_elapsed_s=min_elapsed_s,
-        doing_io=True,
-        hosts=hosts,
-        timeout_s=60,
-        proc=proc,
-    )
+    wait_for_phase(db, "randread", io_seconds=seconds, hosts=hosts, timeout_s=60, proc=proc)
 
 
 def _stopped(tree: list[int]) -> bool:
@@ -175,8 +167,9 @@ def test_a_host_stalled_mid_phase_fails_the_phase_naming_it_and_its_seconds_are_
     with contextlib.ExitStack() as stack:
         servers = [stack.enter_context(fio_server(tmp_path, index=i)) for i in range(2)]
         proc = stack.enter_context(_run(tmp_path, db, servers, "8s", paced=False))
-        # seconds of both hosts measured before the stall (kept, and judged)
-        _measuring(proc, db, servers, min_elapsed_s=2.0)
+        # two whole seconds of I/O on both hosts before the stall: logged, so
+        # kept (a stall 1 s after the launch came before the first, on a busy machine)
+        _measuring(proc, db, servers, seconds=3)
         stalled = servers[1]
         _signal_tree(stalled, signal.SIGSTOP)
         stopped_at = time.monotonic()

@@ -74,7 +74,7 @@ def test_a_frozen_filesystem_under_a_prefill_fails_the_run_in_bounded_time(scrat
         )
         stack.callback(lambda: proc.poll() is None and proc.kill())
         # the prefill writing: the freeze comes under it, not before fio starts
-        wait_for_phase(db, "fill", doing_io=True, timeout_s=60, proc=proc)
+        wait_for_phase(db, "fill", io_seconds=1, timeout_s=60, proc=proc)
         subprocess.run(["fsfreeze", "-f", str(mnt)], check=True, timeout=30)
         frozen_at = time.monotonic()
         thaw = stack.enter_context(contextlib.ExitStack())

@@ -93,7 +93,7 @@ def test_killing_fios_parent_ends_its_workers_and_the_run(scratch, tmp_path):
     )
     try:
         # the measured phase measuring: a parent with its two job workers doing I/O
-        wait_for_phase(tmp_path / "r.sqlite", "randread", doing_io=True, timeout_s=60, proc=iorig)
+        wait_for_phase(tmp_path / "r.sqlite", "randread", io_seconds=1, timeout_s=60, proc=iorig)
         parent = wait_until(
             lambda: _parent_of_two(str(workdir), iorig.pid),
             30,

@@ -59,7 +59,7 @@ def _run(tmp_path: Path, lab: SshLab) -> Iterator[tuple[subprocess.Popen, Path]]
         # the measured phase under way: fio reads on each host (the healthy
         # one's figures are kept; the broken one's fio and connection exist)
         labels = [h.label for h in lab.hosts]
-        wait_for_phase(db, "random-read", doing_io=True, hosts=labels, timeout_s=60, proc=proc)
+        wait_for_phase(db, "random-read", io_seconds=1, hosts=labels, timeout_s=60, proc=proc)
         yield proc, db
     finally:
         if proc.poll() is None:

@@ -45,7 +45,7 @@ def test_a_directory_target_recreated_mid_run_fails_the_run(scratch, tmp_path):
     )
     try:
         # the measured phase reads the prefilled file
-        wait_for_phase(db, "randread", doing_io=True, timeout_s=60, proc=proc)
+        wait_for_phase(db, "randread", io_seconds=1, timeout_s=60, proc=proc)
         shutil.rmtree(target)
         target.mkdir()
         out, err = proc.communicate(timeout=60)
