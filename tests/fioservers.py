@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pytest
 
+from iorig.fio.control import control_port
 from iorig.fio.hostio import HostIo
 from iorig.fio.hosts import Endpoint, HostAddress
 from iorig.fio.server import FioServer, port_available
@@ -46,11 +47,18 @@ def server_log(base: Path, host: HostAddress) -> Path:
 def free_address(
     index: int, taken: set[int], *, first_ip: int = 2, ports: range = PORTS
 ) -> HostAddress:
-    """A free port on 127.0.0.{first_ip + index}, none of ``taken``."""
+    """A free port on 127.0.0.{first_ip + index}, none of ``taken``, whose
+    control port (the next one) is free too: another suite's fio server
+    there (other checkouts' tests use these ports too) answered the
+    server's control requests with fio's protocol, and the run had no
+    live figures or locks for that host."""
     ip = f"127.0.0.{first_ip + index}"
     for port in ports:
         candidate = HostAddress(ip, port)
-        if port not in taken and port_available(candidate) is None:
+        control = HostAddress(ip, control_port(port))
+        if port in taken or port_available(candidate) is not None:
+            continue
+        if port_available(control) is None:
             return candidate
     raise RuntimeError(f"no free port on {ip} in {ports}")
 

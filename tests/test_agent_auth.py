@@ -46,6 +46,7 @@ from tests.fioservers import (
     tcp_listeners,
     watched_read_job,
 )
+from tests.waiting import wait_for_phase, wait_until
 
 from iorig.errors import UserError
 from iorig.fio import agentauth
@@ -524,9 +525,13 @@ def test_an_agent_without_authentication_warns_at_start_and_names_every_connecti
             env={**os.environ, "COLUMNS": "300", "NO_COLOR": "1"},
         )
     try:
-        deadline = time.monotonic() + 20
-        while "serving on" not in log.read_text() and time.monotonic() < deadline:
-            time.sleep(0.05)
+        wait_until(
+            lambda: "serving on" in log.read_text(),
+            20,
+            "iorig agent serving on 10.99.0.1",
+            detail=log.read_text,
+            proc=agent,
+        )
         client = [["ip", "netns", "exec", namespace, "fio", "--client=10.99.0.1", str(job)]] * 2
         done = [subprocess.run(c, capture_output=True, text=True, timeout=60) for c in client]
     finally:
@@ -571,11 +576,17 @@ def test_a_driver_killed_mid_phase_leaves_no_job_running_on_an_agent(tmp_path):
             stderr=subprocess.STDOUT,
         )
         try:
-            deadline = time.monotonic() + 60
-            while len(agent.processes()) <= idle and time.monotonic() < deadline:
-                time.sleep(0.2)  # until fio's job runs on the agent
+            # into the measured phase: the agent's host has done I/O in it, and
+            # fio's job runs on the agent
+            wait_for_phase(
+                tmp_path / "r.sqlite",
+                "random-read",
+                io_seconds=1,
+                timeout_s=60,
+                proc=driver,
+                detail=lambda: (tmp_path / "driver.log").read_text()[-2000:],
+            )
             busy = len(agent.processes())
-            time.sleep(2)  # into the measured phase
             os.killpg(driver.pid, signal.SIGKILL)  # iorig and its fio clients, at once
             driver.wait(10)
             killed = time.monotonic()

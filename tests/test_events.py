@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 from tests.conftest import HAS_FIO
 from tests.fioservers import fio_server
+from tests.waiting import wait_until
 
 from iorig.errors import UserError
 from iorig.fio.control import ControlError, HostControl
@@ -182,12 +183,20 @@ def test_the_agent_control_port_stops_and_always_resumes_its_server(tmp_path):
         # iorig gone while the host is stopped: the agent resumes it by itself
         control.stop(60)
         control._conn.close()  # type: ignore[union-attr]
-        time.sleep(0.5)
-        assert "T" not in _states(tree)
-        # and a stop never outlasts its bound
+        wait_until(
+            lambda: "T" not in _states(tree),
+            10,
+            "the server resumed once iorig's control connection closed",
+            detail=lambda: _states(tree),
+        )
+        # and a stop never outlasts its bound (1 s, and 0.6 s for the agent to act)
         control.stop(1.0)
-        time.sleep(1.6)
-        assert "T" not in _states(tree)
+        wait_until(
+            lambda: "T" not in _states(tree),
+            1.6,
+            "the server resumed at the 1 s bound of its stop",
+            detail=lambda: _states(tree),
+        )
         control.resume()
 
 
@@ -331,9 +340,9 @@ def test_events_count_from_when_the_jobs_began_not_from_the_launch():
     plan, phase = _clocked_phase()
     launched = time.time()
     with PhaseEvents(plan, phase) as events:
-        time.sleep(0.4)
+        time.sleep(0.4)  # on purpose: the status that tells the jobs' start comes 0.4 s in
         events.begin(launched + 0.3)
-        time.sleep(0.5)
+        wait_until(events.so_far, 5, "the mark at 0.2 s from the jobs' start done")
     (mark,) = events.records
     assert mark.status.value == "done"
     assert 0.2 <= mark.started_at - events.origin < 0.3, mark.started_at - events.origin
@@ -345,7 +354,7 @@ def test_events_of_a_phase_whose_jobs_never_began_are_skipped_saying_so():
 
     plan, phase = _clocked_phase()
     with PhaseEvents(plan, phase) as events:
-        time.sleep(0.3)
+        time.sleep(0.3)  # on purpose: the phase goes past the event's 0.2 s, its jobs never begun
     (mark,) = events.records
     assert mark.status.value == "skipped" and "before its jobs began" in mark.detail
 
@@ -396,9 +405,12 @@ def test_the_control_port_tells_when_the_servers_jobs_began(tmp_path):
             stdout=subprocess.DEVNULL,
         )
         try:
-            deadline = time.time() + 10
-            while watch.started_at is None and time.time() < deadline:
-                time.sleep(0.05)
+            wait_until(
+                lambda: watch.started_at is not None,
+                10,
+                "the control port telling when the server's jobs began",
+                proc=client,
+            )
             told = time.time()
             began = watch.started_at
             again = control.jobs_started()

@@ -21,6 +21,7 @@ import pytest
 from tests.fake_fio_server import FakeFioServer
 from tests.faults.watch import processes_with
 from tests.fioservers import fio_server, fio_servers, paced_scenario, server_dir
+from tests.waiting import wait_for_phase, wait_until
 
 from iorig.fio import parse
 from iorig.fio.assemble import SectionData, build_scope
@@ -154,16 +155,12 @@ def test_a_server_killed_mid_phase_fails_the_run_and_keeps_the_others(tmp_path, 
             text=True,
         )
         try:
-            deadline = time.monotonic() + 90
-            while time.monotonic() < deadline:  # the fill stored: random-read runs
-                with contextlib.suppress(sqlite3.Error):
-                    if db_path.exists():
-                        with sqlite3.connect(db_path) as conn:
-                            if conn.execute("SELECT COUNT(*) FROM phases").fetchone()[0] >= 1:
-                                break
-                assert proc.poll() is None, proc.communicate()
-                time.sleep(0.2)
-            time.sleep(2)
+            # random-read under way: every host has read (the survivors' figures
+            # are kept, the one killed dies mid-phase)
+            labels = [s.address.label for s in servers]
+            wait_for_phase(
+                db_path, "random-read", io_seconds=1, hosts=labels, timeout_s=90, proc=proc
+            )
             killed = servers[2].address.label
             servers[2].stop()  # the server and its job processes: the host is gone
             killed_at = time.monotonic()
@@ -189,6 +186,14 @@ def test_a_server_killed_mid_phase_fails_the_run_and_keeps_the_others(tmp_path, 
     assert len(survivors) == 2 and all(s == "ok" and ios > 0 for s, ios in survivors)
 
 
+def _answers() -> bool:
+    try:
+        socket.create_connection(("127.0.0.5", 18799), timeout=0.5).close()
+    except OSError:
+        return False
+    return True
+
+
 @pytest.mark.fio
 def test_agent_serves_until_stopped(tmp_path):
     proc = subprocess.Popen(
@@ -211,12 +216,7 @@ def test_agent_serves_until_stopped(tmp_path):
         env=dict(os.environ, COLUMNS="160"),
     )
     try:
-        deadline = time.monotonic() + 20
-        while time.monotonic() < deadline:
-            with contextlib.suppress(OSError):
-                socket.create_connection(("127.0.0.5", 18799), timeout=0.5).close()
-                break
-            time.sleep(0.2)
+        wait_until(_answers, 20, "iorig agent answering on 127.0.0.5:18799", proc=proc)
         proc.send_signal(signal.SIGTERM)
         out, err = proc.communicate(timeout=20)
     finally:

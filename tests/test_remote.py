@@ -19,6 +19,7 @@ import pytest
 from tests.fake_fio_server import FakeFioServer
 from tests.fioservers import fio_server, fio_servers, server_dir
 from tests.fixtures import DATA
+from tests.waiting import wait_until
 
 from iorig.errors import UserError
 from iorig.fio import hosts as remote_hosts
@@ -332,7 +333,7 @@ def test_jobs_outlive_a_killed_listener_and_stop_still_ends_them(tmp_path):
         assert _wait(lambda: len(server_mod.process_tree(server.pid)) >= 4, 10)
         os.kill(server.pid, signal.SIGTERM)
         assert _wait(lambda: not server.running, 5)
-        time.sleep(0.5)
+        time.sleep(0.5)  # on purpose, from the listener's end: time for the session to fail
         assert client.poll() is None  # the session goes on without its listener
         survivors = [p for p in server_mod.process_tree(server.pid) if p != server.pid]
         # the connection's process, its job runner and the job; on a busy
@@ -353,8 +354,13 @@ def test_stop_ends_a_job_whose_connection_process_died_with_its_listener(tmp_pat
     from while they were attached."""
     with fio_server(tmp_path) as server, _idle_client(tmp_path, server):
         assert _wait(lambda: len(server_mod.process_tree(server.pid)) >= 4, 10)
-        time.sleep(2.5)  # the server has looked at its processes since (each 1-1.5 s)
-        tree = server_mod.process_tree(server.pid)
+        # the server has looked at its processes since: it knows each of them
+        tree = wait_until(
+            lambda: _known(server),
+            10,
+            "the server knowing every process under it",
+            detail=lambda: (server_mod.process_tree(server.pid), server._forked.alive()),
+        )
         table = proc_table()
         connections = [p for p in tree if p != server.pid and table[p][1] == server.pid]
         jobs = [p for p in tree if p != server.pid and p not in connections]
@@ -387,6 +393,15 @@ def _listener_pid(host: HostAddress) -> int:
         if server_mod._listens(pid, host.port):
             return pid
     raise AssertionError(f"no fio listens at {host.label}")
+
+
+def _known(server: FioServer) -> list[int] | None:
+    """The processes under ``server`` (its job among them) once it has
+    recorded every one of them (``FioServer._watch``); None before."""
+    assert server.pid is not None
+    tree = server_mod.process_tree(server.pid)
+    others = set(tree) - {server.pid}
+    return tree if len(tree) >= 4 and others <= set(server._forked.alive()) else None
 
 
 def _wait(predicate, timeout_s: float) -> bool:

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 from tests.faults.watch import processes_with
+from tests.waiting import wait_for_phase
 
 pytestmark = pytest.mark.fio
 REPO = Path(__file__).resolve().parent.parent
@@ -123,20 +124,9 @@ def test_sigint_in_second_measured_phase_aborts_cleanly(scratch, db_path, tmp_pa
         text=True,
     )
     try:
-        # fill, warmup and random-read stored => sequential-read (2nd measured) is running
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline:
-            if db_path.exists():
-                with sqlite3.connect(db_path) as conn:
-                    try:
-                        stored = conn.execute("SELECT COUNT(*) FROM phases").fetchone()[0]
-                    except sqlite3.OperationalError:
-                        stored = 0
-                if stored >= 3:
-                    break
-            assert proc.poll() is None, proc.communicate()
-            time.sleep(0.2)
-        time.sleep(2)  # well inside the 8 s phase
+        # the second measured phase running, and fio has measured some of it
+        # (what it measured before the interrupt must be kept), well inside its 8 s
+        wait_for_phase(db_path, "sequential-read", io_seconds=1, timeout_s=120, proc=proc)
         assert _fio_processes(str(tmpdir)), "fio should be running the second measured phase"
         interrupted_at = time.monotonic()
         proc.send_signal(signal.SIGINT)

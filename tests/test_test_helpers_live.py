@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 from tests.browser import BrowserSession
 from tests.conftest import chromium_or_skip
-from tests.prometheus import prometheus_server
+from tests.prometheus import Prometheus, prometheus_server
+from tests.waiting import wait_until
 
 RATE_PER_S = 100
 
@@ -38,6 +39,14 @@ def _serving(handler: type[http.server.BaseHTTPRequestHandler]) -> Iterator[str]
 class _Quiet(http.server.SimpleHTTPRequestHandler):
     def log_message(self, format: str, *args: object) -> None:
         pass
+
+
+def _seconds_of_samples(prom: Prometheus) -> float:
+    """Seconds from demo_ops_total's first stored sample to now."""
+    found = prom.query("demo_ops_total[1m]")  # the raw samples, with their times
+    if not found or not found[0]["values"]:
+        return 0.0
+    return time.time() - min(float(at) for at, _ in found[0]["values"])
 
 
 @pytest.mark.system
@@ -73,7 +82,12 @@ def test_prometheus_scrapes_a_counter_and_rates_it(tmp_path: Path):
                 {"__name__": "demo_ops_total", "instance": target, "job": "iorig"}
             ]
             # rate() over 5 s needs 5 s of samples: before, it extrapolates short
-            time.sleep(5.5)
+            wait_until(
+                lambda: _seconds_of_samples(prom) >= 5.5,
+                30,
+                "5.5 s of demo_ops_total's samples in prometheus",
+                detail=lambda: f"{_seconds_of_samples(prom):.1f} s",
+            )
             (rate,) = prom.query("rate(demo_ops_total[5s])")
             assert rate["metric"] == {"instance": target, "job": "iorig"}
             assert abs(float(rate["value"][1]) - RATE_PER_S) <= 0.1 * RATE_PER_S, rate

@@ -23,8 +23,9 @@ from pathlib import Path
 
 import pytest
 from tests.conftest import REPO
-from tests.faults.watch import processes_with, stored_hosts, wait_stored
+from tests.faults.watch import processes_with, stored_hosts
 from tests.fioservers import fio_server
+from tests.waiting import wait_for_phase, wait_until
 
 from iorig.fio.server import FioServer, process_tree
 
@@ -79,10 +80,23 @@ def _run(
             proc.communicate()
 
 
-def _measuring(proc: subprocess.Popen, db: Path, after_s: float) -> None:
-    """Wait until the prefill is stored (the measured phase starts), then ``after_s``."""
-    wait_stored(proc, db, "phases")
-    time.sleep(after_s)
+def _measuring(
+    proc: subprocess.Popen, db: Path, servers: list[FioServer], seconds: int = 1
+) -> None:
+    """Wait until fio has moved bytes on every host in ``seconds`` of the
+    measured phase's live seconds (their jobs run; a healthy host has figures)."""
+    hosts = [s.address.label for s in servers]
+    wait_for_phase(db, "randread", io_seconds=seconds, hosts=hosts, timeout_s=60, proc=proc)
+
+
+def _stopped(tree: list[int]) -> bool:
+    """Every process of ``tree`` still there is stopped (state T)."""
+    states = []
+    for pid in tree:
+        with contextlib.suppress(OSError):
+            stat = Path(f"/proc/{pid}/stat").read_text()
+            states.append(stat[stat.rindex(")") + 2])
+    return all(state == "T" for state in states)
 
 
 def _signal_tree(server: FioServer, sig: int) -> list[int]:
@@ -105,11 +119,12 @@ def test_ctrl_c_with_a_stopped_server_ends_in_seconds_and_keeps_the_healthy_host
     with contextlib.ExitStack() as stack:
         servers = [stack.enter_context(fio_server(tmp_path, index=i)) for i in range(2)]
         proc = stack.enter_context(_run(tmp_path, db, servers, "20s"))
-        _measuring(proc, db, after_s=2.0)
+        _measuring(proc, db, servers)
         hung = servers[1]
         tree = _signal_tree(hung, signal.SIGSTOP)
         stack.callback(lambda: [os.kill(p, signal.SIGCONT) for p in tree if _exists(p)])
-        time.sleep(1.0)
+        wait_until(lambda: _stopped(tree), 10, f"{hung.address.label}'s processes stopped")
+        time.sleep(1.0)  # on purpose: the host hung a while, not just stopped, at the Ctrl-C
         sent = time.monotonic()
         proc.send_signal(signal.SIGINT)
         out, err = proc.communicate(timeout=60)
@@ -152,11 +167,13 @@ def test_a_host_stalled_mid_phase_fails_the_phase_naming_it_and_its_seconds_are_
     with contextlib.ExitStack() as stack:
         servers = [stack.enter_context(fio_server(tmp_path, index=i)) for i in range(2)]
         proc = stack.enter_context(_run(tmp_path, db, servers, "8s", paced=False))
-        _measuring(proc, db, after_s=2.5)
+        # two whole seconds of I/O on both hosts before the stall: logged, so
+        # kept (a stall 1 s after the launch came before the first, on a busy machine)
+        _measuring(proc, db, servers, seconds=3)
         stalled = servers[1]
         _signal_tree(stalled, signal.SIGSTOP)
         stopped_at = time.monotonic()
-        time.sleep(4.0)
+        time.sleep(4.0)  # on purpose: the stall the error must name (3-6 s of it)
         _signal_tree(stalled, signal.SIGCONT)
         out, err = proc.communicate(timeout=90)
         assert time.monotonic() - stopped_at < 60
@@ -189,7 +206,7 @@ def test_a_killed_client_leaves_no_jobs_running_on_its_server(tmp_path):
     with contextlib.ExitStack() as stack:
         servers = [stack.enter_context(fio_server(tmp_path, index=i)) for i in range(2)]
         proc = stack.enter_context(_run(tmp_path, db, servers, "8s"))
-        _measuring(proc, db, after_s=2.0)
+        _measuring(proc, db, servers)
         victim = servers[1]
         assert victim.pid is not None
         assert len(process_tree(victim.pid)) > 1, "the server runs the phase's jobs"

@@ -19,8 +19,8 @@ from pathlib import Path
 
 import pytest
 from tests.conftest import REPO
-from tests.faults.watch import wait_stored
 from tests.truth.device import Unavailable, capped_device, mechanism, mounted
+from tests.waiting import wait_for_phase
 
 pytestmark = pytest.mark.fio
 
@@ -73,8 +73,8 @@ def test_a_frozen_filesystem_under_a_prefill_fails_the_run_in_bounded_time(scrat
             text=True,
         )
         stack.callback(lambda: proc.poll() is None and proc.kill())
-        wait_stored(proc, db, "runs")
-        time.sleep(1.0)
+        # the prefill writing: the freeze comes under it, not before fio starts
+        wait_for_phase(db, "fill", io_seconds=1, timeout_s=60, proc=proc)
         subprocess.run(["fsfreeze", "-f", str(mnt)], check=True, timeout=30)
         frozen_at = time.monotonic()
         thaw = stack.enter_context(contextlib.ExitStack())

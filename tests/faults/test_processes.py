@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 from tests.conftest import REPO
+from tests.waiting import wait_for_phase, wait_until
 
 pytestmark = pytest.mark.fio
 
@@ -38,6 +39,29 @@ def _fio_processes(marker: str) -> dict[int, int]:
             if state != "Z":
                 found[int(entry.name)] = int(ppid)
     return found
+
+
+def _parent_of_two(marker: str, iorig_pid: int) -> int | None:
+    """The one fio parent under ``iorig_pid`` with two or more job workers."""
+    procs = _fio_processes(marker)
+    parents = [p for p, pp in procs.items() if pp == iorig_pid]
+    workers = [p for p, pp in procs.items() if pp in parents]
+    return parents[0] if len(parents) == 1 and len(workers) >= 2 else None
+
+
+def _ignoring_int_and_term(pids: list[int]) -> bool:
+    """Every one of ``pids`` (three or more) ignores SIGINT and SIGTERM."""
+    wanted = (1 << (signal.SIGINT - 1)) | (1 << (signal.SIGTERM - 1))
+    masks = []
+    for pid in pids:
+        try:
+            status = Path(f"/proc/{pid}/status").read_text()
+        except OSError:
+            return False
+        masks += [
+            int(line.split()[1], 16) for line in status.splitlines() if line.startswith("SigIgn:")
+        ]
+    return len(masks) >= 3 and all(mask & wanted == wanted for mask in masks)
 
 
 def test_killing_fios_parent_ends_its_workers_and_the_run(scratch, tmp_path):
@@ -68,18 +92,15 @@ def test_killing_fios_parent_ends_its_workers_and_the_run(scratch, tmp_path):
         text=True,
     )
     try:
-        deadline = time.monotonic() + 30
-        parent = None
-        while time.monotonic() < deadline and parent is None:
-            procs = _fio_processes(str(workdir))
-            # the measured phase: a parent with its two job workers
-            parents = [p for p, pp in procs.items() if pp == iorig.pid]
-            workers = [p for p, pp in procs.items() if pp in parents]
-            if len(parents) == 1 and len(workers) >= 2:
-                parent = parents[0]
-            time.sleep(0.1)
-        assert parent is not None, "fio's workers never appeared"
-        time.sleep(1.0)  # measuring
+        # the measured phase measuring: a parent with its two job workers doing I/O
+        wait_for_phase(tmp_path / "r.sqlite", "randread", io_seconds=1, timeout_s=60, proc=iorig)
+        parent = wait_until(
+            lambda: _parent_of_two(str(workdir), iorig.pid),
+            30,
+            "fio's parent with its two job workers",
+            detail=lambda: _fio_processes(str(workdir)),
+            proc=iorig,
+        )
         os.kill(parent, signal.SIGKILL)
         killed = time.monotonic()
         while _fio_processes(str(workdir)) and time.monotonic() - killed < 10:
@@ -104,9 +125,15 @@ def test_a_second_signal_kills_at_once_what_ignores_the_first(tmp_path):
     import threading
 
     from iorig.fio.process import group_alive, spawn, stop_group
+    from iorig.fio.server import process_tree
 
     group = spawn(["sh", "-c", "trap '' INT TERM; sleep 300 & sleep 300 & wait"], tmp_path)
-    time.sleep(0.3)
+    wait_until(
+        lambda: _ignoring_int_and_term(process_tree(group.pid)),
+        10,
+        "the shell and its two sleeps ignoring SIGINT and SIGTERM",
+        detail=lambda: process_tree(group.pid),
+    )
     steps = ((signal.SIGINT, 10.0), (signal.SIGTERM, 5.0), (signal.SIGKILL, 5.0))
     hurry = threading.Event()
     threading.Timer(0.5, hurry.set).start()

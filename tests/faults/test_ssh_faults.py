@@ -20,9 +20,10 @@ from pathlib import Path
 
 import pytest
 from tests.conftest import REPO
-from tests.faults.watch import processes_with, stored_hosts, wait_stored
+from tests.faults.watch import processes_with, stored_hosts
 from tests.fioservers import paced_scenario
 from tests.sshd import SshLab, ssh_hosts
+from tests.waiting import wait_for_phase
 
 from iorig.fio.ssh import CONFIG_ENV
 
@@ -55,8 +56,10 @@ def _run(tmp_path: Path, lab: SshLab) -> Iterator[tuple[subprocess.Popen, Path]]
         text=True,
     )
     try:
-        wait_stored(proc, db, "phases")  # the fill stored: the measured phase starts
-        time.sleep(2.0)
+        # the measured phase under way: fio reads on each host (the healthy
+        # one's figures are kept; the broken one's fio and connection exist)
+        labels = [h.label for h in lab.hosts]
+        wait_for_phase(db, "random-read", io_seconds=1, hosts=labels, timeout_s=60, proc=proc)
         yield proc, db
     finally:
         if proc.poll() is None:

@@ -10,11 +10,10 @@ import shutil
 import sqlite3
 import subprocess
 import sys
-import time
 
 import pytest
 from tests.conftest import REPO
-from tests.faults.watch import wait_stored
+from tests.waiting import wait_for_phase
 
 pytestmark = pytest.mark.fio
 
@@ -45,9 +44,8 @@ def test_a_directory_target_recreated_mid_run_fails_the_run(scratch, tmp_path):
         text=True,
     )
     try:
-        # the prefill is stored: the measured phase reads the prefilled file
-        wait_stored(proc, db, "phases")
-        time.sleep(1.0)
+        # the measured phase reads the prefilled file
+        wait_for_phase(db, "randread", io_seconds=1, timeout_s=60, proc=proc)
         shutil.rmtree(target)
         target.mkdir()
         out, err = proc.communicate(timeout=60)

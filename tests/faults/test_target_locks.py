@@ -7,10 +7,10 @@ by the audit."""
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import subprocess
-import time
 from pathlib import Path
 
 import pytest
@@ -18,6 +18,7 @@ from tests.conftest import HAS_FIO
 from tests.faults.killed import kill9, loop_device, run, run_ids, start
 from tests.faults.watch import wait_stored
 from tests.fioservers import paced_scenario
+from tests.waiting import wait_until
 
 from iorig.machine import statedir
 from iorig.machine.locks import target_keys
@@ -104,6 +105,41 @@ def _busy(device: Path, seconds: float) -> subprocess.Popen:
     )
 
 
+def _reads(device: Path) -> int:
+    """Reads the kernel completed on ``device`` (/sys/block/NAME/stat)."""
+    return int((Path("/sys/block") / device.name / "stat").read_text().split()[0])
+
+
+def _held_for(run_id: str) -> list[str]:
+    """The lock files in the state directory a live process holds that name
+    ``run_id`` (flock'd, as a run taking them would find them)."""
+    held = []
+    for path in statedir.shared().glob("*.lock"):
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        except OSError:
+            continue  # removed meanwhile: free
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)  # free: let go at the close
+        except BlockingIOError:
+            if run_id in path.read_text(errors="replace"):
+                held.append(path.name)
+        finally:
+            os.close(fd)
+    return held
+
+
+def _freed(run_id: str) -> None:
+    """Wait until the host has freed the killed run's locks: it notices the
+    lost connection within seconds."""
+    wait_until(
+        lambda: not _held_for(run_id),
+        30,
+        f"the host freeing the locks of the killed run {run_id}",
+        detail=lambda: _held_for(run_id),
+    )
+
+
 def _device_warnings(db: Path) -> list[dict]:
     shown = run(db, "show", "last", "--json")
     assert shown.returncode == 0, shown.stderr
@@ -121,9 +157,16 @@ def test_other_io_on_the_targets_device_is_named_by_the_audit(tmp_path, scratch)
         quiet = run(quiet_db, *args)
         assert quiet.returncode == 0, quiet.stdout + quiet.stderr
         assert _device_warnings(quiet_db) == []  # fio's own I/O alone: nothing to name
+        reads = _reads(device)
         other = _busy(device, 30)
         try:
-            time.sleep(0.5)
+            wait_until(
+                lambda: _reads(device) > reads,
+                30,
+                f"the other fio reading {device}",
+                detail=lambda: f"{_reads(device) - reads} reads",
+                proc=other,
+            )
             busy = run(busy_db, *args)
         finally:
             other.kill()
@@ -163,20 +206,17 @@ def _second_remote_run_is_refused(
         if first.poll() is None:
             first.kill()
             first.communicate()
-    deadline = time.monotonic() + 20
-    while True:  # (the killed run's file is still on the host: an agent cannot tell it is)
-        third = run(
-            tmp_path / "third.sqlite",
-            "run",
-            *REMOTE_SHORT,
-            "--hosts",
-            hosts,
-            "--allow-destroy",
-            env=env,
-        )
-        if third.returncode != 2 or time.monotonic() > deadline:
-            break
-        time.sleep(1)  # the host notices the lost connection within seconds
+    _freed(first_id)
+    # (the killed run's file is still on the host: an agent cannot tell it is)
+    third = run(
+        tmp_path / "third.sqlite",
+        "run",
+        *REMOTE_SHORT,
+        "--hosts",
+        hosts,
+        "--allow-destroy",
+        env=env,
+    )
     assert third.returncode == 0, third.stdout + third.stderr
 
 
@@ -224,12 +264,8 @@ def test_a_target_in_use_over_ssh_is_refused_there_and_here(tmp_path):
             if first.poll() is None:
                 first.kill()
                 first.communicate()
-        deadline = time.monotonic() + 20
-        while True:
-            third = run(
-                tmp_path / "third.sqlite", "run", *REMOTE_SHORT, "--hosts", hosts, *args, env=env
-            )
-            if third.returncode != 2 or time.monotonic() > deadline:
-                break
-            time.sleep(1)
+        _freed(first_id)
+        third = run(
+            tmp_path / "third.sqlite", "run", *REMOTE_SHORT, "--hosts", hosts, *args, env=env
+        )
         assert third.returncode == 0, third.stdout + third.stderr

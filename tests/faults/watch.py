@@ -6,8 +6,9 @@ from __future__ import annotations
 import contextlib
 import sqlite3
 import subprocess
-import time
 from pathlib import Path
+
+from tests.waiting import wait_until
 
 # fixed queries, one per table the tests count (no SQL built from names)
 _COUNT = {
@@ -35,11 +36,13 @@ def wait_stored(
 ) -> None:
     """Wait until ``proc`` has stored ``at_least`` rows in ``table`` (the
     prefill stored: the measured phase is starting); fail if it ends first."""
-    deadline = time.monotonic() + timeout_s
-    while stored(db, table) < at_least:
-        assert proc.poll() is None, proc.communicate()
-        assert time.monotonic() < deadline, f"fewer than {at_least} {table} after {timeout_s} s"
-        time.sleep(0.05)
+    wait_until(
+        lambda: stored(db, table) >= at_least,
+        timeout_s,
+        f"{at_least} or more {table} stored in {db}",
+        detail=lambda: f"{stored(db, table)} {table}",
+        proc=proc,
+    )
 
 
 def processes_with(*needles: bytes) -> list[int]:
