@@ -438,3 +438,18 @@ def test_the_stop_rules_read_the_logged_seconds_where_every_job_logs_averages():
     counted = PrecisionWatch(2.0, 3, 60, "iops")
     by_counts = RuleFeed([counted], logged=False)
     assert not any(by_counts.feed(snap) for snap in snaps)  # the counters' bursts: never
+
+
+def test_a_reader_of_the_live_file_never_writes_it(tmp_path):
+    db = tmp_path / "results.sqlite"
+    with pytest.raises(LiveUnwritable, match="no live file yet"):
+        LiveStore.reading(db)
+    assert not live_path(db).exists()  # a reader made nothing
+    with LiveStore(db) as live:
+        live.put_seconds("r1", [LiveSecond(0, "m", "local", "read", 1, 2.0, 1, 4096, 1.0, 4096.0,
+                                           None, None, None, LiveSource.FIO_STATUS)])  # fmt: skip
+        live.put_phase("r1", LivePhase(0, "m", 0, 1, 2, 2.0, 0.5, "", LiveSource.FIO_STATUS, ()))
+        with LiveStore.reading(db) as reader:
+            assert reader.runs() == ["r1"] and len(reader.seconds_after("r1")) == 1
+            with pytest.raises(sqlite3.OperationalError, match="readonly"):
+                reader.conn.execute("DELETE FROM live_seconds")

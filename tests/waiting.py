@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from iorig.model.live import LivePhase
-from iorig.store.live import LiveStore, live_path
+from iorig.store.live import LiveStore, LiveUnwritable
 
 T = TypeVar("T")
 POLL_S = 0.05
@@ -86,20 +86,12 @@ def wait_until(
 
 
 def _live(db: Path) -> LiveStore | None:
-    """The live file beside ``db``, read-only. LiveStore's own constructor
-    writes (the tables, the layout's version): a test's write there could
-    hold up a run's write past its 0.2 s, and the run would drop its live
-    view (store/live.py)."""
-    path = live_path(db)
-    if not path.exists():
-        return None
-    store = object.__new__(LiveStore)
-    store.path = path
+    """The live file beside ``db``, read-only (a test's write there could
+    hold up a run's)."""
     try:
-        store.conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=1.0)
-    except sqlite3.Error:
+        return LiveStore.reading(db)
+    except LiveUnwritable:
         return None
-    return store
 
 
 def live_phases(db: Path) -> dict[str, LivePhase]:

@@ -7,9 +7,11 @@ by the audit."""
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import json
 import os
+import signal
 import subprocess
 from pathlib import Path
 
@@ -20,6 +22,7 @@ from tests.faults.watch import wait_stored
 from tests.fioservers import paced_scenario
 from tests.waiting import wait_until
 
+from iorig.fio.server import process_tree
 from iorig.machine import statedir
 from iorig.machine.locks import target_keys
 
@@ -169,7 +172,12 @@ def test_other_io_on_the_targets_device_is_named_by_the_audit(tmp_path, scratch)
             )
             busy = run(busy_db, *args)
         finally:
-            other.kill()
+            # the whole tree: fio's job worker calls setsid() and holds stderr
+            # open, so killing fio's parent alone left communicate() waiting
+            # out the worker's 30 s (fio/process.py)
+            for pid in process_tree(other.pid):
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
             other.communicate()
         assert busy.returncode == 0, busy.stdout + busy.stderr
         found = _device_warnings(busy_db)

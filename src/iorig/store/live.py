@@ -87,6 +87,23 @@ class LiveStore:
         except sqlite3.Error as exc:
             raise LiveUnwritable(f"{self.path}: {exc}") from None
 
+    @classmethod
+    def reading(cls, database: Path, *, wait_s: float = 1.0) -> LiveStore:
+        """A read-only connection to an existing live file: a reader that
+        wrote (the tables, the layout's version) could hold up a run's write
+        past its ``wait_s`` and the run would drop that second."""
+        store = object.__new__(cls)
+        store.path = live_path(database)
+        try:
+            if not store.path.exists():
+                raise sqlite3.OperationalError("no live file yet")
+            store.conn = sqlite3.connect(
+                f"file:{store.path}?mode=ro", uri=True, timeout=wait_s, check_same_thread=False
+            )
+        except sqlite3.Error as exc:
+            raise LiveUnwritable(f"{store.path}: {exc}") from None
+        return store
+
     def close(self) -> None:
         self.conn.close()
 
