@@ -8,21 +8,34 @@ lifts the event's cap 4 s later: the throttled seconds read T, the impact's
 dip is T, the series recovers to BASE_IOPS after the unthrottle, and the
 owner's cap is still in place after the run (issue 27: nothing iorig
 changes outlives it, and nothing it finds is taken away).
+
+The bounds are the device's own counters, read every 100 ms while the run
+goes on (``Capped.sampling``): each second iorig stores did what the device
+did in that second (between its counts over the samples just inside and
+just outside it, give or take an I/O in flight at each edge, fio's
+iodepth), so the baseline and the dip computed from them are the device's;
+and the device itself ran at each cap (the median of its own one-second
+windows within truth 1's band) while that cap was on.
 """
 
 from __future__ import annotations
 
 import json
 
+import numpy as np
 import pytest
-from tests.truth.device import read_iops
+from tests.truth.device import Samples, read_iops
 
 from iorig.machine import throttle
+from iorig.model import ALL, PhaseResult
+from iorig.store import Store
 
 pytestmark = [pytest.mark.fio, pytest.mark.truth]
 
 CAP_IOPS = 2000
 BASE_IOPS = 20_000
+IODEPTH = 16  # I/Os in flight at a second's edge, counted by fio on one side
+CAP_BAND = 0.03  # truth 1's band for a per-second median at the cap
 SCENARIO = f"""\
 iorig: 1
 name: throttled
@@ -33,7 +46,7 @@ phases:
   - name: load
     kind: measure
     duration: 14s
-    workloads: [{{rw: randread, bs: 4k, iodepth: 16}}]
+    workloads: [{{rw: randread, bs: 4k, iodepth: {IODEPTH}}}]
     events:
       - {{at: 4s, do: "throttle data to {CAP_IOPS}iops"}}
       - {{at: 8s, do: "unthrottle data"}}
@@ -56,29 +69,46 @@ def test_a_throttle_event_dips_to_its_rate_and_recovers_after_unthrottle(
     device.cap(read_iops=BASE_IOPS, write_iops=BASE_IOPS)
     scenario = tmp_path / "throttled.yaml"
     scenario.write_text(SCENARIO)
-    done = device.iorig(truth_db, "run", str(scenario), "--target", str(device.path))
+    with device.sampling() as samples:
+        done = device.iorig(truth_db, "run", str(scenario), "--target", str(device.path))
     assert done.returncode == 0, done.stdout + done.stderr
     doc = json.loads(device.iorig(truth_db, "show", "last", "--json").stdout)
     cap, lift = doc["events"]
     assert (cap["status"], lift["status"]) == ("done", "done"), (cap, lift)
     impact = cap["impact"]
-    samples = {s["t_s"]: s["iops"] for s in doc["samples"] if s["ddir"] == "all"}
+    per_second = {s["t_s"]: s["iops"] for s in doc["samples"] if s["ddir"] == "all"}
     capped_at = cap["started_at"] - doc["run"]["started_at"]  # near 4 s + start-up
-    inside = [v for t, v in samples.items() if capped_at + 1.5 <= t <= capped_at + 4 - 0.5]
-    after = [v for t, v in samples.items() if t >= capped_at + 4 + 2]
+    inside = [v for t, v in per_second.items() if capped_at + 1.5 <= t <= capped_at + 4 - 0.5]
+    after = [v for t, v in per_second.items() if t >= capped_at + 4 + 2]
+    with Store(truth_db) as store:
+        (run_id,) = store.run_ids(limit=1)
+        (phase,) = store.load_run(run_id).phases
+    capped_from = cap["started_at"] + 1.0  # the event's cap applies within its second
+    capped_to = lift["started_at"]
+    throttled = _device_median(samples, capped_from, capped_to)
+    freed = _device_median(samples, lift["started_at"] + 2.0, phase.ended_at)
     print(
         f"truth events: free {free_iops:.0f} IOPS, base {BASE_IOPS}, throttled seconds "
-        f"{inside}, after the unthrottle {after}, impact {impact}"
+        f"{inside}, after the unthrottle {after}, impact {impact}; the device's median "
+        f"{throttled:.0f} IOPS capped, {freed:.0f} after"
     )
-    assert impact["baseline"] == pytest.approx(BASE_IOPS, rel=0.1)
+    _seconds_are_the_devices(phase, samples)
+    # the device ran at each cap while it was on: the event's and the owner's
+    assert throttled == pytest.approx(CAP_IOPS, rel=CAP_BAND), throttled
+    assert freed == pytest.approx(BASE_IOPS, rel=CAP_BAND), freed
     assert len(inside) >= 2
-    assert all(v == pytest.approx(CAP_IOPS, rel=0.1) for v in inside), inside
+    assert impact["baseline"] == pytest.approx(BASE_IOPS, rel=CAP_BAND), impact
+    # the dip is the lowest second after the event, a capped one: no lower
+    # than the device's lowest one-second window under the cap (the
+    # throttle's windows spread about its cap), no higher than their median
     dip = impact["baseline"] * impact["dip_pct"] / 100
-    assert dip == pytest.approx(CAP_IOPS, rel=0.15)
+    lowest = float(samples.windows("read", capped_from, capped_to, what="ios").min())
+    assert lowest - IODEPTH <= dip <= throttled * (1 + CAP_BAND), (dip, lowest, throttled)
+    # recovered once the device did: the lift is 4 s after the cap
     assert impact["recovered"] and 3.5 <= impact["recovery_s"] <= 6.0, impact
     assert impact["lost_ios"] > 0.5 * (impact["baseline"] - CAP_IOPS) * 3
     assert lift["impact"] is None
-    assert after and all(v == pytest.approx(BASE_IOPS, rel=0.1) for v in after), after
+    assert after and float(np.median(after)) == pytest.approx(freed, rel=CAP_BAND), after
     # the owner's cap is back, not lifted with the event's
     assert throttle.rules(device.majmin) == {
         "read_iops": BASE_IOPS,
@@ -87,3 +117,26 @@ def test_a_throttle_event_dips_to_its_rate_and_recovers_after_unthrottle(
         "write_bps": 0,
     }
     assert "its own caps back" in lift["detail"], lift
+
+
+def _device_median(samples: Samples, start: float, end: float) -> float:
+    """The median of the device's own one-second read rates (IOPS) between
+    two unix times."""
+    windows = samples.windows("read", start, end, what="ios")
+    assert windows.size, (start, end)
+    return float(np.median(windows))
+
+
+def _seconds_are_the_devices(phase: PhaseResult, samples: Samples) -> None:
+    """Each second of the phase's series completed what the device did in
+    it: at least its count between the samples just inside the second and
+    at most between those just outside, give or take the I/Os in flight."""
+    series = phase.aggregate.series[ALL]
+    bounds = np.array(
+        [
+            samples.bounds("read", phase.origin + end - 1, phase.origin + end, what="ios")
+            for end in series.t_s.tolist()
+        ]
+    )
+    inside = (bounds[:, 0] - IODEPTH <= series.iops) & (series.iops <= bounds[:, 1] + IODEPTH)
+    assert inside.all(), (series.iops, bounds)
