@@ -203,7 +203,7 @@ TRUTH_DIR = Path(__file__).resolve().parent / "truth"
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     skip = pytest.mark.skip(reason="fio is not installed (make test installs it)")
     for item in items:
-        # make test's stages (Makefile): timing, truth two at a time, serial alone
+        # make test's stages (Makefile): timing, truth four at a time, serial alone
         for other in ("serial", "truth"):
             if "timing" in item.keywords and other in item.keywords:
                 raise pytest.UsageError(f"{item.nodeid}: timing and {other} are two stages")
