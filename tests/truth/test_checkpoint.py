@@ -62,7 +62,8 @@ def _the_devices_rate(
     assert device_rate == pytest.approx(cap, rel=CAP_BAND), (phase.name, device_rate)
     return (
         f"{phase.name}: {figure / 1e6:.2f} MB/s, at least {lowest / 1e6:.2f}, "
-        f"device {device_rate / 1e6:.2f}"
+        f"device {device_rate / 1e6:.2f}, its bytes {least_bytes - checkpoint['io_bytes']:+.0f}"
+        f" to {most_bytes - checkpoint['io_bytes']:+.0f} of iorig's"
     )
 
 
