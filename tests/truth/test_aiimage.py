@@ -26,6 +26,10 @@ Every bound on the figures comes from the device's own counters, read every
   stall (up to 9 % over in 12 bare fio runs of load 5): those seconds are the
   device's, and the bounds above follow them.
 
+Loads 1 and 2 are valid unless the audit names the load generator for
+that point (fio starved of CPU could not ask for the reads: a verdict on
+the generator, not the storage, and iorig must say which it is).
+
 Below the cap every second is also within 25 % of the point's rate (no
 fragments: they read 29, 1268 and 27 at a steady 1,243 ops/s before), and
 the seconds add up to no more than the jobs' completions and no less than
@@ -41,6 +45,7 @@ import numpy as np
 import pytest
 from tests.truth.device import Samples, Unavailable, mounted
 
+from iorig.analyze.search import GENERATOR_FINDINGS as NAMED_GENERATOR
 from iorig.fio import parse
 from iorig.model import ALL, PhaseResult
 from iorig.scenario.loading import load
@@ -51,6 +56,7 @@ pytestmark = [pytest.mark.fio, pytest.mark.truth]
 # iorig's read bytes of a point are the device's within this share: a phase
 # ends when fio has exited, so no read of it is in flight at either end
 SAME_BYTES = 0.002
+GENERATOR_FINDINGS = (*NAMED_GENERATOR, "cpu-contention")
 CAP_BAND = 0.03  # truth 1's band for a per-second median at the cap
 
 
@@ -153,14 +159,26 @@ def test_load_points_past_the_bandwidth_cap_are_invalid(capped, truth_db, tmp_pa
     except Unavailable as exc:
         pytest.skip(str(exc))
     assert done.returncode == 0, done.stdout + done.stderr
-    search = json.loads(device.iorig(truth_db, "show", "last", "--json").stdout)["search"]
+    shown = json.loads(device.iorig(truth_db, "show", "last", "--json").stdout)
+    search = shown["search"]
     validity = {p["load"]: p["valid"] for p in search["points"]}
+    # a point the device could serve, invalid because fio did not get the
+    # CPU to ask for it (a soak round beside other tests' runs, load 9 on
+    # two cores), is the generator's: iorig must say so, naming the phase
+    generator = {w["phase"] for w in shown["run"]["warnings"] if w["code"] in GENERATOR_FINDINGS}
+    starved = {p["load"] for p in search["points"] if p["phase"] in generator}
     print(
         f"truth 8: reads per job {per_job / 1e6:.0f} MB/s, cap {cap / 1e6:.1f} "
-        f"MB/s, validity {validity}"
+        f"MB/s, validity {validity}, the generator named at loads {sorted(starved)}"
     )
-    assert validity == {1: True, 2: True, 3: False, 4: False, 5: False}, search["points"]
-    assert search["max_valid_load"] == 2
+    expected = {1: True, 2: True, 3: False, 4: False, 5: False}
+    wrong = {load for load, valid in validity.items() if valid != expected[load]}
+    assert validity.keys() == expected.keys() and wrong <= starved - {3, 4, 5}, (
+        search["points"],
+        shown["run"]["warnings"],
+    )
+    if not wrong:
+        assert search["max_valid_load"] == 2
     with Store(truth_db) as store:
         (run_id,) = store.run_ids(limit=1)
         stored = store.load_run(run_id, artifacts=True)
@@ -172,5 +190,5 @@ def test_load_points_past_the_bandwidth_cap_are_invalid(capped, truth_db, tmp_pa
         _seconds_are_the_devices(phase, samples, largest)
         if int(phase.point["ai_jobs"]) > 2:
             _the_device_read_the_cap(phase, samples, cap)
-        else:
+        elif int(phase.point["ai_jobs"]) not in wrong:
             _paced_below_the_cap(phase)
