@@ -29,14 +29,31 @@ from iorig.model import (
     PhaseResult,
     PhaseStatus,
     Scope,
+    histogram,
 )
-from iorig.model.live import LiveEvent, LivePhase, LiveSecond, LiveSource, PhaseTotal
+from iorig.model.live import (
+    LiveEvent,
+    LivePhase,
+    LiveRun,
+    LiveSecond,
+    LiveSource,
+    MetricPhase,
+    PhaseTotal,
+)
 from iorig.run.events import PhaseFinished, PhaseProgress, PhaseStarted, RunStarted
 from iorig.run.live import HostIoMeter, HostJobShape, LiveFeed, StatusMeter, phase_totals
 from iorig.run.local import RuleFeed
 from iorig.serve.address import parse_address
-from iorig.serve.metrics import LiveMetrics, Scrapes, final_counters, served_everyone
-from iorig.store.live import KEEP_S, LiveStore, LiveUnwritable, live_path
+from iorig.serve.metrics import (
+    MAX_LABEL_CHARS,
+    LiveMetrics,
+    Scrapes,
+    final_values,
+    label_value,
+    served_everyone,
+)
+from iorig.serve.server import MetricFeed
+from iorig.store.live import KEEP_ENDED_S, KEEP_S, LiveStore, LiveUnwritable, live_path
 
 DATA = Path(__file__).parent / "data" / "live"
 
@@ -231,6 +248,9 @@ class _Sink:
         self.fail = fail
         self.calls: list[tuple] = []
 
+    def put_run(self, run_id, run):
+        self._record("run", run_id, run)
+
     def put_phase(self, run_id, phase):
         self._record("phase", run_id, phase)
 
@@ -264,23 +284,38 @@ def test_a_runs_events_reach_every_sink_and_a_failing_one_is_dropped(fake_plan):
     feed.handle(PhaseFinished(phase, _finished(phase.name, PhaseStatus.OK)))
     feed.close()
     kinds = [c[0] for c in good.calls]
-    assert kinds == ["phase", "seconds", "phase", "totals", "drop"]
-    # the stored totals of the one host, which has no host scope of its own
-    assert good.calls[3] == ("totals", "abc123", (PhaseTotal(0, phase.name, "local", "read",
-                                                             500, 4096000),), False)  # fmt: skip
-    assert good.calls[1] == ("seconds", "abc123", (second,))
-    assert good.calls[2][2].rule == "steady state: 1 round"
-    assert good.calls[2][2].source is LiveSource.FIO_STATUS
-    assert good.calls[2][2].events == (LiveEvent(4.0, "stop-host 2", "done", 10.0, "ok"),)
+    # the run, then its phase as it starts (no schedule given: as a search's)
+    assert kinds == ["run", "run", "phase", "seconds", "phase", "totals", "drop"]
+    target = str(fake_plan.targets["data"].path)
+    assert good.calls[0][2] == LiveRun("", "live", (("local", target),), ())
+    assert good.calls[1][2].phases == (MetricPhase(0, "fill", None, ("write",)),)
+    # the stored totals of the one host, which has no host scope of its own,
+    # with its latency histogram: 1,000 completions in fio's bin 600
+    (total,) = good.calls[5][2]
+    assert (total.phase, total.host, total.ios, total.io_bytes) == (phase.name, "local", 500,
+                                                                    4096000)  # fmt: skip
+    assert total.lat_buckets == histogram.metric_buckets(_ONE_BIN)
+    assert total.lat_sum_ns == pytest.approx(500 * 1e6)  # the stored mean, 1 ms, × the I/Os
+    assert good.calls[3] == ("seconds", "abc123", (second,))
+    assert good.calls[4][2].rule == "steady state: 1 round"
+    assert good.calls[4][2].source is LiveSource.FIO_STATUS
+    assert good.calls[4][2].events == (LiveEvent(4.0, "stop-host 2", "done", 10.0, "ok"),)
     assert feed.sinks == [good] and "disk full" in feed.problems[0]
 
 
-def _finished(name: str, status: PhaseStatus, hosts: tuple[str, ...] = ()) -> PhaseResult:
-    """A finished phase that read 500 I/Os of 8 KiB on each host (and in all)."""
-    read = replace(builders.totals(100.0, 5), ddir="read")
+_ONE_BIN = histogram.empty()
+_ONE_BIN[600] = 1000  # builders.totals' histogram
+
+
+def _finished(
+    name: str, status: PhaseStatus, hosts: tuple[str, ...] = (), ddir: str = "read"
+) -> PhaseResult:
+    """A finished phase that read (or did ``ddir``) 500 I/Os of 8 KiB on
+    each host (and in all)."""
+    done = replace(builders.totals(100.0, 5), ddir=ddir)
     where = [AGGREGATE, *(Scope(host=h) for h in hosts)]
     scopes = tuple(
-        replace(builders.scope(np.full(5, 100.0), where=w), totals={"read": read}) for w in where
+        replace(builders.scope(np.full(5, 100.0), where=w), totals={ddir: done}) for w in where
     )
     return builders.phase(name, np.full(5, 100.0), scopes=scopes, status=status)
 
@@ -308,17 +343,24 @@ def test_an_interrupted_phase_tells_the_sinks_so(fake_plan):
 
 
 def test_a_counter_ends_on_the_stored_total_and_never_goes_back():
-    key = ("r1", "measure", "0", "local", "read")
+    key = ("r1", 0, "local", "read")
     live = LiveSecond(0, "measure", "local", "read", 9, 1.0, 480, 3932160, 100.0, 819200.0,
                       None, None, None, LiveSource.FIO_STATUS)  # fmt: skip
     total = PhaseTotal(0, "measure", "local", "read", 500, 4096000)
-    assert final_counters({key: live}, {}) == {key: (480, 3932160)}
-    assert final_counters({key: live}, {key: total}) == {key: (500, 4096000)}
+
+    def counters(known, seconds, totals):
+        return {k: (v.ios, v.io_bytes) for k, v in final_values(known, seconds, totals).items()}
+
+    assert counters([], {key: live}, {}) == {key: (480, 3932160)}
+    assert counters([], {key: live}, {key: total}) == {key: (500, 4096000)}
     # a fill that streamed no live second still ends on its totals
-    assert final_counters({}, {key: total}) == {key: (500, 4096000)}
+    assert counters([], {}, {key: total}) == {key: (500, 4096000)}
     # a host kernel that counted more (readahead) than fio: the counter stays
     higher = replace(live, ios=None, io_bytes=5_000_000)
-    assert final_counters({key: higher}, {key: total}) == {key: (500, 5_000_000)}
+    assert counters([], {key: higher}, {key: total}) == {key: (500, 5_000_000)}
+    # a series the run knows of counts from 0 before its phase's I/O
+    assert counters([key], {}, {}) == {key: (0, 0)}
+    assert final_values([key], {}, {})[key].lat_buckets == (0,) * 25
 
 
 def test_the_endpoint_waits_for_every_scraper_it_has_seen():
@@ -339,24 +381,125 @@ def test_the_endpoint_waits_for_every_scraper_it_has_seen():
     later.join()
 
 
-def test_metrics_are_counters_and_latency_gauges_in_base_units():
-    metrics = LiveMetrics()
+def _scrape(metrics: LiveMetrics) -> str:
     registry = CollectorRegistry(auto_describe=False)
     registry.register(metrics)
+    return generate_latest(registry).decode()
+
+
+def _samples(text: str, name: str, **labels: str) -> dict[str, float]:
+    """The samples of ``name`` whose labels include ``labels``, by their
+    ``le`` (or "" for a sample without one)."""
+    out = {}
+    for line in text.splitlines():
+        if not line.startswith(name + "{"):
+            continue
+        inside, value = line[len(name) + 1 :].rsplit("} ", 1)
+        pairs = dict(part.split("=", 1) for part in inside.split('",'))
+        pairs = {k: v.strip('"') for k, v in pairs.items()}
+        if all(pairs.get(k) == v for k, v in labels.items()):
+            out[pairs.get("le", "")] = float(value)
+    return out
+
+
+def _lats(values_ns) -> np.ndarray:
+    return histogram.from_values(np.asarray(values_ns, dtype=np.uint64))
+
+
+def test_metric_buckets_are_edges_of_fios_bins_and_count_what_lies_below():
+    bounds = np.asarray(histogram.METRIC_BOUNDS_NS)
+    rng = np.random.default_rng(47)
+    # from 100 ns to 20 s, and each bound itself and the nanosecond below it
+    values = np.concatenate(
+        [np.exp(rng.uniform(np.log(100), np.log(2e10), 20_000)).astype(np.uint64),
+         bounds, bounds - 1]
+    )  # fmt: skip
+    buckets = histogram.metric_buckets(_lats(values))
+    assert len(buckets) == len(bounds) + 1 and sum(buckets) == values.size
+    below = np.cumsum(buckets)[:-1]
+    # each bucket counts exactly the completions below its bound: the bounds
+    # are edges of fio's bins (a completion at a bound is the next bin's)
+    assert below.tolist() == [int((values < b).sum()) for b in bounds]
+
+
+def test_status_seconds_carry_fios_histogram_since_the_phase_began():
+    snaps = _recorded()
+    meter = StatusMeter(0, "p", "local")
+    seconds = [s for snap in snaps for s in meter.feed(snap, 1000.0 + snap.t_ms / 1000)]
+    reads = [s for s in seconds if s.direction == "read"]
+    assert len(reads) >= 3
+    for s in reads:  # cumulative: every completion so far, each once
+        assert sum(s.lat_buckets) == s.ios
+    used = [snap for snap in snaps if snap.runtime_ms][-2]  # the last one not folded away
+    assert reads[-1].lat_buckets == histogram.metric_buckets(used.dirs["read"].hist)
+    assert reads[-1].lat_sum_ns == used.dirs["read"].lat_sum_ns  # fio's means × counts, summed
+    for before, after in itertools.pairwise(reads):
+        assert all(a >= b for a, b in zip(after.lat_buckets, before.lat_buckets, strict=True))
+        assert after.lat_sum_ns > before.lat_sum_ns
+
+
+def test_metrics_are_counters_and_a_latency_histogram_in_base_units():
+    metrics = LiveMetrics()
+    early, late = _lats([900] * 60 + [1500] * 40), _lats([900] * 120 + [1500] * 80)
     later = LiveSecond(2, "measure", "10.0.0.2:8765", "write", 2, 2.0, 200, 819200, 100.0,
-                       409600.0, 2e6, 1.5e6, 9e6, LiveSource.FIO_STATUS)  # fmt: skip
+                       409600.0, 2e6, 1.5e6, 9e6, LiveSource.FIO_STATUS, 2.4e5,
+                       histogram.metric_buckets(late))  # fmt: skip
     earlier = LiveSecond(2, "measure", "10.0.0.2:8765", "write", 1, 1.0, 100, 409600, 100.0,
-                         409600.0, 2e6, 1.5e6, 9e6, LiveSource.FIO_STATUS)  # fmt: skip
+                         409600.0, 2e6, 1.5e6, 9e6, LiveSource.FIO_STATUS, 1.2e5,
+                         histogram.metric_buckets(early))  # fmt: skip
     metrics.put_seconds("r1", [later, earlier])  # a late second never takes a counter back
-    text = generate_latest(registry).decode()
-    labels = 'direction="write",host="10.0.0.2:8765",phase="measure",phase_index="2",run="r1"'
+    text = _scrape(metrics)
+    labels = 'direction="write",host="10.0.0.2:8765",phase="measure",phase_index="2",point=""'
+    labels += ',run="r1"'
     assert f"iorig_io_operations_total{{{labels}}} 200.0" in text
     assert f"iorig_io_bytes_total{{{labels}}} 819200.0" in text
-    with_q = labels.replace(",run=", ',quantile="0.99",run=')  # the client sorts labels
-    assert f"iorig_io_latency_seconds{{{with_q}}} 0.009" in text
     assert f"iorig_io_latency_mean_seconds{{{labels}}} 0.002" in text
+    where = {"run": "r1", "phase_index": "2", "direction": "write"}
+    # 120 completions below 1 µs, all 200 below 2 µs; the sum in seconds
+    buckets = _samples(text, "iorig_io_latency_seconds_bucket", **where)
+    assert (buckets["1e-06"], buckets["2e-06"], buckets["+Inf"]) == (120, 200, 200)
+    assert len(buckets) == 25 and list(buckets)[-1] == "+Inf"  # the same on every host
+    assert _samples(text, "iorig_io_latency_seconds_count", **where) == {"": 200}
+    assert _samples(text, "iorig_io_latency_seconds_sum", **where) == {"": pytest.approx(2.4e-4)}
+    assert "quantile" not in text  # percentiles are the histogram's, for any set of hosts
+    # the phase ends: the stored histogram, whatever the last live second was
+    stored = _lats([900] * 130 + [1500] * 80 + [3_000_000] * 5)
+    metrics.put_totals(
+        "r1",
+        [PhaseTotal(2, "measure", "10.0.0.2:8765", "write", 215, 880640, 2.7e5,
+                    histogram.metric_buckets(stored))],
+        aborted=False,
+    )  # fmt: skip
+    text = _scrape(metrics)
+    buckets = _samples(text, "iorig_io_latency_seconds_bucket", **where)
+    assert buckets["1e-06"] == 130 and buckets["0.002048"] == 210 and buckets["+Inf"] == 215
+    assert list(buckets.values()) == np.cumsum(histogram.metric_buckets(stored)).tolist()
+    assert _samples(text, "iorig_io_latency_seconds_sum", **where) == {"": pytest.approx(2.7e-4)}
+    assert f"iorig_io_bytes_total{{{labels}}} 880640.0" in text
     metrics.forget(set())
-    assert "iorig_io_bytes_total{" not in generate_latest(registry).decode()
+    assert "iorig_io_bytes_total{" not in _scrape(metrics)
+
+
+def test_run_info_names_each_run_and_host_in_bounded_label_values():
+    metrics = LiveMetrics()
+    hostile = "fast \x1b[31mred\x1b[0m \u202eevil" + "x" * 500
+    target = "/mnt/\udcff" + "deep/" * 100  # a path whose bytes were not UTF-8
+    metrics.put_run("r1", LiveRun(hostile, "peak", (("h1:8765", target), ("h2:8765", "/d")), ()))
+    text = _scrape(metrics)  # written at all: no byte of it fails to encode
+    info = [line for line in text.splitlines() if line.startswith("iorig_run_info{")]
+    assert len(info) == 2 and all(line.endswith("} 1.0") for line in info)
+    assert 'host="h2:8765"' in info[1] and 'scenario="peak"' in info[1]
+    assert 'target="/d"' in info[1] and 'run="r1"' in info[1]
+    for line in info:  # the exposition writes a backslash as two
+        for value in line.split('"')[1::2]:
+            assert len(value.replace("\\\\", "\\")) <= MAX_LABEL_CHARS
+        # shown as escapes, never the characters a console would act on
+        assert "\x1b" not in line and "\u202e" not in line and "\udcff" not in line
+        assert "fast \\\\x1b[31mred" in line and "\\\\u202eevil" in line
+    assert "/mnt/\\\\udcffdeep/" in info[0]
+    assert label_value("plain") == "plain"
+    assert label_value("a\nb") == "a\\x0ab"
+    assert label_value("é" * 200) == "é" * (MAX_LABEL_CHARS - 1) + "…"
 
 
 @pytest.mark.parametrize(
@@ -453,3 +596,132 @@ def test_a_reader_of_the_live_file_never_writes_it(tmp_path):
             assert reader.runs() == ["r1"] and len(reader.seconds_after("r1")) == 1
             with pytest.raises(sqlite3.OperationalError, match="readonly"):
                 reader.conn.execute("DELETE FROM live_seconds")
+
+
+def _sweep_plan():
+    from iorig.run.plan import build_plan
+    from iorig.scenario.adhoc import adhoc_source
+    from iorig.scenario.sweep import resolve_with_sweep
+    from iorig.targets import remote_target
+
+    resolved = resolve_with_sweep(
+        adhoc_source("randread", name="live"),
+        None,
+        {"iodepth": "8", "jobs": "2", "duration": "3s", "size": "16MiB"},
+        {"bs": ["4k", "8k", "16k"]},
+    )
+    target = remote_target(
+        None, host="127.0.0.2:8765", role="data", size=16 << 20, size_explicit=True,
+        allow_destroy=False,
+    )  # fmt: skip
+    return build_plan(resolved, {"data": target}, {("data", True): "libaio"}, "fio", "fio-3.33")
+
+
+def test_a_sweeps_points_are_the_scenarios_phase_and_a_number_from_the_start():
+    plan = _sweep_plan()
+    assert [p.name for p in plan.phases][1] == "randread:bs=4KiB"  # the point's own name
+    metrics = LiveMetrics()
+    feed = LiveFeed([metrics])
+    feed.handle(RunStarted("r1", plan, "try 1", tuple(plan.schedule())))
+    # before any phase ran: every phase's series, at 0, labelled with bounded values
+    text = _scrape(metrics)
+    moved = [line for line in text.splitlines() if line.startswith("iorig_io_bytes_total{")]
+    assert len(moved) == 4 and all(line.endswith(" 0.0") for line in moved)
+    assert "bs=" not in text and "KiB" not in text
+    assert 'phase="fill",phase_index="0",point=""' in moved[0] and 'direction="write"' in moved[0]
+    for index, line in enumerate(moved[1:], start=1):
+        assert f'phase="randread",phase_index="{index}",point="{index - 1}"' in line, line
+    assert 'label="try 1"' in text and 'scenario="live"' in text
+    buckets = _samples(text, "iorig_io_latency_seconds_bucket", phase_index="2")
+    assert len(buckets) == 25 and set(buckets.values()) == {0.0}
+    # an A/B side's phase is shown with its label live, but labelled as the scenario's
+    second = replace(plan.phases[2], name="side a: randread:bs=8KiB")
+    second = replace(second, scenario_phase=plan.phases[2].scenario_name)
+    feed.handle(PhaseStarted(second, 0, 2, 4))
+    assert 'phase="randread",phase_index="2",point="1"' in _scrape(metrics)
+    assert "side a" not in _scrape(metrics)
+
+
+def test_a_stopped_runs_phases_that_never_began_are_dropped_at_its_end():
+    metrics = LiveMetrics()
+    phases = (MetricPhase(0, "fill", None, ("write",)), MetricPhase(1, "measure", None, ("read",)))
+    metrics.put_run("r1", LiveRun("", "s", (("local", "/dev/x"),), phases))
+    assert 'phase="measure"' in _scrape(metrics)
+    metrics.put_phase("r1", LivePhase(0, "fill", 0, 1, 2, 3.0, 1.0, None, None))
+    metrics.put_totals("r1", [PhaseTotal(0, "fill", "local", "write", 4, 16384)], aborted=True)
+    metrics.drop_run("r1")  # interrupted in the fill: the measure never began
+    text = _scrape(metrics)
+    assert 'phase="measure"' not in text
+    assert _samples(text, "iorig_io_bytes_total", phase="fill") == {"": 16384.0}
+
+
+def _a_run_in(sink, plan, phase_bytes: int) -> PhaseResult:
+    """The events of a run of ``plan``'s fill and first measured phase into
+    ``sink``: one live second of the measured phase, its stored totals; the
+    stored result of the measured phase."""
+    feed = LiveFeed([sink])
+    feed.handle(RunStarted("r1", plan, None, tuple(plan.schedule())))
+    fill, measure = plan.phases[:2]
+    feed.handle(PhaseStarted(fill, 0, 0, 2))
+    filled = replace(_finished(fill.name, PhaseStatus.OK, ddir="write"), kind=fill.kind)
+    feed.handle(PhaseFinished(fill, filled))
+    feed.handle(PhaseStarted(measure, 0, 1, 2))
+    second = LiveSecond(1, measure.name, "local", "read", 1, 1.0, 10, phase_bytes // 2, 10.0,
+                        40960.0, None, None, None, LiveSource.FIO_STATUS)  # fmt: skip
+    feed.handle(PhaseProgress(measure, 0, 1.0, 0.5, None, (second,)))
+    result = _finished(measure.name, PhaseStatus.OK)
+    feed.handle(PhaseFinished(measure, result))
+    feed.close()
+    return result
+
+
+def test_the_live_file_keeps_an_ended_runs_totals_for_a_while(tmp_path, fake_plan):
+    db = tmp_path / "results.sqlite"
+    with LiveStore(db) as live:
+        second = LiveSecond(0, "m", "local", "read", 1, 2.0, 3, 12288, 3.0, 12288.0, None, None,
+                            None, LiveSource.FIO_STATUS, 4.5e4, (3,) + (0,) * 24)  # fmt: skip
+        live.put_seconds("r0", [second])
+        assert live.seconds_after("r0")[0][1] == second  # the histogram goes through the file
+        _a_run_in(live, fake_plan, 4096000)
+        assert live.runs() == [] and live.seconds_after("r1") == []  # the run ended
+        ((info, ended_at),) = [v for k, v in live.metric_runs().items() if k == "r1"]
+        assert ended_at == pytest.approx(time.time(), abs=60)
+        assert [p.phase for p in info.phases] == ["fill", "randread"]
+        totals = live.totals("r1")
+        assert [(t.phase_index, t.io_bytes) for t in totals] == [(0, 4096000), (1, 4096000)]
+        assert totals[1].lat_buckets == histogram.metric_buckets(_ONE_BIN)
+        # long after: the next run's end takes them away
+        live.conn.execute("UPDATE live_runs SET ended_at = ?", (time.time() - KEEP_ENDED_S - 1,))
+        live.drop_run("r2")
+        assert live.metric_runs() == {} and live.totals("r1") == []
+
+
+def test_serve_exports_an_ended_runs_final_figures_until_every_scraper_has_them(
+    tmp_path, fake_plan
+):
+    db = tmp_path / "results.sqlite"
+    with LiveStore(db) as live:
+        exported = LiveMetrics()
+        scrapes = Scrapes()
+        feed = MetricFeed(exported, scrapes, linger_s=3600)
+        live.put_run("r1", LiveRun("", "live", (("local", "/x"),), ()))
+        feed.poll(live)
+        scrapes.served("prom", time.monotonic())  # a scraper that saw the run going
+        result = _a_run_in(live, fake_plan, 4096000)  # the whole run between two reads
+        feed.poll(live)
+        text = _scrape(exported)
+        stored = result.aggregate.totals["read"]
+        assert _samples(text, "iorig_io_bytes_total", phase="randread") == {"": stored.io_bytes}
+        assert _samples(text, "iorig_io_bytes_total", phase="fill") == {"": 4096000.0}
+        assert _samples(text, "iorig_io_latency_seconds_count", phase="randread") == {"": 1000.0}
+        feed.poll(live)
+        assert 'phase="randread"' in _scrape(exported)  # not scraped since: it stays
+        scrapes.served("prom", time.monotonic())
+        feed.poll(live)
+        assert "iorig_io_bytes_total{" not in _scrape(exported)
+        feed.poll(live)  # the file still holds it: it does not come back
+        assert "iorig_run_info{" not in _scrape(exported)
+        # without a scraper, for at most the linger
+        at_once = LiveMetrics()
+        MetricFeed(at_once, Scrapes(), linger_s=0).poll(live)
+        assert "iorig_io_bytes_total{" not in _scrape(at_once)

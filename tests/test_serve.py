@@ -1,6 +1,7 @@
 """iorig serve's doors: loopback without authentication, beyond it only
 with the agent's token or certificates; the token opens pages once and a
-cookie keeps them open; errors and pages carry a strict policy."""
+cookie keeps them open; errors and pages carry a strict policy. Its
+metrics end each run on the stored figures and keep them until scraped."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import urllib.request
 import pytest
 from tests.agents import iorig, make_token
 from tests.serving import start_serve
+from tests.waiting import wait_until
 
 pytestmark = [pytest.mark.system]
 
@@ -78,3 +80,59 @@ def test_a_taken_metrics_port_refuses_the_run_and_releases_its_target(tmp_path):
     assert list(scratch.iterdir()) == []  # nothing laid out is left
     again = iorig(*run)  # the target's lock went with the refused run
     assert again.returncode == 0, again.stdout + again.stderr
+
+
+def _metrics(url: str) -> str:
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    with opener.open(url, timeout=10) as answer:
+        return answer.read().decode()
+
+
+def _value(text: str, name: str, *labels: str) -> float | None:
+    """The value of the sample of ``name`` whose labels include ``labels``."""
+    for line in text.splitlines():
+        if line.startswith(name + "{") and all(label in line for label in labels):
+            return float(line.rsplit(" ", 1)[1])
+    return None
+
+
+@pytest.mark.fio
+def test_serve_metrics_end_each_phase_on_its_stored_totals_and_keep_them_until_scraped(tmp_path):
+    from iorig.store import Store
+
+    db, scratch = tmp_path / "r.sqlite", tmp_path / "scratch"
+    scratch.mkdir()
+    proc, _ = start_serve(db, tmp_path / "serve.log", "--address", "127.0.0.1:0", "--metrics",
+                          "127.0.0.1:0", "--metrics-linger", "1h")  # fmt: skip
+    try:
+        wait_until(lambda: "metrics at http" in (tmp_path / "serve.log").read_text(), 20,
+                   "serve says where its metrics are", proc=proc)  # fmt: skip
+        url = (tmp_path / "serve.log").read_text().split("metrics at ", 1)[1].split()[0]
+        done = iorig("--db", str(db), "run", "--rw", "read", "--duration", "2s", "--size",
+                     "8MiB", "--target", f"{scratch}/", "--label", "served")  # fmt: skip
+        assert done.returncode == 0, done.stdout + done.stderr
+        with Store(db) as store:
+            (run_id,) = store.run_ids(limit=1)
+            fill, measured = store.load_run(run_id).phases
+        read = measured.aggregate.totals["read"]
+        written = fill.aggregate.totals["write"]
+        run = f'run="{run_id}"'
+
+        # serve reads the live file once a second: the run's end within a few
+        def final() -> str | None:
+            text = _metrics(url)
+            moved = _value(text, "iorig_io_bytes_total", run, 'phase_index="1"')
+            return text if moved == read.io_bytes else None
+
+        text = wait_until(final, 10, "serve's metrics end on the stored total", proc=proc)
+        # every phase's I/O, the fill's too, and the histogram's count: the stored ones
+        assert _value(text, "iorig_io_bytes_total", run, 'phase="fill"') == written.io_bytes > 0
+        assert _value(text, "iorig_io_operations_total", run, 'phase_index="1"') == read.ios
+        count = _value(text, "iorig_io_latency_seconds_count", run, 'phase_index="1"')
+        assert count == read.hist.sum() == read.ios
+        assert _value(text, "iorig_run_info", run, 'label="served"', 'host="local"') == 1.0
+        # each answer is a scrape after the end: the run goes once one was
+        wait_until(lambda: run not in _metrics(url), 10, "the scraped run is dropped", proc=proc)
+    finally:
+        proc.terminate()
+        proc.wait(10)

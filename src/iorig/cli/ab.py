@@ -227,7 +227,12 @@ def ab_cmd(
 
                 def on_event(side: SideKey, event: Event) -> None:
                     if isinstance(event, PhaseStarted):  # which side's phase, in the live view
-                        phase = replace(event.phase, name=f"{labels[side]}: {event.phase.name}")
+                        phase = replace(
+                            event.phase,
+                            name=f"{labels[side]}: {event.phase.name}",
+                            # metrics label it as the scenario's: a side's label is user text
+                            scenario_phase=event.phase.scenario_name,
+                        )
                         event = replace(event, phase=phase)
                     handle(event, side)
 

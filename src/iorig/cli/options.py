@@ -244,11 +244,11 @@ def build_request(given: dict[str, Any]) -> RunRequest:
         sut_file=given.get("sut"),
         notes=tuple(given.get("note") or ()),
         metrics=_metrics_address(given.get("metrics")),
-        metrics_linger_s=_linger(given.get("metrics_linger")),
+        metrics_linger_s=linger_duration(given.get("metrics_linger")),
     )
 
 
-def _linger(text: str | None) -> float:
+def linger_duration(text: str | None) -> float:
     """--metrics-linger, whose default is two 15 s scrape intervals (a
     scraper at Prometheus's default interval gets the last figures)."""
     from iorig.errors import UserError

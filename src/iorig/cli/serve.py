@@ -12,6 +12,7 @@ from rich.markup import escape
 
 from iorig.cli.agent import server_auth
 from iorig.cli.common import app, console
+from iorig.cli.options import linger_duration
 
 SERVE_PORT = 8642
 
@@ -47,6 +48,15 @@ def serve(
             help="also serve the running runs' live figures to Prometheus at ADDRESS (loopback)",
         ),
     ] = None,
+    metrics_linger: Annotated[
+        str,
+        typer.Option(
+            "--metrics-linger",
+            metavar="DURATION",
+            help="keep serving an ended run's final figures until every scraper has them, at "
+            "most this long (0: drop them at once)",
+        ),
+    ] = "30s",
 ) -> None:
     """A read-only web view of the results database: runs, reports, comparisons,
     and running runs live."""
@@ -58,6 +68,7 @@ def serve(
     auth = server_auth(token_file, cert, key, client_ca)
     where = parse_address(address, what="--address", default_port=SERVE_PORT, anywhere=bool(auth))
     metrics_at = parse_address(metrics) if metrics is not None else None
+    linger_s = linger_duration(metrics_linger)
     db: Path = ctx.obj
 
     def listening(url: str, metrics_url: str | None) -> None:
@@ -66,4 +77,4 @@ def serve(
             console.print(f"metrics at {escape(metrics_url)}")
 
     with contextlib.suppress(KeyboardInterrupt):
-        asyncio.run(serve_forever(db, where, auth, metrics_at, listening))
+        asyncio.run(serve_forever(db, where, auth, metrics_at, listening, linger_s))

@@ -134,6 +134,30 @@ def mean(counts: np.ndarray) -> float:
     return float((counts * BIN_VALUES_NS).sum() / n)
 
 
+# The buckets a metrics endpoint exports latency in (``iorig_io_latency_seconds``,
+# a Prometheus histogram): fixed, so that every host's and every run's add up,
+# and powers of two from 1 µs to 8.4 s. Each bound, 1,000 × 2^k ns = 125 ×
+# 2^(k+3) ns, is an edge of fio's bins (those between 2^(k+9) and 2^(k+10) ns
+# are 2^(k+3) ns wide), so every bin lies wholly in one bucket and a bucket
+# counts exactly the completions fio binned below its bound: its ``le`` is
+# met but for a completion of exactly the bound, which fio bins with the
+# next 2^(k+3) ns and so the next bucket counts.
+METRIC_BOUNDS_NS: tuple[int, ...] = tuple(1000 << k for k in range(24))
+# each bin's bucket: the first bound above the bin's value (its midpoint)
+_METRIC_BUCKET_OF_BIN = np.searchsorted(
+    np.asarray(METRIC_BOUNDS_NS, dtype=np.float64), BIN_VALUES_NS, side="right"
+)
+
+
+def metric_buckets(counts: np.ndarray) -> tuple[int, ...]:
+    """``counts`` (fio's bins) in the metric buckets: one count per bound of
+    ``METRIC_BOUNDS_NS`` (the completions below it and at or above the bound
+    before) and one for those at or above the last, not cumulative."""
+    summed = np.zeros(len(METRIC_BOUNDS_NS) + 1, dtype=np.uint64)
+    np.add.at(summed, _METRIC_BUCKET_OF_BIN, np.asarray(counts, dtype=np.uint64))
+    return tuple(int(v) for v in summed)
+
+
 def percentile_curve(counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(latency ns, cumulative fraction) at each non-empty bin, for CDF plots."""
     counts = np.asarray(counts, dtype=np.uint64)

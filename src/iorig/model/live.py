@@ -16,6 +16,8 @@ import math
 from dataclasses import dataclass
 from enum import StrEnum
 
+from iorig.model.histogram import METRIC_BOUNDS_NS
+
 
 class LiveSource(StrEnum):
     """Where a live second's figures come from, which says how exact they are."""
@@ -47,18 +49,37 @@ class LiveSecond:
     lat_p50_ns: float | None
     lat_p99_ns: float | None
     source: LiveSource
+    # since the phase's I/O began, where the source has fio's histogram: the
+    # completions' latencies added up, and counted in the metric buckets
+    # (``histogram.metric_buckets``)
+    lat_sum_ns: float | None = None
+    lat_buckets: tuple[int, ...] | None = None
 
     def __post_init__(self) -> None:
-        for name in ("bytes_per_s", "ios_per_s", "lat_mean_ns", "lat_p50_ns", "lat_p99_ns"):
+        for name in (
+            "bytes_per_s", "ios_per_s", "lat_mean_ns", "lat_p50_ns", "lat_p99_ns", "lat_sum_ns"
+        ):  # fmt: skip
             value = getattr(self, name)
             if value is not None and not (math.isfinite(value) and value >= 0):
                 raise ValueError(f"a live {name} must be a finite figure ≥ 0, not {value!r}")
+        check_buckets(self.lat_buckets)
+
+
+def check_buckets(buckets: tuple[int, ...] | None) -> None:
+    """Counts in the metric buckets, or ValueError (the live file is data)."""
+    if buckets is None:
+        return
+    if len(buckets) != len(METRIC_BOUNDS_NS) + 1 or not all(
+        isinstance(n, int) and n >= 0 for n in buckets
+    ):
+        raise ValueError(f"not counts in the {len(METRIC_BOUNDS_NS) + 1} metric buckets")
 
 
 @dataclass(frozen=True)
 class PhaseTotal:
     """What one host did in one direction over a whole finished phase, as
-    stored (fio's final figures): the exact value a counter ends on."""
+    stored (fio's final figures): the exact value a counter ends on, and
+    the latency histogram's (None where fio gave no histogram)."""
 
     phase_index: int
     phase: str
@@ -66,6 +87,42 @@ class PhaseTotal:
     direction: str
     ios: int
     io_bytes: int
+    lat_sum_ns: float | None = None
+    lat_buckets: tuple[int, ...] | None = None
+
+    def __post_init__(self) -> None:
+        if self.lat_sum_ns is not None and not (
+            math.isfinite(self.lat_sum_ns) and self.lat_sum_ns >= 0
+        ):
+            raise ValueError(f"a latency sum must be a finite figure ≥ 0, not {self.lat_sum_ns!r}")
+        check_buckets(self.lat_buckets)
+
+
+@dataclass(frozen=True)
+class MetricPhase:
+    """One phase of a run as its metrics label it, with bounded values only:
+    ``phase`` is the scenario's phase (a sweep's or search's point has the
+    name of the phase it runs, not its own), ``point`` the point's place
+    among the run's points, from 0 (None outside sweeps and searches);
+    ``directions`` what its workloads do, whose series count from 0 from
+    the moment the phase is known."""
+
+    phase_index: int
+    phase: str
+    point: int | None
+    directions: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class LiveRun:
+    """What a run is, for its metrics (``iorig_run_info``), and its phases
+    known so far: all of them from its start where its plan says them, else
+    each as it starts (a search decides them as it goes)."""
+
+    label: str  # the run's --label, "" without one
+    scenario: str
+    hosts: tuple[tuple[str, str], ...]  # each host's label and its target(s), as text
+    phases: tuple[MetricPhase, ...] = ()
 
 
 @dataclass(frozen=True)

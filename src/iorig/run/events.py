@@ -15,6 +15,10 @@ from iorig.run.plan import Plan, PlannedPhase
 class RunStarted:
     run_id: str
     plan: Plan
+    label: str | None = None  # the run's --label
+    # the phases in the order they will run, where the plan says them (not
+    # a search's, which it decides as it goes)
+    schedule: tuple[tuple[PlannedPhase, int], ...] | None = None
 
 
 @dataclass(frozen=True)

@@ -15,21 +15,30 @@ of host can show while fio runs (docs/methodology.md, "Live figures"):
 from __future__ import annotations
 
 import functools
+import json
 import math
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Protocol
 
 from iorig.errors import UserError
 from iorig.fio import status
 from iorig.fio.control import ControlError
 from iorig.fio.hostio import HostIo
-from iorig.model import PhaseResult, PhaseStatus, histogram
-from iorig.model.live import LiveEvent, LivePhase, LiveSecond, LiveSource, PhaseTotal
+from iorig.model import PhaseKind, PhaseResult, PhaseStatus, histogram
+from iorig.model.live import (
+    LiveEvent,
+    LivePhase,
+    LiveRun,
+    LiveSecond,
+    LiveSource,
+    MetricPhase,
+    PhaseTotal,
+)
 from iorig.run.events import Event, PhaseFinished, PhaseProgress, PhaseStarted, RunStarted
-from iorig.run.plan import PlannedPhase
+from iorig.run.plan import Plan, PlannedPhase
 from iorig.scenario.schema import READS, TRIMS, WRITES
 from iorig.store.live import LiveUnwritable
 
@@ -84,6 +93,11 @@ class StatusMeter:
                     lat_p50_ns=_finite(p.get(50.0)),
                     lat_p99_ns=_finite(p.get(99.0)),
                     source=LiveSource.FIO_STATUS,
+                    # fio's histogram since the phase began, where it has one
+                    lat_sum_ns=_finite(now.lat_sum_ns) if now.lat_sum_ns >= 0 else None,
+                    lat_buckets=(
+                        histogram.metric_buckets(now.hist) if int(now.hist.sum()) > 0 else None
+                    ),
                 )
             )
         return out
@@ -269,6 +283,9 @@ class LiveSink(Protocol):
     """Where live figures go: the live file (``store/live.py``), a metrics
     endpoint (``serve/metrics.py``)."""
 
+    def put_run(self, run_id: str, run: LiveRun) -> None:
+        """What the run is and its phases known so far (again as it learns more)."""
+
     def put_phase(self, run_id: str, phase: LivePhase) -> None: ...
 
     def put_seconds(self, run_id: str, seconds: Sequence[LiveSecond]) -> None: ...
@@ -292,6 +309,8 @@ class _Following:
     written_at: float = 0.0
     events_seen: int = 0
     hosts: tuple[str, ...] = ()  # the run's host labels
+    info: LiveRun | None = None  # what the metrics say of it, and its phases known so far
+    points: dict[str, int] = field(default_factory=dict)  # each point's number, in order
 
 
 DIRECTIONS = ("read", "write", "trim")
@@ -299,16 +318,68 @@ DIRECTIONS = ("read", "write", "trim")
 
 def phase_totals(phase_index: int, result: PhaseResult, hosts: Sequence[str]) -> list[PhaseTotal]:
     """Each host's stored totals of a finished phase: its host scopes, or on
-    one host the aggregate (a single host's phase has no host scope)."""
+    one host the aggregate (a single host's phase has no host scope); with
+    the stored latency histogram where fio gave one."""
     scopes = [(s.scope.host or "", s) for s in result.host_scopes]
     if not scopes and len(hosts) == 1 and result.aggregate is not None:
         scopes = [(hosts[0], result.aggregate)]
-    return [
-        PhaseTotal(phase_index, result.name, host, d, scope.totals[d].ios, scope.totals[d].io_bytes)
-        for host, scope in scopes
-        for d in DIRECTIONS
-        if d in scope.totals and scope.totals[d].io_bytes > 0
-    ]
+    out = []
+    for host, scope in scopes:
+        for d in DIRECTIONS:
+            if d not in scope.totals or scope.totals[d].io_bytes <= 0:
+                continue
+            t = scope.totals[d]
+            counted = int(t.hist.sum()) > 0
+            lat_sum = t.lat_mean_ns * t.ios if counted and math.isfinite(t.lat_mean_ns) else None
+            out.append(
+                PhaseTotal(
+                    phase_index,
+                    result.name,
+                    host,
+                    d,
+                    t.ios,
+                    t.io_bytes,
+                    lat_sum_ns=max(lat_sum, 0.0) if lat_sum is not None else None,
+                    lat_buckets=histogram.metric_buckets(t.hist) if counted else None,
+                )
+            )
+    return out
+
+
+def phase_directions(phase: PlannedPhase) -> tuple[str, ...]:
+    """What a phase's workloads do, in ``DIRECTIONS`` order: its series'
+    directions (a verify phase reads back what was written)."""
+    if phase.kind is PhaseKind.VERIFY:
+        return ("read",)
+    done = set()
+    for w in phase.workloads:
+        if w.spec.op != "io":
+            continue
+        for direction, kinds in (("read", READS), ("write", WRITES), ("trim", TRIMS)):
+            if w.spec.rw in kinds:
+                done.add(direction)
+    return tuple(d for d in DIRECTIONS if d in done)
+
+
+def _point_key(point: dict) -> str:
+    return json.dumps(point, sort_keys=True, default=str)
+
+
+def _metric_phase(run: _Following, index: int, phase: PlannedPhase) -> MetricPhase:
+    """``phase``, the run's ``index``-th, as metrics label it: the points
+    are numbered in the order they first run (a sweep's grid order)."""
+    point = None
+    if phase.point:
+        point = run.points.setdefault(_point_key(phase.point), len(run.points))
+    return MetricPhase(index, phase.scenario_name, point, phase_directions(phase))
+
+
+def _targets_text(plan: Plan, host: str) -> str:
+    """A host's targets as one text: the path, or each role's where several."""
+    targets = plan.host_targets.get(host) or plan.targets
+    if len(targets) == 1:
+        return str(next(iter(targets.values())).path)
+    return ", ".join(f"{role}={t.path}" for role, t in sorted(targets.items()))
 
 
 class LiveFeed:
@@ -337,6 +408,19 @@ class LiveFeed:
         if isinstance(event, RunStarted):
             run.run_id = event.run_id
             run.hosts = tuple(event.plan.host_labels)
+            # the planned phases' series count from 0 from now on: a scrape
+            # before a phase's I/O is the baseline its rate() counts from
+            phases = tuple(
+                _metric_phase(run, index, phase)
+                for index, (phase, _) in enumerate(event.schedule or ())
+            )
+            run.info = LiveRun(
+                label=event.label or "",
+                scenario=event.plan.resolved.scenario.name,
+                hosts=tuple((h, _targets_text(event.plan, h)) for h in run.hosts),
+                phases=phases,
+            )
+            self._put_run(run)
         elif isinstance(event, PhaseFinished) and run.phase is not None and run.run_id:
             run_id = run.run_id
             totals = phase_totals(run.phase.phase_index, event.result, run.hosts)
@@ -355,6 +439,7 @@ class LiveFeed:
                 source=None,
             )
             run.events_seen = 0
+            self._learn(run, event.index, event.phase)
             self._put_phase(run, force=True)
         elif isinstance(event, PhaseProgress) and run.phase is not None:
             run.phase = replace(
@@ -373,6 +458,26 @@ class LiveFeed:
                 self._each(lambda sink: sink.put_seconds(run_id, seconds))
             self._put_phase(run, force=bool(event.live) or len(event.events) != run.events_seen)
             run.events_seen = len(event.events)
+
+    def _learn(self, run: _Following, index: int, phase: PlannedPhase) -> None:
+        """The phase the run starts, in its metrics' phases: new for a
+        search, in place of the planned one where the plan changed (a
+        stopped run skips phases: the later ones run at other places)."""
+        if run.info is None:
+            return
+        labelled = _metric_phase(run, index, phase)
+        known = {p.phase_index: p for p in run.info.phases}
+        if known.get(index) == labelled:
+            return
+        known[index] = labelled
+        run.info = replace(run.info, phases=tuple(known[i] for i in sorted(known)))
+        self._put_run(run)
+
+    def _put_run(self, run: _Following) -> None:
+        if run.run_id is None or run.info is None:
+            return
+        run_id, info = run.run_id, run.info
+        self._each(lambda sink: sink.put_run(run_id, info))
 
     def _put_phase(self, run: _Following, *, force: bool) -> None:
         if run.run_id is None or run.phase is None:

@@ -66,6 +66,15 @@ class PlannedPhase:
     until_done: bool = False  # ends when its workloads are through; duration_s is the limit
     training: AcceleratorModel | None = None  # a training phase's accelerators
     checkpoint: CheckpointRecord | None = None  # a checkpoint phase's (no processes yet)
+    # the scenario's phase a sweep's or search's point runs (its name without
+    # the point), "" for a phase of the scenario itself: metrics label phases
+    # by it, a bounded set, not by names that change with every point
+    scenario_phase: str = ""
+
+    @property
+    def scenario_name(self) -> str:
+        """The scenario's phase this one runs (``scenario_phase``)."""
+        return self.scenario_phase or self.name
 
     @property
     def bytes_to_write(self) -> int:
@@ -354,6 +363,11 @@ def build_plan(
                 workloads=tuple(planned),
                 steady=phase.steady_rule,
                 point=resolved.phase_points.get(phase.name, {}),
+                # a sweep names its points' phases "PHASE:POINT"; a scenario's
+                # phase names have no colon (scenario/schema.py)
+                scenario_phase=(
+                    phase.name.partition(":")[0] if phase.name in resolved.phase_points else ""
+                ),
                 ramp_s=phase.ramp,
                 events=tuple(phase.events),
                 precision_pct=phase.precision_pct,

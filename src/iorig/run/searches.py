@@ -65,6 +65,7 @@ def _variant(
         name=name,
         point=point,
         workloads=(replace(w, spec=w.spec.model_copy(update=spec)),),
+        scenario_phase=template.scenario_name,
     )
 
 
@@ -263,7 +264,13 @@ def run_curve(session: RunSession, settings: CurveSettings) -> None:
     seq = max(p.seq for p in plan.phases) + 1
     maximum = settings.max_iops
     if maximum is None:
-        phase = replace(template, seq=seq, name=MAX_PHASE, point={"max": True})
+        phase = replace(
+            template,
+            seq=seq,
+            name=MAX_PHASE,
+            point={"max": True},
+            scenario_phase=template.scenario_name,
+        )
         seq += 1
         result = session.run_phase(phase)
         if session.stopped:
@@ -402,7 +409,11 @@ def stretch_builder(
         stretch = replanned.phases[measured[0] : measured[-1] + 1]
         return [
             replace(
-                p, seq=seq + i, name=f"{p.name}:threads={threads}", point={"threads": str(threads)}
+                p,
+                seq=seq + i,
+                name=f"{p.name}:threads={threads}",
+                point={"threads": str(threads)},
+                scenario_phase=p.scenario_name,
             )
             for i, p in enumerate(stretch)
         ]
@@ -507,6 +518,7 @@ def accelerators_builder(
                 seq=seq + i,
                 name=accelerators_name(p.name, count),
                 point={"accelerators": str(count)},
+                scenario_phase=p.scenario_name,
             )
             for i, p in enumerate(replanned.phases)
         ]

@@ -163,6 +163,9 @@ class RunSession:
         search: dict | None = None,
     ) -> None:
         self.plan = plan
+        # the phases it will run, where known before it starts (``execute``
+        # says them; a search or an A/B decides them as it goes)
+        self.schedule: tuple[tuple[PlannedPhase, int], ...] | None = None
         self.store = store
         self.backend = backend
         self.command = command
@@ -193,7 +196,7 @@ class RunSession:
         except BaseException:
             self._finish()
             raise
-        self.on_event(RunStarted(self.run_id, self.plan))
+        self.on_event(RunStarted(self.run_id, self.plan, self.label, self.schedule))
         return self
 
     def __exit__(self, exc_type: type | None, exc: BaseException | None, tb: object) -> None:
@@ -531,6 +534,7 @@ def execute(
     search: dict | None = None,
 ) -> RunOutcome:
     """Run the plan's phases in order (repeats included), storing each."""
+    schedule = plan.schedule()
     session = RunSession(
         plan,
         store,
@@ -541,8 +545,8 @@ def execute(
         label=label,
         search=search,
     )
+    session.schedule = tuple(schedule)
     with session:
-        schedule = plan.schedule()
         for at, (phase, repeat) in enumerate(schedule):
             if session.stopped and not _checks_anyway(session, phase, schedule[at:]):
                 continue

@@ -227,7 +227,10 @@ class Views:
 
 
 def _second_json(s: LiveSecond) -> dict:
-    return asdict(s) | {"source": str(s.source)}
+    """A second for the page: the histogram since the phase began is the
+    metrics endpoint's, not the page's."""
+    shown = {k: v for k, v in asdict(s).items() if k not in ("lat_buckets", "lat_sum_ns")}
+    return shown | {"source": str(s.source)}
 
 
 async def _event(response: web.StreamResponse, name: str, data: object) -> None:

@@ -7,6 +7,8 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
+import sqlite3
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -16,7 +18,7 @@ from iorig.errors import UserError
 from iorig.fio import agentauth
 from iorig.serve.address import Address
 from iorig.serve.app import make_app
-from iorig.serve.metrics import LiveMetrics, MetricsEndpoint
+from iorig.serve.metrics import LiveMetrics, MetricsEndpoint, Scrapes
 from iorig.store.live import LiveStore, LiveUnwritable
 
 METRICS_POLL_S = 1.0
@@ -28,8 +30,10 @@ async def serve_forever(
     auth: agentauth.Auth | None,
     metrics_at: Address | None,
     listening: Callable[[str, str | None], None],
+    metrics_linger_s: float = 30.0,
 ) -> None:
-    """Serve until cancelled (Ctrl-C); ``listening`` is told the URLs."""
+    """Serve until cancelled (Ctrl-C); ``listening`` is told the URLs;
+    an ended run's metrics stay until scraped, at most ``metrics_linger_s``."""
     context = agentauth.agent_context(auth)[0] if auth is not None else None
     token = None
     if isinstance(auth, agentauth.TokenAuth):  # as the token file writes it
@@ -54,7 +58,9 @@ async def serve_forever(
         if metrics_at is not None:
             exported = LiveMetrics()
             endpoint = MetricsEndpoint(metrics_at, exported)
-            feeding = asyncio.create_task(_feed_metrics(db, exported))
+            feeding = asyncio.create_task(
+                _feed_metrics(db, exported, endpoint.scrapes, metrics_linger_s)
+            )
         listening(url, f"http://{endpoint.address}/metrics" if endpoint else None)
         await asyncio.Event().wait()  # until cancelled
     finally:
@@ -67,31 +73,65 @@ async def serve_forever(
         await runner.cleanup()
 
 
-async def _feed_metrics(db: Path, exported: LiveMetrics) -> None:
-    """The live file's new seconds, once a second, into ``exported``."""
-    after: dict[str, int] = {}
-
-    def poll(live: LiveStore) -> None:
-        runs = live.runs()
-        for run_id in runs:
-            seconds = live.seconds_after(run_id, after.get(run_id, 0))
-            if seconds:
-                after[run_id] = seconds[-1][0]
-                exported.put_seconds(run_id, [s for _, s in seconds])
-            if (phase := live.phase(run_id)) is not None:
-                exported.put_phase(run_id, phase)
-        exported.forget(set(runs))
-
+async def _feed_metrics(db: Path, exported: LiveMetrics, scrapes: Scrapes, linger_s: float) -> None:
+    """The live file's runs, once a second, into ``exported``: each ended
+    run's final figures until every scraper has scraped them, at most
+    ``linger_s`` (``MetricFeed``)."""
+    feed = MetricFeed(exported, scrapes, linger_s)
     live = None
     try:
         while True:
             try:
                 if live is None:
                     live = await asyncio.to_thread(LiveStore, db)
-                await asyncio.to_thread(poll, live)
+                await asyncio.to_thread(feed.poll, live)
             except LiveUnwritable:
                 live = None
+            except sqlite3.Error:  # a run's write held the file past the wait: next time
+                pass
             await asyncio.sleep(METRICS_POLL_S)
     finally:
         if live is not None:
             live.close()
+
+
+class MetricFeed:
+    """What ``serve --metrics`` exports of the runs in the live file: their
+    live seconds, phases and finished phases' totals; a run that ended
+    stays, on its final figures, until every scraper has been answered
+    after serve saw it end (and at least one), at most ``linger_s``."""
+
+    def __init__(self, exported: LiveMetrics, scrapes: Scrapes, linger_s: float) -> None:
+        self.exported = exported
+        self.scrapes = scrapes
+        self.linger_s = linger_s
+        self._after: dict[str, int] = {}  # each run's last live second read
+        self._ended: dict[str, float] = {}  # monotonic: when the run's end was seen
+        self._done: set[str] = set()  # ended and scraped: no longer exported
+
+    def poll(self, live: LiveStore) -> None:
+        runs = live.metric_runs()
+        for run_id, (info, ended_at) in runs.items():
+            if run_id in self._done:
+                continue
+            self.exported.put_run(run_id, info)
+            seconds = live.seconds_after(run_id, self._after.get(run_id, 0))
+            if seconds:
+                self._after[run_id] = seconds[-1][0]
+                self.exported.put_seconds(run_id, [s for _, s in seconds])
+            if (phase := live.phase(run_id)) is not None:
+                self.exported.put_phase(run_id, phase)
+            # read after the seconds: a phase that ended in between has them
+            self.exported.put_totals(run_id, live.totals(run_id), aborted=False)
+            if ended_at is not None and run_id not in self._ended:
+                self.exported.drop_run(run_id)
+                self._ended[run_id] = time.monotonic()
+        now = time.monotonic()
+        for run_id, seen in list(self._ended.items()):
+            if self.scrapes.everyone_since(seen) or now - seen >= self.linger_s:
+                self._done.add(run_id)
+                del self._ended[run_id]
+        # a run the file no longer holds (ended long ago) needs no memory
+        self._done &= set(runs)
+        self._after = {r: n for r, n in self._after.items() if r in runs}
+        self.exported.forget(set(runs) - self._done)

@@ -2,11 +2,15 @@
 ``<database>-live`` (SQLite), written by the runs, read by ``iorig serve``
 (docs/architecture.md, "Live figures").
 
-It is a channel, not a record: a run's rows go when the run ends (its
-stored phases are the figures of record), only the last ``KEEP_S`` seconds
-of a phase are kept (a day-long run does not grow it), nothing in it is
-exported, and a file of another layout is emptied and made again. Writes
-are best-effort (``LiveUnwritable``): a run never fails for its live view.
+It is a channel, not a record: a run's seconds and place go when the run
+ends (its stored phases are the figures of record), only the last ``KEEP_S``
+seconds of a phase are kept (a day-long run does not grow it), nothing in it
+is exported, and a file of another layout is emptied and made again. What a
+metrics endpoint ends a run's series on (each finished phase's stored
+totals, and what the run is) stays ``KEEP_ENDED_S`` after the run, so that
+``serve --metrics``, which reads once a second, has the final figures of a
+run that ended between two reads. Writes are best-effort
+(``LiveUnwritable``): a run never fails for its live view.
 """
 
 from __future__ import annotations
@@ -19,10 +23,19 @@ from collections.abc import Iterable
 from dataclasses import asdict
 from pathlib import Path
 
-from iorig.model.live import LiveEvent, LivePhase, LiveSecond, LiveSource, PhaseTotal
+from iorig.model.live import (
+    LiveEvent,
+    LivePhase,
+    LiveRun,
+    LiveSecond,
+    LiveSource,
+    MetricPhase,
+    PhaseTotal,
+)
 
-LAYOUT = 1  # PRAGMA user_version of the file; another is emptied and made again
+LAYOUT = 2  # PRAGMA user_version of the file; another is emptied and made again
 KEEP_S = 900  # seconds of each phase kept for a page that opens late
+KEEP_ENDED_S = 600  # how long an ended run's totals stay for serve --metrics
 SUFFIX = "-live"
 
 _TABLES = """
@@ -42,7 +55,9 @@ CREATE TABLE IF NOT EXISTS live_seconds (
     lat_mean_ns REAL,
     lat_p50_ns REAL,
     lat_p99_ns REAL,
-    source TEXT NOT NULL
+    source TEXT NOT NULL,
+    lat_sum_ns REAL,
+    lat_buckets TEXT
 );
 CREATE INDEX IF NOT EXISTS live_seconds_run ON live_seconds (run_id, id);
 CREATE TABLE IF NOT EXISTS live_phase (
@@ -50,10 +65,28 @@ CREATE TABLE IF NOT EXISTS live_phase (
     payload TEXT NOT NULL,
     updated_at REAL NOT NULL
 );
+CREATE TABLE IF NOT EXISTS live_runs (
+    run_id TEXT PRIMARY KEY,
+    payload TEXT NOT NULL,
+    updated_at REAL NOT NULL,
+    ended_at REAL
+);
+CREATE TABLE IF NOT EXISTS live_totals (
+    run_id TEXT NOT NULL,
+    phase_index INTEGER NOT NULL,
+    host TEXT NOT NULL,
+    direction TEXT NOT NULL,
+    payload TEXT NOT NULL,
+    PRIMARY KEY (run_id, phase_index, host, direction)
+);
 """
+_DROP = (
+    "DROP TABLE IF EXISTS live_seconds; DROP TABLE IF EXISTS live_phase; "
+    "DROP TABLE IF EXISTS live_runs; DROP TABLE IF EXISTS live_totals;"
+)
 _COLUMNS = (
     "run_id, phase_index, phase, host, direction, second, t_s, ios, io_bytes, ios_per_s, "
-    "bytes_per_s, lat_mean_ns, lat_p50_ns, lat_p99_ns, source"
+    "bytes_per_s, lat_mean_ns, lat_p50_ns, lat_p99_ns, source, lat_sum_ns, lat_buckets"
 )
 
 
@@ -79,9 +112,7 @@ class LiveStore:
             self.conn.execute("PRAGMA journal_mode=WAL")
             self.conn.execute("PRAGMA synchronous=OFF")  # a second lost in a crash is no loss
             if int(self.conn.execute("PRAGMA user_version").fetchone()[0]) not in (0, LAYOUT):
-                self.conn.executescript(
-                    "DROP TABLE IF EXISTS live_seconds; DROP TABLE IF EXISTS live_phase;"
-                )
+                self.conn.executescript(_DROP)
             self.conn.executescript(_TABLES)
             self.conn.execute(f"PRAGMA user_version = {LAYOUT:d}")
         except sqlite3.Error as exc:
@@ -141,10 +172,22 @@ class LiveStore:
             ]
         )
 
+    def put_run(self, run_id: str, run: LiveRun) -> None:
+        self._write(
+            [
+                (
+                    "INSERT INTO live_runs (run_id, payload, updated_at) VALUES (?, ?, ?) "
+                    "ON CONFLICT (run_id) DO UPDATE SET payload = excluded.payload, "
+                    "updated_at = excluded.updated_at",
+                    (run_id, json.dumps(asdict(run)), time.time()),
+                )
+            ]
+        )
+
     def put_seconds(self, run_id: str, seconds: Iterable[LiveSecond]) -> None:
         rows = [
             (
-                f"INSERT INTO live_seconds ({_COLUMNS}) VALUES ({', '.join('?' * 15)})",
+                f"INSERT INTO live_seconds ({_COLUMNS}) VALUES ({', '.join('?' * 17)})",
                 (
                     run_id,
                     s.phase_index,
@@ -161,6 +204,8 @@ class LiveStore:
                     s.lat_p50_ns,
                     s.lat_p99_ns,
                     str(s.source),
+                    s.lat_sum_ns,
+                    json.dumps(s.lat_buckets) if s.lat_buckets is not None else None,
                 ),
             )
             for s in seconds
@@ -178,14 +223,29 @@ class LiveStore:
         self._write(rows)
 
     def put_totals(self, run_id: str, totals: Iterable[PhaseTotal], *, aborted: bool) -> None:
-        """Nothing to keep: the stored phase, which serve reads, has its totals."""
+        """Kept after the run, for a metrics endpoint's final figures."""
+        self._write(
+            (
+                "INSERT OR REPLACE INTO live_totals "
+                "(run_id, phase_index, host, direction, payload) VALUES (?, ?, ?, ?, ?)",
+                (run_id, t.phase_index, t.host, t.direction, json.dumps(asdict(t))),
+            )
+            for t in totals
+        )
 
     def drop_run(self, run_id: str) -> None:
-        """The run ended: its stored phases say what it measured."""
+        """The run ended: its stored phases say what it measured. What a
+        metrics endpoint ends on stays ``KEEP_ENDED_S``; runs that ended
+        before that go."""
+        now = time.time()
+        old = "SELECT run_id FROM live_runs WHERE ended_at < ?"
         self._write(
             [
                 ("DELETE FROM live_seconds WHERE run_id = ?", (run_id,)),
                 ("DELETE FROM live_phase WHERE run_id = ?", (run_id,)),
+                ("UPDATE live_runs SET ended_at = ? WHERE run_id = ?", (now, run_id)),
+                (f"DELETE FROM live_totals WHERE run_id IN ({old})", (now - KEEP_ENDED_S,)),
+                (f"DELETE FROM live_runs WHERE run_id IN ({old})", (now - KEEP_ENDED_S,)),
             ]
         )
 
@@ -222,10 +282,59 @@ class LiveStore:
     def runs(self) -> list[str]:
         return [r[0] for r in self.conn.execute("SELECT run_id FROM live_phase ORDER BY run_id")]
 
+    def metric_runs(self) -> dict[str, tuple[LiveRun, float | None]]:
+        """Each run a metrics endpoint shows: what it is, and when it ended
+        (unix seconds; None while it runs). Rows that do not make a
+        ``LiveRun`` are left out."""
+        out = {}
+        for run_id, payload, ended_at in self.conn.execute(
+            "SELECT run_id, payload, ended_at FROM live_runs ORDER BY run_id"
+        ):
+            with contextlib.suppress(ValueError, TypeError, KeyError):
+                out[run_id] = (_run(json.loads(payload)), _number(ended_at))
+        return out
+
+    def totals(self, run_id: str) -> list[PhaseTotal]:
+        """The run's finished phases' totals; rows that do not make one are left out."""
+        out = []
+        for (payload,) in self.conn.execute(
+            "SELECT payload FROM live_totals WHERE run_id = ? "
+            "ORDER BY phase_index, host, direction",
+            (run_id,),
+        ):
+            with contextlib.suppress(ValueError, TypeError, KeyError):
+                data = json.loads(payload)
+                if data.get("lat_buckets") is not None:
+                    data["lat_buckets"] = tuple(data["lat_buckets"])
+                out.append(PhaseTotal(**data))
+        return out
+
+
+def _number(value: object) -> float | None:
+    if value is None:
+        return None
+    if not isinstance(value, (int, float)):
+        raise TypeError("not a number")
+    return float(value)
+
+
+def _run(data: dict) -> LiveRun:
+    """A ``LiveRun`` from its JSON, or ValueError/TypeError/KeyError."""
+    hosts = tuple((str(h), str(t)) for h, t in data["hosts"])
+    phases = []
+    for p in data["phases"]:
+        point = p["point"]
+        if not isinstance(p["phase_index"], int) or not (point is None or isinstance(point, int)):
+            raise TypeError("not an integer")
+        phases.append(
+            MetricPhase(p["phase_index"], str(p["phase"]), point, tuple(map(str, p["directions"])))
+        )
+    return LiveRun(str(data["label"]), str(data["scenario"]), hosts, tuple(phases))
+
 
 def _second(row: tuple) -> LiveSecond:
     (phase_index, phase, host, direction, second, t_s, ios, io_bytes) = row[:8]
-    (ios_per_s, bytes_per_s, lat_mean, p50, p99, source) = row[8:]
+    (ios_per_s, bytes_per_s, lat_mean, p50, p99, source, lat_sum, buckets) = row[8:]
     for value in (phase_index, second, io_bytes, *((ios,) if ios is not None else ())):
         if not isinstance(value, int):
             raise TypeError("not an integer")
@@ -247,4 +356,6 @@ def _second(row: tuple) -> LiveSecond:
         lat_p50_ns=None if p50 is None else float(p50),
         lat_p99_ns=None if p99 is None else float(p99),
         source=LiveSource(source),
+        lat_sum_ns=None if lat_sum is None else float(lat_sum),
+        lat_buckets=None if buckets is None else tuple(json.loads(buckets)),
     )
