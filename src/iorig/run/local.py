@@ -373,6 +373,8 @@ class LocalBackend:
                 io_started = io_started or status.io_started_at(snap)
                 if phase.duration_s:
                     fraction = live.elapsed_s / phase.duration_s
+                    if phase.until_done:  # through its data, as a rule long before its limit
+                        fraction = max(fraction, live.io_bytes / max(phase.bytes_to_write, 1))
                 else:
                     fraction = live.io_bytes / max(phase.bytes_to_write, 1)
                 stop = feed.feed(snap)
