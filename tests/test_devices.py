@@ -138,3 +138,44 @@ def test_every_limit_on_the_device_that_applies_to_this_process_is_named(kernel)
         "riops=2000 on 7:3 (cgroup v2 io.max, /runs)",
     ]
     assert devwatch.limits(("7:4",)) == []
+
+
+# ------------------------------------------------------------ reads the page cache answered
+
+
+@pytest.mark.parametrize(
+    ("device_bytes", "cached"),
+    [
+        (64 * MiB, False),  # the device read what fio read
+        (60 * MiB, False),  # readahead and a small shortfall: within 25 % and the floor
+        (8 * MiB, True),  # an eighth: the page cache answered the rest
+        (0, True),
+    ],
+)
+def test_buffered_reads_the_device_did_not_do_are_named(device_bytes, cached):
+    reads = devices.CachedReads("vda (253:0)", 64 * MiB, device_bytes, 32 * MiB, 64 * MiB)
+    found = devices.check_cached_reads("file1", reads)
+    assert bool(found) is cached
+    if cached:
+        (f,) = found
+        assert f.code == "cached-reads" and f.phase == "file1" and "vda (253:0)" in f.message
+        assert "32MiB of the 64MiB it reads (50 %) were in the page cache" in f.message
+
+
+def test_a_few_megabytes_read_from_the_cache_are_no_finding():
+    reads = devices.CachedReads("vda (253:0)", 8 * MiB, 0)
+    assert devices.check_cached_reads("p", reads) == []
+
+
+def test_fios_read_bytes_are_its_workloads_reads():
+    phase = _phase_with_workloads()
+    assert devices.fio_read_bytes(phase, ["a"]) == 10_000 * MiB
+    assert devices.fio_read_bytes(phase, ["b"]) == 0  # it only writes
+
+
+def test_the_devices_read_bytes_are_its_sectors_read(kernel):
+    stat = kernel / "sys-dev-block" / "7:3" / "stat"
+    stat.write_text("100 0 800 5 50 0 400 5 0 10 10 7 0 56 1 0 0\n")
+    assert devwatch.read_bytes("7:3") == 800 * 512
+    stat.write_text("garbage\n")
+    assert devwatch.read_bytes("7:3") is None and devwatch.read_bytes("9:9") is None

@@ -5,6 +5,7 @@ own examples run with fio in tests/test_fio_jobfiles_e2e.py."""
 
 from __future__ import annotations
 
+import math
 import os
 from pathlib import Path
 
@@ -16,10 +17,13 @@ from iorig.analyze.analysis import analyse
 from iorig.errors import UserError
 from iorig.fio.jobfile import WHITELIST, render_options
 from iorig.model import Metric, PhaseKind
+from iorig.report.tables.run import run_tables
 from iorig.report.writers.disclosure import disclosure_context
 from iorig.run.jobtext import job_text
+from iorig.run.request import RunRequest
 from iorig.run.session import execute
 from iorig.scenario.fiofile import MAX_LINE_CHARS, parse_job_file
+from iorig.scenario.fiojobs import SIZED_STARTUP_S, sized_limit_s
 from iorig.scenario.fiopolicy import PASSED, ValueProblem, fio_size, fio_time_us
 from iorig.scenario.loading import ScenarioSource, is_job_file, read_source, resolve
 from iorig.scenario.schema import Workload
@@ -203,9 +207,6 @@ def test_a_scenarios_passed_options_are_read_like_a_job_files():
         ("write_bw_log=bw", "writes a log file"),
         ("log_avg_msec=500", "per-second figures"),
         ("per_job_logs=0", "per-second figures"),
-        ("loops=3", "--repeat"),
-        ("io_size=1g", "amount of I/O"),
-        ("number_ios=1000", "number of I/Os"),
         ("fill_device=1", "until the device is full"),
         ("startdelay=5", "starts the job late"),
         ("wait_for=other", "use stonewall"),
@@ -243,12 +244,14 @@ def test_each_refused_option_is_named_with_its_line_reason_and_fix(tmp_path, opt
 def test_every_problem_is_listed_at_once_with_the_section_it_came_from(tmp_path):
     message = _refusal(
         tmp_path,
-        "[global]\nexec_prerun=/bin/touch /tmp/x\nloops=2\n" + TIMED + "[a]\n[b]\nread_iolog=t\n",
+        "[global]\nexec_prerun=/bin/touch /tmp/x\nstartdelay=2\n"
+        + TIMED
+        + "[a]\n[b]\nread_iolog=t\n",
     )
     lines = message.splitlines()
     assert "(3 problems)" in lines[0]
     assert any("job.fio:2: [global] exec_prerun=" in line for line in lines)
-    assert any("job.fio:3: [global] loops=2" in line for line in lines)
+    assert any("job.fio:3: [global] startdelay=2" in line for line in lines)
     assert any("job.fio:10: [b] read_iolog=t" in line for line in lines)
     assert all(" — " in line for line in lines[1:4])  # each with its fix
 
@@ -256,28 +259,21 @@ def test_every_problem_is_listed_at_once_with_the_section_it_came_from(tmp_path)
 def test_an_option_no_job_uses_is_refused_all_the_same(tmp_path):
     message = _refusal(
         tmp_path,
-        f"[global]\n{TIMED}exec_prerun=/bin/a\n[j]\nexec_prerun=/bin/b\n[global]\nloops=2\n",
+        f"[global]\n{TIMED}exec_prerun=/bin/a\n[j]\nexec_prerun=/bin/b\n[global]\nstartdelay=2\n",
     )
     assert "(3 problems)" in message  # overridden by [j]'s, in a trailing [global]: each named
     assert "job.fio:6: [global] exec_prerun=/bin/a" in message
     assert "job.fio:8: [j] exec_prerun=/bin/b" in message
-    assert "job.fio:10: [global] loops=2" in message
+    assert "job.fio:10: [global] startdelay=2" in message
 
 
-@pytest.mark.parametrize(
-    ("options", "fragment"),
-    [
-        ("size=16m\nfilename=/x\n", "not time-based: it ends after going over its size once"),
-        ("size=16m\nfilename=/x\nruntime=60\n", "runtime without time_based"),
-        ("size=16m\nfilename=/x\ntime_based\n", "time_based without runtime"),
-        ("size=16m\nfilename=/x\ntime_based=0\nruntime=5\n", "runtime without time_based"),
-    ],
-)
-def test_iorig_measures_for_a_set_time(tmp_path, options, fragment):
-    message = _refusal(tmp_path, f"[job]\n{options}")
-    assert fragment in message and "add time_based and runtime=" in message, message
+def test_a_timed_job_needs_its_runtime_in_whole_milliseconds(tmp_path):
+    message = _refusal(tmp_path, "[job]\nsize=16m\nfilename=/x\ntime_based\n")
+    assert "time_based without runtime" in message and "add runtime=" in message, message
     message = _refusal(tmp_path, "[job]\nsize=16m\nfilename=/x\ntime_based\nruntime=1500us\n")
     assert "job.fio:5: [job] runtime=1500us: iorig times phases in whole milliseconds" in message
+    message = _refusal(tmp_path, "[a]\nsize=16m\nfilename=/x\ntime_based\nruntime=2\n[b]\n")
+    assert "some are time_based and some end after their size" in message, message
 
 
 def test_jobs_run_together_share_their_runtime_and_their_target(tmp_path):
@@ -399,6 +395,132 @@ def test_the_target_is_the_files_own(tmp_path, monkeypatch):
     assert inside.target == "/mnt/ssd/t.dat"
     folder = _source(tmp_path, f"[j]\n{timed}directory=/mnt/ssd\n")
     assert folder.target == "/mnt/ssd/" and "its own file in /mnt/ssd/" in " ".join(folder.notes)
+
+
+def test_a_sized_job_runs_until_it_is_through_with_a_limit(tmp_path):
+    """Without time_based a job ends after its size (io_size, number_ios,
+    loops), as fio runs it: an until-done phase whose duration is a limit,
+    the job's own runtime or iorig's (its bytes at 1 MiB/s, plus 10 s)."""
+    sized = "filename=/srv/x.dat\nrw=randread\nsize=16m\n"
+
+    def phase(options: str, **overrides: str):
+        resolved = resolve(_source(tmp_path, f"[j]\n{sized}{options}"), None, overrides)
+        return resolved.scenario.phases[-1]
+
+    plain = phase("")
+    assert (plain.kind, plain.until, plain.duration) == ("measure", "done", 16 + SIZED_STARTUP_S)
+    assert sized_limit_s(16 << 20) == 16 + SIZED_STARTUP_S
+    assert (phase("runtime=5\n").until, phase("runtime=5\n").duration) == ("done", 5)
+    assert phase("", duration="2s").duration == 2  # --set duration, --quick: cut to time
+    looped = phase("loops=3\nnumjobs=2\n")
+    assert (looped.workloads[0].loops, looped.duration) == (3, 2 * 3 * 16 + SIZED_STARTUP_S)
+    amount = phase("io_size=64m\n")
+    assert amount.workloads[0].fio_options["io_size"] == 64 << 20
+    assert amount.duration == 64 + SIZED_STARTUP_S
+    counted = phase("number_ios=1000\n")  # 1000 × 4 KiB before its 16 MiB
+    assert counted.workloads[0].fio_options["number_ios"] == 1000
+    assert counted.duration == math.ceil(1000 * 4096 / (1 << 20)) + SIZED_STARTUP_S
+    # a job without a size of its own: the limit follows the target's (--size)
+    whole = resolve(
+        _source(tmp_path, "[j]\nfilename=/srv/x.dat\nrw=read\n"), None, {"size": "100MiB"}
+    )
+    assert whole.scenario.phases[-1].duration == 100 + SIZED_STARTUP_S
+    assert phase("", size="4MiB").workloads[0].size == 4 << 20  # cut to the target as ever
+
+
+def test_a_sized_job_is_rendered_without_time_based_its_limit_fios_runtime(tmp_path, db_path):
+    text = "[j]\nfilename=/srv/x.dat\nrw=randread\nsize=16m\nio_size=32m\n"
+    plan, stored, _ = _fake_run(db_path, _source(tmp_path, text))
+    lines = job_text(plan, stored.run.id, plan.phases[-1]).splitlines()
+    assert "io_size=33554432" in lines and f"runtime={(32 + SIZED_STARTUP_S) * 1000}ms" in lines
+    assert not any(line.startswith("time_based") for line in lines)
+    assert plan.phases[-1].until_done
+    # reported as a timed phase too: its data, how long it took, its rate
+    with Store(db_path) as store:
+        analysis = analyse(store.load_run(stored.run.id), store.job_texts(stored.run.id))
+    (timed,) = [t for t in run_tables(analysis) if t.title == "Timed phases"]
+    assert [row[:2] for row in timed.rows] == [("prefill", "prefill"), ("j", "measure")]
+
+
+def _rules_rendered(plan, run_id: str) -> set[str]:
+    lines = job_text(plan, run_id, plan.phases[-1]).splitlines()
+    return {line for line in lines if line.partition("=")[0] in DATA_RULE_OPTIONS}
+
+
+DATA_RULE_OPTIONS = {"norandommap", "randrepeat", "refill_buffers", "buffer_compress_chunk"}
+
+
+def test_a_job_file_gets_fios_data_defaults_and_iorigs_rules_when_asked(tmp_path, db_path):
+    """By default none of iorig's data rules is rendered; with the parameter
+    (``--iorig-data-rules``) each is, where the file says nothing of it, and
+    each is a finding of the run; the file's own setting wins either way."""
+    text = f"[global]\n{TIMED}rw=randrw\nbuffer_compress_percentage=40\n[j]\n"
+    plan, stored, _ = _fake_run(db_path, _source(tmp_path, text))
+    assert _rules_rendered(plan, stored.run.id) == set()
+    assert not any("data rules" in w.message for w in stored.run.warnings)
+    plan, stored, _ = _fake_run(db_path, _source(tmp_path, text), iorig_data_rules="true")
+    assert _rules_rendered(plan, stored.run.id) == {
+        "norandommap=1",
+        "randrepeat=0",
+        "refill_buffers=1",
+        "buffer_compress_chunk=4096",
+    }
+    disclosed = [w for w in stored.run.warnings if w.code == "not-as-fio"]
+    for option in ("norandommap=1", "randrepeat=0", "refill_buffers=1"):
+        (finding,) = [w for w in disclosed if w.message.startswith(f"[j] {option} where")]
+        assert "iorig's data rules (--iorig-data-rules)" in finding.message
+        assert f"fio's default {option[:-1]}" in finding.message
+    assert stored.run.params["iorig_data_rules"]["origin"] == "--set"
+    own = text + "norandommap=0\n"
+    plan, stored, _ = _fake_run(db_path, _source(tmp_path, own), iorig_data_rules="true")
+    assert "norandommap=0" in _rules_rendered(plan, stored.run.id)
+
+
+def test_every_difference_from_bare_fio_is_a_finding_option_by_option(tmp_path, db_path):
+    """fio's example, cut by --size and --set duration, on another target
+    than its filename=, read after iorig's prefill: each change named with
+    its reason; nothing else (iorig's logs are how it observes)."""
+    source = read_source(str(EXAMPLES / "fio-rand-read.fio"))
+    _, stored, _ = _fake_run(db_path, source, size="16MiB", duration="2s")
+    found = [w for w in stored.run.warnings if w.code == "not-as-fio"]
+    messages = sorted(w.message for w in found)
+    assert len(found) == 4, messages
+    assert any(
+        m.startswith("[file1] filename=") and "the run's target (--target)" in m for m in messages
+    )
+    assert "[file1] size=16777216 (16MiB) where bare fio would run size=10G: the working set" in (
+        " ".join(messages)
+    )
+    assert any(
+        m.startswith("[file1] runtime=2000ms where bare fio would run runtime=900")
+        for m in messages
+    )
+    assert any(
+        m.startswith("iorig writes the target once before the jobs read it") for m in messages
+    )
+    assert all(w.severity == "info" for w in found)  # each asked for by the run's options
+    # a sized job's limit and a directory's one file are iorig's own: warnings
+    text = "[j]\ndirectory=/srv/dir\nrw=write\nsize=16m\nnumjobs=2\n"
+    _, stored, _ = _fake_run(db_path, _source(tmp_path, text))
+    imposed = {w.message.split(":")[0]: w for w in stored.run.warnings if w.code == "not-as-fio"}
+    limit = next(w for k, w in imposed.items() if k.startswith("[j] runtime="))
+    assert "iorig's limit on a sized job" in limit.message and limit.severity == "warning"
+    place = next(w for k, w in imposed.items() if k.startswith("[j] filename="))
+    assert "a file of its own per job in /srv/dir/" in place.message
+    assert place.severity == "warning"
+
+
+def test_iorigs_data_rules_are_asked_of_a_job_file_only(tmp_path, refused, db_path):
+    request = RunRequest(data_rules=True)
+    assert request.overrides()["iorig_data_rules"] == "true"
+    request.check_data_rules(_source(tmp_path, f"[j]\n{TIMED}"))
+    with pytest.raises(UserError, match="applies to fio job files"):
+        request.check_data_rules(read_source("peak"))
+    for command in ("run", "ab"):
+        done = refused(command, "peak", "--iorig-data-rules", "--target", f"{tmp_path}/")
+        out = done.stdout + done.stderr
+        assert done.returncode == 2 and "applies to fio job files" in out, out
+    assert not db_path.exists()
 
 
 # ------------------------------------------------------------------ a run of one

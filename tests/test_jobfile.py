@@ -63,6 +63,30 @@ def test_sequential_mixed_and_rate_limited():
     assert (seq["rate_iops"], seq["rate_process"]) == (500, "poisson")
 
 
+@pytest.mark.parametrize("rw", ["randread", "randwrite", "randrw", "write"])
+def test_without_iorigs_data_rules_fio_keeps_its_own_defaults(rw):
+    """A fio job file's jobs (data_rules=False): no option of iorig's data
+    rules is rendered, so fio's defaults hold (a random map, the same
+    sequence each run, one buffer of random data reused, 512-byte compress
+    chunks); a skewed distribution and compressible data still reach fio."""
+    ours = _options(rw=rw, distribution="zipf:1.2", compress_pct=50)
+    fios = _options(rw=rw, distribution="zipf:1.2", compress_pct=50, data_rules=False)
+    rules = {"norandommap", "randrepeat", "refill_buffers", "buffer_compress_chunk"}
+    assert rules - ({"norandommap", "randrepeat"} if rw == "write" else set()) <= set(ours)
+    assert not rules & set(fios), fios
+    assert fios["buffer_compress_percentage"] == ours["buffer_compress_percentage"] == 50
+    random = rw.startswith("rand")
+    assert ("random_distribution" in fios) is random and ("random_distribution" in ours) is random
+    # everything else is rendered alike
+    assert {k: v for k, v in ours.items() if k not in rules} == fios
+
+
+def test_a_replayable_writer_keeps_its_random_map_and_sequence_either_way():
+    for data_rules in (True, False):
+        options = _options(rw="randwrite", state="save", verify="crc32c", data_rules=data_rules)
+        assert options["randrepeat"] is True and "norandommap" not in options
+
+
 @pytest.mark.parametrize(
     ("option", "value", "message"),
     [

@@ -10,6 +10,11 @@ audit findings from the kernel's own view of the device during a phase.
 * ``device-throttled``: a block-throttle limit (cgroup v1
   ``blkio.throttle.*``, cgroup v2 ``io.max``) was on the device: the
   figures may show the limit, not the device.
+* ``cached-reads``: a phase read with buffered I/O, and the device read
+  materially less than fio did: the page cache answered the rest (data an
+  earlier phase left there, or the phase's own reads read again), so the
+  figures are memory's. How much of the data the page cache held when the
+  phase started (``mincore``) is said with it.
 
 Pure functions over what ``run/devwatch.py`` sampled.
 """
@@ -86,6 +91,56 @@ def check_device_traffic(phase: str, traffic: DeviceTraffic) -> list[Finding]:
             f"{format_si(traffic.fio_ios)} ({format_bytes(traffic.fio_bytes)}): something else "
             "used the device while it was measured, and the figures are what it left",
             "measure on a device nothing else uses (iostat or /proc/diskstats show what does)",
+            phase,
+        )
+    ]
+
+
+@dataclass(frozen=True)
+class CachedReads:
+    """A phase's buffered reads on one device: what fio read, what the
+    device read, and how much of the region read the page cache held at
+    the phase's start (None: not measured)."""
+
+    device: str
+    fio_bytes: int
+    device_bytes: int
+    resident_bytes: int | None = None
+    region_bytes: int = 0
+
+
+def fio_read_bytes(result: PhaseResult, workloads: Sequence[str]) -> int:
+    """The bytes fio read in the named workloads of a phase."""
+    return sum(
+        t.io_bytes
+        for s in result.scopes
+        if s.scope.workload in workloads and (t := s.totals.get("read")) is not None
+    )
+
+
+def check_cached_reads(phase: str, reads: CachedReads) -> list[Finding]:
+    """``cached-reads`` when the device read materially less than fio's
+    buffered reads (the same share and floor as ``device-busy``)."""
+    missing = reads.fio_bytes - reads.device_bytes
+    if not (missing > SHARE * reads.fio_bytes and missing > FLOOR_BYTES):
+        return []
+    share = reads.device_bytes / reads.fio_bytes * 100
+    held = ""
+    if reads.resident_bytes and reads.region_bytes:
+        held = (
+            f"; {format_bytes(reads.resident_bytes)} of the {format_bytes(reads.region_bytes)} "
+            f"it reads ({reads.resident_bytes / reads.region_bytes * 100:.0f} %) were in the "
+            "page cache when it started"
+        )
+    return [
+        Finding(
+            "cached-reads",
+            f"phase {phase!r} read {format_bytes(reads.fio_bytes)} with buffered I/O and device "
+            f"{reads.device} only {format_bytes(reads.device_bytes)} ({share:.0f} %): the page "
+            "cache answered the rest (or the filesystem, for blocks never written), so the "
+            f"figures are memory's, not the storage's{held}",
+            "read with direct I/O, or a working set larger than the page cache can hold "
+            "(bare fio's buffered reads of a small file are answered from memory too)",
             phase,
         )
     ]

@@ -133,7 +133,7 @@ def _plans(
 
 
 @app.command("ab")
-@run_options("target", "scenario", "profile", "adhoc", "fio", "metrics")
+@run_options("target", "scenario", "profile", "adhoc", "jobfile", "fio", "metrics")
 def ab_cmd(
     ctx: typer.Context,
     scenario: Annotated[
@@ -187,6 +187,7 @@ def ab_cmd(
         raise UserError("--threshold is a percentage from 0 to 100, e.g. 2")
     count = _rounds(rounds)
     source = scenario_source(scenario, rw, {})
+    request.check_data_rules(source)
     common = request.overrides()
     profile = request.profile
     resolved, targets = {}, {}

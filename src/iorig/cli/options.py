@@ -163,6 +163,18 @@ MetricsLingerOpt = Annotated[
 ]
 
 
+DataRulesOpt = Annotated[
+    bool,
+    typer.Option(
+        "--iorig-data-rules",
+        help="a fio job file with iorig's data rules where it does not say otherwise: fresh "
+        "random data in every write (refill_buffers), no random map (norandommap) and a new "
+        "random sequence each run (randrepeat=0); without it fio's own defaults (the run's "
+        "findings list every option iorig changed)",
+    ),
+]
+
+
 MinRateOpt = Annotated[
     str | None,
     typer.Option(
@@ -204,6 +216,7 @@ GROUPS: dict[str, tuple[_Option, ...]] = {
     "repeat": (_Option("repeat", RepeatOpt, 1),),
     "hosts": (_Option("hosts", HostsOpt), _Option("hosts_file", HostsFileOpt)),
     "min_rate": (_Option("min_rate", MinRateOpt),),
+    "jobfile": (_Option("iorig_data_rules", DataRulesOpt, False),),
     "events": (
         _Option("event", EventOpt),
         _Option("event_command", EventCommandOpt),
@@ -236,6 +249,7 @@ def build_request(given: dict[str, Any]) -> RunRequest:
         keep_files=given.get("keep_files", False),
         fio=given.get("fio"),
         repeats=given.get("repeat", 1),
+        data_rules=given.get("iorig_data_rules", False),
         min_bytes_per_s=parse_min_rate(given.get("min_rate")),
         events=tuple(given.get("event") or ()),
         event_commands=tuple(given.get("event_command") or ()),

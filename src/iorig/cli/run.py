@@ -37,6 +37,7 @@ RUN_SETTINGS = {"allow_extra_args": True, "ignore_unknown_options": True}
     "repeat",
     "hosts",
     "min_rate",
+    "jobfile",
     "events",
     "record",
     "fio",
@@ -99,6 +100,7 @@ def run(
             "nothing to sweep", hint="give --param name=v1,v2 (e.g. --param bs=4k,64k,1m)"
         )
     source = scenario_source(scenario, rw, grid, default_rw="randread" if sweeping else None)
+    request.check_data_rules(source)
     extra_sets, extra_targets = scenario_options(ctx.args)
     # a fio job file's own filename= or directory= unless --target is given
     targets = [*request.targets, *extra_targets] or ([source.target] if source.target else [])

@@ -405,6 +405,7 @@ def workload_options(  # noqa: C901, PLR0912, PLR0913
     continue_on_error: str | None = None,
     time_based: bool = True,
     end_fsync: bool = False,
+    data_rules: bool = True,
 ) -> dict[str, OptionValue]:
     """fio options for one workload: iorig's typed model, nothing else.
 
@@ -415,7 +416,10 @@ def workload_options(  # noqa: C901, PLR0912, PLR0913
     makes a checking job (``rw`` read or randread) replay that writer (the
     same job with ``rw`` write or randwrite and ``verify_only``) and check
     exactly the writes it had acknowledged, each against its only generation;
-    ``log_every_io`` logs each completion instead of one-second averages.
+    ``log_every_io`` logs each completion instead of one-second averages;
+    ``data_rules`` applies iorig's (fresh random data in every write, no
+    random map and a new sequence each run, compress chunks of 4 KiB), and
+    False leaves fio's defaults for each, as a fio job file has them.
     """
     if state == "load":
         # fio replays the writer's own job definition, its writes turned into reads
@@ -451,24 +455,7 @@ def workload_options(  # noqa: C901, PLR0912, PLR0913
     options |= {"iodepth": iodepth, "numjobs": jobs, "direct": direct}
     if rw in ("randrw", "rw"):
         options["rwmixread"] = round(read_pct if read_pct is not None else 50)
-    if rw.startswith("rand") and state is not None:
-        # A replayable writer: fio's fixed sequence (the replay regenerates the
-        # offsets from it) and its random map (no block written twice in a pass).
-        options["randrepeat"] = True
-    elif rw.startswith("rand"):
-        # No random map: every offset may repeat, like real applications; a fresh
-        # sequence each run so repeats do not replay a warmed cache.
-        options |= {"norandommap": True, "randrepeat": False}
-        if distribution != "random":
-            options["random_distribution"] = distribution
-    # Fresh random data for every I/O: storage cannot shrink what it writes,
-    # unless the scenario asks for reducible data (and then says so).
-    options["refill_buffers"] = True
-    if compress_pct:
-        options |= {
-            "buffer_compress_percentage": round(compress_pct),
-            "buffer_compress_chunk": 4096,
-        }
+    options |= _data_options(rw, state, distribution, compress_pct, data_rules)
     if dedupe_pct:
         options["dedupe_percentage"] = round(dedupe_pct)
     if bssplit:
@@ -505,6 +492,33 @@ def workload_options(  # noqa: C901, PLR0912, PLR0913
         options |= {"time_based": True} if time_based else {}
         options["runtime"] = max(1, round(runtime_s * 1000))
     return options | _log_options(log_prefix, log_every_io)
+
+
+def _data_options(
+    rw: str, state: str | None, distribution: str, compress_pct: float, data_rules: bool
+) -> dict[str, OptionValue]:
+    """Offsets and data: iorig's rules, or fio's defaults without them."""
+    options: dict[str, OptionValue] = {}
+    if rw.startswith("rand") and state is not None:
+        # A replayable writer: fio's fixed sequence (the replay regenerates the
+        # offsets from it) and its random map (no block written twice in a pass).
+        options["randrepeat"] = True
+    elif rw.startswith("rand"):
+        if data_rules:
+            # No random map: every offset may repeat, like real applications; a
+            # fresh sequence each run so repeats do not replay a warmed cache.
+            options |= {"norandommap": True, "randrepeat": False}
+        if distribution != "random":
+            options["random_distribution"] = distribution
+    if data_rules:
+        # Fresh random data for every I/O: storage cannot shrink what it writes,
+        # unless the scenario asks for reducible data (and then says so).
+        options["refill_buffers"] = True
+    if compress_pct:
+        options["buffer_compress_percentage"] = round(compress_pct)
+        if data_rules:
+            options["buffer_compress_chunk"] = 4096  # fio's own is 512 bytes
+    return options
 
 
 def _log_options(log_prefix: str, every_io: bool = False) -> dict[str, OptionValue]:

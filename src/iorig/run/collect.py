@@ -221,6 +221,24 @@ def collect(
     )
 
 
+# fio stops a job at its runtime to the millisecond, less its last I/Os' wait
+LIMIT_SLACK_MS = 100
+
+
+def stopped_at_limit(raw: RawPhase, phase: PlannedPhase) -> bool:
+    """Whether fio ended a phase that runs until its jobs are through
+    (``until: done``) at its limit instead: a job ran its whole runtime."""
+    if not phase.until_done or not phase.duration_s:
+        return False
+    default_name = raw.hosts[0].label if len(raw.hosts) == 1 else "local"
+    try:
+        output = parse.parse_final(raw.exit.output, default_name, raw.exit.host_names)
+    except parse.FioOutputError:
+        return False
+    limit_ms = phase.duration_s * 1000
+    return any(j.job_runtime_ms >= limit_ms - LIMIT_SLACK_MS for j in output.jobs)
+
+
 def _checkpoint(phase: PlannedPhase, sections: Sequence[SectionData]) -> CheckpointRecord | None:
     """A checkpoint phase's processes: each fio job's runtime (its fsync
     included) and bytes, host by host in job order; the checkpoint is what

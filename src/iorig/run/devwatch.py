@@ -17,14 +17,19 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from iorig.analyze.devices import (
+    CachedReads,
     DeviceTraffic,
+    check_cached_reads,
     check_device_limits,
     check_device_traffic,
     fio_counts,
+    fio_read_bytes,
 )
 from iorig.machine import throttle
+from iorig.machine.pagecache import resident_bytes
 from iorig.model import Finding, PhaseResult, PhaseStatus
-from iorig.run.plan import Plan, PlannedPhase
+from iorig.run.plan import Plan, PlannedPhase, PlannedWorkload
+from iorig.scenario.schema import READS
 from iorig.targets import Target
 
 SYS_DEV = Path("/sys/dev/block")
@@ -43,6 +48,7 @@ class Device:
     max_request_bytes: int | None
     workloads: tuple[str, ...]
     direct: bool  # every workload on it bypasses the page cache
+    buffered_reads: tuple[str, ...] = ()  # the workloads that read through the page cache
 
     @property
     def label(self) -> str:
@@ -76,6 +82,7 @@ def devices(plan: Plan, phase: PlannedPhase) -> list[Device]:
     if plan.host_targets:
         return []
     found: dict[str, tuple[set[str], list[str], bool]] = {}
+    readers: dict[str, list[str]] = {}
     for w in phase.workloads:
         if w.engine == "null" or w.target.kind == "fileset":
             continue
@@ -85,6 +92,8 @@ def devices(plan: Plan, phase: PlannedPhase) -> list[Device]:
         disk = throttle.whole_disk(own)
         owns, labels, direct = found.get(disk, (set(), [], True))
         found[disk] = (owns | {own, disk}, [*labels, w.label], direct and bool(w.spec.direct))
+        if _reads_buffered(w):
+            readers.setdefault(disk, []).append(w.label)
     out = []
     for disk, (owns, labels, direct) in found.items():
         sysfs = (SYS_DEV / disk).resolve()
@@ -97,9 +106,41 @@ def devices(plan: Plan, phase: PlannedPhase) -> list[Device]:
                 int(kb) * 1024 if kb and kb.strip().isdigit() else None,
                 tuple(labels),
                 direct,
+                tuple(readers.get(disk, ())),
             )
         )
     return out
+
+
+def _reads_buffered(w: PlannedWorkload) -> bool:
+    return not w.spec.direct and w.spec.rw in READS and w.spec.read_pct != 0
+
+
+def read_bytes(majmin: str) -> int | None:
+    """Bytes the device has read since boot (sectors of 512 bytes)."""
+    text = _read(SYS_DEV / majmin / "stat")
+    fields = text.split() if text else []
+    if len(fields) < 11 or not fields[2].isdigit():
+        return None
+    return int(fields[2]) * 512
+
+
+def resident(phase: PlannedPhase) -> tuple[int, int] | None:
+    """How much of what the phase's buffered readers read the page cache
+    holds now, and of how much (files and block devices on this machine;
+    None where none could be measured)."""
+    held = region = 0
+    measured = False
+    for w in phase.workloads:
+        if not _reads_buffered(w) or w.target.kind not in ("file", "block"):
+            continue
+        try:
+            held += resident_bytes(w.target.path, w.offset_bytes, w.size_bytes)
+        except OSError:
+            continue
+        region += w.size_bytes
+        measured = True
+    return (held, region) if measured else None
 
 
 def counters(majmin: str) -> tuple[int, int] | None:
@@ -180,7 +221,11 @@ class DeviceWatch:
         except (OSError, ValueError):  # sysfs as it should not be: no audit, never no run
             self.devices = []
         self._start = {d.majmin: counters(d.majmin) for d in self.devices}
+        self._reads = {d.majmin: read_bytes(d.majmin) for d in self.devices if d.buffered_reads}
         self._limits = {d.majmin: limits(d.own) for d in self.devices}
+        # what of its data the page cache holds as it starts (fio's invalidate
+        # then drops what is clean): said with a cached-reads finding
+        self._resident = resident(phase) if self._reads and not plan.host_targets else None
 
     def findings(self, result: PhaseResult) -> list[tuple[str, Finding]]:
         """What the phase's devices show, each with its device (for ``merge``)."""
@@ -188,12 +233,23 @@ class DeviceWatch:
         for d in self.devices:
             found = list(dict.fromkeys(self._limits[d.majmin] + limits(d.own)))
             out += [(d.label, f) for f in check_device_limits(result.name, d.label, found)]
+            if result.status is not PhaseStatus.OK:
+                continue
+            out += [(d.label, f) for f in self._cached_reads(d, result)]
             start, end = self._start[d.majmin], counters(d.majmin)
             if start is None or end is None or not d.direct:
                 continue  # buffered I/O: what reaches the device is the page cache's
-            if result.status is not PhaseStatus.OK:
-                continue
             ios, io_bytes, reqs = fio_counts(result, d.workloads, d.max_request_bytes)
             seen = DeviceTraffic(d.label, end[0] - start[0], end[1] - start[1], ios, io_bytes, reqs)
             out += [(d.label, f) for f in check_device_traffic(result.name, seen)]
         return out
+
+    def _cached_reads(self, d: Device, result: PhaseResult) -> list[Finding]:
+        start, end = self._reads.get(d.majmin), read_bytes(d.majmin)
+        if not d.buffered_reads or start is None or end is None:
+            return []
+        held, region = self._resident or (None, 0)
+        reads = CachedReads(
+            d.label, fio_read_bytes(result, d.buffered_reads), end - start, held, region
+        )
+        return check_cached_reads(result.name, reads)

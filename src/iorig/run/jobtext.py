@@ -31,7 +31,7 @@ def job_text(
     hosts' (fio names client-mode logs by address only) and the logs carry
     Unix timestamps so hosts can be put on one time axis."""
     sections = [
-        Section(w.label, _options(phase, w, (targets or {}).get(w.spec.target), log_suffix))
+        Section(w.label, job_options(phase, w, (targets or {}).get(w.spec.target), log_suffix))
         for w in phase.workloads
     ]
     comment = (
@@ -42,9 +42,10 @@ def job_text(
     return render({}, sections, comment=comment)
 
 
-def _options(
-    phase: PlannedPhase, w: PlannedWorkload, target: Target | None, log_suffix: str
+def job_options(
+    phase: PlannedPhase, w: PlannedWorkload, target: Target | None = None, log_suffix: str = ""
 ) -> dict[str, OptionValue]:
+    """One workload's fio options, as its job section renders them."""
     if w.spec.verify_state and target is not None and target.host:
         # fio 3.33 saves a job's state where the job ran (the server's own
         # directory) but loads it from the client: it could never be checked
@@ -84,6 +85,7 @@ def _options(
         fileset=fileset_layout(w, target),
         log_every_io=w.spec.completions or slow_paced(w),
         continue_on_error=w.spec.continue_on_error,
+        data_rules=w.spec.data_rules,
     )
     if phase.ramp_s:
         options["ramp_time"] = round(phase.ramp_s * 1000)

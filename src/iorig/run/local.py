@@ -20,6 +20,7 @@ from iorig.fio.hosts import HostSpec
 from iorig.fio.runner import FioExit, FioProcess
 from iorig.machine.leftovers import LaidOut, temporary_directory
 from iorig.machine.locks import Claim, target_keys
+from iorig.machine.pagecache import drop_cached
 from iorig.machine.sysinfo import collect_fio, disclose
 from iorig.run.backend import HostLogs, PhaseJob, Progress, RawPhase
 from iorig.run.jobtext import fileset_layout, job_text, slow_paced, state_role
@@ -148,6 +149,43 @@ def check_discards(scenario: Scenario, targets: Mapping[str, Target]) -> None:
                     hint="trim a device that takes discards (a loop device over a file does), "
                     "or a file on a filesystem that punches holes (ext4, xfs, tmpfs)",
                 )
+
+
+def drop_written(phase: PlannedPhase, timeout_s: float) -> str | None:
+    """After a phase that writes the working set once with buffered I/O, its
+    targets' data written back and dropped from the page cache (as fio's
+    ``invalidate`` would, had it written them): the phases after it then
+    read the storage, not what the fill left in memory. Why it could not be
+    done in ``timeout_s`` (a filesystem that froze), else None."""
+    if not phase.kind.writes_once:
+        return None
+    paths = {
+        w.target.path
+        for w in phase.workloads
+        if not w.spec.direct and w.target.kind in ("file", "block")
+    }
+    for path in sorted(paths):
+        outcome: list[OSError | None] = []
+
+        def drop(p: Path = path, out: list = outcome) -> None:
+            try:
+                drop_cached(p)
+                out.append(None)
+            except OSError as exc:
+                out.append(exc)
+
+        worker = threading.Thread(target=drop, daemon=True)
+        worker.start()
+        worker.join(timeout_s)
+        if not outcome:
+            return (
+                f"{path} was not written back in {timeout_s:.0f} s after the phase (its "
+                "storage or filesystem stopped answering)"
+            )
+        if (exc := outcome[0]) is not None:
+            # the jobs would read what the page cache holds of it: said, not measured
+            return f"could not write {path} back and drop it from the page cache: {exc}"
+    return None
 
 
 def _to_lay_out(given: str, role: str, fileset: bool) -> tuple[Path, str] | None:
@@ -335,6 +373,8 @@ class LocalBackend:
                 io_started = io_started or status.io_started_at(snap)
                 if phase.duration_s:
                     fraction = live.elapsed_s / phase.duration_s
+                    if phase.until_done:  # through its data, as a rule long before its limit
+                        fraction = max(fraction, live.io_bytes / max(phase.bytes_to_write, 1))
                 else:
                     fraction = live.io_bytes / max(phase.bytes_to_write, 1)
                 stop = feed.feed(snap)
@@ -345,6 +385,9 @@ class LocalBackend:
                     feed.stopped()
                     proc.request_stop()
         assert proc.exit is not None
+        dropped = None
+        if proc.exit.returncode == 0 and proc.exit.stopped_by is None:
+            dropped = drop_written(phase, max(CLEANUP_S, timeout_s - (time.time() - started)))
         yield RawPhase(
             started_at=started,
             ended_at=time.time(),
@@ -356,7 +399,7 @@ class LocalBackend:
             wallclock_logs=False,
             exit_code_counts=True,
             steady=watch.state if watch is not None else None,
-            problem=self._target_change(job.plan),
+            problem=self._target_change(job.plan) or dropped,
             io_started_at=io_started,
             generator_cpu=cpu.measured(),
             stopped_after_s=feed.stopped_after_s if proc.exit.stopped_by == "request" else None,

@@ -20,6 +20,7 @@ from iorig.scenario.events import EventSpec
 from iorig.scenario.loading import ResolvedScenario
 from iorig.scenario.schema import (
     DEFAULT_PRECISE_MIN_S,
+    MIN_BYTES_PER_S,
     REPLAYS,
     TRIMS,
     Phase,
@@ -30,9 +31,6 @@ from iorig.scenario.training import TRAIN_PHASE, accelerator_model
 from iorig.targets import Target
 from iorig.units import format_bytes
 
-# Below this a size-based phase counts as hung (``run --min-rate`` changes it):
-# 1 MiB/s is slower than any disk, SD card or network share that still works.
-MIN_BYTES_PER_S = float(1 << 20)
 STARTUP_S = 10.0  # fio's start-up on top of a size-based phase's bytes
 
 

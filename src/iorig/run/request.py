@@ -21,13 +21,15 @@ from pydantic import ValidationError
 from iorig.errors import UserError
 from iorig.fio.hosts import MAX_HOSTS, HostSpec, parse_entry, parse_hosts, too_many_hosts
 from iorig.machine.recovery import recover
+from iorig.model.records import JOB_FILE_ORIGIN
 from iorig.run import make_backend
 from iorig.run.actions import check_events, parse_grants
 from iorig.run.backend import PhaseBackend
 from iorig.run.plan import Plan
 from iorig.run.session import check_workdir_space
 from iorig.scenario.events import EventSpec, parse_cli_event
-from iorig.scenario.loading import ResolvedScenario, parse_assignments
+from iorig.scenario.fiojobs import DATA_RULES
+from iorig.scenario.loading import ResolvedScenario, ScenarioSource, parse_assignments
 from iorig.scenario.schema import Phase
 from iorig.scenario.sut import system_under_test
 from iorig.targets import bind_host_targets, bind_targets
@@ -52,6 +54,7 @@ class RunRequest:
     keep_files: bool = False
     fio: str | None = None
     repeats: int = 1
+    data_rules: bool = False  # --iorig-data-rules: a fio job file with iorig's data rules
     min_bytes_per_s: float | None = None  # below it a size-based phase counts as hung
     events: tuple[str, ...] = ()  # --event PHASE@TIME=ACTION
     event_commands: tuple[str, ...] = ()  # --event-command NAME='COMMAND'
@@ -74,7 +77,19 @@ class RunRequest:
         and the ad-hoc options given; ``instead`` replaces an ad-hoc option
         (``None`` leaves it out)."""
         options = {"size": self.size, **self.workload, **instead}
+        if self.data_rules:  # a fio job file's scenario has the parameter (check_data_rules)
+            options[DATA_RULES] = "true"
         return collect_overrides(list(self.sets), **options)
+
+    def check_data_rules(self, source: ScenarioSource) -> None:
+        """``--iorig-data-rules`` is for a fio job file: iorig's own scenarios
+        and ad-hoc runs always follow its data rules."""
+        if self.data_rules and not source.origin.startswith(JOB_FILE_ORIGIN):
+            raise UserError(
+                "--iorig-data-rules applies to fio job files: iorig's own scenarios and "
+                "ad-hoc runs always follow iorig's data rules",
+                hint="leave it out, or give a fio job file (.fio)",
+            )
 
 
 def collect_overrides(items: list[str], **options: object) -> dict[str, str]:

@@ -44,8 +44,9 @@ from iorig.model import (
 )
 from iorig.model.combine import drop_last, first_seconds
 from iorig.run.actions import PhaseEvents
+from iorig.run.asfio import differences
 from iorig.run.backend import PhaseBackend, PhaseJob, RawPhase
-from iorig.run.collect import collect, tail
+from iorig.run.collect import collect, stopped_at_limit, tail
 from iorig.run.devwatch import DeviceWatch
 from iorig.run.events import (
     Event,
@@ -129,7 +130,9 @@ def run_record(plan: Plan, run_id: str, command: str, label: str | None, search:
         fio_version=plan.fio_version,
         status=RunStatus.RUNNING,
         error=None,
-        warnings=tuple(notes + audit.before_run(plan, plan.disclosure)),
+        # where a fio job file runs otherwise than bare fio would run it, option by
+        # option: never merged, each difference is a finding of its own
+        warnings=tuple(notes + audit.before_run(plan, plan.disclosure) + differences(plan)),
         disclosure=plan.disclosure,
         hostname=socket.gethostname(),
         pid=os.getpid(),
@@ -354,8 +357,27 @@ class RunSession:
             raw = replace(raw, problem=full)
         self._event_findings += events.findings
         result = phase_result(job.phase, job.repeat, raw, self.plan.fio_version, events.pauses)
+        if result.status is PhaseStatus.OK and stopped_at_limit(raw, job.phase):
+            self._event_findings.append(limit_finding(self.plan, job.phase))
         self._device_findings += devices.findings(result)  # after the events were undone
         return replace(result, events=tuple(events.records))
+
+
+def limit_finding(plan: Plan, phase: PlannedPhase) -> Finding:
+    """``stopped-at-limit``: a phase that runs until its jobs are through
+    (a fio job file's sized jobs) was stopped at its limit; a warning where
+    the limit was not the user's (``duration`` left at its default)."""
+    asked = plan.resolved.param_origins.get("duration", "default") != "default"
+    return Finding(
+        "stopped-at-limit",
+        f"phase {phase.name!r} was stopped at its limit of {phase.duration_s:g} s before its "
+        "jobs were through (they end after their size): its figures cover those seconds, "
+        "not the whole job",
+        "give it more time: --set duration=…, or the job's own runtime= (without one, iorig's "
+        "limit is the job's bytes at 1 MiB/s plus 10 s)",
+        phase.name,
+        "info" if asked else "warning",
+    )
 
 
 # fio's output and logs go to the working directory (in TMPDIR): with less

@@ -10,21 +10,33 @@ option is named with its file, line, reason and fix, all at once, before a
 run row or a target file exists.
 
 What the file leaves out is fio's default (``ioengine=psync``, buffered
-I/O, ``rw=read``, ``bs=4k``, ``iodepth=1``), so the job measures what fio
-would run, except iorig's data rules: fresh random data in every write
-(``refill_buffers``) and, for random offsets, ``norandommap`` with a new
-sequence each run (``randrepeat=0``) unless the file says otherwise.
+I/O, ``rw=read``, ``bs=4k``, ``iodepth=1``, a random map, the same random
+sequence each run, one buffer of random data written again and again), so
+the job measures what fio would run. iorig's data rules (fresh random data
+in every write, no random map, a new sequence each run) apply only with the
+parameter ``iorig_data_rules`` (``run --iorig-data-rules``), and then where
+the file does not say otherwise.
+
+A job with ``time_based`` and ``runtime`` runs for its runtime; a sized job
+(without ``time_based``) runs until it is through its ``size``,
+``io_size``, ``number_ios`` and ``loops``, as fio runs it (an ``until:
+done`` phase), its ``runtime`` a limit if it has one and otherwise iorig's:
+its bytes at ``MIN_BYTES_PER_S`` (slower than any storage that still
+works) plus ``SIZED_STARTUP_S``, past which iorig stops it and says so.
 
 The scenario has the parameters ``size`` (the target; every job's size is
 cut to fit in it) and ``duration`` (the longest a phase runs; each phase
-runs the file's runtime, at most this), so ``--size 64MiB --set
-duration=5s`` makes any job file a short test; ``prefill`` when there is
-one. The translation is pure but for the working directory, against which
-a relative ``filename=`` is taken, as fio takes it.
+runs the file's runtime, or until it is through, at most this), so
+``--size 64MiB --set duration=5s`` makes any job file a short test;
+``prefill`` when there is one (it writes the target as fio would lay it out
+before reading it, and leaves none of it in the page cache). The
+translation is pure but for the working directory, against which a
+relative ``filename=`` is taken, as fio takes it.
 """
 
 from __future__ import annotations
 
+import math
 import os
 import re
 from collections.abc import Callable
@@ -48,7 +60,7 @@ from iorig.scenario.fiopolicy import (
     fio_time_us,
     rule,
 )
-from iorig.scenario.schema import READS, TRIMS, Workload
+from iorig.scenario.schema import MIN_BYTES_PER_S, READS, TRIMS, Workload
 
 ENGINES = ("io_uring", "libaio", "psync", "sync", "pvsync", "pvsync2", "posixaio", "null")
 RW_VALUES = (
@@ -83,6 +95,16 @@ _FIELD_OPTION = {
 }
 _NAME_RE = re.compile(r"[^a-z0-9_-]+")
 Effective = dict[str, tuple[JobOption, JobSection]]
+# A sized job without a runtime of its own is stopped after its bytes at
+# MIN_BYTES_PER_S (iorig's rate for a hung size-based phase, 1 MiB/s: slower
+# than any disk, SD card or network share that still works) plus this for
+# fio's start: a job that slow is measuring a fault, and one that never
+# ends (a size larger than the storage's pace) would hold the target forever.
+SIZED_STARTUP_S = 10
+# the duration parameter's default when a sized job's limit depends on a
+# --size the file does not give (the limit itself then follows --size)
+SIZED_CAP_S = 24 * 3600
+DATA_RULES = "iorig_data_rules"  # the generated scenario's parameter (run --iorig-data-rules)
 
 
 @dataclass(frozen=True)
@@ -106,6 +128,21 @@ class _Spec:
     ramp_us: int
     path: str | None
     description: str
+    io_size: int | None = None  # fio's io_size: the I/O a sized job does (default its size)
+    number_ios: int | None = None  # …or this many I/Os, whichever comes first
+    loops: int = 1
+
+    @property
+    def sized(self) -> bool:
+        """The job ends when it is through its data, not after a time."""
+        return not self.time_based
+
+    @property
+    def max_bs(self) -> int:
+        split = str(self.workload.get("bssplit") or "")
+        return max(
+            [int(self.workload["bs"])] + [int(i.partition("/")[0]) for i in split.split(":") if i]
+        )
 
 
 @dataclass
@@ -364,6 +401,9 @@ def _spec(r: _Reader, label: str, notes: list[str]) -> _Spec:
             "write sizes with k, m, g (powers of 1024)",
         )
     workload |= {k: v for k, v in extra.items() if v is not None}
+    loops = r.get("loops", fio_int(1, 2**31 - 1), 1)
+    if loops != 1:
+        workload["loops"] = loops  # the schema's bound is iorig's (Workload.loops)
     passed = _options(r, notes)
     if "rate_iops" in workload and "rate_process" not in passed:
         passed["rate_process"] = "linear"  # fio's default; iorig's own rates are Poisson
@@ -383,29 +423,24 @@ def _spec(r: _Reader, label: str, notes: list[str]) -> _Spec:
         r.get("ramp_time", fio_time_us, 0),
         _path(r),
         r.text("description") or "",
+        r.get("io_size", fio_size),
+        r.get("number_ios", fio_int(1, 2**32 - 1)),
+        loops,
     )
 
 
 def _check_time(spec: _Spec, r: _Reader) -> None:
-    if not spec.time_based or not spec.runtime_us:
-        if spec.time_based:
-            why = "time_based without runtime: fio would run the job until it is stopped"
-        elif spec.runtime_us:
-            why = (
-                "runtime without time_based: fio would stop the job at its size or its "
-                "runtime, whichever comes first"
-            )
-        else:
-            why = "the job is not time-based: it ends after going over its size once"
+    """A timed job needs its runtime; a sized one (no time_based) ends when
+    it is through, its runtime (if any) a limit, as fio has it."""
+    if spec.time_based and not spec.runtime_us:
         r.problems.add(
             spec.section,
             spec.section,
-            why,
-            "add time_based and runtime= (iorig measures for a set time; --set "
-            "duration=… shortens every phase)",
+            "time_based without runtime: fio would run the job until it is stopped",
+            "add runtime= (or remove time_based: the job then ends after its size)",
         )
         return
-    for name, value in (("runtime", spec.runtime_us), ("ramp_time", spec.ramp_us)):
+    for name, value in (("runtime", spec.runtime_us or 0), ("ramp_time", spec.ramp_us)):
         if value % 1000:
             r.refuse(name, "iorig times phases in whole milliseconds")
 
@@ -434,6 +469,15 @@ def _phases(specs: list[_Spec], problems: _Problems) -> list[list[_Spec]]:
             groups.append([])
         groups[-1].append(spec)
     for group in groups:
+        if len({s.sized for s in group}) > 1:
+            problems.add(
+                group[0].section,
+                group[0].section,
+                f"of the jobs run together ({', '.join(s.section.name for s in group)}) some "
+                "are time_based and some end after their size: iorig runs a phase for a time "
+                "or until its jobs are through, not both",
+                "give them all time_based (or none), or stonewall",
+            )
         for what, key in (("runtime", "runtime_us"), ("ramp_time", "ramp_us")):
             values = {getattr(s, key) for s in group}
             if len(values) > 1:
@@ -461,14 +505,21 @@ def _seconds(us: int) -> float | int:
     return int(seconds) if seconds.is_integer() else seconds
 
 
+def job_sections(job: JobFile) -> list[tuple[str, JobSection, Effective]]:
+    """Each job section with its workload's label (its phase's name, if it
+    starts one) and the options in effect for it."""
+    taken = {"prefill"}
+    return [(_label(section.name, taken), section, eff) for section, eff in _effective(job)]
+
+
 def translate(job: JobFile, path: Path) -> Translation:
     """The scenario of a parsed job file; UserError lists every refused option."""
-    problems, notes, taken = _Problems(job), [], {"prefill"}
+    problems, notes = _Problems(job), []
     _refuse_options(job, problems)
     specs = []
-    for section, eff in _effective(job):
+    for label, section, eff in job_sections(job):
         reader = _Reader(section, eff, problems)
-        spec = _spec(reader, _label(section.name, taken), notes)
+        spec = _spec(reader, label, notes)
         _check_time(spec, reader)
         if not problems.lines:
             _validated(spec, problems)
@@ -498,25 +549,98 @@ def translate(job: JobFile, path: Path) -> Translation:
     return Translation(_document(job, path, groups), target, tuple(notes))
 
 
+@dataclass(frozen=True)
+class _PhaseTime:
+    """How long a phase may run: ``ms`` (a timed job's runtime, a sized
+    job's own runtime or iorig's limit at the file's sizes), or ``expression``
+    over the parameter ``size`` where the limit follows the target's size."""
+
+    ms: int
+    expression: str | None = None
+
+    @property
+    def text(self) -> str:
+        return self.expression or str(_seconds(self.ms * 1000))
+
+
+def sized_limit_s(total_bytes: int) -> int:
+    """iorig's limit on a sized job without a runtime (``SIZED_STARTUP_S``)."""
+    return math.ceil(total_bytes / MIN_BYTES_PER_S) + SIZED_STARTUP_S
+
+
+def _phase_time(group: list[_Spec], whole: int) -> _PhaseTime:
+    first = group[0]
+    if not first.sized or first.runtime_us:
+        return _PhaseTime((first.runtime_us or 0) // 1000)
+    fixed = per_size = 0  # the phase's bytes: fixed + per_size × the target's size
+    for s in group:
+        jobs = int(s.workload["jobs"])
+        amount = s.io_size if s.io_size is not None else s.size
+        if amount is None:
+            if s.number_ios is None:
+                per_size += jobs * s.loops
+                continue
+            fixed += jobs * s.number_ios * s.max_bs
+            continue
+        amount *= s.loops
+        if s.number_ios is not None:
+            amount = min(amount, s.number_ios * s.max_bs)
+        fixed += jobs * amount
+    if not per_size:
+        return _PhaseTime(sized_limit_s(fixed) * 1000)
+    rate = int(MIN_BYTES_PER_S)
+    expression = f"ceil(({fixed} + {per_size} * size) / {rate}) + {SIZED_STARTUP_S}"
+    default_s = sized_limit_s(fixed + per_size * whole) if whole else SIZED_CAP_S
+    return _PhaseTime(default_s * 1000, expression)
+
+
+def _duration_text(ms: int) -> str:
+    return f"{ms // 1000}s" if ms % 1000 == 0 else f"{ms}ms"
+
+
+def _prefill(direct: bool) -> dict[str, Any]:
+    """What fio would do before its first read (lay the file out), as a
+    phase: the target written once; buffered writes fsynced within it (fio
+    end_fsync) so that nothing of it is left dirty in the page cache, and
+    iorig then drops the file's pages (iorig.run.local), as fio's
+    ``invalidate`` drops them when the job opens it: the jobs read the
+    storage, not what the fill left in memory."""
+    workload: dict[str, Any] = {"rw": "write", "bs": "1MiB", "iodepth": 4, "direct": direct}
+    if not direct:
+        workload["fsync_at_end"] = True
+    return {
+        "name": "prefill",
+        "kind": "prefill",
+        "enabled": "${prefill}",
+        "description": "iorig writes the target once so that reads return written data",
+        "workloads": [workload],
+    }
+
+
 def _document(job: JobFile, path: Path, groups: list[list[_Spec]]) -> str:
     specs = [s for g in groups for s in g]
     extents = [s.extent for s in specs if s.extent is not None]
-    runtimes = {s.runtime_us or 0 for s in specs}
+    whole = max(extents, default=0)
+    times = [_phase_time(g, whole) for g in groups]
     parameters: dict[str, Any] = {
         "size": {
             "type": "size",
-            "default": _size_text(max(extents, default=0)),
+            "default": _size_text(whole),
             "help": "the target; every job's size is cut to fit in it (default: the "
             "job file's largest extent)",
         },
         "duration": {
             "type": "duration",
-            "default": (
-                f"{max(runtimes) // 10**6}s"
-                if max(runtimes) % 10**6 == 0
-                else f"{max(runtimes) // 1000}ms"
-            ),
-            "help": "the longest a phase runs (each runs its job's runtime, at most this)",
+            "default": _duration_text(max(t.ms for t in times)),
+            "help": "the longest a phase runs (each runs its job's runtime, or until its "
+            "sized jobs are through, at most this)",
+        },
+        DATA_RULES: {
+            "type": "bool",
+            "default": False,
+            "help": "iorig's data rules where the file does not say otherwise: fresh random "
+            "data in every write (refill_buffers), no random map (norandommap) and a new "
+            "sequence each run (randrepeat=0); by default fio's own",
         },
     }
     phases: list[dict[str, Any]] = []
@@ -527,36 +651,21 @@ def _document(job: JobFile, path: Path, groups: list[list[_Spec]]) -> str:
             "default": True,
             "help": "write the target once before the jobs read or trim",
         }
-        phases.append(
-            {
-                "name": "prefill",
-                "kind": "prefill",
-                "enabled": "${prefill}",
-                "description": "iorig writes the target once so that reads return written data",
-                "workloads": [
-                    {
-                        "rw": "write",
-                        "bs": "1MiB",
-                        "iodepth": 4,
-                        "direct": readers[0].workload["direct"],
-                    }
-                ],
-            }
-        )
-    for group in groups:
+        phases.append(_prefill(bool(readers[0].workload["direct"])))
+    same = len({(t.ms, t.expression) for t in times}) == 1 and times[0].expression is None
+    for group, time in zip(groups, times, strict=True):
         workloads = []
         for s in group:
-            w = dict(s.workload)
+            w = dict(s.workload) | {"data_rules": f"${{{DATA_RULES}}}"}
             if s.size is not None:
                 room = f"size - {s.offset}" if s.offset else "size"
                 w["size"] = f"${{max(0, min({room}, {s.size}))}}"
             workloads.append(w)
         first = group[0]
-        runtime = _seconds(first.runtime_us or 0)
         phase: dict[str, Any] = {
             "name": first.label,
             "kind": "measure",
-            "duration": "${duration}" if len(runtimes) == 1 else f"${{min(duration, {runtime})}}",
+            "duration": "${duration}" if same else f"${{min(duration, {time.text})}}",
             "description": " ".join(
                 filter(
                     None,
@@ -569,6 +678,8 @@ def _document(job: JobFile, path: Path, groups: list[list[_Spec]]) -> str:
             ),
             "workloads": workloads,
         }
+        if first.sized:
+            phase["until"] = "done"  # as fio runs it: until through, the duration a limit
         if first.ramp_us:
             phase["ramp"] = _seconds(first.ramp_us)
         phases.append(phase)

@@ -13,8 +13,8 @@ Every option is one of:
 * **refused** — it runs a command, reads or writes a file the job file
   names, or changes the system (``exec_prerun``, ``read_iolog``,
   ``write_lat_log``, ``ioscheduler``, ``cgroup`` …), or fio would measure
-  something other than what iorig reports (``log_avg_msec``, ``loops``,
-  ``io_size``, ``steadystate`` …); each with the reason and the fix;
+  something other than what iorig reports (``log_avg_msec``, ``fill_device``,
+  ``steadystate`` …); each with the reason and the fix;
 * anything else is refused as an option iorig does not check.
 
 Values are parsed as fio parses them (parse.c), to a strict subset: sizes
@@ -198,6 +198,7 @@ MAPPED = frozenset(
         "directory",
         "stonewall",
         "kb_base",
+        "loops",
     }
 )
 
@@ -208,6 +209,9 @@ PASSED: dict[str, Callable[[str | None], OptionValue]] = {
     "end_fsync": fio_bool,
     "fsync_on_close": fio_bool,
     "sync": fio_choice("0", "1", "none", "sync", "dsync"),
+    # a sized job's end (iorig.scenario.fiojobs: such a job runs until it is through)
+    "io_size": _sizes,
+    "number_ios": fio_int(1, _U32),
     "thinktime": _micros,
     "thinktime_spin": _micros,
     "thinktime_blocks": fio_int(1, _U32),
@@ -309,7 +313,6 @@ _UNSAFE_PREFIXES = {
     "cgroup": ("it creates cgroups and moves fio into them", _REMOVE),
 }
 
-_TIME_BASE = "iorig measures every phase for a set time (time_based with runtime)"
 _LOGGED = (
     "it changes the logs iorig reads its per-second figures and percentiles from (one-second "
     "averages and histograms)"
@@ -323,13 +326,10 @@ _PIN = (
     "the storage for a starved generator"
 )
 UNMEASURABLE: dict[str, tuple[str, str]] = {
-    "loops": (
-        "it repeats a job that ends after its size; " + _TIME_BASE,
-        "remove it (iorig run --repeat N repeats the measured phases)",
+    "fill_device": (
+        "it writes until the device is full: iorig runs a job file on a target it sizes",
+        "give size=",
     ),
-    "io_size": ("it ends the job after an amount of I/O; " + _TIME_BASE, _REMOVE),
-    "number_ios": ("it ends the job after a number of I/Os; " + _TIME_BASE, _REMOVE),
-    "fill_device": ("it writes until the device is full; " + _TIME_BASE, _REMOVE),
     "startdelay": (
         "it starts the job late, while the phase's other jobs run: iorig measures "
         "a phase over the seconds all its jobs ran",
@@ -378,7 +378,7 @@ UNMEASURABLE: dict[str, tuple[str, str]] = {
     "log_entries": (_LOGGED, _REMOVE),
     "unlink": ("iorig creates and removes its target itself (run --keep-files keeps it)", _REMOVE),
     "unlink_each_loop": ("iorig creates and removes its target itself", _REMOVE),
-    "create_only": ("the job would only lay out its file; " + _TIME_BASE, _REMOVE),
+    "create_only": ("the job would only lay out its file: it measures nothing", _REMOVE),
     "nrfiles": (
         "it spreads a job over several files; iorig runs a job file on one target",
         _REMOVE,

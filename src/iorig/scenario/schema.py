@@ -169,6 +169,9 @@ class LoadPointSpec(_Model):
 
 
 FORMAT_VERSION = 1
+# Below this a size-based phase counts as hung (``run --min-rate`` changes it):
+# 1 MiB/s is slower than any disk, SD card or network share that still works.
+MIN_BYTES_PER_S = float(1 << 20)
 # What fio takes (its option table): block sizes as iorig renders them, IOPS
 # rates in 32 bits; iorig's verify headers are checked per 512-byte sector.
 MAX_BS = 2**30
@@ -274,6 +277,10 @@ class Workload(_Model):
     error ends the job); iorig then counts every error by type."""
     enabled: Bool = True
     """false leaves the workload out (a template can turn it off)"""
+    data_rules: Bool = True
+    """iorig's data rules: fresh random data in every write (fio refill_buffers, compress
+    chunks of 4 KiB) and, for random offsets, no random map and a new sequence each run
+    (norandommap, randrepeat=0); false leaves fio's own defaults, as a fio job file has them"""
     fio_options: dict[str, str | int | bool] = Field(default_factory=dict, max_length=64)
     """fio options passed as given (from a fio job file: iorig.scenario.fiojobs), only those
     iorig.scenario.fiopolicy passes, each value read as fio reads it"""

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import html
 import math
+from collections.abc import Mapping
+from typing import Any
 
 from iorig.analyze.analysis import RunAnalysis
 from iorig.analyze.criteria import Verdict, criteria_of, latency_columns
@@ -204,8 +206,24 @@ def verdict_table(verdicts: tuple[Verdict, ...], result: str | None) -> TableMod
     )
 
 
-def timed_table(summaries: tuple[PhaseSummary, ...]) -> TableModel | None:
-    """How long the phases that go over their data once took (creation, checksum…)."""
+def until_done(resolved: Mapping[str, Any]) -> frozenset[str]:
+    """The measured phases that ran until their jobs were through (a fio job
+    file's sized jobs), not those a training or checkpoint section made
+    (their own tables show them)."""
+    if resolved.get("training") or resolved.get("checkpoint"):
+        return frozenset()
+    phases = resolved.get("phases") or []
+    return frozenset(
+        str(p.get("name")) for p in phases if isinstance(p, dict) and p.get("until") == "done"
+    )
+
+
+def timed_table(
+    summaries: tuple[PhaseSummary, ...], sized: frozenset[str] = frozenset()
+) -> TableModel | None:
+    """How long the phases that go over their data once took (creation,
+    checksum…, and the ``sized`` phases: a job file's jobs that end after
+    their size)."""
     rows = [
         (
             s.name,
@@ -216,7 +234,7 @@ def timed_table(summaries: tuple[PhaseSummary, ...]) -> TableModel | None:
             str(s.status) if not s.error else f"{s.status}: {s.error}",
         )
         for s in summaries
-        if s.kind.size_based
+        if s.kind.size_based or s.name in sized
     ]
     if not rows:
         return None
@@ -287,7 +305,7 @@ def host_tables(analysis: RunAnalysis) -> list[TableModel]:
 def run_tables(analysis: RunAnalysis) -> list[TableModel]:
     """A run's timed phases, its verdict and its hosts, when it has them."""
     tables = training_tables(analysis) + checkpoint_tables(analysis)
-    if (timed := timed_table(analysis.summaries)) is not None:
+    if (timed := timed_table(analysis.summaries, until_done(analysis.run.resolved))) is not None:
         tables.append(timed)
     if analysis.verdicts:
         tables.append(verdict_table(analysis.verdicts, analysis.verdict))
