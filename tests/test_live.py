@@ -584,7 +584,8 @@ def test_the_stop_rules_read_the_logged_seconds_where_every_job_logs_averages():
 
 
 def test_a_reader_of_the_live_file_never_writes_it(tmp_path):
-    db = tmp_path / "results.sqlite"
+    (tmp_path / "odd?dir#1%").mkdir()
+    db = tmp_path / "odd?dir#1%" / "results.sqlite"  # a URI's characters, in a path
     with pytest.raises(LiveUnwritable, match="no live file yet"):
         LiveStore.reading(db)
     assert not live_path(db).exists()  # a reader made nothing

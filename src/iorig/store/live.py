@@ -128,9 +128,9 @@ class LiveStore:
         try:
             if not store.path.exists():
                 raise sqlite3.OperationalError("no live file yet")
-            store.conn = sqlite3.connect(
-                f"file:{store.path}?mode=ro", uri=True, timeout=wait_s, check_same_thread=False
-            )
+            # as a URI, so a "?" or "#" in the path is the path's (percent-encoded)
+            uri = f"{store.path.resolve().as_uri()}?mode=ro"
+            store.conn = sqlite3.connect(uri, uri=True, timeout=wait_s, check_same_thread=False)
         except sqlite3.Error as exc:
             raise LiveUnwritable(f"{store.path}: {exc}") from None
         return store
