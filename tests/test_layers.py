@@ -24,11 +24,12 @@ PACKAGE = SRC / "iorig"
 
 # Each part of iorig (a package, or one of the base modules) and the parts
 # it may import (the package root's __version__ aside).
-BASE = {"model", "errors", "units", "untrusted"}
+BASE = {"model", "errors", "units", "untrusted", "bounded"}
 PARTS: dict[str, set[str]] = {
     "model": set(),
     "errors": set(),
     "units": set(),
+    "bounded": set(),  # a call that may hang, waited for a bounded time
     "untrusted": {"errors"},  # files read bounded, argv and text checked, text made visible
     "fio": BASE,
     "scenario": BASE,

@@ -21,6 +21,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal, TypeVar
 
+from iorig.bounded import within
 from iorig.errors import UserError
 from iorig.fio.hosts import Endpoint, HostAddress, HostSpec, SocketEndpoint
 from iorig.fio.process import spawn, stop_group
@@ -158,25 +159,14 @@ def decode_probe_reply(cmd: NetCommand) -> ServerInfo:
 
 
 def _bounded(call: Callable[[], T], deadline: float) -> T:
-    """``call()`` in a daemon thread, waiting for it until ``deadline`` (name
-    resolution has no timeout of its own); TimeoutError when it is late."""
-    box: list[T] = []
-    errors: list[BaseException] = []
-
-    def run() -> None:
-        try:
-            box.append(call())
-        except BaseException as exc:
-            errors.append(exc)
-
-    thread = threading.Thread(target=run, daemon=True)
-    thread.start()
-    thread.join(max(0.0, deadline - time.monotonic()))
-    if errors:
-        raise errors[0]
-    if not box:
+    """``call()`` waited for until ``deadline`` (name resolution has no
+    timeout of its own); TimeoutError when it is late."""
+    returned = within(call, deadline - time.monotonic())
+    if returned is None:
         raise TimeoutError
-    return box[0]
+    if returned.error is not None:
+        raise returned.error
+    return returned.value  # type: ignore[return-value]
 
 
 def _where(host: Endpoint, deadline: float) -> tuple[int, object] | ProbeFailure:

@@ -12,6 +12,7 @@ from pathlib import Path
 from iorig.analyze.precision import LIVE_MARGIN, STOP_ARTIFACT_S, PrecisionWatch
 from iorig.analyze.steady import SteadyWatch
 from iorig.analyze.stoprule import StopRule
+from iorig.bounded import within
 from iorig.errors import UserError
 from iorig.fio import parse, runner, status
 from iorig.fio.control import HostControl
@@ -165,26 +166,17 @@ def drop_written(phase: PlannedPhase, timeout_s: float) -> str | None:
         if not w.spec.direct and w.target.kind in ("file", "block")
     }
     for path in sorted(paths):
-        outcome: list[OSError | None] = []
-
-        def drop(p: Path = path, out: list = outcome) -> None:
-            try:
-                drop_cached(p)
-                out.append(None)
-            except OSError as exc:
-                out.append(exc)
-
-        worker = threading.Thread(target=drop, daemon=True)
-        worker.start()
-        worker.join(timeout_s)
-        if not outcome:
+        returned = within(lambda p=path: drop_cached(p), timeout_s)
+        if returned is None:
             return (
                 f"{path} was not written back in {timeout_s:.0f} s after the phase (its "
                 "storage or filesystem stopped answering)"
             )
-        if (exc := outcome[0]) is not None:
+        if isinstance(exc := returned.error, OSError):
             # the jobs would read what the page cache holds of it: said, not measured
             return f"could not write {path} back and drop it from the page cache: {exc}"
+        if exc is not None:
+            raise exc
     return None
 
 
@@ -435,27 +427,18 @@ class LocalBackend:
         hang or a traceback (the run's figures are stored already)."""
         problems = []
         for target in plan.targets.values():
-            outcome: list[BaseException | None] = []
-
-            def release_one(t: Target = target, out: list = outcome) -> None:
-                try:
-                    release(t, keep_files)
-                    out.append(None)
-                except Exception as exc:
-                    out.append(exc)
-
-            worker = threading.Thread(target=release_one, daemon=True)
-            worker.start()
-            worker.join(CLEANUP_S)
+            returned = within(lambda t=target: release(t, keep_files), CLEANUP_S)
             what = "keep" if keep_files or not target.remove_after else "remove"
-            if not outcome:
+            if returned is None:
                 problems.append(
                     f"could not {what} {target.path}: its filesystem did not answer in "
                     f"{CLEANUP_S:g} s (frozen or hung); remove it yourself once it answers"
                 )
-            elif (exc := outcome[0]) is not None:
+            elif isinstance(exc := returned.error, Exception):
                 why = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
                 problems.append(f"could not {what} {target.path}: {why}")
+            elif exc is not None:
+                raise exc
             else:
                 self._laid.done(target.path)  # removed, or kept as asked: not a leftover
         self._claim.release()
