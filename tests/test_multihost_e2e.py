@@ -99,7 +99,8 @@ def test_quick_peak_across_three_servers_stores_hosts_and_aggregate(iorig, tmp_p
     assert "Per host" in result.stdout and "average per host" in result.stdout
     with sqlite3.connect(db_path) as conn:
         rows = conn.execute(
-            "SELECT p.name, r.host, r.workload, h.data, t.lat_p99_ns FROM phases p "
+            "SELECT p.name, r.host, r.workload, h.data, t.lat_p99_ns, t.lat_min_ns, "
+            "t.lat_max_ns FROM phases p "
             "JOIN phase_results r ON r.phase_id = p.id "
             "JOIN histograms h ON h.result_id = r.id AND h.kind = 'total' AND h.ddir = 'all' "
             "JOIN totals t ON t.result_id = r.id AND t.ddir = 'all' WHERE p.kind = 'measure'"
@@ -109,10 +110,13 @@ def test_quick_peak_across_three_servers_stores_hosts_and_aggregate(iorig, tmp_p
         per_host = [r for r in rows if r[0] == phase and r[1] != "" and r[2] == ""]
         assert len(aggregate) == 1 and len(per_host) == 3
         union = histogram.merge(_hist(r[3]) for r in per_host)
+        # a percentile lies within the fastest and slowest completion of all
+        # hosts (a p99 bin's midpoint above the slowest I/O is cut to it)
+        within_ns = (min(r[5] for r in per_host), max(r[6] for r in per_host))
         # exact: the union of the hosts' bins (that it differs from the mean of
         # the hosts' p99s is shown on recorded data above: live, the two can
         # land on the same bin by chance)
-        assert aggregate[0][4] == histogram.percentiles(union, (99.0,))[99.0]
+        assert aggregate[0][4] == histogram.percentiles(union, (99.0,), within_ns)[99.0]
 
 
 @pytest.mark.fio
