@@ -25,6 +25,7 @@ from tests.truth.device import Unavailable, mounted
 
 from iorig.scenario.loading import load
 from iorig.scenario.training import accelerator_model
+from iorig.store import Store
 
 pytestmark = [pytest.mark.fio, pytest.mark.truth]
 
@@ -110,10 +111,31 @@ def _pytorch_au(sets: dict[str, str], cap: float, n: int) -> float:
     return (groups * width - 1) * c / ((groups - 1) * width * per_step + (width - 1) * c)
 
 
+def _pytorch_au_most(sets: dict[str, str], rate: float, n: int) -> float:
+    """The most AU n accelerators can have when their PyTorch loaders share a
+    device reading ``rate``, however the batches' arrivals fall: the W
+    workers of each hold at most W batches read ahead when the first step
+    ends, and every later batch comes from the device at ``rate``, so the
+    last step ends no sooner than (S − 1 − W)·T + c after the first
+    (S steps an epoch, T = n × batch bytes ÷ rate)."""
+    model = accelerator_model(
+        load("train", overrides=sets | {"accelerators": str(n)}).scenario.training
+    )
+    c, steps = model.compute_s, model.steps_per_epoch
+    per_step = n * model.batch_bytes / rate
+    if per_step <= c:
+        return 1.0
+    return min(1.0, (steps - 1) * c / ((steps - 1 - model.reader_threads) * per_step + c))
+
+
 def test_accelerators_past_the_cap_share_it(capped, truth_db, tmp_path):
     """unet3d (a PyTorch loader: each batch from one of 4 workers) at twice
-    what the device reads, and at half of it."""
-    sets = {"workload": "unet3d", "scale": "0.001", "epochs": "1", "dataset_size": "8MiB"}
+    what the device reads, and at half of it. 32 MiB: 20 steps an epoch,
+    5 groups of the workers' batches, not 2, so that the first group (the
+    model's transient, which at 8 MiB spread the AU from 0.636 to 0.69 on
+    the same device) weighs less; the AU expected lies between the model's
+    and the most the device allows, at the rates its counters show."""
+    sets = {"workload": "unet3d", "scale": "0.001", "epochs": "1", "dataset_size": "32MiB"}
     demand, _ = _demand(sets)
     expected = _pytorch_au(sets, demand, 2)
     assert expected < 0.7  # two accelerators need twice what the device reads
@@ -123,21 +145,34 @@ def test_accelerators_past_the_cap_share_it(capped, truth_db, tmp_path):
     try:
         with mounted(device, tmp_path / "fs") as directory:
             for n in (2,):  # at the cap
-                done = device.iorig(
-                    truth_db,
-                    "run",
-                    "train",
-                    *_args(sets),
-                    "--accelerators",
-                    str(n),
-                    "--target",
-                    f"{directory}/",
-                    timeout=600,
-                )
+                with device.sampling() as samples:
+                    done = device.iorig(
+                        truth_db,
+                        "run",
+                        "train",
+                        *_args(sets),
+                        "--accelerators",
+                        str(n),
+                        "--target",
+                        f"{directory}/",
+                        timeout=600,
+                    )
                 # 3: the run's verdict is FAIL (the accelerators fell short)
                 assert done.returncode == 3, done.stdout + done.stderr
                 doc = json.loads(device.iorig(truth_db, "show", "last", "--json").stdout)
                 runs[n] = doc["training"][0]
+                with Store(truth_db) as store:
+                    train = {p.name: p for p in store.load_run(doc["run"]["id"]).phases}["train"]
+                # the device's rate over the phase, from its own counters: no
+                # less than its bytes inside the phase over the whole phase, no
+                # more than its bytes around it over the span it was reading,
+                # less a sampling interval at each end
+                least, most = samples.bounds("read", train.started_at, train.ended_at)
+                first, last = samples.active("read", train.started_at, train.ended_at) or (0, 0)
+                rates = (
+                    least / (train.ended_at - train.started_at),
+                    most / max(last - first - 2 * samples.interval_s, samples.interval_s),
+                )
             device.cap(read_bps=int(4 * demand))
             done = device.iorig(
                 truth_db, "run", "train", *_args(sets), "--accelerators", "2",
@@ -149,12 +184,18 @@ def test_accelerators_past_the_cap_share_it(capped, truth_db, tmp_path):
             ][0]
     except Unavailable as exc:
         pytest.skip(str(exc))
+    # at the device's least rate with batches arriving W at a time (the
+    # model's, the most waiting), to its most rate with only the device
+    # holding the accelerators back (arrivals spread evenly by a busy CPU
+    # gave 0.561 where the model at the device's most said 0.548)
+    low, high = _pytorch_au(sets, rates[0], 2), _pytorch_au_most(sets, rates[1], 2)
     print(
-        f"truth 14: unet3d demand {demand / 1e6:.3f} MB/s per accelerator, expected AU at the "
+        f"truth 14: device {rates[0] / 1e6:.3f} to {rates[1] / 1e6:.3f} MB/s: AU {low:.3f} "
+        f"to {high:.3f}; unet3d demand {demand / 1e6:.3f} MB/s per accelerator, expected AU at the "
         f"cap {expected:.3f}; "
         + ", ".join(f"{k}: AU {t['au_mean']:.3f} {t['outcome']}" for k, t in runs.items())
     )
-    assert runs[2]["au_mean"] == pytest.approx(expected, abs=0.05)
+    assert low <= runs[2]["au_mean"] <= high, (low, runs[2]["au_mean"], high, rates)
     assert runs[2]["outcome"] == "FAIL"
     assert "epoch 1" in runs[2]["why"]
     assert runs["2 under"]["au_mean"] == pytest.approx(1.0, abs=0.05)

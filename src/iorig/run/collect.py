@@ -12,6 +12,7 @@ must agree (NTP) for that to be right to the second.
 from __future__ import annotations
 
 import errno
+import math
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -478,6 +479,22 @@ def _without_series(scope: ScopeResult) -> ScopeResult:
 
 
 STALL_MS = 2500  # no one-second window for this long: a whole second without a completion
+STALL_FALSE_ALARM = 1e-3  # a job's chance of a gap this long without a stall
+
+
+def stall_ms(completions_per_s: float, seconds: float) -> float:
+    """How long a job completing ``completions_per_s`` on average for
+    ``seconds`` may log nothing before it counts as stalled: STALL_MS, or
+    longer where completions are so sparse that a gap as long comes by
+    chance (1 MiB writes on a device capped at 3 MB/s, each taking 3 s). If
+    completions came at random (Poisson, more bunched than a device's),
+    among its n gaps one exceeds g with probability about n·exp(−λg): the
+    least g that keeps that under STALL_FALSE_ALARM."""
+    if completions_per_s <= 0:
+        return STALL_MS
+    gaps = max(completions_per_s * seconds, 1.0)
+    chance_s = (math.log(gaps) - math.log(STALL_FALSE_ALARM)) / completions_per_s
+    return max(STALL_MS, 1000.0 * chance_s)
 
 
 def find_stalls(
@@ -489,7 +506,8 @@ def find_stalls(
     paused: Mapping[str, Sequence[tuple[int, int]]] | None = None,
 ) -> dict[str, tuple[int, int]]:
     """Per host, the first stretch of seconds (1-based, on the host's own
-    axis) in which a free-running job logged no one-second window: a host
+    axis) in which a free-running job logged no one-second window for
+    longer than its completions' pace explains (``stall_ms``): a host
     stopped (SIGSTOP, a hang, a lost network) or its storage stopped
     completing I/O. fio averages such a stretch into one late window, so its
     seconds cannot be told apart; a host that started seconds after the
@@ -507,11 +525,15 @@ def find_stalls(
         if late_s * 1000 > STALL_MS:
             found.append((1, round(late_s)))
         start = starts.get(host.label, 0)
+        mine = [j for j in jobs if j.host == host.label]
+        seconds = max((j.job_runtime_ms for j in mine), default=0) / 1000
+        ios = sum(d.ios for j in mine for d in j.dirs.values())
+        longest = stall_ms(ios / len(mine) / seconds if mine and seconds else 0.0, seconds)
         for w in phase.workloads:
             for kinds in by_prefix.get(w.label + host.log_suffix, {}).values():
                 times = sorted({t - start for t in _times(kinds.get("iops", ()))})
                 for a, b in pairwise(times):
-                    if b - a > STALL_MS and not _overlaps(a, b, (paused or {}).get(host.label, ())):
+                    if b - a > longest and not _overlaps(a, b, (paused or {}).get(host.label, ())):
                         found.append((round(a / 1000) + 1, round(b / 1000)))
                         break
         if found:
