@@ -77,9 +77,11 @@ durations:
 check: setup-test lint
 	$(BIN)/pytest -n 2 -m "$(UNIT)"
 
-# the generated references (docs/architecture.md, "Generated references")
+# the generated references (docs/architecture.md, "Generated references"),
+# fio's examples among them: what iorig accepts and refuses, and why
 docs: setup-test
 	$(BIN)/python -m iorig.cli.reference docs/reference
+	$(BIN)/python scripts/fio_examples.py docs/reference/fio-examples.md
 
 lint:
 	$(BIN)/ruff check src tests bench scripts
