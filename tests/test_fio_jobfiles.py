@@ -603,3 +603,12 @@ def test_a_refused_job_file_leaves_no_run_no_database_and_no_file(tmp_path, refu
     assert done.returncode == 2, out
     assert f"{job}:3: [global] exec_prerun=" in " ".join(out.split()), out
     assert not db_path.exists() and not target.parent.exists() and not marker.exists()
+
+
+def test_a_null_engine_reads_nothing_so_nothing_is_written_first():
+    """fio's examples/zipf.fio: 1280 MiB of random reads with ioengine=null,
+    which touch no storage; fio lays nothing out, nor does iorig (it wrote
+    the whole 1.25 GiB first)."""
+    resolved = resolve(read_source(str(EXAMPLES / "zipf.fio")))
+    assert [p.kind for p in resolved.scenario.phases] == [PhaseKind.MEASURE]
+    assert resolved.scenario.phases[0].workloads[0].engine == "null"

@@ -644,7 +644,10 @@ def _document(job: JobFile, path: Path, groups: list[list[_Spec]]) -> str:
         },
     }
     phases: list[dict[str, Any]] = []
-    readers = [s for s in specs if s.workload["rw"] in READS | TRIMS]
+    # a null engine reads nothing: fio lays nothing out for it
+    readers = [
+        s for s in specs if s.workload["rw"] in READS | TRIMS and s.workload["engine"] != "null"
+    ]
     if readers:
         parameters["prefill"] = {
             "type": "bool",
