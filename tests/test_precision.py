@@ -178,6 +178,20 @@ def test_seconds_within_the_resolution_are_constant_however_they_alternate() -> 
     assert median_interval([*series[:-1], 2010.0], CHECK_CONFIDENCE).why != "constant"
 
 
+def test_runs_within_the_resolution_do_not_read_as_correlation_beside_an_outlier() -> None:
+    # a soak's truth 9: a device at its cap of 2000 IOPS logged runs of 2000
+    # and 2002 and one 1994; the runs' ranks read as lag-1 0.47 and refused
+    # an interval ("too correlated") that the live rule, seeing the seconds a
+    # little differently, had granted: the phase stopped early, not precise
+    series = [2000.0, 2000.0, 2002.0, 2002.0, 2002.0, 2000.0, 1994.0, 2000.0, 2000.0, 2000.0]
+    interval = median_interval(series, CHECK_CONFIDENCE)
+    assert interval.known, interval.why
+    assert interval.half_width_pct < 2.0 and interval.contains(2000.0)
+    # a trend beyond the resolution is still a trend
+    trend = [2000.0 + 20 * i for i in range(10)]
+    assert not median_interval(trend, CHECK_CONFIDENCE).known
+
+
 def test_two_alternating_values_give_the_order_statistic_interval() -> None:
     # independent-looking (negative lag-1): batches of 1 s; the 95 % interval
     # reaches the 26th and 74th percentiles, i.e. both values

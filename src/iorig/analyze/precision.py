@@ -144,7 +144,12 @@ def median_interval(series: Sequence[float], confidence: float = 0.95) -> Median
         return _resolved(
             MedianInterval(median, median, median, 0.0, n, 1, confidence, why="constant")
         )
-    rho = min(max(lag1(_ranks(values, order, ordered)), 0.0), 0.99)
+    # seconds within that resolution of the median are ties with it: their
+    # order is the log's jitter, whose runs (2000, 2002, 2002, 2000) would
+    # read as correlation beside one second outside it
+    known = np.where(np.abs(values - median) <= margin, median, values)
+    known_order = np.argsort(known, kind="stable")
+    rho = min(max(lag1(_ranks(known, known_order, known[known_order])), 0.0), 0.99)
     lengths = np.arange(1, n // MIN_INTERVAL_BATCHES + 1)
     residual = batch_lag1(rho, lengths)
     fit = np.nonzero(residual <= MAX_BATCH_LAG1)[0]
