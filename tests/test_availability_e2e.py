@@ -9,7 +9,14 @@ import re
 
 import pytest
 from tests.conftest import HAS_FIO, CliResult, run_iorig
-from tests.fioservers import TOLERANCE_PCT, fio_servers, server_dir, stopped_for_s
+from tests.fioservers import (
+    EVENT_CLOCK_S,
+    TOLERANCE_PCT,
+    check_on_time,
+    fio_servers,
+    server_dir,
+    stopped_for_s,
+)
 
 from iorig.model import ALL
 from iorig.store import Store
@@ -54,8 +61,9 @@ def test_the_availability_scenario_measures_a_host_failure_and_checks_every_host
         "done",
     )
     assert "stopped" in stop["detail"]
-    assert stopped_for_s(start["detail"]) == pytest.approx(3.0, abs=0.3), start["detail"]
-    assert 2.7 <= start["started_at"] - stop["started_at"] <= 3.5
+    # the stop's length as start-host tells it is the events' own times
+    held_s = start["started_at"] - stop["started_at"]
+    assert stopped_for_s(start["detail"]) == pytest.approx(held_s, abs=EVENT_CLOCK_S)
     steady_row = next(p for p in doc["phases"] if p["name"] == "steady")
     assert steady_row["status"] == "ok"  # a planned stop is not a stall
     impact = stop["impact"]
@@ -78,9 +86,12 @@ def test_the_availability_scenario_measures_a_host_failure_and_checks_every_host
     zeros = [i for i, v in enumerate(stopped.iops) if v == 0]
     assert zeros, stopped.iops
     stop_s = stop["started_at"] - steady.origin
-    # at fail_at (5 s) of the hosts' I/O, as the wall-clock logs place it;
-    # to half a second (test_agent_auth.py says why)
-    assert stop_s == pytest.approx(5.0, abs=0.5), stop_s
+    # at fail_at (5 s) of the hosts' I/O, as the wall-clock logs place it, and
+    # start-host 3 s later: on time, or named late
+    warnings = doc["run"]["warnings"]
+    assert (stop["at_s"], start["at_s"]) == (5.0, 8.0)  # fail_at, and 3 s down
+    check_on_time(stop, 5.0, stop_s, warnings)
+    check_on_time(start, 8.0, start["started_at"] - steady.origin, warnings)
     assert all(stop_s - 1 <= stopped.t_s[i] <= stop_s + 4 for i in zeros)
     assert len(stopped) == len(running) == len(steady.aggregate.series[ALL]) >= 12  # nothing cut
     # every block of both hosts' working sets was read back and checked

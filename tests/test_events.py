@@ -349,6 +349,26 @@ def test_events_count_from_when_the_jobs_began_not_from_the_launch():
     assert mark.started_at - launched >= 0.5
 
 
+def test_an_event_that_began_late_is_named_and_one_on_time_is_not():
+    """The jobs' start told 1 s after it happened (a busy machine): the
+    event at 0.2 s begins 0.8 s after its time, and the run says so; told
+    at once, it is on time and nothing is said."""
+    from iorig.run.actions import EVENT_LATE_S, PhaseEvents
+
+    plan, phase = _clocked_phase()
+    with PhaseEvents(plan, phase) as events:
+        events.begin(time.time() - 1.0)
+        wait_until(events.so_far, 5, "the mark due 0.8 s ago done")
+    (late,) = [f for f in events.findings if f.code == "event-late"]
+    (mark,) = events.records
+    assert late.severity == "info" and late.message.startswith(f"event '{mark.label}' at 0.2s")
+    assert mark.started_at - events.origin - 0.2 > EVENT_LATE_S
+    with PhaseEvents(plan, phase) as events:
+        events.begin(time.time())
+        wait_until(events.so_far, 5, "the mark at 0.2 s done")
+    assert not [f for f in events.findings if f.code == "event-late"]
+
+
 def test_events_of_a_phase_whose_jobs_never_began_are_skipped_saying_so():
     from iorig.run.actions import PhaseEvents
 

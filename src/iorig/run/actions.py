@@ -38,6 +38,9 @@ from iorig.untrusted import read_input
 OUTPUT_LIMIT = 64 << 10  # a command's output kept with the run
 GRACE_S = 10.0  # a command still running when its phase ends gets this long
 STOP_MARGIN_S = 60.0  # an agent resumes a stopped host by itself this long after the phase
+# an event that began this much after its time is named: a quarter of the
+# logged second it lands in, so the per-second figures place it elsewhere
+EVENT_LATE_S = 0.25
 
 
 # ------------------------------------------------------------ before the run
@@ -199,8 +202,9 @@ class PhaseEvents:
 
     @property
     def findings(self) -> list[Finding]:
-        """Events that failed, as warnings of the run."""
-        return [
+        """Events that failed, as warnings of the run, and events that began
+        late (a busy machine woke their thread late), as notes."""
+        failed = [
             Finding(
                 "event",
                 f"event '{r.label}' at {r.at_s:g}s failed: {r.detail}",
@@ -210,6 +214,21 @@ class PhaseEvents:
             for r in self.records
             if r.status is EventStatus.FAILED
         ]
+        late = [
+            Finding(
+                "event-late",
+                f"event '{r.label}' at {r.at_s:g}s began {late_s:.2f} s late, at "
+                f"{r.at_s + late_s:.2f}s of the jobs' I/O (this machine was busy)",
+                "its impact is measured from when it happened; keep the machine "
+                "that drives the run free of other work",
+                self.phase.name,
+                severity="info",
+            )
+            for r in self.records
+            if r.status is EventStatus.DONE
+            and (late_s := r.started_at - (self.origin + r.at_s)) > EVENT_LATE_S
+        ]
+        return failed + late
 
     def _run(self) -> None:
         while not (self._begun.is_set() or self._done.is_set()):
