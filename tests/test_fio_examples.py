@@ -6,27 +6,13 @@ names the commit it came from. No fio is run: the unit tier."""
 
 from __future__ import annotations
 
-import importlib.util
 import re
-import sys
 from pathlib import Path
 
 import pytest
+from tests.examples import fio_examples
 
 ROOT = Path(__file__).resolve().parent.parent
-SCRIPT = ROOT / "scripts" / "fio_examples.py"
-
-
-def _script():
-    spec = importlib.util.spec_from_file_location("fio_examples_under_test", SCRIPT)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up
-    spec.loader.exec_module(module)
-    return module
-
-
-fio_examples = _script()
 COPIES = sorted(fio_examples.EXAMPLES.glob("*.fio"))
 # tests/test_fio_jobfiles_e2e.py runs these with fio
 RUN_BY_E2E = ("fio-rand-read.fio", "fio-seq-write.fio", "fio-rand-RW.fio")
