@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import json
 
-import numpy as np
 import pytest
 from tests.truth.device import Samples, Unavailable, mounted
 
@@ -57,9 +56,23 @@ def _the_devices_rate(
     # take its filesystem's metadata for eight files (a few 4 KiB blocks each)
     bounds = (least_bytes - METADATA_BYTES, most_bytes)
     assert bounds[0] <= checkpoint["io_bytes"] <= bounds[1], (phase.name, checkpoint, bounds)
-    # the device is the limit: the median of its own one-second windows
-    device_rate = float(np.median(samples.windows(ddir, phase.started_at, phase.ended_at)))
-    assert device_rate == pytest.approx(cap, rel=CAP_BAND), (phase.name, device_rate)
+    # the device is the limit: its rate from its first to its last sample
+    # that moved (the phase's processes starting and syncing left out), to
+    # the samples' resolution (its bytes moved after the first and before
+    # the last, each a sampling interval from the next);
+    # the median of its one-second windows read 38.7 MB/s beside a soak
+    # where iorig's 40.3 was the device's: a short phase's few windows
+    # include its partial first and last
+    first, last = samples.active(ddir, phase.started_at, phase.ended_at) or (0.0, 0.0)
+    least_moved, most_moved = samples.bounds(ddir, first, last)
+    edge = 2 * samples.interval_s
+    slowest, fastest = least_moved / (last - first), most_moved / (last - first - edge)
+    assert slowest <= cap * (1 + CAP_BAND) and fastest >= cap * (1 - CAP_BAND), (
+        phase.name,
+        slowest,
+        fastest,
+    )
+    device_rate = least_moved / (last - first)
     return (
         f"{phase.name}: {figure / 1e6:.2f} MB/s, at least {lowest / 1e6:.2f}, "
         f"device {device_rate / 1e6:.2f}, its bytes {least_bytes - checkpoint['io_bytes']:+.0f}"
