@@ -253,7 +253,7 @@ itself (its room, a device's discards) come later and are not here.
 so a change in how iorig reads job files shows in this page's diff.
 
 Engines are those the jobs name, fio's default `psync` where they name
-none, and — where iorig does not read the file. Whether an accepted job's
+none, or — where iorig cannot read the file. Whether an accepted job's
 engines are there is decided against those `fio --enghelp` lists for
 {DEBIAN_FIO}, not this machine's fio, so that the page is the same
 everywhere: {engines}.
