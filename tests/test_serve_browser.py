@@ -78,10 +78,14 @@ def test_the_live_page_of_a_four_host_run_and_a_comparison_in_chromium(tmp_path)
                     lags.append(
                         float(page.evaluate("document.getElementById('live').dataset.lagS"))
                     )
-                    hosts = page.evaluate(
+                    # every host, once each has logged a second: a fresh clone's
+                    # page listed two of four when its first seconds came
+                    listed = (
                         "Array.from(document.querySelectorAll('#last tr td:first-child'))"
                         ".map(function (c) { return c.textContent; })"
                     )
+                    page.wait_for(f"new Set({listed}).size >= {len(lab.hosts)}", 20)
+                    hosts = page.evaluate(listed)
                     assert sorted(set(hosts)) == sorted(h.label for h in lab.hosts), hosts
                     assert page.evaluate("document.getElementById('rule').textContent") == ""
                     # the host stopped and resumed, listed as it happens
