@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 from tests.conformance import Figure, judge
-from tests.examples import fio_examples
+from tests.scripts import fio_examples
 
 pytestmark = pytest.mark.fio
 

@@ -10,7 +10,7 @@ import re
 from pathlib import Path
 
 import pytest
-from tests.examples import fio_examples
+from tests.scripts import fio_examples
 
 ROOT = Path(__file__).resolve().parent.parent
 COPIES = sorted(fio_examples.EXAMPLES.glob("*.fio"))

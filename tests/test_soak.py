@@ -4,24 +4,10 @@ started: the unit tier)."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
-
 import pytest
+from tests.scripts import load_script
 
-
-def _soak():
-    path = Path(__file__).resolve().parent.parent / "scripts" / "soak.py"
-    spec = importlib.util.spec_from_file_location("soak_under_test", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up
-    spec.loader.exec_module(module)
-    return module
-
-
-soak = _soak()
+soak = load_script("soak")
 
 # as pytest -n 2 -o junit_family=xunit1 writes it: a test that failed in its
 # call and again in teardown is two testcases; an interrupted run writes a

@@ -93,6 +93,13 @@ def test_most_accelerators_is_what_the_cap_feeds(capped, truth_db, tmp_path):
             assert au == pytest.approx(_expected(cap, demand, n), abs=0.05), (n, point)
 
 
+def _model(sets: dict[str, str], n: int):
+    """The accelerator model of the train scenario with ``sets`` on n accelerators."""
+    return accelerator_model(
+        load("train", overrides=sets | {"accelerators": str(n)}).scenario.training
+    )
+
+
 def _pytorch_au(sets: dict[str, str], cap: float, n: int) -> float:
     """AU of n accelerators whose PyTorch loaders share a device reading
     ``cap`` (docs/methodology.md §11). Each of an accelerator's W workers
@@ -100,9 +107,7 @@ def _pytorch_au(sets: dict[str, str], cap: float, n: int) -> float:
     (T = n × batch bytes ÷ cap); the first step of the epoch is left out,
     and the rest of its group is there already. With G groups an epoch:
     AU = (G·W − 1)·c ÷ ((G − 1)·W·T + (W − 1)·c); as G grows, c ÷ T."""
-    model = accelerator_model(
-        load("train", overrides=sets | {"accelerators": str(n)}).scenario.training
-    )
+    model = _model(sets, n)
     c, width = model.compute_s, model.reader_threads
     per_step = n * model.batch_bytes / cap
     if per_step <= c:
@@ -118,9 +123,7 @@ def _pytorch_au_most(sets: dict[str, str], rate: float, n: int) -> float:
     ends, and every later batch comes from the device at ``rate``, so the
     last step ends no sooner than (S − 1 − W)·T + c after the first
     (S steps an epoch, T = n × batch bytes ÷ rate)."""
-    model = accelerator_model(
-        load("train", overrides=sets | {"accelerators": str(n)}).scenario.training
-    )
+    model = _model(sets, n)
     c, steps = model.compute_s, model.steps_per_epoch
     per_step = n * model.batch_bytes / rate
     if per_step <= c:
