@@ -44,6 +44,7 @@ from tests.fioservers import (
     check_on_time,
     check_watched_job,
     paced_scenario,
+    paced_shortfall,
     stopped_for_s,
     tcp_listeners,
     watched_read_job,
@@ -370,8 +371,8 @@ def _settled(count, expected, within_s: float = 5.0):
 @pytest.mark.fio
 @pytest.mark.system
 # timing: beside four other workers it twice measured 665 and 2,192 of 4,000
-# paced IOPS, stored ok (cause unknown: a defect of issue 27's class, a
-# figure iorig cannot vouch for); alone it measures 3,977–4,049
+# paced IOPS, stored ok without a word (cause unknown); alone it measures
+# 3,977–4,049. The audit now names such a shortfall and its host (missed-pace)
 @pytest.mark.timing
 def test_a_paced_run_through_authenticated_agents_gets_the_paced_rate(tmp_path):
     scenario = tmp_path / "paced.yaml"
@@ -396,7 +397,8 @@ def test_a_paced_run_through_authenticated_agents_gets_the_paced_rate(tmp_path):
     assert doc["run"]["hosts"] == [h.label for h in lab.hosts]
     phase = next(p for p in doc["phases"] if p["name"] == "random-read")
     print(f"paced 2 × {PACED_IOPS} IOPS through authenticated agents: {phase['iops']:.0f}")
-    assert float(phase["iops"]) == pytest.approx(2 * PACED_IOPS, rel=0.05)
+    # a shortfall the machine caused is named with the host (missed-pace)
+    paced_shortfall(doc, 2, PACED_IOPS)
     assert left == [2, 2]  # each agent and its fio server: the jobs are gone
     assert dirs == [[], []]  # the data files iorig laid out are removed
 

@@ -7,7 +7,7 @@ the results.
 from __future__ import annotations
 
 import math
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -28,6 +28,12 @@ from iorig.scenario.schema import READS
 from iorig.units import format_bytes, format_rate, format_si
 
 DEPTH_SHORTFALL = 0.8
+# a paced workload missed its pace: fewer I/Os than a Poisson pace gives
+# with this many standard deviations to spare (a false alarm in about 1 in
+# 740 workloads that did keep pace), and short by more than this share
+PACE_SIGMAS = 3.0
+PACE_PRACTICAL = 0.01
+PACE_JUDGING_SEARCHES = frozenset({"curve", "loadpoints"})
 COV_LIMIT = 0.10
 FIRST_SECOND_RATIO = 0.7
 MIN_SECONDS = 10
@@ -264,6 +270,20 @@ def before_run(plan: Any, disclosure: Disclosure) -> list[Finding]:
 # ------------------------------------------------------------- after a run
 
 
+@dataclass(frozen=True)
+class Asked:
+    """What a workload asked of fio on each host: jobs, queue depth,
+    whether it is paced (rate, rate_iops or flow: fewer I/Os in flight by
+    design) and the I/O rate its pace comes to, all jobs together
+    (``paced_iops``; None when unpaced or when the pace is not one rate of
+    I/Os: flow, a mixed direction, bytes/s over a block-size mix)."""
+
+    jobs: int
+    iodepth: int
+    paced: bool = False
+    paced_iops: float | None = None
+
+
 def _outstanding(iops: float, lat_ns: float) -> float:
     """Little's law: I/Os in flight = rate × time each one spends in flight."""
     return iops * lat_ns / 1e9
@@ -271,7 +291,7 @@ def _outstanding(iops: float, lat_ns: float) -> float:
 
 def check_generator(
     phase: PhaseResult,
-    requested: dict[str, tuple[int, int, bool]],
+    requested: dict[str, Asked],
     usable_cpus: float | None = None,
     ceiling: Ceiling | None = None,
 ) -> list[Finding]:
@@ -279,7 +299,7 @@ def check_generator(
     use against the CPUs it may run on, one CPU-bound job, a rate near the
     null engine's ceiling, or fewer I/Os in flight than asked for.
 
-    ``requested``: workload label -> (jobs, iodepth, rate-limited).
+    ``requested``: workload label -> what it asked of fio.
     """
     out = []
     load = generator_load(phase, usable_cpus)
@@ -331,7 +351,7 @@ def check_generator(
             out.append(Finding("generator-headroom", text, "", phase.name, "info"))
     for scope in phase.workload_scopes(list(requested)):
         workload = scope.scope.workload
-        jobs, depth, limited = requested[workload]
+        asked = requested[workload]
         if scope.busiest_job_cpu_pct >= JOB_BOUND_PCT:
             out.append(
                 Finding(
@@ -345,10 +365,10 @@ def check_generator(
                 )
             )
         totals = scope.totals.get(ALL)
-        if totals is None or limited or phase.engine == "psync":
+        if totals is None or asked.paced or phase.engine == "psync":
             continue
         achieved = _outstanding(totals.iops, totals.total_lat_mean_ns)
-        wanted = jobs * depth
+        wanted = asked.jobs * asked.iodepth
         if wanted > 1 and achieved < DEPTH_SHORTFALL * wanted:
             out.append(
                 Finding(
@@ -362,6 +382,56 @@ def check_generator(
                 )
             )
     return out
+
+
+def missed_pace(asked_iops: float, ios: int, seconds: float) -> bool:
+    """Whether ``ios`` I/Os in ``seconds`` fell short of a pace of
+    ``asked_iops``: beyond what Poisson arrivals (iorig's pace; fio's
+    linear one varies less) give by chance, and by more than
+    ``PACE_PRACTICAL`` of the asked count."""
+    expected = asked_iops * seconds
+    if expected <= 0:
+        return False
+    return (
+        ios < expected - PACE_SIGMAS * math.sqrt(expected) and ios < (1 - PACE_PRACTICAL) * expected
+    )
+
+
+def check_pace(phase: PhaseResult, requested: dict[str, Asked]) -> list[Finding]:
+    """A paced workload that did fewer I/Os than its pace asked, on any
+    host: the storage or the generator could not keep up, and the phase's
+    figures are of a lighter load than the scenario says (docs/guide/
+    disclosure.md). One finding per phase, naming each short workload."""
+    if phase.kind is not PhaseKind.MEASURE or phase.status is not PhaseStatus.OK:
+        return []
+    short = []
+    for scope in phase.workload_scopes(list(requested)):
+        asked = requested[scope.scope.workload].paced_iops
+        totals = scope.totals.get(ALL)
+        if asked is None or totals is None or totals.iops <= 0:
+            continue
+        seconds = totals.ios / totals.iops
+        if missed_pace(asked, totals.ios, seconds):
+            host = scope.scope.host
+            where = scope.scope.workload + (f" on {host}" if host not in (None, "local") else "")
+            short.append(
+                f"{where} did {format_si(totals.iops)} IOPS of the {format_si(asked)} "
+                f"asked ({(totals.iops / asked - 1) * 100:+.1f} % over {seconds:.1f} s)"
+            )
+    if not short:
+        return []
+    return [
+        Finding(
+            "missed-pace",
+            f"phase {phase.name!r}: a paced workload did not keep its pace: "
+            + "; ".join(short)
+            + ". Its figures are of a lighter load than the scenario asks",
+            "look at the per-second chart for stalls and at the generator findings; "
+            "run nothing else beside the benchmark, or ask for a pace the storage and "
+            "the generator can keep",
+            phase.name,
+        )
+    ]
 
 
 def check_unlogged(phase: PhaseResult) -> list[Finding]:
@@ -500,20 +570,24 @@ def check_precision(phase: PhaseResult) -> list[Finding]:
 
 def after_run(
     phases: list[PhaseResult],
-    requested: dict[str, dict[str, tuple[int, int, bool]]],
+    requested: dict[str, dict[str, Asked]],
     limit: InterfaceLimit | None,
     usable_cpus: float | None = None,
     ceilings: dict[str, Ceiling] | None = None,
+    search_kind: str | None = None,
 ) -> list[Finding]:
     """``usable_cpus``: what fio could run on (None for fio servers, whose CPUs
-    iorig cannot see); ``ceilings``: phase -> the null engine's rate for it."""
+    iorig cannot see); ``ceilings``: phase -> the null engine's rate for it;
+    ``search_kind``: the run's search, whose load points' paces its own table
+    judges (a curve's or load points' loads past the storage miss by design)."""
     out: list[Finding] = []
     ceilings = ceilings or {}
     for phase in phases:
+        asked = requested.get(phase.name, {})
         if phase.kind in (PhaseKind.MEASURE, PhaseKind.WARMUP) and phase.engine != "null":
-            out += check_generator(
-                phase, requested.get(phase.name, {}), usable_cpus, ceilings.get(phase.name)
-            )
+            out += check_generator(phase, asked, usable_cpus, ceilings.get(phase.name))
+        if search_kind not in PACE_JUDGING_SEARCHES:
+            out += check_pace(phase, asked)
         out += check_stability(phase) + check_limit(phase, limit) + check_steady(phase)
         out += check_precision(phase)
     return merge_by_code(out)

@@ -10,6 +10,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from iorig.analyze.audit import Asked
 from iorig.errors import UserError
 from iorig.fio.hosts import HostSpec
 from iorig.model import Disclosure, InterfaceLimit, Metric, PhaseKind, PhaseResult, SutRecord
@@ -154,15 +155,34 @@ class Plan:
         return sorted({w.engine for p in self.phases for w in p.workloads})
 
 
-def requested(phases: Iterable[PlannedPhase]) -> dict[str, dict[str, tuple[int, int, bool]]]:
-    """Phase -> workload -> (jobs, iodepth, rate-limited), for the audit."""
+# one direction: a pace in I/Os is a pace of that direction (fio paces each
+# direction of a mixed pattern on its own)
+ONE_DIRECTION = frozenset({"read", "randread", "write", "randwrite", "trim", "randtrim"})
+
+
+def paced_iops(spec: Workload) -> float | None:
+    """The rate of I/Os a workload's pace asks of one host, all its jobs
+    together; None when unpaced or not one rate of I/Os."""
+    if spec.flow is not None or spec.rw not in ONE_DIRECTION:
+        return None
+    if spec.rate_iops:
+        # fio's linear rate_iops paces bytes of the smallest block size
+        linear = spec.fio_options.get("rate_process", "poisson") != "poisson"
+        return None if spec.bssplit and linear else float(spec.jobs * spec.rate_iops)
+    if spec.rate:
+        return None if spec.bssplit else spec.jobs * spec.rate / spec.bs
+    return None
+
+
+def requested(phases: Iterable[PlannedPhase]) -> dict[str, dict[str, Asked]]:
+    """Phase -> workload -> what it asked of fio, for the audit."""
     return {
         p.name: {
-            # rate-limited or flow-controlled jobs keep fewer I/Os in flight by design
-            w.label: (
+            w.label: Asked(
                 w.spec.jobs,
                 w.spec.iodepth,
                 any(x is not None for x in (w.spec.rate_iops, w.spec.rate, w.spec.flow)),
+                paced_iops(w.spec),
             )
             for w in p.workloads
         }

@@ -222,6 +222,7 @@ class RunSession:
                     self.plan.limit,
                     usable,
                     self._ceilings(usable),
+                    self.search.get("kind"),
                 )
             finally:
                 findings = self._event_findings + merge_devices(self._device_findings) + findings
