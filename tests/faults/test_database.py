@@ -536,7 +536,8 @@ def _kept_in_tmpdir(db: Path, tmpdir: Path, monkeypatch, status=RunStatus.FAILED
         store.save_phase(RUN_ID, run.phases[0])
     # next to the database, no room: in the field ENOSPC, here a directory in the way
     next_to_db = recovery_path(db, RUN_ID)
-    next_to_db.with_name(next_to_db.name + ".partial").mkdir()
+    next_to_db.mkdir()  # the file cannot take its place
+    (next_to_db / "in-the-way").touch()
     monkeypatch.setattr(tempfile, "gettempdir", lambda: str(tmpdir))
     kept = write_recovery(db, run)
     assert kept.parent == tmpdir

@@ -458,13 +458,3 @@ def finish(db: Path, outcome: RunOutcome, analysis: RunAnalysis) -> None:
     ):
         code = EXIT_VERDICT_FAILED
     raise typer.Exit(code)
-
-
-def write_atomically(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.partial")
-    try:
-        tmp.write_text(text, encoding="utf-8")
-        tmp.replace(path)
-    except OSError as exc:
-        tmp.unlink(missing_ok=True)
-        raise UserError(f"cannot write {path}: {exc.strerror}") from None

@@ -259,6 +259,7 @@ def build_request(given: dict[str, Any]) -> RunRequest:
         notes=tuple(given.get("note") or ()),
         metrics=_metrics_address(given.get("metrics")),
         metrics_linger_s=linger_duration(given.get("metrics_linger")),
+        database=given.get("database"),
     )
 
 
@@ -317,6 +318,9 @@ def run_options(*groups: str) -> Callable[[F], F]:
         @functools.wraps(command)
         def with_request(**given: Any) -> None:
             values = {o.name: given.pop(o.name) for o in shared}
+            # the database the run goes into (--db): the context's object
+            database = getattr(given.get("ctx"), "obj", None)
+            values["database"] = database if isinstance(database, Path) else None
             command(request=build_request(values), **given)
 
         parameters = [*own, *added]

@@ -22,7 +22,6 @@ from iorig.cli.common import (
     err_console,
     open_reaped,
     render_options,
-    write_atomically,
 )
 from iorig.cli.refs import resolve_run_id, resolve_runs
 from iorig.errors import UserError
@@ -253,6 +252,7 @@ def _comparison_out(
     from iorig.model import Metric
     from iorig.report.exporters import render
     from iorig.report.options import Limit
+    from iorig.store.files import write_text
 
     chosen_limit = _parse_limit(limit)
     if not 0 < confidence < 100:
@@ -275,7 +275,7 @@ def _comparison_out(
         emit(fmt.value, subject, options)
         return
     text = render(fmt.value, subject, options)
-    write_atomically(output, text)
+    write_text(output, text, ctx.obj)
     console.print(f"wrote {escape(str(output))} ({len(text.encode()) / 1e6:.1f} MB)")
 
 
@@ -346,10 +346,11 @@ def write_disclosure(db: Path, ref: str, output: Path) -> None:
     """The full-disclosure HTML page of one run (or load-point curve)."""
     from iorig.analyze.analysis import analyse
     from iorig.report.writers.disclosure import render_disclosure  # jinja2: when asked for
+    from iorig.store.files import write_text
 
     with open_reaped(db) as store:
         run_id = resolve_run_id(store, ref)
         analysis = analyse(store.load_run(run_id), store.job_texts(run_id))
     text = render_disclosure(analysis)
-    write_atomically(output, text)
+    write_text(output, text, db)
     console.print(f"wrote {escape(str(output))} ({len(text.encode()) / 1e3:.0f} kB)")

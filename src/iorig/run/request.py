@@ -12,6 +12,7 @@ command shares (``cli/options.py``); tests build it directly.
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -32,7 +33,8 @@ from iorig.scenario.fiojobs import DATA_RULES
 from iorig.scenario.loading import ResolvedScenario, ScenarioSource, parse_assignments
 from iorig.scenario.schema import Phase
 from iorig.scenario.sut import system_under_test
-from iorig.targets import bind_host_targets, bind_targets
+from iorig.store.files import refuse_own
+from iorig.targets import bind_host_targets, bind_targets, written_path
 from iorig.units import parse_rate
 from iorig.untrusted import check_utf8_path, read_input
 
@@ -67,6 +69,8 @@ class RunRequest:
     # and how long at most it waits after the run for scrapers to get the last
     metrics: str | None = None
     metrics_linger_s: float = 30.0
+    # the results database the run goes into: no target may be one of its files
+    database: Path | None = None
 
     @property
     def quick(self) -> bool:
@@ -182,6 +186,29 @@ def _keeps_state(resolved: ResolvedScenario) -> str | None:
     return None
 
 
+def check_not_own(
+    resolved: ResolvedScenario, local: Mapping[str, str], database: Path | None
+) -> None:
+    """No target is one of iorig's own files (the results database, its
+    sidecars, recovery files), nor a file set's directory holding the
+    database: with --allow-destroy a run would write over the results."""
+    if database is None:
+        return
+    for role, given in local.items():
+        if not given:
+            continue
+        fileset = resolved.scenario.targets[role].fileset
+        written = written_path(given, role=role, fileset=fileset)
+        refuse_own(written, database, f"target {role!r}:")
+        db = Path(os.path.realpath(database))
+        if fileset and Path(os.path.realpath(written)) in db.parents:
+            raise UserError(
+                f"target {role!r}: the file set's directory {written} holds the results "
+                f"database {database}",
+                hint="give the file set a directory of its own",
+            )
+
+
 def prepare(
     resolved: ResolvedScenario,
     request: RunRequest,
@@ -210,6 +237,7 @@ def prepare(
     local = {} if hosts else bind_targets(roles, targets)
     for path in local.values():
         check_utf8_path(path)
+    check_not_own(resolved, local, request.database)
     check_events(resolved, grants, hosts, local)  # a command not granted: nothing runs
     check_workdir_space()  # before any target file exists
     backend = backend_for(hosts, request.fio)

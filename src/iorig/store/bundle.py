@@ -20,6 +20,7 @@ from iorig.errors import UserError
 from iorig.model import StoredRun
 from iorig.store import connection
 from iorig.store.checks import NOT_OURS_HINT, RUN_ID, InvalidRun, check_run, check_schema
+from iorig.store.files import private_dir, refuse_own
 from iorig.store.repository import Store, recovery_places
 from iorig.store.schema import LATEST, file_objects, reading_views, schema_objects
 from iorig.untrusted import regular_file
@@ -37,21 +38,22 @@ SMALL_FILE_BYTES = 1 << 20  # what the smallest files are allowed, as if this bi
 
 def export_run(store: Store, run_id: str, path: Path) -> None:
     """Write the run ``run_id`` with all its data to a new results file at ``path``."""
-    if path.exists():
+    refuse_own(path, store.path, "the bundle")
+    if path.exists() or path.is_symlink():
         raise UserError(f"{path} already exists", hint="choose a new file name")
     stored = store.load_run(run_id, artifacts=True)
-    tmp = path.with_name(path.name + ".partial")
-    tmp.unlink(missing_ok=True)
-    try:
+    with private_dir(path) as building:
+        tmp = building / "bundle.sqlite"
         with Store(tmp) as bundle:
             bundle.add_runs([stored])
-        tmp.rename(path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-    finally:
-        for suffix in ("-wal", "-shm"):
-            Path(str(tmp) + suffix).unlink(missing_ok=True)
+        try:
+            os.link(tmp, path)  # never over a file that appeared meanwhile
+        except FileExistsError:
+            raise UserError(f"{path} already exists", hint="choose a new file name") from None
+        except OSError:  # a filesystem without hard links: checked, then renamed
+            if path.exists() or path.is_symlink():
+                raise UserError(f"{path} already exists", hint="choose a new file name") from None
+            tmp.rename(path)
 
 
 def write_recovery(db: Path, stored: StoredRun) -> Path:
@@ -59,22 +61,20 @@ def write_recovery(db: Path, stored: StoredRun) -> Path:
     (as ``stored``) in a results file next to ``db`` (replaced as the run
     goes on), or in the temporary directory when that one is not writable
     either. ``iorig import`` of it adds the run, or completes it in ``db``.
+    Each is built in a private directory beside it and renamed into place:
+    a link planted at its name is replaced, never followed.
     """
     problems = []
     for path in recovery_places(db, stored.run.id):
-        tmp = path.with_name(path.name + ".partial")
         try:
-            tmp.unlink(missing_ok=True)
-            with Store(tmp, lock_wait_s=0) as bundle:
-                bundle.add_runs([stored])
-            tmp.replace(path)
+            with private_dir(path) as building:
+                tmp = building / "recovery.sqlite"
+                with Store(tmp, lock_wait_s=0) as bundle:
+                    bundle.add_runs([stored])
+                tmp.replace(path)
             return path
         except (OSError, sqlite3.Error, UserError) as exc:
             problems.append(f"{path}: {exc}")
-        finally:
-            for leftover in (tmp, Path(f"{tmp}-wal"), Path(f"{tmp}-shm")):
-                with contextlib.suppress(OSError):
-                    leftover.unlink()
     raise UserError(
         f"run {stored.run.id}: its results could not be written anywhere: {'; '.join(problems)}",
         hint="free disk space or make the database's directory writable",

@@ -108,10 +108,25 @@ def preflight(path: Path) -> None:
         )
 
 
+def check_sidecars(path: Path) -> None:
+    """SQLite writes its journal and shared memory beside the database
+    (the file a link resolves to), following any link planted there."""
+    for base in {str(path), os.path.realpath(path)}:
+        for suffix in ("-wal", "-shm", "-journal"):
+            side = Path(base + suffix)
+            if side.is_symlink():
+                raise UserError(
+                    f"{side} is a symbolic link: SQLite would write the database's "
+                    f"{'journal' if suffix != '-shm' else 'shared memory'} where it points",
+                    hint=f"remove the link (rm {side}) or {OTHER_DB}",
+                )
+
+
 def connect(path: Path, wait_s: float) -> sqlite3.Connection:
     """A connection to the database at ``path``, creating it when missing
     (built under a temporary name and linked into place: never 0 bytes)."""
     check_existing(path)
+    check_sidecars(path)
     timeout = min(wait_s, MAX_ATTEMPT_S)
     if not path.exists():
         path.parent.mkdir(parents=True, exist_ok=True)

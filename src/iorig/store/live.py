@@ -104,6 +104,10 @@ class LiveStore:
 
     def __init__(self, database: Path, *, wait_s: float = 0.2) -> None:
         self.path = live_path(database)
+        # SQLite follows links: one planted here would take the tables elsewhere
+        for path in (self.path, *(Path(f"{self.path}{s}") for s in ("-wal", "-shm", "-journal"))):
+            if path.is_symlink():
+                raise LiveUnwritable(f"{path} is a symbolic link, not iorig's live file")
         try:
             # one user at a time, from whichever thread (serve's workers)
             self.conn = sqlite3.connect(

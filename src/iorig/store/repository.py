@@ -86,6 +86,23 @@ def _like_literal(text: str) -> str:
     return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
 
 
+def not_ours(conn: sqlite3.Connection) -> str:
+    """What a database holds that iorig did not make ("" when it is iorig's
+    or empty): tables without iorig's schema version, or a schema version
+    without iorig's runs table (another application's numbering)."""
+    version = int(conn.execute("PRAGMA user_version").fetchone()[0])
+    tables = sorted(
+        str(row[0])
+        for row in conn.execute(
+            "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'"
+        )
+    )
+    if (version == 0 and tables) or (version > 0 and "runs" not in tables):
+        shown = ", ".join(repr(t) for t in tables[:5]) + (", …" if len(tables) > 5 else "")
+        return f"the tables {shown}" if tables else f"schema version {version} and no tables"
+    return ""
+
+
 class Store:
     """The results database. Use as a context manager or call ``close``."""
 
@@ -108,9 +125,17 @@ class Store:
                 f"cannot open the results database {self.path}: {exc}", hint=connection.OTHER_DB
             ) from None
         try:
+            # before anything is written to it: not even its journal mode
+            foreign = not_ours(self.conn)
+            if foreign:
+                self.conn.close()
+                raise UserError(
+                    f"{self.path} is not an iorig results database: it holds {foreign}; "
+                    "iorig leaves it as it is",
+                    hint=connection.OTHER_DB,
+                )
             self.conn.execute("PRAGMA journal_mode=WAL")
             self.conn.execute("PRAGMA foreign_keys=ON")
-            self.schema_version  # noqa: B018 - fails here when the file is not SQLite
         except sqlite3.DatabaseError as exc:
             self.conn.close()
             raise UserError(

@@ -520,6 +520,17 @@ def identity_change(target: Target, before: Identity, now: Identity | None) -> s
     return f"target {target.path} was replaced during the run (another file is at its path now)"
 
 
+def written_path(given: str, *, role: str, fileset: bool = False) -> Path:
+    """What ``resolve_target`` makes of ``given`` for fio to write: the file
+    or device itself, a directory's data file, or a file set's directory."""
+    path = Path(given).expanduser().absolute()
+    if fileset:
+        return path / FILESET_DIR_NAME.format(role=role)
+    if given.endswith("/") or path.is_dir():
+        return path / DATA_FILE_NAME.format(role=role)
+    return path
+
+
 def new_paths(given: str, *, role: str, fileset: bool = False) -> list[Path]:
     """What ``resolve_target`` may create for ``given`` that does not exist
     now (the data file or file-set directory and missing parent
@@ -527,11 +538,7 @@ def new_paths(given: str, *, role: str, fileset: bool = False) -> list[Path]:
     run does not start."""
     if not given:
         return []
-    path = Path(given).expanduser().absolute()
-    if fileset:
-        path = path / FILESET_DIR_NAME.format(role=role)
-    elif given.endswith("/") or path.is_dir():
-        path = path / DATA_FILE_NAME.format(role=role)
+    path = written_path(given, role=role, fileset=fileset)
     return [p for p in (path, *path.parents) if not p.exists() and not p.is_symlink()]
 
 
