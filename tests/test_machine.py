@@ -127,6 +127,19 @@ def test_one_file_has_the_same_identities_by_every_path(tmp_path):
     assert now[1] in locks.target_keys(str(tmp_path / "other-name"), "data")  # a hard link
 
 
+def test_a_directory_target_made_by_one_run_is_the_one_the_next_run_claims(tmp_path):
+    """The first run's directory did not exist when it claimed it (make
+    demo's iorig-scratch/); the second finds it made, with the data file in
+    it: on main their claims shared nothing and both ran on one file."""
+    given = f"{tmp_path}/scratch/deeper/"
+    first = locks.target_keys(given, "data")
+    (tmp_path / "scratch" / "deeper").mkdir(parents=True)
+    (tmp_path / "scratch" / "deeper" / "iorig-data.dat").write_bytes(b"x")
+    second = locks.target_keys(given, "data")
+    assert set(first) & set(second)
+    assert set(first) & set(locks.target_keys(f"{tmp_path}/scratch/deeper/iorig-data.dat", "x"))
+
+
 def test_a_directory_target_and_its_data_file_share_an_identity(tmp_path):
     as_dir = locks.target_keys(f"{tmp_path}/", "data")
     as_file = locks.target_keys(str(tmp_path / "iorig-data.dat"), "data")

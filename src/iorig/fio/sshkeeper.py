@@ -317,19 +317,10 @@ def lock_dir():
     return chosen
 
 
-def _nearest(path):
-    while not os.path.lexists(path) and path != os.path.dirname(path):
-        path = os.path.dirname(path)
-    return path
-
-
 def name_key(path):
-    path = os.path.realpath(os.path.abspath(path))
-    where = _nearest(os.path.dirname(path))
-    st = os.stat(where)
-    rest = os.path.relpath(path, where)
-    digest = hashlib.sha256(os.fsencode(rest)).hexdigest()[:16]
-    return f"name-{st.st_dev:x}-{st.st_ino:x}-{digest}"
+    # as iorig.machine.locks.name_key: the same whichever directories exist
+    place = os.path.realpath(os.path.abspath(path))
+    return "name-" + hashlib.sha256(os.fsencode(place)).hexdigest()[:16]
 
 
 def disk_key(rdev):

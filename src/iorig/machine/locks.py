@@ -47,21 +47,14 @@ _GUARD = threading.RLock()
 # ------------------------------------------------------------ identities
 
 
-def _nearest(path: Path) -> Path:
-    while not os.path.lexists(path) and path != path.parent:
-        path = path.parent
-    return path
-
-
 def name_key(path: Path) -> str:
-    """A file's place: its nearest existing ancestor directory's device and
-    inode, and the rest of its path from there (it may not exist yet)."""
-    path = Path(os.path.abspath(path)).resolve()
-    where = _nearest(path.parent)
-    st = os.stat(where)
-    rest = os.path.relpath(path, where)
-    digest = hashlib.sha256(os.fsencode(rest)).hexdigest()[:16]
-    return f"name-{st.st_dev:x}-{st.st_ino:x}-{digest}"
+    """A file's place: its absolute path, every link in the part that exists
+    resolved (it may not exist yet). The same whichever of its directories
+    exist: a run that creates a directory target and one that finds it made
+    claim the same data file (issue 48)."""
+    place = os.path.realpath(os.path.abspath(path))
+    digest = hashlib.sha256(os.fsencode(place)).hexdigest()[:16]
+    return f"name-{digest}"
 
 
 def node_key(st: os.stat_result) -> str:

@@ -5,6 +5,7 @@ signature (refused unless ``--allow-destroy``)."""
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import shutil
 import stat
@@ -115,6 +116,31 @@ def device_size(dev: Path) -> int:
         os.close(fd)
 
 
+def check_not_held(dev: Path, sysdir: Path) -> None:
+    """Refuse a device the kernel holds exclusively: mounted in any mount
+    namespace (this one's table shows only its own), swap, an LVM or md
+    member in use, or another process's O_EXCL open. Opening it with
+    O_EXCL fails with EBUSY then (open(2)); the holder is named where
+    sysfs tells."""
+    try:
+        fd = os.open(dev, os.O_RDONLY | os.O_EXCL | os.O_CLOEXEC)
+    except OSError as exc:
+        if exc.errno != errno.EBUSY:
+            raise UserError(f"cannot open {dev}: {exc.strerror}") from None
+        holders = sorted(
+            h.name for h in (sysdir / "holders").iterdir() if (sysdir / "holders").is_dir()
+        )
+        held = f"held by {', '.join(holders)}" if holders else "in use by the system"
+        raise UserError(
+            f"refusing to write to {dev}: it is {held} (mounted in another mount namespace or "
+            "container, used as swap, a member of an active LVM or RAID device, or opened "
+            "exclusively by another process)",
+            hint="find the holder (lsblk, findmnt --all in every namespace, fuser -v) and free "
+            "the device; iorig never writes to a device in use, even with --allow-destroy",
+        ) from None
+    os.close(fd)
+
+
 def check_block_device(dev: Path, allow_destroy: bool) -> None:
     """Raise UserError unless writing to ``dev`` destroys nothing unoffered."""
     sysdir = _sysfs_dir(dev)
@@ -126,6 +152,7 @@ def check_block_device(dev: Path, allow_destroy: bool) -> None:
             hint="unmount it first; iorig never writes to a mounted device, even with "
             "--allow-destroy",
         )
+    check_not_held(dev, sysdir)
     if allow_destroy:
         return
     advice = "pass --allow-destroy if everything on it may be overwritten"
