@@ -57,18 +57,29 @@ def serve(
             "most this long (0: drop them at once)",
         ),
     ] = "30s",
+    allow_host: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--allow-host",
+            metavar="NAME",
+            help="a host name browsers may use for this server besides its IP address, "
+            "localhost and this machine's name (repeat for more); others are refused, so no "
+            "other site's page can read it through DNS rebinding",
+        ),
+    ] = None,
 ) -> None:
     """A read-only web view of the results database: runs, reports, comparisons,
     and running runs live."""
     import asyncio
 
-    from iorig.serve.address import parse_address  # aiohttp: when asked for
+    from iorig.serve.address import allowed_names, parse_address  # aiohttp: when asked for
     from iorig.serve.server import serve_forever
 
     auth = server_auth(token_file, cert, key, client_ca)
     where = parse_address(address, what="--address", default_port=SERVE_PORT, anywhere=bool(auth))
     metrics_at = parse_address(metrics) if metrics is not None else None
     linger_s = linger_duration(metrics_linger)
+    names = allowed_names(allow_host or [])
     db: Path = ctx.obj
 
     def listening(url: str, metrics_url: str | None) -> None:
@@ -77,4 +88,4 @@ def serve(
             console.print(f"metrics at {escape(metrics_url)}")
 
     with contextlib.suppress(KeyboardInterrupt):
-        asyncio.run(serve_forever(db, where, auth, metrics_at, listening, linger_s))
+        asyncio.run(serve_forever(db, where, auth, metrics_at, listening, linger_s, names=names))

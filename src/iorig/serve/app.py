@@ -35,6 +35,7 @@ from iorig.model import Metric, RunStatus
 from iorig.model.live import LiveSecond
 from iorig.report.options import Limit, RenderOptions
 from iorig.report.writers.html import HtmlExporter
+from iorig.serve.address import host_allowed
 from iorig.store import Store
 from iorig.store.live import LiveStore, LiveUnwritable
 
@@ -270,6 +271,34 @@ async def _hardened(
     return response
 
 
+def origin_guard(names: frozenset[str]) -> Callable:
+    """Requests for this server from this server's pages or a user: the Host
+    must name it (an IP address, localhost, or a name allowed) — a page of
+    another site that reached it by DNS rebinding names its own — and a
+    request another site's page made is refused unless it is the user
+    following a link (docs/guide/live.md)."""
+
+    @web.middleware
+    async def guard(
+        request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
+    ) -> web.StreamResponse:
+        if not host_allowed(request.headers.get("Host"), names):
+            raise web.HTTPMisdirectedRequest(
+                text="this iorig serve answers requests for its own address only: open it as "
+                "http(s)://ADDRESS/ or allow this name with --allow-host"
+            )
+        origin = request.headers.get("Origin")
+        if origin is not None and (origin == "null" or not host_allowed(origin, names)):
+            raise web.HTTPForbidden(text="a request from another site's page is refused")
+        if request.headers.get("Sec-Fetch-Site") == "cross-site" and (
+            request.headers.get("Sec-Fetch-Mode") != "navigate"
+        ):
+            raise web.HTTPForbidden(text="a request from another site's page is refused")
+        return await handler(request)
+
+    return guard
+
+
 def token_guard(token: bytes) -> Callable:
     """Requests must show the token: ``Authorization: Bearer TOKEN``, or a
     session cookie set by opening any page once with ``?token=TOKEN``."""
@@ -288,8 +317,9 @@ def token_guard(token: bytes) -> Callable:
         offered = request.query.get("token", "")
         if offered and hmac.compare_digest(offered.encode(), token):
             kept = [(k, v) for k, v in request.query.items() if k != "token"]
-            rest = request.rel_url.with_query(kept)
-            found = web.HTTPSeeOther(location=str(rest))
+            rest = str(request.rel_url.with_query(kept))
+            # "//host/…" (or "/\\host/…") is another site's address to a browser
+            found = web.HTTPSeeOther(location="/" + rest.lstrip("/\\"))
             found.set_cookie(COOKIE, session, httponly=True, secure=True, samesite="Strict")
             raise found
         raise web.HTTPUnauthorized(
@@ -299,8 +329,13 @@ def token_guard(token: bytes) -> Callable:
     return guard
 
 
-def make_app(db: Path, *, token: bytes | None = None) -> web.Application:
-    middlewares = [_hardened] + ([token_guard(token)] if token is not None else [])
+def make_app(
+    db: Path, *, token: bytes | None = None, names: frozenset[str] = frozenset()
+) -> web.Application:
+    """``names``: host names besides IP addresses and localhost that requests
+    may use for this server."""
+    middlewares = [_hardened, origin_guard(names)]
+    middlewares += [token_guard(token)] if token is not None else []
     app = web.Application(middlewares=middlewares)
     views = Views(db)
     app.router.add_get("/", views.runs)

@@ -54,7 +54,7 @@ from prometheus_client.utils import floatToGoString
 from iorig.errors import UserError
 from iorig.model.histogram import METRIC_BOUNDS_NS
 from iorig.model.live import LivePhase, LiveRun, LiveSecond, MetricPhase, PhaseTotal
-from iorig.serve.address import Address
+from iorig.serve.address import Address, host_allowed
 from iorig.untrusted import visible
 
 LABELS = ("run", "phase", "phase_index", "point", "host", "direction")
@@ -337,6 +337,11 @@ class MetricsEndpoint:
         asked = _Asked()
 
         def noted(environ: dict, start_response: Callable) -> Iterable[bytes]:
+            if not host_allowed(environ.get("HTTP_HOST")) or "HTTP_ORIGIN" in environ:
+                # a page that reached it by DNS rebinding names its own domain;
+                # a scraper sends no Origin
+                start_response("403 Forbidden", [("Content-Type", "text/plain")])
+                return [b"the metrics endpoint answers requests for its own address only\n"]
             if environ.get("PATH_INFO") != "/favicon.ico":
                 # the time before the figures are collected: they are at least this new
                 asked.at = time.monotonic()

@@ -31,14 +31,17 @@ async def serve_forever(
     metrics_at: Address | None,
     listening: Callable[[str, str | None], None],
     metrics_linger_s: float = 30.0,
+    *,
+    names: frozenset[str] = frozenset(),
 ) -> None:
     """Serve until cancelled (Ctrl-C); ``listening`` is told the URLs;
-    an ended run's metrics stay until scraped, at most ``metrics_linger_s``."""
+    an ended run's metrics stay until scraped, at most ``metrics_linger_s``;
+    ``names``: host names requests may use besides IP addresses and localhost."""
     context = agentauth.agent_context(auth)[0] if auth is not None else None
     token = None
     if isinstance(auth, agentauth.TokenAuth):  # as the token file writes it
         token = base64.urlsafe_b64encode(auth.token).rstrip(b"=")
-    runner = web.AppRunner(make_app(db, token=token), access_log=None)
+    runner = web.AppRunner(make_app(db, token=token, names=names), access_log=None)
     await runner.setup()
     site = web.TCPSite(runner, where.host, where.port, ssl_context=context)
     try:
