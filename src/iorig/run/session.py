@@ -196,10 +196,11 @@ class RunSession:
             self._stack.enter_context(signals_call(self.interrupt))
             # stamped with this process: a killed run's is removed by the next run
             self._tmp = self._stack.enter_context(temporary_directory("iorig-"))
-        except BaseException:
-            self._finish()
+            # its listener may fail too (an output that cannot be written)
+            self.on_event(RunStarted(self.run_id, self.plan, self.label, self.schedule))
+        except BaseException as exc:
+            self.__exit__(type(exc), exc, exc.__traceback__)  # never left "running"
             raise
-        self.on_event(RunStarted(self.run_id, self.plan, self.label, self.schedule))
         return self
 
     def __exit__(self, exc_type: type | None, exc: BaseException | None, tb: object) -> None:
