@@ -66,6 +66,9 @@ def test_which_own_knows_the_database_its_sidecars_links_to_them_and_recovery_fi
     assert which_own(relative, db) == "the results database"
     assert which_own(db.with_name(f"{db.name}.recovery-abc.sqlite"), db) is not None
     assert which_own(db.with_name("report.html"), db) is None
+    linked_db = db.with_name("linked.sqlite")  # a database given through a link
+    linked_db.symlink_to(db)
+    assert which_own(Path(f"{db}-wal"), linked_db) == "the results database's write-ahead log"
     assert which_own(db.with_name("other.sqlite.recovery-abc.sqlite"), db) is None
     with pytest.raises(UserError, match="is the results database"):
         refuse_own(link, db, "output")

@@ -64,9 +64,11 @@ def which_own(path: Path, db: Path) -> str | None:
         "a run's live file's shared memory",
         "a run's live file's rollback journal",
     )
-    for name, own in zip(names, own_files(db), strict=True):
-        if _same(path, own):
-            return name
+    # SQLite keeps its files beside the database a link resolves to
+    for base in (db, Path(os.path.realpath(db))):
+        for name, own in zip(names, own_files(base), strict=True):
+            if _same(path, own):
+                return name
     if _is_recovery(path, db):
         return "a recovery file of the results database"
     return None

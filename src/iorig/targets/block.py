@@ -127,9 +127,8 @@ def check_not_held(dev: Path, sysdir: Path) -> None:
     except OSError as exc:
         if exc.errno != errno.EBUSY:
             raise UserError(f"cannot open {dev}: {exc.strerror}") from None
-        holders = sorted(
-            h.name for h in (sysdir / "holders").iterdir() if (sysdir / "holders").is_dir()
-        )
+        found = sysdir / "holders"
+        holders = sorted(h.name for h in found.iterdir()) if found.is_dir() else []
         held = f"held by {', '.join(holders)}" if holders else "in use by the system"
         raise UserError(
             f"refusing to write to {dev}: it is {held} (mounted in another mount namespace or "
