@@ -30,6 +30,7 @@ from tests.conftest import REPO, refused_in_process
 
 from iorig.errors import UserError
 from iorig.model import RunStatus
+from iorig.run.safekeeping import Keeper
 from iorig.store import Store, Unwritable, import_runs, owner, recovery_path, write_recovery
 
 RUN = ["run", "--rw", "randread", "--size", "16MiB", "--duration", "2s"]
@@ -790,3 +791,37 @@ def test_doctor_marks_a_dead_owners_run_aborted_and_makes_no_database(tmp_path, 
     missing = tmp_path / "none.sqlite"
     assert cli(missing, "doctor").returncode == 0
     assert not missing.exists()
+
+
+@pytest.mark.parametrize("how", ["replaced", "directory removed"])
+def test_a_database_replaced_or_removed_mid_run_sends_the_run_to_a_recovery_file(
+    tmp_path, monkeypatch, how
+):
+    """On main the run went on writing into the file it had open (a removed
+    one, or the old inode of a replaced one), exited 0 and printed "stored
+    in X", and X did not hold it. Each write now checks that the database at
+    its path is still the file opened (device and inode)."""
+    home = tmp_path / "home"
+    home.mkdir()
+    db = home / "r.sqlite"
+    elsewhere = tmp_path / "tmp"
+    elsewhere.mkdir()
+    monkeypatch.setattr(tempfile, "gettempdir", lambda: str(elsewhere))
+    phases = _phases(2)
+    with Store(db) as store:
+        keeper = Keeper(store, builders.record(RUN_ID, status=RunStatus.RUNNING))
+        keeper.create()
+        assert keeper.save_phase(phases[0], phases[:1]) is None
+        if how == "replaced":
+            other = tmp_path / "other.sqlite"
+            Store(other).close()
+            os.replace(other, db)
+        else:
+            shutil.rmtree(home)
+        stopped = keeper.save_phase(phases[1], phases)
+    assert stopped is not None and "is no longer the file this run opened" in stopped
+    kept = keeper.recovery
+    assert kept is not None and kept.is_file()
+    assert kept.parent == (home if how == "replaced" else elsewhere)
+    with Store(kept) as bundle:
+        assert [p.name for p in bundle.load_run(RUN_ID).phases] == ["p0", "p1"]

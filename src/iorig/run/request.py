@@ -198,7 +198,10 @@ def check_not_own(
         if not given:
             continue
         fileset = resolved.scenario.targets[role].fileset
-        written = written_path(given, role=role, fileset=fileset)
+        try:
+            written = written_path(given, role=role, fileset=fileset)
+        except OSError:  # a name too long, a loop of links: the target's checks say so
+            continue
         refuse_own(written, database, f"target {role!r}:")
         db = Path(os.path.realpath(database))
         if fileset and Path(os.path.realpath(written)) in db.parents:

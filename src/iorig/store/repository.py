@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import os
 import socket
 import sqlite3
 import tempfile
@@ -146,6 +147,7 @@ class Store:
         except BaseException:
             self.conn.close()
             raise
+        self._file = self._identity()  # the file every later write must still be
 
     @classmethod
     def reading(
@@ -216,6 +218,7 @@ class Store:
         the lock, try again with exponential backoff for ``wait_s`` seconds
         (the store's ``lock_wait_s``); then, or at once for a read-only, full
         or failing database, raise ``Unwritable`` (nothing was written)."""
+        self._still_the_file()
         wait = self.lock_wait_s if wait_s is None else wait_s
         started = time.monotonic()
         delay = 0.05
@@ -234,6 +237,26 @@ class Store:
                 delay = min(delay * 2, 10.0)
             except sqlite3.DatabaseError as exc:
                 raise self._unwritable(exc, time.monotonic() - started) from None
+
+    def _identity(self) -> tuple[int, int] | None:
+        try:
+            st = os.stat(self.path)
+        except OSError:
+            return None
+        return st.st_dev, st.st_ino
+
+    def _still_the_file(self) -> None:
+        """A write goes to the file this store opened, which must still be
+        the database at its path: one removed (or its directory) or replaced
+        since would take the write where no one finds it (issue 48)."""
+        opened = getattr(self, "_file", None)
+        if opened is not None and self._identity() != opened:
+            raise Unwritable(
+                f"the results database {self.path} is no longer the file this run opened: "
+                "it (or its directory) was removed or replaced while the run went on",
+                hint="put the database back where it was, or import the recovery file "
+                "iorig names into the database you want",
+            )
 
     def _unwritable(self, exc: sqlite3.Error, waited: float) -> Unwritable:
         if connection.is_busy(exc):
