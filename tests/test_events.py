@@ -395,6 +395,23 @@ def test_the_jobs_start_is_the_status_time_less_the_longest_runtime():
     assert status.io_started_at(status.snapshot(doc)) is None
 
 
+def test_the_jobs_start_is_the_earliest_any_status_puts_it():
+    """A status's clock is read after its runtimes: a busy fio printed its
+    first one late, and second 0 (hence each second's place beside an
+    event) came about 0.1 s late. Every later status can only be as late."""
+    from iorig.fio import status
+
+    def at(timestamp_ms: int, runtime_ms: int) -> float | None:
+        doc = {"timestamp_ms": timestamp_ms, "jobs": [{"job_runtime": runtime_ms, "elapsed": 1}]}
+        return status.io_started_at(status.snapshot(doc))
+
+    known = None
+    for stamp, runtime in ((1_000_120, 1000), (1_001_003, 2000), (1_002_040, 3000)):
+        known = status.earliest(known, at(stamp, runtime))
+    assert known == pytest.approx(999.003)  # the second status's, not the first's 999.12
+    assert status.earliest(known, None) == known and status.earliest(None, None) is None
+
+
 @pytest.mark.system
 @needs_fio
 def test_the_control_port_tells_when_the_servers_jobs_began(tmp_path):

@@ -172,6 +172,16 @@ def io_started_at(snap: Snapshot) -> float | None:
     return (snap.t_ms - snap.runtime_ms) / 1000
 
 
+def earliest(known: float | None, estimate: float | None) -> float | None:
+    """The jobs' start from every status so far: each status's clock is
+    read after its runtimes, later the busier fio is (a fresh clone's
+    first status put second 0 about 0.1 s late), so the earliest estimate
+    is the best."""
+    if known is None or estimate is None:
+        return estimate if known is None else known
+    return min(known, estimate)
+
+
 def rates(previous: Snapshot | None, current: Snapshot) -> LiveRates:
     """Rates over the last interval (or since the start for the first snapshot)."""
     if previous is None or current.t_ms <= previous.t_ms:

@@ -362,7 +362,7 @@ class LocalBackend:
                 snap = status.snapshot(doc)
                 live = status.rates(previous, snap)
                 previous = snap
-                io_started = io_started or status.io_started_at(snap)
+                io_started = status.earliest(io_started, status.io_started_at(snap))
                 if phase.duration_s:
                     fraction = live.elapsed_s / phase.duration_s
                     if phase.until_done:  # through its data, as a rule long before its limit
