@@ -137,6 +137,16 @@ class Samples:
         m = max(int(np.searchsorted(t, end, side="right")) - 1, 0)
         return float(max(c[m] - c[k], 0.0)), float(c[j] - c[i])
 
+    def inside(self, ddir: str, first: float, last: float) -> tuple[float, float]:
+        """The sample after ``first`` and the one before ``last``: I/O that
+        moved the counter in both end intervals spanned at least the time
+        between these (the thread samples late on a busy machine, so the
+        intervals are not all ``interval_s``)."""
+        t, _ = self._columns(ddir, "ios")
+        i = min(int(np.searchsorted(t, first, side="right")), len(t) - 1)
+        j = max(int(np.searchsorted(t, last, side="left")) - 1, 0)
+        return float(t[i]), float(t[j])
+
     def active(self, ddir: str, start: float, end: float) -> tuple[float, float] | None:
         """The first and last sample between which ``ddir``'s counter moved,
         from ``start`` to ``end``; None when it did not."""
