@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
+
+from tests.agents import make_token
 
 
 def start_serve(db: Path, log: Path, *options: str) -> tuple[subprocess.Popen, str]:
@@ -26,3 +30,20 @@ def start_serve(db: Path, log: Path, *options: str) -> tuple[subprocess.Popen, s
         assert proc.poll() is None and time.monotonic() < deadline, log.read_text()
         time.sleep(0.05)
     return proc, log.read_text().split("iorig serve: ", 1)[1].split()[0]
+
+
+@contextlib.contextmanager
+def token_serve(tmp_path: Path) -> Iterator[tuple[str, str]]:
+    """``iorig serve`` with a new token on 127.0.0.2 (HTTPS): its URL and
+    the token; stopped at the end."""
+    token_file = make_token(tmp_path / "agent.token")
+    token = token_file.read_text().split()[-1]
+    proc, url = start_serve(
+        tmp_path / "r.sqlite", tmp_path / "serve.log",
+        "--address", "127.0.0.2:0", "--token-file", str(token_file),
+    )  # fmt: skip
+    try:
+        yield url, token
+    finally:
+        proc.terminate()
+        proc.wait(10)

@@ -11,8 +11,8 @@ import urllib.error
 import urllib.request
 
 import pytest
-from tests.agents import iorig, make_token
-from tests.serving import start_serve
+from tests.agents import iorig
+from tests.serving import start_serve, token_serve
 from tests.waiting import wait_until
 
 pytestmark = [pytest.mark.system]
@@ -28,13 +28,7 @@ def test_serve_refuses_an_address_beyond_loopback_without_authentication(tmp_pat
 
 
 def test_with_the_token_serve_speaks_https_and_asks_for_the_token(tmp_path):
-    token_file = make_token(tmp_path / "agent.token")
-    token = token_file.read_text().split()[-1]
-    proc, url = start_serve(
-        tmp_path / "r.sqlite", tmp_path / "serve.log",
-        "--address", "127.0.0.2:0", "--token-file", str(token_file),
-    )  # fmt: skip
-    try:
+    with token_serve(tmp_path) as (url, token):
         assert url.startswith("https://127.0.0.2:")
         context = ssl.create_default_context()
         context.check_hostname, context.verify_mode = False, ssl.CERT_NONE
@@ -56,9 +50,6 @@ def test_with_the_token_serve_speaks_https_and_asks_for_the_token(tmp_path):
         plain = urllib.request.build_opener(urllib.request.HTTPSHandler(context=context))
         with plain.open(request, timeout=10) as page:
             assert page.status == 200
-    finally:
-        proc.terminate()
-        proc.wait(10)
 
 
 @pytest.mark.fio

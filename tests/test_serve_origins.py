@@ -15,8 +15,7 @@ import ssl
 from urllib.parse import urlsplit
 
 import pytest
-from tests.agents import make_token
-from tests.serving import start_serve
+from tests.serving import start_serve, token_serve
 
 from iorig.errors import UserError
 from iorig.serve.address import allowed_names, host_allowed, host_name
@@ -94,19 +93,10 @@ def test_serve_and_its_metrics_refuse_another_sites_host_and_origin(tmp_path):
 
 
 def test_a_token_link_never_redirects_to_another_site(tmp_path):
-    token_file = make_token(tmp_path / "agent.token")
-    token = token_file.read_text().split()[-1]
-    proc, url = start_serve(
-        tmp_path / "r.sqlite", tmp_path / "serve.log",
-        "--address", "127.0.0.2:0", "--token-file", str(token_file),
-    )  # fmt: skip
-    try:
+    with token_serve(tmp_path) as (url, token):
         for path in ("//evil.example/", "///evil.example/x", "/\\evil.example/", "/%2Fevil/"):
             status, headers, _ = _get(url, f"{path}?token={token}&a=1")
             location = headers["Location"]
             assert status == 303 and "iorig_session" in headers.get("Set-Cookie", "")
             assert location.startswith("/") and location[1:2] not in ("/", "\\"), location
             assert "token" not in location and "a=1" in location
-    finally:
-        proc.terminate()
-        proc.wait(10)
