@@ -14,6 +14,7 @@ import numpy as np
 
 from iorig.analyze.generator import CEILING_FRACTION, JOB_BOUND_PCT, Ceiling, generator_load
 from iorig.analyze.precision import STOP_ARTIFACT_S, limit_share, precision_text
+from iorig.analyze.search import kept_pace
 from iorig.model import (
     ALL,
     Disclosure,
@@ -29,9 +30,8 @@ from iorig.units import format_bytes, format_rate, format_si
 
 DEPTH_SHORTFALL = 0.8
 # a paced workload missed its pace: fewer I/Os than a Poisson pace gives
-# with this many standard deviations to spare (a false alarm in about 1 in
-# 740 workloads that did keep pace), and short by more than this share
-PACE_SIGMAS = 3.0
+# with three standard deviations to spare (``kept_pace``: a false alarm in
+# about 1 in 740 workloads that did keep pace), and short by more than this
 PACE_PRACTICAL = 0.01
 PACE_JUDGING_SEARCHES = frozenset({"curve", "loadpoints"})
 COV_LIMIT = 0.10
@@ -386,15 +386,12 @@ def check_generator(
 
 def missed_pace(asked_iops: float, ios: int, seconds: float) -> bool:
     """Whether ``ios`` I/Os in ``seconds`` fell short of a pace of
-    ``asked_iops``: beyond what Poisson arrivals (iorig's pace; fio's
-    linear one varies less) give by chance, and by more than
-    ``PACE_PRACTICAL`` of the asked count."""
-    expected = asked_iops * seconds
-    if expected <= 0:
+    ``asked_iops``: the load points' rule (``kept_pace``) at a tolerance of
+    ``PACE_PRACTICAL``, beyond what Poisson arrivals (iorig's pace; fio's
+    linear one varies less) give by chance at three standard deviations."""
+    if seconds <= 0:
         return False
-    return (
-        ios < expected - PACE_SIGMAS * math.sqrt(expected) and ios < (1 - PACE_PRACTICAL) * expected
-    )
+    return not kept_pace(asked_iops, ios / seconds, seconds, PACE_PRACTICAL)
 
 
 def check_pace(phase: PhaseResult, requested: dict[str, Asked]) -> list[Finding]:
