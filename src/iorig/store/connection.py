@@ -27,6 +27,7 @@ LOCK_WAIT_ENV = "IORIG_DB_LOCK_WAIT"
 DEFAULT_LOCK_WAIT_S = 600.0
 MAX_ATTEMPT_S = 30.0  # one attempt's busy wait (SQLite's own backoff) at most
 OTHER_DB = "choose another file with --db or IORIG_DB"
+SQLITE_SIDECARS = ("-wal", "-shm", "-journal")  # what SQLite writes beside a database
 SQLITE_BUSY, SQLITE_LOCKED = 5, 6
 
 
@@ -112,7 +113,7 @@ def check_sidecars(path: Path) -> None:
     """SQLite writes its journal and shared memory beside the database
     (the file a link resolves to), following any link planted there."""
     for base in {str(path), os.path.realpath(path)}:
-        for suffix in ("-wal", "-shm", "-journal"):
+        for suffix in SQLITE_SIDECARS:
             side = Path(base + suffix)
             if side.is_symlink():
                 raise UserError(

@@ -15,9 +15,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from iorig.errors import UserError
+from iorig.store.connection import SQLITE_SIDECARS
 from iorig.store.live import SUFFIX as LIVE_SUFFIX
 
-SQLITE_SIDECARS = ("-wal", "-shm", "-journal")
 RECOVERY_INFIX = ".recovery-"
 
 

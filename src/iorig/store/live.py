@@ -32,6 +32,7 @@ from iorig.model.live import (
     MetricPhase,
     PhaseTotal,
 )
+from iorig.store.connection import SQLITE_SIDECARS
 
 LAYOUT = 2  # PRAGMA user_version of the file; another is emptied and made again
 KEEP_S = 900  # seconds of each phase kept for a page that opens late
@@ -105,7 +106,7 @@ class LiveStore:
     def __init__(self, database: Path, *, wait_s: float = 0.2) -> None:
         self.path = live_path(database)
         # SQLite follows links: one planted here would take the tables elsewhere
-        for path in (self.path, *(Path(f"{self.path}{s}") for s in ("-wal", "-shm", "-journal"))):
+        for path in (self.path, *(Path(f"{self.path}{s}") for s in SQLITE_SIDECARS)):
             if path.is_symlink():
                 raise LiveUnwritable(f"{path} is a symbolic link, not iorig's live file")
         try:
