@@ -487,6 +487,16 @@ def test_an_agent_beyond_loopback_needs_authentication_and_one_way_of_it(tmp_pat
     assert loose.returncode != 0 and "may be read by other users" in loose.stderr
 
 
+@pytest.mark.system
+def test_an_agent_whose_dir_is_a_file_says_so(tmp_path):
+    afile = tmp_path / "afile"
+    afile.write_text("kept")
+    done = iorig("agent", "--dir", str(afile), "--port", "23998", timeout=30)
+    assert done.returncode == 2, done.stderr
+    assert "is a file, not a directory" in done.stderr and "Traceback" not in done.stderr
+    assert afile.read_text() == "kept"
+
+
 @pytest.fixture
 def namespace():
     """A network namespace of the test's own, with an address beyond

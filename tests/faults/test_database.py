@@ -13,6 +13,7 @@ import hashlib
 import json
 import os
 import shutil
+import signal
 import socket
 import sqlite3
 import subprocess
@@ -27,11 +28,13 @@ import numpy as np
 import pytest
 from tests import builders
 from tests.conftest import REPO, refused_in_process
+from tests.waiting import wait_until
 
 from iorig.errors import UserError
 from iorig.model import RunStatus
 from iorig.run.safekeeping import Keeper
 from iorig.store import Store, Unwritable, import_runs, owner, recovery_path, write_recovery
+from iorig.store.repository import STOP_GRACE_S
 
 RUN = ["run", "--rw", "randread", "--size", "16MiB", "--duration", "2s"]
 
@@ -161,6 +164,44 @@ def test_a_lock_held_past_the_wait_keeps_the_phase_in_a_recovery_file(scratch, t
     again = _iorig(db, "import", str(kept))  # a second import changes nothing
     assert f"{run_id}: already present, skipped" in again.stdout, again
     assert _phase_names(db, run_id) == ["fill", "randread"]
+
+
+@pytest.mark.fio
+def test_sigterm_while_the_database_is_locked_ends_in_seconds_with_a_recovery_file(
+    scratch, tmp_path
+):
+    # another writer holds the lock for a minute from the measured phase on,
+    # and iorig would wait ten: SIGTERM ends it within seconds all the same,
+    # what it measured kept in a recovery file (issue 48)
+    db = tmp_path / "results.sqlite"
+    Store(db).close()
+    holder = LockHolder(db, lambda: _count(db, "SELECT COUNT(*) FROM phases") >= 1, 60)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "iorig", *RUN, "--target", f"{scratch}/"],
+        env=_env(db, IORIG_DB_LOCK_WAIT="600"),
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        wait_until(lambda: holder.locked_at, 60, "the lock taken after the prefill", proc=proc)
+        proc.send_signal(signal.SIGTERM)
+        signalled = time.monotonic()
+        out, err = proc.communicate(timeout=60)
+        ended_after_s = time.monotonic() - signalled
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        holder.release()
+    assert ended_after_s < 2 + STOP_GRACE_S, (ended_after_s, out, err)
+    assert proc.returncode == 130 and "Traceback" not in err, out + err
+    kept = recovery_path(db, _run_id(db))
+    assert kept.is_file() and f"import {kept}" in " ".join((out + err).split()), out + err
+    with Store(kept) as store:
+        recovered = store.load_run(_run_id(db))
+    assert recovered.run.status is RunStatus.ABORTED, recovered.run
+    assert [p.name for p in recovered.phases][:1] == ["fill"]
 
 
 @pytest.mark.fio
@@ -359,6 +400,18 @@ def sleeper() -> Iterator[subprocess.Popen]:
     proc.wait()
 
 
+def _started_after(other: subprocess.Popen) -> subprocess.Popen:
+    """A python process whose start time (in clock ticks, 10 ms here) is not
+    ``other``'s: two started in one tick are one process to the owner check,
+    which made the test below fail now and then."""
+    while True:
+        proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+        if owner.start_time(proc.pid) != owner.start_time(other.pid):
+            return proc
+        proc.kill()
+        proc.wait()
+
+
 def _running(store: Store, run_id: str, pid: int) -> None:
     store.create_run(
         builders.record(run_id, status=RunStatus.RUNNING, pid=pid, hostname=socket.gethostname())
@@ -373,7 +426,7 @@ def _status(store: Store, run_id: str) -> str:
 def test_a_live_process_that_is_not_the_owner_does_not_keep_a_run_running(tmp_path, sleeper):
     with Store(tmp_path / "r.sqlite") as store:
         # the run's owner ended, and its pid now belongs to another python process
-        gone = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+        gone = _started_after(sleeper)
         _running(store, "0123456789ab", gone.pid)
         gone.kill()
         gone.wait()

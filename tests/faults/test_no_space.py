@@ -94,3 +94,27 @@ def test_a_tmpdir_filled_during_a_phase_fails_it_naming_tmpdir(scratch, tmp_path
     with sqlite3.connect(db) as conn:
         status, error = conn.execute("SELECT status, error FROM runs").fetchone()
     assert status == "failed" and "no space left" in error and "TMPDIR" in error, error
+
+
+def _limited(size_bytes: int):
+    """What a shell's ``ulimit -f`` does, for the child only."""
+    import resource
+
+    return lambda: resource.setrlimit(resource.RLIMIT_FSIZE, (size_bytes, size_bytes))
+
+
+def test_a_target_past_the_file_size_limit_is_refused_before_anything_is_written(scratch, tmp_path):
+    # under ulimit -f, fio's layout used to be killed by SIGXFSZ part way
+    # (issue 48): refused first, naming the limit, with nothing written
+    db = tmp_path / "r.sqlite"
+    done = subprocess.run(
+        [sys.executable, "-m", "iorig", "--db", str(db), "run", "--rw", "randread",
+         "--size", "16MiB", "--duration", "1s", "--target", f"{scratch}/"],
+        cwd=REPO, capture_output=True, text=True, timeout=60,
+        preexec_fn=_limited(8 << 20),
+    )  # fmt: skip
+    assert done.returncode == 2, done.stdout + done.stderr
+    said = " ".join(done.stderr.split())
+    assert "past this shell's file-size limit (ulimit -f) of 8MiB" in said, said
+    assert "ulimit -f unlimited" in said and "Traceback" not in said
+    assert stored(db, "runs") == 0 and list(scratch.iterdir()) == []

@@ -9,7 +9,9 @@ parent ends.
 from __future__ import annotations
 
 import os
+import shutil
 import signal
+import sqlite3
 import subprocess
 import sys
 import time
@@ -222,3 +224,35 @@ def test_a_second_ctrl_c_as_a_run_ends_still_exits_130(scratch, tmp_path):
     for gap in (0.1, 0.2, 0.3):
         code, out = _interrupted(args, env, 4.0, 4.0 + gap)
         assert code == 130 and "Traceback" not in out, (gap, code, out[-2000:])
+
+
+def test_fio_removed_between_phases_fails_the_run_and_keeps_what_it_measured(scratch, tmp_path):
+    # a fio that removes itself as its first phase starts: the next phase's
+    # start finds no program (a package upgrade or a cleanup mid-run)
+    fio = tmp_path / "bin" / "fio"
+    fio.parent.mkdir()
+    fio.write_text(
+        '#!/bin/sh\ncase "$*" in *--status-interval*) rm -f "$0";; esac\n'
+        f'exec {shutil.which("fio")} "$@"\n'
+    )
+    fio.chmod(0o755)
+    db, work = tmp_path / "r.sqlite", tmp_path / "work"
+    work.mkdir()
+    done = subprocess.run(
+        [sys.executable, "-m", "iorig", "--db", str(db), "run", "--fio", str(fio), "--rw",
+         "randread", "--size", "8MiB", "--duration", "1s", "--target", f"{scratch}/"],
+        cwd=REPO, env=dict(os.environ, TMPDIR=str(work), COLUMNS="400"), capture_output=True,
+        text=True,
+        timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 2, done.stdout + done.stderr
+    said = " ".join(done.stderr.split())
+    assert f"cannot start {fio}: No such file or directory" in said, said
+    assert "Traceback" not in said
+    with sqlite3.connect(db) as conn:
+        status, error = conn.execute("SELECT status, error FROM runs").fetchone()
+        phases = conn.execute("SELECT name, status FROM phases ORDER BY seq").fetchall()
+    # the prefill it measured is kept; the run failed, naming why
+    assert (status, phases) == ("failed", [("fill", "ok")]), (status, error, phases)
+    assert "cannot start" in error
+    assert not _fio_processes(str(work))

@@ -27,6 +27,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import IO
 
+from iorig.errors import UserError
+
 _PR_SET_PDEATHSIG = 1
 
 
@@ -42,16 +44,26 @@ def spawn(
     stdout: IO[bytes] | int | None = subprocess.DEVNULL,
     stderr: IO[bytes] | int | None = subprocess.DEVNULL,
 ) -> subprocess.Popen:
-    """Start ``command`` as the leader of a new session and process group."""
-    return subprocess.Popen(
-        list(command),
-        cwd=cwd,
-        stdin=subprocess.DEVNULL,
-        stdout=stdout,
-        stderr=stderr,
-        start_new_session=True,
-        preexec_fn=_die_with_parent,
-    )
+    """Start ``command`` as the leader of a new session and process group;
+    UserError when it cannot start (a program removed or made unexecutable
+    after iorig found it, a working directory gone)."""
+    try:
+        return subprocess.Popen(
+            list(command),
+            cwd=cwd,
+            stdin=subprocess.DEVNULL,
+            stdout=stdout,
+            stderr=stderr,
+            start_new_session=True,
+            preexec_fn=_die_with_parent,
+        )
+    except OSError as problem:
+        where = f" in {cwd}" if problem.filename == str(cwd) else ""
+        raise UserError(
+            f"cannot start {command[0]}{where}: {problem.strerror or problem}",
+            hint="was it removed, moved or made unexecutable while iorig ran? "
+            "reinstall it (or point --fio or IORIG_FIO at it) and run again",
+        ) from None
 
 
 def group_alive(pgid: int) -> bool:

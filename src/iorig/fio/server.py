@@ -149,6 +149,23 @@ def refuse_unauthenticated(address: HostAddress, *, insecure_no_auth: bool) -> N
     )
 
 
+def make_workdir(path: Path) -> None:
+    """The server's working directory, made if missing; UserError naming
+    what is in the way otherwise (a file, a missing permission)."""
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except FileExistsError:
+        raise UserError(
+            f"the working directory {path} is a file, not a directory",
+            hint="name a directory with --dir (it is made if it does not exist)",
+        ) from None
+    except OSError as problem:
+        raise UserError(
+            f"cannot make the working directory {path}: {problem.strerror or problem}",
+            hint="name a directory this user may write with --dir",
+        ) from None
+
+
 def port_available(address: HostAddress) -> OSError | None:
     """None if a server could listen at ``address``, else why not.
 
@@ -255,7 +272,7 @@ class FioServer:
                 f"cannot start a fio server on {where}: {problem.strerror or problem}",
                 hint="bind to an address of this machine",
             )
-        self.workdir.mkdir(parents=True, exist_ok=True)
+        make_workdir(self.workdir)
         log = open(self.log_path, "wb") if self.log_path else None  # noqa: SIM115
         try:
             self._proc = spawn(

@@ -267,6 +267,7 @@ class RunSession:
         lost)."""
         again = self._cancel.is_set()
         self._cancel.set()
+        self.store.stop_waiting()  # a locked database: a recovery file, not a wait
         self.backend.stop(at_once=again)
 
     @property
@@ -302,8 +303,9 @@ class RunSession:
         self.on_event(PhaseFinished(phase, result))
         if result.status is PhaseStatus.FAILED and self.status is RunStatus.OK:
             self.status, self.error = RunStatus.FAILED, f"phase {phase.name!r}: {result.error}"
-        if unstored:
-            self.status, self.error = RunStatus.FAILED, unstored
+        if unstored:  # a signal's run stays aborted: it stopped waiting for the lock
+            self.status = RunStatus.ABORTED if self._cancel.is_set() else RunStatus.FAILED
+            self.error = unstored
         return result
 
     def fail(self, error: str) -> None:

@@ -20,6 +20,7 @@ import os
 import socket
 import sqlite3
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import AbstractContextManager
@@ -104,6 +105,10 @@ def not_ours(conn: sqlite3.Connection) -> str:
     return ""
 
 
+STOP_GRACE_S = 2.0  # after a signal, what a write still waits for another writer
+BUSY_SLICE_S = 0.25  # SQLite's busy wait per attempt: how soon a signal is seen
+
+
 class Store:
     """The results database. Use as a context manager or call ``close``."""
 
@@ -117,6 +122,8 @@ class Store:
         self.path = Path(path)
         self._migrations = MIGRATIONS if migrations is None else migrations
         self.lock_wait_s = connection.lock_wait_s() if lock_wait_s is None else lock_wait_s
+        self._stop_waiting = threading.Event()  # set by a signal: see ``stop_waiting``
+        self._stopped_at = 0.0
         # how reading a file in place (``reading``) turns SQLite's errors into what they mean
         self._in_place: Callable[[], AbstractContextManager[None]] | None = None
         try:
@@ -213,27 +220,40 @@ class Store:
                 self.conn.execute("ROLLBACK")
             raise
 
+    def stop_waiting(self) -> None:
+        """A signal arrived: from now on a write waits at most ``STOP_GRACE_S``
+        for another writer's lock (then ``Unwritable``, and the run's keeper
+        writes a recovery file), so SIGTERM ends iorig within seconds."""
+        if not self._stop_waiting.is_set():
+            self._stopped_at = time.monotonic()
+            self._stop_waiting.set()
+
     def write(self, work: Callable[[sqlite3.Connection], T], wait_s: float | None = None) -> T:
         """Run ``work`` in one write transaction. While another writer holds
         the lock, try again with exponential backoff for ``wait_s`` seconds
-        (the store's ``lock_wait_s``); then, or at once for a read-only, full
-        or failing database, raise ``Unwritable`` (nothing was written)."""
+        (the store's ``lock_wait_s``; less once ``stop_waiting`` was called);
+        then, or at once for a read-only, full or failing database, raise
+        ``Unwritable`` (nothing was written)."""
         self._still_the_file()
         wait = self.lock_wait_s if wait_s is None else wait_s
         started = time.monotonic()
         delay = 0.05
         while True:
-            # SQLite's own busy wait (its backoff) within what is left of ours
-            left = max(wait - (time.monotonic() - started), 0.0)
-            self.conn.execute(f"PRAGMA busy_timeout={int(min(left, 30.0) * 1000):d}")
+            deadline = started + wait
+            if self._stop_waiting.is_set():
+                deadline = min(deadline, max(started, self._stopped_at) + STOP_GRACE_S)
+            # SQLite's own busy wait (its backoff) in short slices: a signal
+            # that arrives meanwhile is seen within one
+            left = max(deadline - time.monotonic(), 0.0)
+            self.conn.execute(f"PRAGMA busy_timeout={int(min(left, BUSY_SLICE_S) * 1000):d}")
             try:
                 with self.transaction() as c:
                     return work(c)
             except sqlite3.OperationalError as exc:
-                waited = time.monotonic() - started
-                if not connection.is_busy(exc) or waited >= wait:
-                    raise self._unwritable(exc, waited) from None
-                time.sleep(min(delay, wait - waited))
+                now = time.monotonic()
+                if not connection.is_busy(exc) or now >= deadline:
+                    raise self._unwritable(exc, now - started) from None
+                self._stop_waiting.wait(min(delay, deadline - now))
                 delay = min(delay * 2, 10.0)
             except sqlite3.DatabaseError as exc:
                 raise self._unwritable(exc, time.monotonic() - started) from None

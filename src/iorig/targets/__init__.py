@@ -15,6 +15,7 @@ import contextlib
 import errno
 import os
 import re
+import resource
 import shutil
 import stat
 from dataclasses import dataclass
@@ -71,6 +72,16 @@ def _existing_ancestor(path: Path) -> Path:
 
 
 def _check_space(path: Path, needed: int, existing: int) -> None:
+    # past the shell's limit (ulimit -f) SIGXFSZ would kill fio part way
+    # through its layout
+    limit, _ = resource.getrlimit(resource.RLIMIT_FSIZE)
+    if limit != resource.RLIM_INFINITY and needed > limit:
+        raise UserError(
+            f"{path} would be {format_bytes(needed)}, past this shell's file-size limit "
+            f"(ulimit -f) of {format_bytes(limit)}",
+            hint="raise the limit (`ulimit -f unlimited`) or use --size to test a smaller "
+            "working set",
+        )
     free_at = _existing_ancestor(path.parent)
     vfs = os.statvfs(free_at)
     available = vfs.f_bavail * vfs.f_frsize
