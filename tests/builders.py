@@ -144,7 +144,9 @@ def record(run_id: str = "a1", label: str | None = None, **over: Any) -> RunReco
         resolved={},
         params={"size": {"value": 1, "text": "16GiB", "origin": "default"}},
         profile=None,
-        targets=[{"role": "data", "kind": "block", "path": "/dev/x", "size_bytes": 1}],
+        targets=[
+            {"role": "data", "kind": "block", "path": "/dev/x", "given": "/dev/x", "size_bytes": 1}
+        ],
         hosts=["local"],
         command="",
         iorig_version="0.1.0",

@@ -28,7 +28,10 @@ phases stored a training phase's accelerators — every golden has `training:
 []`; v12: commit d6005a2, an ad-hoc randread run labelled v12-read with a note
 and a `mark` event at 3 s, and an ad-hoc randrw run labelled v12-mixed, from
 before a phase's generator CPU held what other processes took of fio's CPUs —
-every golden's measured `generator_cpu` has `others_cpu_s: null`); the
+every golden's measured `generator_cpu` has `others_cpu_s: null`; v13:
+commit 8e0ed91, an ad-hoc randread run labelled v13-read with a note and a
+`mark` event at 3 s, and an ad-hoc randrw run labelled v13-mixed, from before
+runs stored their owner's PID namespace); the
 JSON next to each is its run as this iorig reads it after upgrading (checked field by
 field against what the writing iorig's own `show --json` printed when the
 goldens were made). Any change to the schema, the payload codecs or the

@@ -455,6 +455,26 @@ def test_the_owner_is_compared_by_pid_start_time_and_boot(tmp_path, sleeper):
 
 
 @pytest.mark.system
+def test_iorig_in_another_pid_namespace_leaves_a_live_run_running(tmp_path, sleeper):
+    # a container or `unshare -p` sees none of this namespace's processes: it
+    # took every live run for one whose owner is gone and marked it aborted
+    db = tmp_path / "r.sqlite"
+    with Store(db) as store:
+        _running(store, "0123456789ab", sleeper.pid)  # its owner, alive here
+    done = subprocess.run(
+        ["unshare", "--pid", "--fork", "--mount-proc",
+         sys.executable, "-m", "iorig", "--db", str(db), "runs"],
+        cwd=REPO, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    with Store(db) as store:
+        assert _status(store, "0123456789ab") == "running"
+        sleeper.kill()
+        sleeper.wait()
+        assert store.reap_stale() == ["0123456789ab"]  # here, where it is seen to end
+
+
+@pytest.mark.system
 def test_old_rows_without_a_start_time_keep_the_earlier_rule(tmp_path, sleeper):
     # before schema 4 only the pid was recorded: a live iorig/python process
     # there still counts as the owner (never reap a run that may be going)

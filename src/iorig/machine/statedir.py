@@ -99,17 +99,19 @@ def private() -> Path:
 
 @dataclass(frozen=True)
 class Stamp:
-    """A process by pid, start time and boot id: what outlives it names it."""
+    """A process by pid, start time, boot id and PID namespace: what
+    outlives it names it."""
 
     pid: int
     started: str | None
     boot: str | None
+    namespace: str | None = None  # None: recorded before iorig kept it
 
     @classmethod
     def mine(cls) -> Stamp:
         pid = os.getpid()
         started, boot = owner.identity(pid)
-        return cls(pid, started, boot)
+        return cls(pid, started, boot, owner.pid_namespace())
 
     @classmethod
     def of(cls, data: object) -> Stamp | None:
@@ -117,20 +119,27 @@ class Stamp:
         if not isinstance(data, dict):
             return None
         pid, started, boot = data.get("pid"), data.get("started"), data.get("boot")
+        namespace = data.get("namespace")
         if not (isinstance(pid, int) and not isinstance(pid, bool) and pid > 0):
             return None
-        if not all(v is None or (isinstance(v, str) and len(v) < 64) for v in (started, boot)):
+        texts = (started, boot, namespace)
+        if not all(v is None or (isinstance(v, str) and len(v) < 64) for v in texts):
             return None
-        return cls(pid, started, boot)
+        return cls(pid, started, boot, namespace)
 
     def as_dict(self) -> dict[str, Any]:
-        return {"pid": self.pid, "started": self.started, "boot": self.boot}
+        return {
+            "pid": self.pid,
+            "started": self.started,
+            "boot": self.boot,
+            "namespace": self.namespace,
+        }
 
     @property
     def alive(self) -> bool:
         """Whether the process still runs (a reused pid, or the same pid after
-        a reboot, is not it)."""
-        return owner.alive(self.pid, self.started, self.boot)
+        a reboot, is not it; one of another PID namespace may be)."""
+        return owner.alive(self.pid, self.started, self.boot, self.namespace)
 
     @property
     def is_me(self) -> bool:

@@ -296,9 +296,14 @@ class Store:
 
     def create_run(self, record: RunRecord) -> str:
         """Store a new run (normally ``running``) with its owner's identity
-        (pid, process start time, boot id); returns its id."""
+        (pid, process start time, boot id, PID namespace); returns its id."""
         started, boot = owner.identity(record.pid)
-        row = run_row(record) | {"owner_started": started, "owner_boot": boot}
+        namespace = owner.pid_namespace(record.pid)
+        row = run_row(record) | {
+            "owner_started": started,
+            "owner_boot": boot,
+            "owner_pidns": namespace,
+        }
         self.write(lambda c: insert(c, "runs", row))
         return record.id
 
@@ -394,13 +399,14 @@ class Store:
         returns their ids. Skipped, reaping nothing, when the database is
         read-only or another writer holds it (reading must not wait)."""
         rows = self.conn.execute(
-            "SELECT id, pid, owner_started, owner_boot FROM runs WHERE status = 'running' "
+            "SELECT id, pid, owner_started, owner_boot, owner_pidns FROM runs "
+            "WHERE status = 'running' "
             "AND hostname = ?",
             (socket.gethostname(),),
         ).fetchall()
         reaped = []
-        for run_id, pid, started, boot in rows:
-            if owner.alive(pid, started, boot):
+        for run_id, pid, started, boot, namespace in rows:
+            if owner.alive(pid, started, boot, namespace):
                 continue
             error = ended_without_finishing(pid)
             # where write_recovery puts it: next to the database, or in TMPDIR

@@ -209,13 +209,13 @@ def complete(c: sqlite3.Connection, stored: StoredRun) -> bool:
     run = stored.run
     row = c.execute(
         "SELECT status, hostname, pid, started_at, command, scenario_text, owner_started, "
-        "owner_boot, recovery_file, error, warnings_json FROM runs WHERE id = ?",
+        "owner_boot, owner_pidns, recovery_file, error, warnings_json FROM runs WHERE id = ?",
         (run.id,),
     ).fetchone()
-    status, *same, started, boot, recovery, error, warnings = row
+    status, *same, started, boot, namespace, recovery, error, warnings = row
     if same != [run.hostname, run.pid, run.started_at, run.command, run.scenario_text]:
         return False
-    gone = not owner.alive(run.pid, started, boot)
+    gone = not owner.alive(run.pid, started, boot, namespace)
     if recovery is None and not (gone and status in (RunStatus.RUNNING, RunStatus.ABORTED)):
         return False
     final, why, ended = run.status, run.error, run.ended_at

@@ -360,6 +360,13 @@ def _migrate_to_v13(conn: sqlite3.Connection) -> None:
     was; the version keeps an older iorig from misreading the new key."""
 
 
+# Version 14: the PID namespace of a run's owner (owner.pid_namespace): a
+# process in another namespace cannot see the owner, and must not take a run
+# that is still going for one whose process is gone.
+def _migrate_to_v14(conn: sqlite3.Connection) -> None:
+    _execute_script(conn, "ALTER TABLE runs ADD COLUMN owner_pidns TEXT")
+
+
 MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [
     _migrate_to_v1,
     _migrate_to_v2,
@@ -374,6 +381,7 @@ MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [
     _migrate_to_v11,
     _migrate_to_v12,
     _migrate_to_v13,
+    _migrate_to_v14,
 ]
 LATEST = len(MIGRATIONS)
 UNWRAPPED = 10  # payloads without their version envelopes from this version on
