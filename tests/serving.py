@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import resource
 import subprocess
 import sys
 import time
@@ -13,9 +14,12 @@ from pathlib import Path
 from tests.agents import make_token
 
 
-def start_serve(db: Path, log: Path, *options: str) -> tuple[subprocess.Popen, str]:
+def start_serve(
+    db: Path, log: Path, *options: str, files_limit: int | None = None
+) -> tuple[subprocess.Popen, str]:
     """``iorig --db DB serve OPTIONS`` (by default on any free loopback
-    port), once it says where it listens; its output goes to ``log``."""
+    port), once it says where it listens; its output goes to ``log``;
+    ``files_limit``: its descriptor limit (``ulimit -n``)."""
     out = open(log, "w")  # noqa: SIM115 - closed with the process
     proc = subprocess.Popen(
         [sys.executable, "-m", "iorig", "--db", str(db), "serve",
@@ -24,12 +28,17 @@ def start_serve(db: Path, log: Path, *options: str) -> tuple[subprocess.Popen, s
         stderr=subprocess.STDOUT,
         env={**os.environ, "COLUMNS": "300", "NO_COLOR": "1"},
         start_new_session=True,
+        preexec_fn=None if files_limit is None else _files_limit(files_limit),
     )  # fmt: skip
     deadline = time.monotonic() + 20
     while "iorig serve: http" not in log.read_text():
         assert proc.poll() is None and time.monotonic() < deadline, log.read_text()
         time.sleep(0.05)
     return proc, log.read_text().split("iorig serve: ", 1)[1].split()[0]
+
+
+def _files_limit(count: int):
+    return lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (count, count))
 
 
 @contextlib.contextmanager

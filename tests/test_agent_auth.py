@@ -13,6 +13,7 @@ give the figures of direct fio servers and stop-host/start-host work.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -24,6 +25,7 @@ import stat
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -312,6 +314,78 @@ def test_nothing_but_the_token_gets_anything_from_an_agent(tmp_path):
 
 @pytest.mark.fio
 @pytest.mark.system
+class _SilentFlood:
+    """Connections to ``address`` that never send a byte: ``at_once`` opened
+    on entry, then one more every 10 ms (the oldest closed) until exit."""
+
+    def __init__(self, address: tuple[str, int], at_once: int) -> None:
+        self.address, self.at_once = address, at_once
+        self.opened = 0
+        self._socks: list[socket.socket] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._keep_coming, daemon=True)
+
+    def _open(self) -> None:
+        with contextlib.suppress(OSError):
+            self._socks.append(socket.create_connection(self.address, timeout=2))
+            self.opened += 1
+
+    def _keep_coming(self) -> None:
+        while not self._stop.wait(0.01):
+            self._open()
+            while len(self._socks) > self.at_once:
+                self._socks.pop(0).close()
+
+    def __enter__(self) -> _SilentFlood:
+        for _ in range(self.at_once):
+            self._open()
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(10)
+        for sock in self._socks:
+            sock.close()
+
+
+@pytest.mark.fio
+@pytest.mark.system
+def test_a_flood_of_silent_connections_does_not_lock_the_token_holder_out(tmp_path):
+    # 300 connections from the driver's own address that say nothing, and
+    # more all the while: the agent used to hold 32 of them for 5 s and turn
+    # everyone else away, the token holder too, whom hosts check then said
+    # the agent had refused (issue 48)
+    with token_agents(1, tmp_path) as lab:
+        agent, host = lab.agents[0], lab.hosts[0]
+        with _SilentFlood((host.host, host.port), at_once=300) as flood:
+            checked = iorig("hosts", "check", lab.hosts_arg, "--json", env=lab.env, timeout=60)
+        log = agent.output()
+    assert flood.opened >= 300
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    (facts,) = json.loads(checked.stdout)["hosts"]
+    assert facts["way"] == "tls" and facts["problems"] == [], facts
+    assert "silent while others waited: closed for a newer connection" in log, log[-2000:]
+
+
+@pytest.mark.fio
+@pytest.mark.system
+def test_hosts_check_says_a_stopped_agent_did_not_answer_in_time(tmp_path):
+    # the kernel completes the TCP handshake of a stopped agent: only the
+    # TLS handshake is missing, and that is not a refused token
+    with token_agents(1, tmp_path) as lab:
+        agent = lab.agents[0]
+        agent.proc.send_signal(signal.SIGSTOP)
+        try:
+            checked = iorig("hosts", "check", lab.hosts_arg, env=lab.env, timeout=60)
+        finally:
+            agent.proc.send_signal(signal.SIGCONT)
+    said = " ".join(checked.stderr.split())
+    assert checked.returncode != 0, said
+    assert f"the agent at {lab.hosts_arg} did not answer in time" in said, said
+    assert "refused" not in said
+
+
 def test_mutual_tls_refuses_a_client_without_a_certificate_of_its_authority(tmp_path):
     # a $TMPDIR too deep for a socket's path (a CI workspace): the relays'
     # sockets go to /tmp instead of a traceback (fio.sockdir)

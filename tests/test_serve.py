@@ -5,9 +5,12 @@ metrics end each run on the stored figures and keep them until scraped."""
 
 from __future__ import annotations
 
+import contextlib
 import http.cookiejar
+import socket
 import ssl
 import urllib.error
+import urllib.parse
 import urllib.request
 
 import pytest
@@ -127,3 +130,29 @@ def test_serve_metrics_end_each_phase_on_its_stored_totals_and_keep_them_until_s
     finally:
         proc.terminate()
         proc.wait(10)
+
+
+def test_idle_connections_past_the_descriptor_limit_do_not_stop_serve(tmp_path):
+    # 300 connections that ask nothing, under a limit of 256 descriptors:
+    # serve ran out, stopped accepting and answered no one (issue 48); now
+    # it closes the oldest idle ones past its budget and answers
+    proc, url = start_serve(tmp_path / "r.sqlite", tmp_path / "serve.log", files_limit=256)
+    where = urllib.parse.urlsplit(url)
+    idle: list[socket.socket] = []
+    try:
+        for _ in range(300):
+            with contextlib.suppress(OSError):
+                idle.append(socket.create_connection((where.hostname, where.port), timeout=2))
+        with urllib.request.urlopen(url, timeout=10) as answer:
+            status = answer.status
+        # the oldest were closed for it: their reads end at once
+        idle[0].settimeout(5)
+        closed = idle[0].recv(1) == b""
+    finally:
+        for sock in idle:
+            sock.close()
+        proc.terminate()
+        proc.wait(10)
+    assert len(idle) == 300 and status == 200
+    assert closed
+    assert "Traceback" not in (tmp_path / "serve.log").read_text()

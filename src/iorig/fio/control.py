@@ -349,7 +349,7 @@ class HostControl:
             conn.sendall(f"{MAGIC} {request}\n".encode())
             answer = _read_line(conn.makefile("rb"))
         except OSError as exc:
-            raise ControlError(f"the agent at {self.where} did not answer: {exc}") from None
+            raise _no_answer(self.where, exc) from None
         if not answer.startswith("OK"):
             raise ControlError(f"the agent at {self.where} refused: {answer or 'no answer'}")
         return answer.removeprefix("OK").strip()
@@ -411,7 +411,7 @@ class HostControl:
         except OSError as exc:
             reader.close()
             conn.close()
-            raise ControlError(f"the agent at {self.where} did not answer: {exc}") from None
+            raise _no_answer(self.where, exc) from None
         except BaseException:
             reader.close()
             conn.close()
@@ -420,6 +420,14 @@ class HostControl:
 
 
 LOCK_ANSWER_MAX = 4096
+
+
+def _no_answer(where: str, exc: OSError) -> ControlError:
+    """What an agent's silence is: a timeout (a stopped or swamped agent) is
+    said as such, not confused with a refusal."""
+    if isinstance(exc, TimeoutError):
+        return ControlError(f"the agent at {where} did not answer in time")
+    return ControlError(f"the agent at {where} did not answer: {exc.strerror or exc}")
 
 
 class AgentLock:
@@ -437,7 +445,7 @@ class AgentLock:
             self._conn.sendall(f"{MAGIC} RUN {run_id}\n".encode())
             answer = _read_line(self._reader)
         except OSError as exc:
-            raise ControlError(f"the agent at {self.where} did not answer: {exc}") from None
+            raise _no_answer(self.where, exc) from None
         if answer != "OK":
             raise ControlError(f"the agent at {self.where} refused the run's id: {answer:.80}")
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import shutil
 import socket
 import ssl
@@ -35,7 +36,15 @@ from iorig.fio.hosts import HostAddress, SocketEndpoint, TlsHost
 from iorig.fio.sockdir import socket_dir
 
 HANDSHAKE_S = 5.0  # TLS and the token's lines, from the connection's first byte
-MAX_HANDSHAKES = 32  # unauthenticated connections at once; more are closed at once
+# Handshakes fairly (issue 48): a flood of connections that say nothing must
+# not lock out a driver that has the token. A driver's TLS hello comes at
+# once, so a connection silent for FIRST_BYTE_S is closed; at most
+# MAX_HANDSHAKES at once, MAX_PER_SOURCE of them from one address, and when
+# either is full a newcomer takes the place of the oldest silent connection
+# (of its address, or of any) rather than being turned away.
+FIRST_BYTE_S = 1.0
+MAX_HANDSHAKES = 32
+MAX_PER_SOURCE = 8
 CHUNK = 1 << 16
 T = TypeVar("T")
 
@@ -132,7 +141,10 @@ class AgentListener:
         self._context, self._binding = agentauth.agent_context(auth) if auth else (None, b"")
         self._loop: _Loop | None = None
         self._server: asyncio.Server | None = None
-        self._handshakes = 0
+        # connections in their handshake -> their address (oldest first), and
+        # those that have sent nothing yet -> what their first byte resolves
+        self._handshaking: dict[asyncio.StreamWriter, str] = {}
+        self._silent: dict[asyncio.StreamWriter, asyncio.Future[None]] = {}
 
     def start(self) -> None:
         """Listen; OSError when the address cannot be bound."""
@@ -167,13 +179,18 @@ class AgentListener:
                 self.on_connection(where)
             await self._join(where, "FIO", (reader, writer))
             return
-        if self._handshakes >= MAX_HANDSHAKES:
-            self.on_refused(where, f"more than {MAX_HANDSHAKES} handshakes at once")
+        if not self._admit(where, writer):
+            self.on_refused(
+                where,
+                f"more handshakes at once than the agent takes ({MAX_HANDSHAKES}, "
+                f"{MAX_PER_SOURCE} from one address), none of them silent",
+            )
             await _close(writer)
             return
-        self._handshakes += 1
+        arrived = self._silent[writer]  # resolved by its first byte, failed if closed for another
         try:
             async with asyncio.timeout(HANDSHAKE_S):
+                await self._first_byte(writer, arrived)
                 channel = await self._handshake(reader, writer)
         except (
             AuthRefused,
@@ -183,13 +200,61 @@ class AgentListener:
             ConnectionError,
             ValueError,
             asyncio.IncompleteReadError,
+            Silent,
         ) as exc:
-            self.on_refused(where, _why(exc))
+            if writer in self._handshaking:  # not closed for a newcomer (said then)
+                self.on_refused(where, _why(exc))
             await _close(writer)
             return
         finally:
-            self._handshakes -= 1
+            self._handshaking.pop(writer, None)
+            self._silent.pop(writer, None)
         await self._join(where, channel, (reader, writer))
+
+    def _admit(self, where: str, writer: asyncio.StreamWriter) -> bool:
+        """Room for ``writer``'s handshake, made by closing the oldest silent
+        connection of its address (when that address has its share) or of
+        any (when the agent is full); False when every one has spoken."""
+        while True:
+            same = [w for w, source in self._handshaking.items() if source == where]
+            crowded = len(same) >= MAX_PER_SOURCE
+            if not crowded and len(self._handshaking) < MAX_HANDSHAKES:
+                self._handshaking[writer] = where
+                self._silent[writer] = asyncio.get_running_loop().create_future()
+                return True
+            oldest = next(
+                (w for w in (same if crowded else self._handshaking) if w in self._silent), None
+            )
+            if oldest is None:
+                return False
+            source = self._handshaking.pop(oldest)
+            self.on_refused(source, "silent while others waited: closed for a newer connection")
+            self._silent.pop(oldest).set_exception(ConnectionAbortedError("closed for a newer one"))
+            oldest.transport.abort()
+
+    async def _first_byte(
+        self, writer: asyncio.StreamWriter, arrived: asyncio.Future[None]
+    ) -> None:
+        """Wait, up to FIRST_BYTE_S, until the peer has sent something,
+        leaving it unread for TLS: the transport stops reading, and a
+        duplicate of the socket is watched (asyncio watches no descriptor
+        of a transport twice)."""
+        if arrived.done():  # closed for a newcomer before its turn came
+            arrived.result()
+        writer.transport.pause_reading()  # start_tls resumes it
+        loop = asyncio.get_running_loop()
+        watched = os.dup(writer.get_extra_info("socket").fileno())
+        try:
+            loop.add_reader(watched, lambda: arrived.done() or arrived.set_result(None))
+            try:
+                async with asyncio.timeout(FIRST_BYTE_S):
+                    await arrived
+            except TimeoutError:
+                raise Silent from None
+        finally:
+            loop.remove_reader(watched)
+            os.close(watched)
+            self._silent.pop(writer, None)
 
     async def _join(
         self, where: str, channel: str, peer: tuple[asyncio.StreamReader, asyncio.StreamWriter]
@@ -228,9 +293,15 @@ async def _stop_server(server: asyncio.Server) -> None:
         await asyncio.wait_for(server.wait_closed(), 2.0)
 
 
+class Silent(Exception):
+    """A connection that sent nothing within FIRST_BYTE_S."""
+
+
 def _why(exc: BaseException) -> str:
     if isinstance(exc, AuthRefused):
         return str(exc)
+    if isinstance(exc, Silent):
+        return f"nothing sent within {FIRST_BYTE_S:g} s"
     if isinstance(exc, TimeoutError):
         return f"no complete handshake within {HANDSHAKE_S:g} s"
     if isinstance(exc, ssl.SSLError):
@@ -329,7 +400,7 @@ def _driver_why(exc: BaseException) -> str:
     if isinstance(exc, AuthRefused):
         return str(exc)
     if isinstance(exc, TimeoutError):
-        return "no answer to the TLS handshake"
+        return f"the agent did not answer in time (no handshake within {HANDSHAKE_S * 2:g} s)"
     if isinstance(exc, ssl.SSLCertVerificationError):
         return f"its certificate was not accepted: {exc.verify_message or exc}"
     if isinstance(exc, ssl.SSLError):

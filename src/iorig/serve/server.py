@@ -7,9 +7,11 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
+import errno
+import resource
 import sqlite3
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 from aiohttp import web
@@ -22,6 +24,7 @@ from iorig.serve.metrics import LiveMetrics, MetricsEndpoint, Scrapes
 from iorig.store.live import LiveStore, LiveUnwritable
 
 METRICS_POLL_S = 1.0
+Middleware = Callable[..., Awaitable[web.StreamResponse]]
 
 
 async def serve_forever(
@@ -41,7 +44,10 @@ async def serve_forever(
     token = None
     if isinstance(auth, agentauth.TokenAuth):  # as the token file writes it
         token = base64.urlsafe_b64encode(auth.token).rstrip(b"=")
-    runner = web.AppRunner(make_app(db, token=token, names=names), access_log=None)
+    app = make_app(db, token=token, names=names)
+    busy: set[asyncio.BaseTransport] = set()
+    app.middlewares.append(_marking_busy(busy))
+    runner = web.AppRunner(app, access_log=None)
     await runner.setup()
     site = web.TCPSite(runner, where.host, where.port, ssl_context=context)
     try:
@@ -57,6 +63,9 @@ async def serve_forever(
     url = f"{scheme}://{Address(host, port)}/"
     feeding = None
     endpoint = None
+    assert runner.server is not None
+    asyncio.get_running_loop().set_exception_handler(_out_of_descriptors_is_shed)
+    shedding = asyncio.create_task(_shed_idle(runner.server, busy, _connection_budget()))
     try:
         if metrics_at is not None:
             exported = LiveMetrics()
@@ -67,6 +76,9 @@ async def serve_forever(
         listening(url, f"http://{endpoint.address}/metrics" if endpoint else None)
         await asyncio.Event().wait()  # until cancelled
     finally:
+        shedding.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await shedding
         if feeding is not None:
             feeding.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -74,6 +86,67 @@ async def serve_forever(
         if endpoint is not None:
             endpoint.close()
         await runner.cleanup()
+
+
+# Connections that hold a descriptor and ask nothing must not starve the rest
+# (issue 48): past the budget, the oldest idle ones are closed.
+FD_RESERVE = 64  # descriptors kept for the database, the live file, metrics, TLS
+SHED_EVERY_S = 0.25
+
+
+def _connection_budget() -> int:
+    """How many connections serve keeps open: its descriptor limit less a
+    reserve for everything else it opens."""
+    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    limit = 1 << 16 if soft == resource.RLIM_INFINITY else soft
+    return max(limit - FD_RESERVE, 16)
+
+
+def _marking_busy(busy: set[asyncio.BaseTransport]) -> Middleware:
+    """A middleware noting the connections a request is being answered on."""
+
+    @web.middleware
+    async def middleware(
+        request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
+    ) -> web.StreamResponse:
+        transport = request.transport
+        if transport is None:
+            return await handler(request)
+        busy.add(transport)
+        try:
+            return await handler(request)
+        finally:
+            busy.discard(transport)
+
+    return middleware
+
+
+def _out_of_descriptors_is_shed(loop: asyncio.AbstractEventLoop, context: dict) -> None:
+    """asyncio's accept loop out of descriptors waits a second and accepts
+    again, by when ``_shed_idle`` has made room: nothing to print."""
+    problem = context.get("exception")
+    if isinstance(problem, OSError) and problem.errno in (errno.EMFILE, errno.ENFILE):
+        return
+    loop.default_exception_handler(context)
+
+
+async def _shed_idle(server: web.Server, busy: set[asyncio.BaseTransport], budget: int) -> None:
+    """Close the oldest idle connections whenever more than ``budget`` are
+    open, down to nine tenths of it (an event stream being answered is not
+    idle and is kept)."""
+    while True:
+        await asyncio.sleep(SHED_EVERY_S)
+        open_now = server.connections  # oldest first
+        if len(open_now) <= budget:
+            continue
+        excess = len(open_now) - budget * 9 // 10
+        for handler in open_now:
+            if excess <= 0:
+                break
+            transport = handler.transport
+            if transport is not None and transport not in busy:
+                transport.abort()
+                excess -= 1
 
 
 async def _feed_metrics(db: Path, exported: LiveMetrics, scrapes: Scrapes, linger_s: float) -> None:
