@@ -13,6 +13,7 @@ give the figures of direct fio servers and stop-host/start-host work.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import os
@@ -57,7 +58,9 @@ from iorig.errors import UserError
 from iorig.fio import agentauth
 from iorig.fio.agentauth import AuthRefused, CertAuth, TokenAuth
 from iorig.fio.control import MAGIC as CONTROL_MAGIC
-from iorig.fio.hosts import TlsHost, parse_entry
+from iorig.fio.control import ControlServer
+from iorig.fio.hosts import TlsHost, parse_entry, parse_host
+from iorig.fio.tlsrelay import MAX_HANDSHAKES, MAX_PER_SOURCE, AgentListener
 from iorig.store import Store
 
 PACED_IOPS = 2000
@@ -312,8 +315,55 @@ def test_nothing_but_the_token_gets_anything_from_an_agent(tmp_path):
     assert alive
 
 
-@pytest.mark.fio
-@pytest.mark.system
+class _Transport:
+    def __init__(self) -> None:
+        self.aborted = False
+
+    def abort(self) -> None:
+        self.aborted = True
+
+
+class _Writer:
+    def __init__(self) -> None:
+        self.transport = _Transport()
+
+
+def test_a_newcomer_takes_the_place_of_the_oldest_silent_connection():
+    refused: list[tuple[str, str]] = []
+    listener = AgentListener(
+        parse_host("127.0.0.1:1"), None, "", ControlServer(None, list), lambda *r: refused.append(r)
+    )
+
+    async def admitting() -> None:
+        ours = [_Writer() for _ in range(MAX_PER_SOURCE)]
+        assert all(listener._admit("10.0.0.1", w) for w in ours)
+        first_byte = {w: listener._silent[w] for w in ours}
+        # its address has its share: the oldest silent one of it makes room
+        newcomer = _Writer()
+        assert listener._admit("10.0.0.1", newcomer)
+        assert ours[0].transport.aborted and not any(w.transport.aborted for w in ours[1:])
+        assert isinstance(first_byte[ours[0]].exception(), ConnectionAbortedError)
+        # once all have spoken, a newcomer from that address is turned away
+        for w in [*ours[1:], newcomer]:
+            listener._silent.pop(w).cancel()
+        assert not listener._admit("10.0.0.1", _Writer())
+        # other addresses fill the agent; then the oldest silent of any goes
+        others = [_Writer() for _ in range(MAX_HANDSHAKES - MAX_PER_SOURCE)]
+        assert all(listener._admit(f"10.0.1.{i}", w) for i, w in enumerate(others))
+        last = _Writer()
+        assert listener._admit("10.0.2.1", last)
+        assert others[0].transport.aborted and not last.transport.aborted
+        assert not any(w.transport.aborted for w in [*ours[1:], newcomer, *others[1:]])
+        for future in listener._silent.values():
+            future.cancel()
+
+    asyncio.run(admitting())
+    assert [why for _, why in refused] == [
+        "silent while others waited: closed for a newer connection"
+    ] * 2
+    assert [who for who, _ in refused] == ["10.0.0.1", "10.0.1.0"]
+
+
 class _SilentFlood:
     """Connections to ``address`` that never send a byte: ``at_once`` opened
     on entry, then one more every 10 ms (the oldest closed) until exit."""
@@ -386,6 +436,8 @@ def test_hosts_check_says_a_stopped_agent_did_not_answer_in_time(tmp_path):
     assert "refused" not in said
 
 
+@pytest.mark.fio
+@pytest.mark.system
 def test_mutual_tls_refuses_a_client_without_a_certificate_of_its_authority(tmp_path):
     # a $TMPDIR too deep for a socket's path (a CI workspace): the relays'
     # sockets go to /tmp instead of a traceback (fio.sockdir)
@@ -432,6 +484,9 @@ def test_mutual_tls_refuses_a_client_without_a_certificate_of_its_authority(tmp_
     assert text.count("TLS failed") >= 3, text
 
 
+IDLE = 3  # an idle agent's processes: itself, its fio server and its watchdog
+
+
 def _settled(count, expected, within_s: float = 5.0):
     """``count()`` once it equals ``expected``, or its last value after
     ``within_s``: fio's server ends the child that served a client a moment
@@ -464,7 +519,7 @@ def test_a_paced_run_through_authenticated_agents_gets_the_paced_rate(tmp_path):
             timeout=120,
         )
         shown = iorig("--db", str(db), "show", "last", "--json", timeout=60)
-        left = _settled(lambda: [len(a.processes()) for a in lab.agents], [2, 2])
+        left = _settled(lambda: [len(a.processes()) for a in lab.agents], [IDLE, IDLE])
         dirs = [sorted(p.name for p in a.workdir.iterdir()) for a in lab.agents]
     assert done.returncode == 0, done.stdout + done.stderr
     doc = json.loads(shown.stdout)
@@ -473,7 +528,7 @@ def test_a_paced_run_through_authenticated_agents_gets_the_paced_rate(tmp_path):
     print(f"paced 2 × {PACED_IOPS} IOPS through authenticated agents: {phase['iops']:.0f}")
     # a shortfall the machine caused is named with the host (missed-pace)
     paced_shortfall(doc, 2, PACED_IOPS)
-    assert left == [2, 2]  # each agent and its fio server: the jobs are gone
+    assert left == [IDLE, IDLE]  # each agent, its fio server and watchdog: the jobs are gone
     assert dirs == [[], []]  # the data files iorig laid out are removed
 
 
@@ -642,9 +697,9 @@ def test_a_driver_killed_mid_phase_leaves_no_job_running_on_an_agent(tmp_path):
     scenario.write_text(paced_scenario(500, duration="30s"))
     with token_agents(1, tmp_path) as lab:
         agent = lab.agents[0]
-        # the agent and its fio server, once what served the agents' start
-        # has ended (CI counted a third process once, gone a moment later)
-        idle = _settled(lambda: len(agent.processes()), 2)
+        # the agent, its fio server and watchdog, once what served the agents'
+        # start has ended (CI counted one more process once, gone a moment later)
+        idle = _settled(lambda: len(agent.processes()), IDLE)
         # kill -9 leaves the driver's relay sockets and job files: in a
         # directory of this test's, short enough for a socket's path
         killed_tmp = Path(tempfile.mkdtemp(prefix="iorig-test-"))
@@ -697,3 +752,53 @@ def test_a_driver_killed_mid_phase_leaves_no_job_running_on_an_agent(tmp_path):
     assert busy > idle, (tmp_path / "driver.log").read_text()[-2000:]
     assert after == idle and gone_s < 5  # the relay's end closed fio's connection: jobs killed
     assert alive  # and the agent serves on
+
+
+@pytest.mark.fio
+@pytest.mark.system
+def test_an_agent_killed_mid_phase_leaves_no_job_running(tmp_path):
+    # kill -9 of the agent: its fio server got SIGTERM by the parent-death
+    # signal and ended, and its jobs went on doing I/O until their runtime
+    # ended (issue 48); the agent's watchdog now kills them
+    scenario = tmp_path / "long.yaml"
+    scenario.write_text(paced_scenario(500, duration="30s"))
+    with token_agents(1, tmp_path) as lab:
+        agent = lab.agents[0]
+        driver = subprocess.Popen(
+            [sys.executable, "-m", "iorig", "--db", str(tmp_path / "r.sqlite"), "run",
+             str(scenario), "--hosts", lab.hosts_arg],
+            cwd=REPO, env={**os.environ, **lab.env}, start_new_session=True,
+            stdout=(log := (tmp_path / "driver.log").open("w")), stderr=subprocess.STDOUT,
+        )  # fmt: skip
+        try:
+            wait_for_phase(
+                tmp_path / "r.sqlite", "random-read", io_seconds=1, timeout_s=60, proc=driver,
+                detail=lambda: (tmp_path / "driver.log").read_text()[-2000:],
+            )  # fmt: skip
+            serving = [p for p in agent.processes() if p != agent.proc.pid]
+            named = {p: Path(f"/proc/{p}/cmdline").read_bytes() for p in serving}
+            agent.proc.kill()
+            agent.proc.wait(10)
+            killed = time.monotonic()
+            left = wait_until(
+                lambda: not [p for p in serving if _running(p)] or None,
+                10, "the agent's fio processes gone",
+                detail=lambda: [named[p] for p in serving if _running(p)],
+            )  # fmt: skip
+            gone_s = time.monotonic() - killed
+        finally:
+            os.killpg(driver.pid, signal.SIGKILL)
+            driver.wait(10)
+            log.close()
+    jobs = [p for p in serving if named[p].split(b"\0")[0].endswith(b"fio")]
+    print(f"{len(serving)} processes under the agent ({len(jobs)} fio), gone in {gone_s:.1f} s")
+    assert len(jobs) >= 3 and left  # the server, the connection's process, a job
+    assert gone_s < 3
+
+
+def _running(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_bytes().rsplit(b")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state not in (b"Z", b"X")

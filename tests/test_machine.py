@@ -105,7 +105,7 @@ def test_a_process_whose_name_is_not_utf8_is_still_alive():
         started = owner.start_time(tid)
         assert started is not None and started.isdigit()
         assert owner.alive(tid, started, owner.boot_id())
-        assert fio_process._start_time(tid) == started
+        assert fio_process.start_time(tid) == started
     finally:
         done.set()
         thread.join()

@@ -211,7 +211,7 @@ def _serve_unauthenticated(
     exposed = not is_loopback(address.host)  # allowed by --insecure-no-auth: warn
     watch = _warn_connection if exposed else None
     private = _private_dir(stack)
-    server = FioServer(fio, SocketEndpoint(str(private / "fio.sock")), workdir)
+    server = FioServer(fio, SocketEndpoint(str(private / "fio.sock")), workdir, watchdog=True)
     stack.callback(server.stop)
     control = ControlServer(
         address, server.processes, watch, jobs=server.jobs_age_s, locker=_locker(workdir)
@@ -263,7 +263,7 @@ def _serve_authenticated(
     from iorig.fio.server import FioServer
 
     private = _private_dir(stack)
-    server = FioServer(fio, SocketEndpoint(str(private / "fio.sock")), workdir)
+    server = FioServer(fio, SocketEndpoint(str(private / "fio.sock")), workdir, watchdog=True)
     stack.callback(server.stop)
     from iorig.fio.tlsrelay import AgentListener  # asyncio and ssl: agents only
 

@@ -82,7 +82,7 @@ def signal_group(pgid: int, sig: int) -> None:
         os.killpg(pgid, sig)
 
 
-def _start_time(pid: int) -> str | None:
+def start_time(pid: int) -> str | None:
     """The live process's start time (clock ticks since boot): with the pid,
     its identity. None when it is gone or a zombie (it does nothing more)."""
     try:
@@ -168,14 +168,14 @@ class Workers:
             if pid in looked:
                 continue
             looked.add(pid)
-            started = _start_time(pid)
+            started = start_time(pid)
             if started is not None:
                 self.known[pid] = started
                 pending += children(pid)
 
     def alive(self) -> list[int]:
         # a copy: a watching thread may record more meanwhile
-        return [pid for pid, started in list(self.known.items()) if _start_time(pid) == started]
+        return [pid for pid, started in list(self.known.items()) if start_time(pid) == started]
 
     def kill(self) -> None:
         for pid in self.alive():

@@ -13,6 +13,7 @@ import os
 import signal
 import socket
 import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -183,6 +184,19 @@ def port_available(address: HostAddress) -> OSError | None:
     return None
 
 
+def _start_watchdog(server_pid: int) -> subprocess.Popen:
+    """fio.watchdog for ``server_pid``: its own session, and no parent-death
+    signal (``spawn`` would give it one), so that it outlives this process."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "iorig.fio.watchdog", str(os.getpid()), str(server_pid)],
+        cwd="/",
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+
+
 class FioServer:
     """A ``fio --server`` process bound to one address or Unix socket, in
     its own working directory (where relative job filenames land).
@@ -202,6 +216,7 @@ class FioServer:
         insecure_no_auth: bool = False,
         log_path: Path | None = None,
         control: bool = True,
+        watchdog: bool = False,
     ) -> None:
         if isinstance(address, HostAddress):
             refuse_unauthenticated(address, insecure_no_auth=insecure_no_auth)
@@ -210,6 +225,9 @@ class FioServer:
         self.workdir = workdir
         self.log_path = log_path
         self._proc: subprocess.Popen | None = None
+        # iorig agent's: a process that kills the jobs if this one is killed (fio.watchdog)
+        self._guarded = watchdog
+        self._watchdog: subprocess.Popen | None = None
         self._lock = threading.Lock()
         self._watching = threading.Event()
         # every process seen under the server, by pid and start time: a job
@@ -293,6 +311,8 @@ class FioServer:
                 )
             if self._ready():
                 self._start_control()
+                if self._guarded:
+                    self._watchdog = _start_watchdog(self._proc.pid)
                 self._watching.set()
                 threading.Thread(target=self._watch, args=(self._proc.pid,), daemon=True).start()
                 return
@@ -354,6 +374,10 @@ class FioServer:
         """Stop the server and every process it forked (sessions and jobs):
         SIGTERM, then SIGKILL whatever is left after ``timeout_s``."""
         self._watching.clear()
+        if self._watchdog is not None:  # nothing left to guard
+            self._watchdog.kill()
+            self._watchdog.wait()
+            self._watchdog = None
         if self._control is not None:
             self._control.close()
         with self._lock:
