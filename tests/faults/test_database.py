@@ -338,6 +338,46 @@ def test_an_immutable_database_file_is_refused_before_the_target(tmp_path, fio_s
         subprocess.run(["chattr", "-i", str(db)], check=True)
 
 
+_GROW_THE_SHARED_MEMORY = """
+import subprocess, sys
+from iorig.store import Store, Unwritable
+db = sys.argv[1]
+with Store(db) as store:
+    store.write(lambda c: c.execute("CREATE TABLE filler (x BLOB)"))
+    subprocess.run(["chattr", "+i", db + "-shm"], check=True)
+    try:  # 5,000 pages in one transaction: the WAL's index outgrows its first 32 KiB
+        store.write(lambda c: c.executemany(
+            "INSERT INTO filler VALUES (zeroblob(4000))", [()] * 5000))
+        print("written")
+    except Unwritable as exc:
+        print("unwritable:", exc.message, "|", exc.hint)
+    finally:
+        subprocess.run(["chattr", "-i", db + "-shm"], check=True)
+"""
+
+
+@pytest.mark.system  # root: chattr
+def test_an_immutable_shared_memory_file_is_unwritable_not_a_sigbus(tmp_path):
+    # SQLite grows the -shm file as the WAL grows and maps it; made immutable
+    # mid-run, the mapping went past its end and iorig died of SIGBUS, no
+    # recovery file written (issue 48). A write now checks it first.
+    _need_root("chattr")
+    db = tmp_path / "results.sqlite"
+    try:
+        done = subprocess.run(
+            [sys.executable, "-c", _GROW_THE_SHARED_MEMORY, str(db)],
+            cwd=REPO, capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+    finally:  # the process may have died before its own chattr -i
+        subprocess.run(["chattr", "-i", f"{db}-shm"], capture_output=True, check=False)
+    if "Operation not supported" in done.stderr:
+        pytest.skip("this filesystem has no immutable attribute")
+    assert done.returncode == 0, (done.returncode, done.stderr[-2000:])
+    said = " ".join(done.stdout.split())
+    assert f"unwritable: {db}-shm (the database's shared memory) may no longer" in said, said
+    assert "the recovery file" in said
+
+
 @pytest.fixture
 def read_only_dir(tmp_path: Path) -> Iterator[Path]:
     """A small tmpfs holding a results database, remounted read-only."""

@@ -36,6 +36,18 @@ class Unwritable(UserError):
     for longer than the wait, read-only, full or failing."""
 
 
+def shared_memory_problem(path: Path | str) -> str | None:
+    """Why the database's shared-memory file (``-shm``, which SQLite maps
+    into memory) cannot be written now, or None. SQLite grows it as the WAL
+    grows; a file that no longer may be written (``chattr +i``, another
+    owner) is then mapped past its end, and touching that kills the process
+    with SIGBUS, a signal no handler survives. So a write checks first."""
+    side = Path(f"{path}-shm")
+    if os.path.exists(side) and not os.access(side, os.R_OK | os.W_OK):
+        return f"{side} (the database's shared memory) may no longer be written"
+    return None
+
+
 def lock_wait_s() -> float:
     """How long a write waits for another writer's lock (``IORIG_DB_LOCK_WAIT``)."""
     text = os.environ.get(LOCK_WAIT_ENV, "").strip()

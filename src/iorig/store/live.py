@@ -32,7 +32,7 @@ from iorig.model.live import (
     MetricPhase,
     PhaseTotal,
 )
-from iorig.store.connection import SQLITE_SIDECARS
+from iorig.store.connection import SQLITE_SIDECARS, shared_memory_problem
 
 LAYOUT = 2  # PRAGMA user_version of the file; another is emptied and made again
 KEEP_S = 900  # seconds of each phase kept for a page that opens late
@@ -152,6 +152,8 @@ class LiveStore:
     # ------------------------------------------------------------ writing
 
     def _write(self, sql_and_args: Iterable[tuple[str, tuple]]) -> None:
+        if (problem := shared_memory_problem(self.path)) is not None:
+            raise LiveUnwritable(problem)
         try:
             self.conn.execute("BEGIN IMMEDIATE")
             try:

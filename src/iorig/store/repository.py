@@ -268,7 +268,16 @@ class Store:
     def _still_the_file(self) -> None:
         """A write goes to the file this store opened, which must still be
         the database at its path: one removed (or its directory) or replaced
-        since would take the write where no one finds it (issue 48)."""
+        since would take the write where no one finds it; and its shared
+        memory must still be writable, or SQLite's growing it is a SIGBUS
+        (issue 48)."""
+        problem = connection.shared_memory_problem(self.path)
+        if problem is not None:
+            raise Unwritable(
+                problem,
+                hint="make it writable again (chattr -i, chmod u+w); what this run measured "
+                "goes to the recovery file iorig names",
+            )
         opened = getattr(self, "_file", None)
         if opened is not None and self._identity() != opened:
             raise Unwritable(
