@@ -938,3 +938,21 @@ def test_a_database_replaced_or_removed_mid_run_sends_the_run_to_a_recovery_file
     assert kept.parent == (home if how == "replaced" else elsewhere)
     with Store(kept) as bundle:
         assert [p.name for p in bundle.load_run(RUN_ID).phases] == ["p0", "p1"]
+
+
+@pytest.mark.parametrize("length", [219, 251, 300])
+def test_a_database_name_too_long_for_what_sits_beside_it_is_refused(tmp_path, length):
+    # a name of 251 bytes opened, and its -wal (255) could not be made; 300
+    # was SQLite's "unable to open database file" (issue 48): refused now,
+    # saying how long a name may be, before any file or target is made
+    db = tmp_path / ("r" * (length - len(".sqlite")) + ".sqlite")
+    target = tmp_path / "target"
+    target.mkdir()
+    for args in (("runs",), (*RUN, "--target", f"{target}/")):
+        done = refused_in_process(db, *args, columns=400)
+        said = " ".join(done.stderr.split())
+        assert done.returncode == 2, said
+        assert f"the results database's name is {length} bytes" in said, said
+        assert "name a file of at most 218 bytes" in said, said
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["target"]
+    assert list(target.iterdir()) == []

@@ -28,6 +28,11 @@ DEFAULT_LOCK_WAIT_S = 600.0
 MAX_ATTEMPT_S = 30.0  # one attempt's busy wait (SQLite's own backoff) at most
 OTHER_DB = "choose another file with --db or IORIG_DB"
 SQLITE_SIDECARS = ("-wal", "-shm", "-journal")  # what SQLite writes beside a database
+LIVE_SUFFIX = "-live"  # a run's live file beside the database (store.live)
+# the longest name kept beside a database: a recovery file's journal
+# (repository.recovery_path: NAME.recovery-RUNID.sqlite)
+LONGEST_BESIDE = ".recovery-0123456789ab.sqlite-journal"
+PATH_MAX = 4095  # bytes of a path, without its terminating zero (Linux's PATH_MAX - 1)
 SQLITE_BUSY, SQLITE_LOCKED = 5, 6
 
 
@@ -73,6 +78,34 @@ def is_busy(exc: sqlite3.Error) -> bool:
     return "locked" in str(exc) or "busy" in str(exc)
 
 
+def check_name_length(path: Path) -> None:
+    """Refuse a database whose name leaves no room for the files SQLite and
+    iorig keep beside it (a name of 250 bytes opened, and its ``-wal`` could
+    not be made), naming the longest name it may have."""
+    extra = len(LONGEST_BESIDE)
+    probe = path.parent
+    while not probe.exists() and probe != probe.parent:
+        probe = probe.parent
+    try:
+        name_max = os.pathconf(probe, "PC_NAME_MAX")
+    except (OSError, ValueError):
+        name_max = 255
+    name, whole = len(os.fsencode(path.name)), len(os.fsencode(str(path)))
+    if name + extra > name_max:
+        raise UserError(
+            f"the results database's name is {name} bytes: iorig and SQLite keep files beside "
+            f"it whose names are up to {extra} bytes longer ({LONGEST_BESIDE}), and a file "
+            f"name holds at most {name_max} bytes",
+            hint=f"name a file of at most {name_max - extra} bytes with --db or IORIG_DB",
+        )
+    if whole + extra > PATH_MAX:
+        raise UserError(
+            f"the results database's path is {whole} bytes: with the {extra} bytes the names "
+            f"beside it add, past the {PATH_MAX} bytes a path holds",
+            hint="choose a shorter path with --db or IORIG_DB",
+        )
+
+
 def check_existing(path: Path) -> None:
     """Refuse what is at ``path`` when it cannot be a results database
     (nothing is opened or written)."""
@@ -94,6 +127,7 @@ def check_existing(path: Path) -> None:
 def preflight(path: Path) -> None:
     """Refuse, before anything is written (the database or a target), a
     results database a run could not store its results in."""
+    check_name_length(path)
     check_existing(path)
     if path.exists():
         if not os.access(path, os.R_OK | os.W_OK):
@@ -138,6 +172,7 @@ def check_sidecars(path: Path) -> None:
 def connect(path: Path, wait_s: float) -> sqlite3.Connection:
     """A connection to the database at ``path``, creating it when missing
     (built under a temporary name and linked into place: never 0 bytes)."""
+    check_name_length(path)
     check_existing(path)
     check_sidecars(path)
     timeout = min(wait_s, MAX_ATTEMPT_S)

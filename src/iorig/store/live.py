@@ -32,12 +32,12 @@ from iorig.model.live import (
     MetricPhase,
     PhaseTotal,
 )
-from iorig.store.connection import SQLITE_SIDECARS, shared_memory_problem
+from iorig.store.connection import LIVE_SUFFIX, SQLITE_SIDECARS, shared_memory_problem
 
 LAYOUT = 2  # PRAGMA user_version of the file; another is emptied and made again
 KEEP_S = 900  # seconds of each phase kept for a page that opens late
 KEEP_ENDED_S = 600  # how long an ended run's totals stay for serve --metrics
-SUFFIX = "-live"
+SUFFIX = LIVE_SUFFIX
 
 _TABLES = """
 CREATE TABLE IF NOT EXISTS live_seconds (
