@@ -253,8 +253,10 @@ class Store:
                 now = time.monotonic()
                 if not connection.is_busy(exc) or now >= deadline:
                     raise self._unwritable(exc, now - started) from None
+                # a short pause: SQLite's busy wait did the waiting (a lock
+                # released is taken within its backoff, not after ours)
                 self._stop_waiting.wait(min(delay, deadline - now))
-                delay = min(delay * 2, 10.0)
+                delay = min(delay * 2, BUSY_SLICE_S)
             except sqlite3.DatabaseError as exc:
                 raise self._unwritable(exc, time.monotonic() - started) from None
 
