@@ -78,16 +78,21 @@ def is_busy(exc: sqlite3.Error) -> bool:
     return "locked" in str(exc) or "busy" in str(exc)
 
 
+def _existing_folder(path: Path) -> Path:
+    """The nearest folder above ``path`` that exists (where it would be made)."""
+    folder = path.parent
+    while not folder.exists() and folder != folder.parent:
+        folder = folder.parent
+    return folder
+
+
 def check_name_length(path: Path) -> None:
     """Refuse a database whose name leaves no room for the files SQLite and
     iorig keep beside it (a name of 250 bytes opened, and its ``-wal`` could
     not be made), naming the longest name it may have."""
     extra = len(LONGEST_BESIDE)
-    probe = path.parent
-    while not probe.exists() and probe != probe.parent:
-        probe = probe.parent
     try:
-        name_max = os.pathconf(probe, "PC_NAME_MAX")
+        name_max = os.pathconf(_existing_folder(path), "PC_NAME_MAX")
     except (OSError, ValueError):
         name_max = 255
     name, whole = len(os.fsencode(path.name)), len(os.fsencode(str(path)))
@@ -144,9 +149,7 @@ def preflight(path: Path) -> None:
                     hint=f"make it writable, or {OTHER_DB}",
                 )
     else:
-        folder = path.parent
-        while not folder.exists() and folder != folder.parent:
-            folder = folder.parent
+        folder = _existing_folder(path)
     if not folder.is_dir() or not os.access(folder, os.W_OK | os.X_OK):
         raise UserError(
             f"the directory {folder} of the results database is read-only: SQLite keeps its "
