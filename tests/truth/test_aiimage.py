@@ -9,9 +9,13 @@ gives, far past SPEC's 5 % tolerance: invalid.
 Every bound on the figures comes from the device's own counters, read every
 100 ms while the run goes on (``Capped.sampling``), not from a percentage:
 
-* each point read what reached the device: iorig's read bytes are the
-  device's over the phase, within 0.2 % (a stat's 4 KiB "read", which reaches
-  nothing, once made them 1.2-2.1 % more);
+* each point read what reached the device: iorig's read bytes are at least
+  what the device read between the samples just inside the phase and at
+  most between those just outside, give or take one read of 2 MiB (a stat's
+  4 KiB "read", which reaches nothing, once made them 1.2-2.1 % more than
+  the device's; a sample taken late on a busy machine once put 1.6 % of a
+  neighbouring phase's reads in the device's count, which a fixed share
+  of 0.2 % took for a defect);
 * each second of a point's series read what the device read in that second:
   at least what it read between the samples just inside the second and at
   most what it read between those just outside, give or take one read of
@@ -53,9 +57,6 @@ from iorig.store import Store
 
 pytestmark = [pytest.mark.fio, pytest.mark.truth]
 
-# iorig's read bytes of a point are the device's within this share: a phase
-# ends when fio has exited, so no read of it is in flight at either end
-SAME_BYTES = 0.002
 GENERATOR_FINDINGS = (*NAMED_GENERATOR, "cpu-contention")
 CAP_BAND = 0.03  # truth 1's band for a per-second median at the cap
 
@@ -82,11 +83,19 @@ def _reads_per_job() -> tuple[float, int]:
     return total, largest
 
 
-def _read_what_reached_the_device(phase: PhaseResult, samples: Samples) -> None:
+def _read_what_reached_the_device(phase: PhaseResult, samples: Samples, largest: int) -> None:
+    """fio's read bytes over the phase against the device's: at least its
+    count between the samples just inside the phase, at most between those
+    just outside, one ``largest`` read wider (see the module's docstring).
+    More than the device read would be reads served above it (the page
+    cache)."""
     fio = phase.aggregate.totals["read"].io_bytes
-    device = samples.total("read", phase.started_at, phase.ended_at)
-    print(f"truth 8: {phase.name}: read {fio / 1e6:.1f} MB, the device {device / 1e6:.1f} MB")
-    assert fio == pytest.approx(device, rel=SAME_BYTES), (phase.name, fio, device)
+    least, most = samples.bounds("read", phase.started_at, phase.ended_at)
+    print(
+        f"truth 8: {phase.name}: read {fio / 1e6:.1f} MB, the device "
+        f"{least / 1e6:.1f}-{most / 1e6:.1f} MB"
+    )
+    assert least - largest <= fio <= most + largest, (phase.name, fio, least, most)
 
 
 def _seconds_are_the_devices(phase: PhaseResult, samples: Samples, largest: int) -> None:
@@ -186,7 +195,7 @@ def test_load_points_past_the_bandwidth_cap_are_invalid(capped, truth_db, tmp_pa
         if not phase.point:
             continue
         assert len(phase.aggregate.series[ALL]) >= 2, phase.name
-        _read_what_reached_the_device(phase, samples)
+        _read_what_reached_the_device(phase, samples, largest)
         _seconds_are_the_devices(phase, samples, largest)
         if int(phase.point["ai_jobs"]) > 2:
             _the_device_read_the_cap(phase, samples, cap)
