@@ -15,8 +15,8 @@ within each checkpoint's phase. iorig's figure (the bytes over the slowest
 process's time) is at least those bytes over the phase's whole time and at
 most the cap's band; the bytes are iorig's, between the device's counts over the samples just
 inside and just outside the phase; and the device is
-the limit: the median of its own one-second windows is the cap, within
-truth 1's band.
+the limit: its rate over its I/O's span is the cap, within truth 1's band
+above and ``THROTTLE_BAND`` below.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from tests.truth.device import Samples, Unavailable, mounted
+from tests.truth.device import THROTTLE_BAND, Samples, Unavailable, mounted
 
 from iorig.model import PhaseResult
 from iorig.store import Store
@@ -74,7 +74,9 @@ def _the_devices_rate(
     least_moved, most_moved = samples.bounds(ddir, first, last)
     edge = 2 * samples.interval_s
     slowest, fastest = least_moved / (last - first), most_moved / (last - first - edge)
-    assert slowest <= cap * (1 + CAP_BAND) and fastest >= cap * (1 - CAP_BAND), (
+    # (beside a soak's load the device wrote 38.75 MB/s at most under its
+    # 40: the throttle's pace, not iorig's figure, which the bounds above hold)
+    assert slowest <= cap * (1 + CAP_BAND) and fastest >= cap * (1 - THROTTLE_BAND), (
         phase.name,
         slowest,
         fastest,

@@ -1,11 +1,19 @@
 """Truth 1: on a capped device, iorig's figures are the cap.
 
-A random read at QD 32 under an IOPS cap reports a per-second median within
-±3 % of the cap; a sequential read under a bandwidth cap B reports B, and
-`compare --limit B` shows each run at 97–100 % of the limit, dividing the
-figure it names (the phase mean) — an IOPS limit likewise for the random
-phase, which is above a limit set 10 % under its cap beyond its noise, and
-not above one at its cap. The block throttle hands out its budget in slices,
+A random read at QD 32 under an IOPS cap and a sequential read under a
+bandwidth cap B report, each second, what the device did in that second
+(its counters, read every 20 ms while the run goes on: between its counts
+over the samples just inside and just outside the second, each edge 80 ms
+wider, as fio closes a log window a few ms late and later on a busy
+machine; give or take the I/Os in flight), and their median second is the
+device's to the samples' 20 ms; the device itself is capped (its median
+one-second rate within ``THROTTLE_BAND`` of the cap: beside a load it
+strays from the cap, which a fixed 3 % band around iorig's median took for
+iorig's error). `compare
+--limit B` shows each run at 97–100 % of the limit, dividing the figure it
+names (the phase mean) — an IOPS limit likewise for the random phase, which
+is above a limit under its every second beyond its noise, and not above one
+at its cap. The block throttle hands out its budget in slices,
 so a few-second phase can measure a hair above its cap (100.1 % seen): the
 percentage's band is the device's own, from its counters read every 20 ms
 while the run goes on (``Capped.sampling``): at most what it read over its
@@ -18,10 +26,11 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pytest
-from tests.truth.device import Samples
+from tests.truth.device import THROTTLE_BAND, Samples
 
-from iorig.model import PhaseKind, PhaseResult
+from iorig.model import ALL, PhaseKind, PhaseResult
 from iorig.store import Store
 
 pytestmark = [pytest.mark.fio, pytest.mark.truth]
@@ -30,6 +39,7 @@ IOPS_CAP = 20_000
 BPS_CAP = 100_000_000  # 100 MB/s
 SAMPLE_S = 0.02  # the device's counters read this often: its rate's band
 SHOWN = 0.05  # compare shows a percentage to 0.1
+LOG_LATE_S = 0.1 - SAMPLE_S  # the seconds' edges: the other truth tests' 100 ms
 
 
 def _run(device, db, *args: str) -> dict:
@@ -81,20 +91,25 @@ def test_random_read_median_is_the_iops_cap(capped, truth_db):
             "--duration",
             "4s",
         )
-    least, most = _device_share(samples, _measured(truth_db), "ios", IOPS_CAP)
+    measured = _measured(truth_db)
+    least, most = _device_share(samples, measured, "ios", IOPS_CAP)
     (phase,) = run["phases"]
     assert phase["metric"] == "iops"
     median = phase["per_second"]["median"]
     print(f"truth 1: read IOPS cap {IOPS_CAP}, per-second median {median:.0f}")
-    assert median == pytest.approx(IOPS_CAP, rel=0.03), median
+    seconds = _seconds_are_the_devices(measured, samples, "ios", IOPS_CAP, in_flight=32)
     at_cap = device.iorig(truth_db, "compare", "last", "--limit", f"{IOPS_CAP}IOPS").stdout
     _, (share,) = _limit_table(at_cap, "randread")
     assert least - SHOWN <= share <= most + SHOWN, (share, least, most)
     assert "above the limit beyond its noise" not in at_cap  # throttle slices, not a cache
-    under = device.iorig(truth_db, "compare", "last", "--limit", f"{IOPS_CAP * 0.9:.0f}IOPS").stdout
+    # a limit under every second the device did: 10 % under the cap, or
+    # under its slowest second where the throttle let less through (a soak's
+    # seconds ranged 99.1-110 % of a limit at 90 %: within its noise)
+    below = min(0.9 * IOPS_CAP, 0.99 * (seconds[:, 0].min() - 32))
+    under = device.iorig(truth_db, "compare", "last", "--limit", f"{below:.0f}IOPS").stdout
     print(
         f"truth 1: {share:.1f} % of an IOPS limit at the cap (the device's "
-        f"{least:.1f}-{most:.1f} %); at 90 %: {_notes(under)}"
+        f"{least:.1f}-{most:.1f} %); at {below:.0f} IOPS: {_notes(under)}"
     )
     assert "randread: " in under and "is above the limit beyond its noise" in under
 
@@ -109,10 +124,11 @@ def test_sequential_read_is_the_bandwidth_cap_and_its_percent_of_the_limit(cappe
         with device.sampling(SAMPLE_S) as samples:
             run = _run(device, truth_db, "--rw", "read", "--bs", "128k", "--iodepth", "8",
                        "--duration", "4s", "--label", label)  # fmt: skip
-        bands.append(_device_share(samples, _measured(truth_db), "bytes", BPS_CAP))
+        measured = _measured(truth_db)
+        bands.append(_device_share(samples, measured, "bytes", BPS_CAP))
         (phase,) = run["phases"]
         assert phase["metric"] == "bytes_per_s"
-        assert phase["per_second"]["median"] == pytest.approx(BPS_CAP, rel=0.03)
+        _seconds_are_the_devices(measured, samples, "bytes", BPS_CAP, in_flight=8 * 128 << 10)
     out = device.iorig(truth_db, "compare", "first", "second", "--limit", "100MB/s").stdout
     title, shares = _limit_table(out)
     print(
@@ -127,6 +143,35 @@ def test_sequential_read_is_the_bandwidth_cap_and_its_percent_of_the_limit(cappe
     # hold a sequential phase, scored in bytes/s, to it
     out = device.iorig(truth_db, "compare", "first", "second", "--limit", "800IOPS").stdout
     assert "read: scored in bytes/s, not held to an IOPS limit" in " ".join(out.split())
+
+
+def _seconds_are_the_devices(
+    phase: PhaseResult, samples: Samples, what: str, cap: float, in_flight: float
+) -> np.ndarray:
+    """Each second of the phase's series did what the device did in it (see
+    the module's docstring), and the device was capped: the median of its
+    one-second windows within ``THROTTLE_BAND`` of the cap. The device's
+    bounds of each second, (least, most) rows."""
+    series = phase.aggregate.series[ALL]
+    figures = series.iops if what == "ios" else series.bytes_per_s
+    bounds = samples.seconds("read", phase.origin, series.t_s, what, edge_s=LOG_LATE_S)
+    span = samples.active("read", phase.started_at, phase.ended_at)
+    assert span is not None, phase.name
+    windows = samples.windows("read", *span, what=what)
+    print(
+        f"truth 1: {phase.name}: per second {figures.round(0)}, the device's least "
+        f"{bounds[:, 0].round(0)}, most {bounds[:, 1].round(0)}; its windows' median "
+        f"{np.median(windows) / cap:.3f} of the cap"
+    )
+    inside = (bounds[:, 0] - in_flight <= figures) & (figures <= bounds[:, 1] + in_flight)
+    assert inside.all(), (figures, bounds)
+    # the median second, to the samples' own 20 ms (at a steady cap, a
+    # window closed late counts what one closed on time does)
+    exact = samples.seconds("read", phase.origin, series.t_s, what)
+    least, most = np.median(exact, axis=0)
+    assert least - in_flight <= np.median(figures) <= most + in_flight, (figures, exact)
+    assert float(np.median(windows)) == pytest.approx(cap, rel=THROTTLE_BAND), windows
+    return bounds
 
 
 def _limit_table(out: str, phase: str = "read") -> tuple[str, list[float]]:
