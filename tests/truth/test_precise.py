@@ -101,8 +101,12 @@ def test_until_precise_stops_early_with_an_interval_that_holds_the_cap(capped, t
     known = 2 * SLOW_READ_S + 1 / CAP
     assert precision["low"] * (1 - known) <= truth <= precision["high"] * (1 + known)
     text = device.iorig(truth_db, "show", "last").stdout
-    assert "±95%" in text and f"±{precision['achieved_pct']:.1f}%" in text
+    # shown to 0.1 %, from the value the JSON rounds to 0.001 %: a soak's
+    # 0.75 there was 0.7 on the page, so either side of the JSON's rounding
+    shown = {f"{precision['achieved_pct'] + d:.1f}" for d in (-0.0005, 0.0005)}
+    assert "±95%" in text and any(f"±{v}%" in text for v in shown), (shown, text)
     # the HTML report draws the interval as a band around the median
     report = tmp_path / "r.html"
     assert device.iorig(truth_db, "report", "last", "-o", str(report)).returncode == 0
-    assert f"median's 95 % interval (\\u00b1{precision['achieved_pct']:.1f} %" in report.read_text()
+    html = report.read_text()
+    assert any(f"median's 95 % interval (\\u00b1{v} %" in html for v in shown), shown
