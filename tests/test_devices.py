@@ -110,6 +110,25 @@ def kernel(tmp_path, monkeypatch) -> Path:
     return tmp_path
 
 
+@pytest.mark.parametrize(
+    ("sectors_kb", "segments", "smallest"),
+    [
+        ("1280", "128", 128 * devwatch.PAGE_BYTES),  # a loop device: 1 MiB I/Os in two
+        ("128", "128", 128 << 10),  # max_sectors_kb the smaller
+        ("1280", None, 1280 << 10),  # a kernel without max_segments
+        (None, None, None),  # nothing known: fio's I/Os counted as they are
+        ("garbage", "0", None),
+    ],
+)
+def test_fios_ios_may_be_split_by_sectors_or_by_segments(tmp_path, sectors_kb, segments, smallest):
+    queue = tmp_path / "queue"
+    queue.mkdir()
+    for name, value in (("max_sectors_kb", sectors_kb), ("max_segments", segments)):
+        if value is not None:
+            (queue / name).write_text(value + "\n")
+    assert devwatch.smallest_split(queue) == smallest
+
+
 def test_the_counters_are_reads_writes_and_discards(kernel):
     stat = kernel / "sys-dev-block" / "7:3" / "stat"
     # reads, merges, sectors, ticks; writes …; in flight, io ticks, queue; discards …

@@ -25,6 +25,7 @@ from tests.waiting import wait_until
 from iorig.fio.server import process_tree
 from iorig.machine import statedir
 from iorig.machine.locks import target_keys
+from iorig.store import Store
 
 pytestmark = pytest.mark.fio
 
@@ -183,6 +184,32 @@ def test_other_io_on_the_targets_device_is_named_by_the_audit(tmp_path, scratch)
         found = _device_warnings(busy_db)
         assert found, "the device did three times fio's I/Os and the audit said nothing"
         assert device.name in found[0]["message"], found
+
+
+@pytest.mark.blockdev
+@pytest.mark.skipif(not HAS_FIO, reason="fio is not installed")
+def test_fios_own_ios_split_by_the_device_are_not_other_io(tmp_path, scratch):
+    """1 MiB reads on a loop device: each is two requests to it, its 128
+    segments of a page each (512 KiB) the limit before its max_sectors_kb
+    (1280): the device's counts are fio's own, not another program's."""
+    with loop_device(scratch) as device:
+        db = tmp_path / "r.sqlite"
+        before = _reads(device)
+        done = run(db, "run", "--rw", "read", "--bs", "1m", "--iodepth", "4",
+                   "--duration", "2s", "--size", "32MiB", "--target", str(device))  # fmt: skip
+        assert done.returncode == 0, done.stdout + done.stderr
+        requests = _reads(device) - before
+        with Store(db) as store:
+            (run_id,) = store.run_ids(limit=1)
+            ios = sum(
+                p.aggregate.totals["read"].ios
+                for p in store.load_run(run_id).phases
+                if "read" in p.aggregate.totals
+            )
+        # the device split them: more requests than fio's I/Os, at most two each
+        # (and the engine probe's few 4 KiB reads)
+        assert 1.5 * ios < requests <= 2 * ios + 64, (requests, ios)
+        assert _device_warnings(db) == [], "fio's own I/O alone was called another program's"
 
 
 # ------------------------------------------------------------ many hosts

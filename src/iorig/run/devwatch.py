@@ -36,6 +36,7 @@ SYS_DEV = Path("/sys/dev/block")
 PROC_CGROUP = Path("/proc/self/cgroup")
 PROC_MOUNTS = Path("/proc/self/mounts")
 V2_KEYS = ("rbps", "wbps", "riops", "wiops")
+PAGE_BYTES = os.sysconf("SC_PAGE_SIZE")
 
 
 @dataclass(frozen=True)
@@ -45,7 +46,7 @@ class Device:
     majmin: str
     own: tuple[str, ...]  # the targets' own device numbers (a partition's) and the disk's
     name: str
-    max_request_bytes: int | None
+    max_request_bytes: int | None  # the smallest request fio's I/Os may be split to
     workloads: tuple[str, ...]
     direct: bool  # every workload on it bypasses the page cache
     buffered_reads: tuple[str, ...] = ()  # the workloads that read through the page cache
@@ -97,19 +98,38 @@ def devices(plan: Plan, phase: PlannedPhase) -> list[Device]:
     out = []
     for disk, (owns, labels, direct) in found.items():
         sysfs = (SYS_DEV / disk).resolve()
-        kb = _read(sysfs / "queue" / "max_sectors_kb")
         out.append(
             Device(
                 disk,
                 tuple(sorted(owns)),
                 sysfs.name,
-                int(kb) * 1024 if kb and kb.strip().isdigit() else None,
+                smallest_split(sysfs / "queue"),
                 tuple(labels),
                 direct,
                 tuple(readers.get(disk, ())),
             )
         )
     return out
+
+
+def smallest_split(queue: Path) -> int | None:
+    """The smallest requests the block layer may split fio's I/Os into on a
+    device (its ``queue`` directory), None where unknown: at most
+    ``max_sectors_kb``, and at most ``max_segments`` segments, each a page
+    where fio's buffer is not physically contiguous (a loop device's 128
+    split every 1 MiB I/O in two under its 1280 KiB), so the most requests
+    fio's I/Os can have made."""
+    limits = []
+    if (kb := _number(queue / "max_sectors_kb")) is not None:
+        limits.append(kb * 1024)
+    if (segments := _number(queue / "max_segments")) is not None:
+        limits.append(segments * PAGE_BYTES)
+    return min(limits, default=None)
+
+
+def _number(path: Path) -> int | None:
+    text = (_read(path) or "").strip()
+    return int(text) if text.isdigit() and int(text) > 0 else None
 
 
 def _reads_buffered(w: PlannedWorkload) -> bool:
