@@ -8,6 +8,7 @@ runs them side by side (one took 69 s, the stage's longest)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -31,15 +32,24 @@ LABEL = '<img src=x onerror="document.body.dataset.owned=1">'
 
 
 def _running(db: Path, timeout_s: float = 30) -> str:
+    """The running run's id, once its row is stored: the database may exist
+    before its tables do (serve and the run create it, a soak's poll once
+    came between)."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         if db.exists():
-            with sqlite3.connect(db) as conn:
+            with contextlib.closing(sqlite3.connect(db)) as conn:
                 with_status = "SELECT id FROM runs WHERE status = 'running'"
-                if row := conn.execute(with_status).fetchone():
+                try:
+                    row = conn.execute(with_status).fetchone()
+                except sqlite3.OperationalError as exc:
+                    if "no such table" not in str(exc):
+                        raise
+                    row = None
+                if row:
                     return row[0]
         time.sleep(0.1)
-    raise AssertionError("no run started")
+    raise AssertionError(f"no run stored as running in {db} within {timeout_s:g} s")
 
 
 def _quick_run(db: Path, target: Path, label: str, iodepth: str) -> str:
