@@ -290,13 +290,16 @@ class RunSession:
         self.ran[phase.name] = phase
         if phase.kind is PhaseKind.IDLE:
             result = self._idle(phase, repeat)
+        elif phase.ramp_s and (cold := self._warm_up(phase, repeat, index)) is not None:
+            result = cold
         else:
             workdir = self._tmp / f"{phase.seq:03d}-{repeat:02d}"
             workdir.mkdir()
             state = self._tmp / "state"
             state.mkdir(exist_ok=True)
+            measured = replace(phase, ramp_s=None)  # warmed up just before (_warm_up)
             result = self._fio_phase(
-                PhaseJob(self.plan, self.run_id, phase, repeat, workdir, state, index)
+                PhaseJob(self.plan, self.run_id, measured, repeat, workdir, state, index)
             )
         self.results.append(result)
         unstored = self._keeper.save_phase(result, self.results)  # or kept in a recovery file
@@ -330,6 +333,49 @@ class RunSession:
             status=PhaseStatus.ABORTED if self._cancel.is_set() else PhaseStatus.OK,
             started_at=started,
             ended_at=time.time(),
+        )
+
+    def _warm_up(self, phase: PlannedPhase, repeat: int, index: int) -> PhaseResult | None:
+        """A phase's ramp, run as a fio of its own just before it: the same
+        jobs for ``ramp_s``, none of its figures kept. None when it ran; else
+        the phase's result, failed or aborted with the warm-up's reason.
+        Not fio's own ``ramp_time``: fio 3.33 skips one longer than the
+        runtime (SPEC's 900 s before 300 s points), and counts the bytes of
+        the I/Os in flight as it ends but not the I/Os (docs/methodology.md)."""
+        warm = replace(
+            phase,
+            kind=PhaseKind.WARMUP,
+            duration_s=phase.ramp_s,
+            ramp_s=None,
+            events=(),
+            steady=None,
+            precision_pct=None,
+            until_done=False,
+        )
+        workdir = self._tmp / f"{phase.seq:03d}-{repeat:02d}-warm-up"
+        workdir.mkdir()
+        raw: RawPhase | None = None
+        job = PhaseJob(self.plan, self.run_id, warm, repeat, workdir, None, index)
+        for item in self.backend.run_phase(job):
+            if isinstance(item, RawPhase):
+                raw = item
+            else:
+                self.on_event(PhaseProgress(phase, repeat, item.elapsed_s, None, None))
+        assert raw is not None, "a backend ends a phase with its raw result"
+        warmed = phase_result(warm, repeat, raw, self.plan.fio_version)
+        if warmed.status is PhaseStatus.OK:
+            return None
+        return phase.result(
+            repeat,
+            status=warmed.status,
+            started_at=raw.started_at,
+            ended_at=raw.ended_at,
+            job_text=raw.job_text,
+            command=raw.command,
+            fio_version=warmed.fio_version,
+            fio_output=raw.exit.output,
+            fio_stderr=raw.exit.stderr,
+            error=f"its warm-up: {warmed.error}",
         )
 
     def _fio_phase(self, job: PhaseJob) -> PhaseResult:

@@ -517,8 +517,9 @@ class Phase(_Model):
     precondition and verify phases take none: they pass over their working set (a
     precondition twice)"""
     ramp: Duration | None = None
-    """fio ramp_time: run this long before the measurement starts (a warm-up that belongs to
-    each measurement, e.g. each load point)"""
+    """run the phase's jobs this long just before the measurement starts, as a fio run of
+    their own (a warm-up that belongs to each measurement, e.g. each load point; not
+    fio's ramp_time, which fio skips when it is longer than the runtime)"""
     until: Literal["duration", "steady", "precise", "done"] = "duration"
     """when the phase ends: after `duration`; once `steady` (SNIA PTS rule); once `precise`
     (the median known to ±`precision`); once `done`, its workloads through their working
