@@ -5,11 +5,13 @@ bandwidth cap B report, each second, what the device did in that second
 (its counters, read every 20 ms while the run goes on: between its counts
 over the samples just inside and just outside the second, each edge 80 ms
 wider, as fio closes a log window a few ms late and later on a busy
-machine; give or take the I/Os in flight), and their median second is the
-device's to the samples' 20 ms; the device itself is capped (its median
-one-second rate within ``THROTTLE_BAND`` of the cap: beside a load it
-strays from the cap, which a fixed 3 % band around iorig's median took for
-iorig's error). `compare
+machine; give or take the I/Os in flight; not to the samples' own 20 ms:
+the throttle hands a bandwidth cap out in bursts, so the device's seconds
+counted on the clock's edges read 90 and 110 MB/s in turn where fio's,
+closed some ms later, read 100 each); the device itself is capped (its
+median one-second rate within ``THROTTLE_BAND`` of the cap: beside a load
+it strays from the cap, which a fixed 3 % band around iorig's median took
+for iorig's error). `compare
 --limit B` shows each run at 97–100 % of the limit, dividing the figure it
 names (the phase mean) — an IOPS limit likewise for the random phase, which
 is above a limit under its every second beyond its noise, and not above one
@@ -165,11 +167,6 @@ def _seconds_are_the_devices(
     )
     inside = (bounds[:, 0] - in_flight <= figures) & (figures <= bounds[:, 1] + in_flight)
     assert inside.all(), (figures, bounds)
-    # the median second, to the samples' own 20 ms (at a steady cap, a
-    # window closed late counts what one closed on time does)
-    exact = samples.seconds("read", phase.origin, series.t_s, what)
-    least, most = np.median(exact, axis=0)
-    assert least - in_flight <= np.median(figures) <= most + in_flight, (figures, exact)
     assert float(np.median(windows)) == pytest.approx(cap, rel=THROTTLE_BAND), windows
     return bounds
 
