@@ -29,7 +29,7 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -194,6 +194,28 @@ class Samples:
         return np.array(out)
 
 
+@contextlib.contextmanager
+def every(interval_s: float, take: Callable[[], None], name: str) -> Iterator[None]:
+    """``take()`` from a thread at once and on every multiple of
+    ``interval_s`` on the clock while the block runs (the device's counters,
+    the throttle's rules)."""
+    stop = threading.Event()
+
+    def run() -> None:
+        while True:
+            take()
+            if stop.wait(interval_s - time.time() % interval_s):
+                break
+
+    thread = threading.Thread(target=run, name=name, daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join()
+
+
 # How far a throttled loop device's own median one-second rate strayed from
 # its cap in soaks beside a load (stress-ng and six truth workers on two
 # cores): 4.8 % under 2,000 IOPS, 3.1 % under 40 MB/s. Within it the device
@@ -235,22 +257,9 @@ class Capped:
         """The device's counters read every ``interval_s`` from a thread
         while the block runs (see ``Samples``)."""
         samples = Samples(self.path.name, interval_s)
-        stop = threading.Event()
-
-        def sample() -> None:
-            while True:
-                samples.take()
-                if stop.wait(interval_s - time.time() % interval_s):
-                    break
-
-        thread = threading.Thread(target=sample, name=f"sampling {self.path.name}", daemon=True)
-        thread.start()
-        try:
+        with every(interval_s, samples.take, f"sampling {self.path.name}"):
             yield samples
-        finally:
-            stop.set()
-            thread.join()
-            samples.take()
+        samples.take()
 
     def _enter(self) -> None:  # runs in the child between fork and exec
         if self.cgroup is not None:

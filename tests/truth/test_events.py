@@ -30,13 +30,12 @@ from __future__ import annotations
 
 import contextlib
 import json
-import threading
 import time
 from collections.abc import Iterator
 
 import numpy as np
 import pytest
-from tests.truth.device import THROTTLE_BAND, Samples, read_iops
+from tests.truth.device import THROTTLE_BAND, Samples, every, read_iops
 
 from iorig.machine import throttle
 from iorig.model import ALL, PhaseResult
@@ -148,21 +147,12 @@ def _read_rules(majmin: str, interval_s: float = 0.1) -> Iterator[list[tuple[flo
     """The device's read IOPS rule, with the unix time it was read at, from
     the throttle's files every ``interval_s`` while the block runs."""
     read: list[tuple[float, int]] = []
-    stop = threading.Event()
 
-    def sample() -> None:
-        while True:
-            read.append((time.time(), throttle.rules(majmin)["read_iops"]))
-            if stop.wait(interval_s):
-                break
+    def take() -> None:
+        read.append((time.time(), throttle.rules(majmin)["read_iops"]))
 
-    thread = threading.Thread(target=sample, name=f"rules of {majmin}", daemon=True)
-    thread.start()
-    try:
+    with every(interval_s, take, f"rules of {majmin}"):
         yield read
-    finally:
-        stop.set()
-        thread.join()
 
 
 def _rules_within(rules: list[tuple[float, int]], start: float, end: float) -> set[int]:
