@@ -9,6 +9,9 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
+import subprocess
+import time
 from dataclasses import replace
 from pathlib import Path
 
@@ -23,7 +26,8 @@ from iorig.fio.cputime import (
     CpuWatch,
     busy_ticks,
     read_tree,
-    stat_ticks,
+    schedstat_s,
+    stat_times,
     tree_cpu,
     window_cpu,
 )
@@ -46,8 +50,15 @@ def _sample(n: int) -> tuple[float, dict[str, str]]:
 
 
 def _ticks(leader: int, files: dict[str, str]) -> int | None:
-    tree = tree_cpu(leader, files)
-    return None if tree is None else tree.ticks
+    """The tree's CPU in the recording's clock ticks (the recorded samples
+    hold no schedstat: their stat times stand)."""
+    tree = tree_cpu(leader, files, CLK_TCK)
+    return None if tree is None else round(tree.cpu_s * CLK_TCK)
+
+
+def stat_ticks(text: str) -> int | None:
+    times = stat_times(text)
+    return None if times is None else sum(times)
 
 
 def _comm(text: str) -> str:
@@ -84,7 +95,7 @@ def _stat(pid: int, comm: str, utime: int, stime: int, cutime: int = 0, cstime: 
 
 
 def test_a_stat_line_is_read_after_the_last_parenthesis():
-    assert stat_ticks(_stat(7, "fio", 10, 20, 3, 4)) == 37
+    assert stat_times(_stat(7, "fio", 10, 20, 3, 4)) == (30, 7)
     # a command name may hold spaces and parentheses
     assert stat_ticks(_stat(7, "a) b (c", 1, 2)) == 3
     assert stat_ticks("") is None and stat_ticks("7 (fio) S 1 2") is None
@@ -120,10 +131,10 @@ def test_the_recorded_tree_counts_io_urings_worker_threads_that_fios_figures_lea
         )
 
     in_workers = ticks(second, "iou-wrk-") - ticks(first, "iou-wrk-")
-    trees = tree_cpu(leader, first), tree_cpu(leader, second)
+    trees = tree_cpu(leader, first, CLK_TCK), tree_cpu(leader, second, CLK_TCK)
     assert trees[0].pids == trees[1].pids and len(trees[0].pids) == 5  # fio and its 4 jobs
     measured = window_cpu(
-        [CpuSample(t, tree.ticks, tree.pids) for t, tree in zip((t1, t2), trees, strict=True)],
+        [CpuSample(t, tree.cpu_s, tree.pids) for t, tree in zip((t1, t2), trees, strict=True)],
         CLK_TCK,
     )
     assert measured is not None
@@ -158,7 +169,8 @@ def test_reading_a_proc_tree_takes_the_files_the_accounting_reads(tmp_path):
         file.parent.mkdir(parents=True, exist_ok=True)
         file.write_text(text)
     read = read_tree(leader, tmp_path)
-    # what the reader takes is the stat of each process and each thread's children
+    # what the reader takes is the stat of each process and each thread's
+    # children (and schedstat, which the recording did not keep)
     wanted = {p: t for p, t in recorded.items() if p.count("/") == 3 or p.endswith("/children")}
     assert read == wanted
     assert _ticks(leader, read) == _ticks(leader, recorded)
@@ -200,19 +212,19 @@ def test_a_job_reaped_between_samples_is_counted_once():
 def test_the_window_is_the_longest_stretch_with_the_same_processes():
     fio, jobs = frozenset({1}), frozenset({1, 2, 3})
     samples = [
-        CpuSample(100.25, 20, fio),  # fio parsing its job file: not forked yet
-        CpuSample(100.5, 30, jobs),
-        CpuSample(101.0, 80, jobs),
-        CpuSample(102.0, 180, jobs),
-        CpuSample(103.5, 330, jobs),
+        CpuSample(100.25, 0.2, fio),  # fio parsing its job file: not forked yet
+        CpuSample(100.5, 0.3, jobs),
+        CpuSample(101.0, 0.8, jobs),
+        CpuSample(102.0, 1.8, jobs),
+        CpuSample(103.5, 3.3, jobs),
         # the jobs ended and were reaped: their times join fio's cutime
-        # uncut, a tick or so each more than their last reading
-        CpuSample(103.75, 380, fio),
-        CpuSample(104.0, 385, fio),
+        # caught up, more than their last reading
+        CpuSample(103.75, 3.8, fio),
+        CpuSample(104.0, 3.85, fio),
     ]
     assert window_cpu(samples, CLK_TCK) == GeneratorCpu(3.0, 3.0)
     # too short a stretch, or none: no figure (fio's own stands in)
-    assert window_cpu([CpuSample(1.0, 0), CpuSample(1.0 + MIN_WALL_S / 2, 40)], CLK_TCK) is None
+    assert window_cpu([CpuSample(1.0, 0), CpuSample(1.0 + MIN_WALL_S / 2, 0.4)], CLK_TCK) is None
     assert window_cpu(samples[:1], CLK_TCK) is None and window_cpu([], CLK_TCK) is None
 
 
@@ -234,7 +246,7 @@ def test_a_watch_samples_the_tree_and_measures_nothing_without_children_lists(tm
             file.parent.mkdir(parents=True, exist_ok=True)
             file.write_text(text)
         watch.sample(leader)
-    assert [s.ticks for s in watch.samples] == [
+    assert [round(s.cpu_s * CLK_TCK) for s in watch.samples] == [
         _ticks(leader, first),
         _ticks(leader, second),
     ]
@@ -276,11 +288,75 @@ def test_what_other_processes_took_of_fios_cpus_is_the_cpus_busy_time_less_fios(
     assert busy_ticks(stat, frozenset({0, 1})) == 1210
     assert busy_ticks(stat, frozenset({0, 2})) is None  # a CPU it does not list: unknown
     pids = frozenset({10})
-    samples = [CpuSample(0.0, 100, pids, 1000), CpuSample(2.0, 160, pids, 1180)]
+    samples = [CpuSample(0.0, 1.0, pids, 1000), CpuSample(2.0, 1.6, pids, 1180)]
     measured = window_cpu(samples, 100)
     # 1.8 s of the CPUs busy, 0.6 s of it fio's
     assert measured is not None and (measured.cpu_s, measured.wall_s) == (0.6, 2.0)
     assert measured.others_cpu_s == pytest.approx(1.2)
     assert measured.others_cpus_busy == pytest.approx(0.6)
     # where the CPUs' time could not be read, none is claimed for the others
-    assert window_cpu([CpuSample(0.0, 100, pids), samples[1]], 100).others_cpu_s is None
+    assert window_cpu([CpuSample(0.0, 1.0, pids), samples[1]], 100).others_cpu_s is None
+
+
+def test_a_process_whose_stat_lags_is_read_from_its_threads_schedstat():
+    """On kernel 6.18 sixty-four buffered read jobs pinned to one CPU showed
+    no time in their stat for 0.6 s while the CPU was busy with nothing else
+    (their schedstat counted it); a thread that ended is in the stat alone.
+    Each process counts the larger, and its reaped children beside."""
+    job = {
+        "/proc/10/stat": _stat(10, "fio", 5, 1),
+        "/proc/10/task/10/children": "11",
+        "/proc/11/stat": _stat(11, "fio", 2, 3),  # 5 ticks: lagging
+        "/proc/11/task/11/schedstat": "400000000 2000 90\n",
+        "/proc/11/task/12/schedstat": "100000000 100 10\n",  # a second thread
+        "/proc/11/task/11/children": "",
+        "/proc/11/task/12/children": "",
+    }
+    assert schedstat_s("400000000 2000 90\n") == 0.4
+    assert schedstat_s("") is None and schedstat_s("x 1 2") is None
+    tree = tree_cpu(10, job, CLK_TCK)
+    assert tree is not None and tree.cpu_s == pytest.approx(0.06 + 0.5)
+    # a worker thread ended: its 0.3 s is in the stat's 80 ticks, no schedstat has it
+    ended = {**job, "/proc/11/stat": _stat(11, "fio", 50, 30)}
+    del ended["/proc/11/task/12/schedstat"]
+    assert tree_cpu(10, ended, CLK_TCK).cpu_s == pytest.approx(0.06 + 0.8)
+    # reaped children's time joins the process's own, whichever way it is read
+    reaped = {**job, "/proc/10/stat": _stat(10, "fio", 5, 1, 70, 20)}
+    assert tree_cpu(10, reaped, CLK_TCK).cpu_s == pytest.approx(0.06 + 0.9 + 0.5)
+    # a schedstat the kernel does not keep (no CONFIG_SCHED_INFO): the stat stands
+    bare = {k: v for k, v in job.items() if not k.endswith("schedstat")}
+    assert tree_cpu(10, bare, CLK_TCK).cpu_s == pytest.approx(0.11)
+
+
+@pytest.mark.fio
+def test_a_live_fio_tree_is_read_with_every_threads_schedstat(tmp_path):
+    """What the watch reads of a real fio: every thread's schedstat beside
+    the stats, and a tree that counts no less than the stats alone."""
+    fio = shutil.which("fio")
+    if fio is None:
+        pytest.skip("needs fio")
+    proc = subprocess.Popen(
+        [fio, "--name=spin", "--ioengine=null", "--size=1g", "--rw=randread",
+         "--numjobs=2", "--time_based", "--runtime=3", "--output=/dev/null"],
+        cwd=tmp_path,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 10
+        while True:
+            files = read_tree(proc.pid)
+            stats = [p for p in files if p.count("/") == 3]
+            if len(stats) >= 3 or time.monotonic() > deadline:
+                break
+            time.sleep(0.05)
+        assert len(stats) >= 3, "fio forked no jobs in 10 s"
+        schedstats = [p for p in files if p.endswith("/schedstat")]
+        assert len(schedstats) >= len(stats)  # a thread or more per process
+        tree = tree_cpu(proc.pid, files, os.sysconf("SC_CLK_TCK"))
+        bare = tree_cpu(
+            proc.pid, {k: v for k, v in files.items() if not k.endswith("schedstat")},
+            os.sysconf("SC_CLK_TCK"),
+        )  # fmt: skip
+        assert tree is not None and bare is not None and tree.cpu_s >= bare.cpu_s
+    finally:
+        proc.kill()
+        proc.wait()

@@ -270,7 +270,14 @@ def test_a_load_generator_on_one_cpu_is_named_as_the_limit(truth_db, tmp_path):
     print(f"truth 14: {doc['verdict']}; {limit['message']}")
     assert "not the storage" in limit["message"] and "1 CPU" in limit["message"]
     (phase,) = [p for p in doc["phases"] if p["name"] == "train"]
-    assert phase["generator_cpu"] is not None, phase  # measured, not fio's own figures
+    gen = phase["generator_cpu"]
+    assert gen is not None, phase  # measured, not fio's own figures
+    # fio is all that runs on that CPU besides iorig's supervision (0.01 to
+    # 0.03 of it): the CPU's own busy time (/proc/stat) says it was full, and
+    # fio's measured share is nearly all of it. Its processes' stat alone,
+    # lagging on kernel 6.18, read 0.53 to 0.61 with 0.4 to 0.5 "others".
+    assert gen["cpus_busy"] + gen["others_cpu_s"] / gen["wall_s"] >= 0.9, gen
+    assert gen["cpus_busy"] >= 0.8, gen
     assert "measured over all its processes" in limit["message"]
     t = doc["training"][0]
     assert min(e["au"] for e in t["epochs"]) < t["model"]["au_floor"]

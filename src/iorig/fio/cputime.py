@@ -13,6 +13,14 @@ children a process has reaped (jobs that ended). fio's job workers leave
 fio's process group (``setsid``), so the tree is walked by parenthood
 (``/proc/PID/task/TID/children``), as ``process.Workers`` does.
 
+A live process's utime and stime lag what it runs, though: on kernel 6.18,
+sixty-four buffered read jobs pinned to one CPU showed no time in their
+stat for 0.6 s while the CPU was busy with nothing else, and caught up in
+bursts (fio read as 0.55 of a CPU it kept busy alone, and the generator
+went unblamed). Each thread's ``schedstat`` (the scheduler's own runtime,
+in nanoseconds) does not lag but forgets threads that ended; so a process's
+own time is the larger of the two, both counting no more than it ran.
+
 The same samples read how busy the CPUs fio may run on were (``/proc/stat``,
 each CPU of iorig's affinity, which fio inherits): what other processes
 took of them is what fio could not have, and a CPU-bound fio beside a busy
@@ -46,51 +54,71 @@ _UTIME, _STIME, _CUTIME, _CSTIME = 11, 12, 13, 14
 MIN_WALL_S = 0.5
 
 
-def stat_ticks(text: str) -> int | None:
-    """utime + stime + cutime + cstime (clock ticks) of one ``/proc/PID/stat``
-    text; None when it is not one. ``comm`` may hold spaces and parentheses:
-    the fields start after the last ``)``."""
+def stat_times(text: str) -> tuple[int, int] | None:
+    """(utime + stime, cutime + cstime) in clock ticks of one
+    ``/proc/PID/stat`` text: the process's own time (all its threads, ended
+    ones included) and its reaped children's; None when it is not one.
+    ``comm`` may hold spaces and parentheses: the fields start after the
+    last ``)``."""
     _, closed, rest = text.rpartition(")")
     fields = rest.split()
     if not closed or len(fields) < 20:
         return None
     try:
-        return sum(int(fields[i]) for i in (_UTIME, _STIME, _CUTIME, _CSTIME))
+        own = int(fields[_UTIME]) + int(fields[_STIME])
+        return own, int(fields[_CUTIME]) + int(fields[_CSTIME])
+    except ValueError:
+        return None
+
+
+def schedstat_s(text: str) -> float | None:
+    """A thread's time on a CPU so far (seconds), the first field of its
+    ``/proc/PID/task/TID/schedstat`` (nanoseconds); None when it is not one."""
+    fields = text.split()
+    try:
+        return int(fields[0]) / 1e9 if len(fields) == 3 else None
     except ValueError:
         return None
 
 
 @dataclass(frozen=True)
 class TreeCpu:
-    ticks: int  # of the whole tree so far, reaped children included
+    cpu_s: float  # of the whole tree so far, reaped children included
     pids: frozenset[int]  # the processes counted
 
 
-def tree_cpu(leader: int, files: Mapping[str, str]) -> TreeCpu | None:
-    """Clock ticks of CPU used so far by ``leader`` and every process under
-    it, from one /proc sample (``/proc/PID/stat`` and
-    ``/proc/PID/task/TID/children`` -> their text): each process's own time
-    (all its threads) plus its reaped children's. None when the sample does
-    not hold the leader. A process gone between two reads is missed in this
-    sample only (its time is in its parent's cutime by the next): never
-    counted twice, which would blame the generator wrongly."""
+def tree_cpu(leader: int, files: Mapping[str, str], clk_tck: int) -> TreeCpu | None:
+    """CPU seconds used so far by ``leader`` and every process under it,
+    from one /proc sample (``/proc/PID/stat``, ``/proc/PID/task/TID/children``
+    and ``…/schedstat`` -> their text): each process's own time (the larger
+    of its stat's and its live threads' schedstat, see the module's doc)
+    plus its reaped children's. None when the sample does not hold the
+    leader. A process gone between two reads is missed in this sample only
+    (its time is in its parent's cutime by the next): never counted twice,
+    which would blame the generator wrongly."""
     children: dict[int, set[int]] = defaultdict(set)
+    threads_s: dict[int, float] = defaultdict(float)
     for path, text in files.items():
-        parts = path.split("/")  # "", "proc", pid, "task", tid, "children"
-        if len(parts) == 6 and parts[3] == "task" and parts[5] == "children":
+        parts = path.split("/")  # "", "proc", pid, "task", tid, "children" | "schedstat"
+        if len(parts) != 6 or parts[3] != "task" or not parts[2].isdigit():
+            continue
+        if parts[5] == "children":
             with contextlib.suppress(ValueError):
                 children[int(parts[2])].update(int(c) for c in text.split())
-    if stat_ticks(files.get(f"/proc/{leader}/stat", "")) is None:
+        elif parts[5] == "schedstat" and (ran := schedstat_s(text)) is not None:
+            threads_s[int(parts[2])] += ran
+    if stat_times(files.get(f"/proc/{leader}/stat", "")) is None:
         return None
-    total, seen, counted, pending = 0, set(), set(), [leader]
+    total, seen, counted, pending = 0.0, set(), set(), [leader]
     while pending:
         pid = pending.pop()
         if pid in seen:
             continue
         seen.add(pid)
-        ticks = stat_ticks(files.get(f"/proc/{pid}/stat", ""))
-        if ticks is not None:
-            total += ticks
+        times = stat_times(files.get(f"/proc/{pid}/stat", ""))
+        if times is not None:
+            own, reaped = times
+            total += max(own / clk_tck, threads_s.get(pid, 0.0)) + reaped / clk_tck
             counted.add(pid)
             pending += sorted(children.get(pid, ()))
     return TreeCpu(total, frozenset(counted))
@@ -123,8 +151,8 @@ def children_listed(proc: Path = PROC) -> bool:
 
 def read_tree(leader: int, proc: Path = PROC) -> dict[str, str]:
     """What ``tree_cpu`` reads, for ``leader`` and every process under it:
-    each process's stat before its children (a child reaped between the two
-    reads is missed, not counted twice)."""
+    each process's stat before its threads' schedstat and children (a child
+    reaped between the reads is missed, not counted twice)."""
     files: dict[str, str] = {}
     pending, seen = [leader], set()
     while pending:
@@ -141,6 +169,9 @@ def read_tree(leader: int, proc: Path = PROC) -> dict[str, str]:
         except OSError:
             continue
         for tid in tasks:
+            ran = _read(f"{proc}/{pid}/task/{tid}/schedstat")
+            if ran is not None:
+                files[f"/proc/{pid}/task/{tid}/schedstat"] = ran
             text = _read(f"{proc}/{pid}/task/{tid}/children")
             if text is not None:
                 files[f"/proc/{pid}/task/{tid}/children"] = text
@@ -174,7 +205,7 @@ def busy_ticks(stat_text: str, cpus: frozenset[int]) -> int | None:
 @dataclass(frozen=True)
 class CpuSample:
     t_s: float  # unix seconds
-    ticks: int  # of the whole tree, cumulative
+    cpu_s: float  # of the whole tree, cumulative
     pids: frozenset[int] = frozenset()  # the processes counted
     busy: int | None = None  # ticks the CPUs fio may use were busy, by anyone, cumulative
 
@@ -183,10 +214,10 @@ def window_cpu(samples: Sequence[CpuSample], clk_tck: int) -> GeneratorCpu | Non
     """fio's CPU over the longest stretch of samples in which its processes
     stayed the same, over that stretch's wall time: from the first sample
     once fio has forked its jobs to the last before they end. A live
-    process's utime and stime are each cut to whole clock ticks, a reaped
-    one's join its parent's cutime uncut, so a stretch that ends after jobs
-    ended gains about a tick per job (67 jobs ending read as 2.6 CPUs busy on
-    one CPU); within it the cuts cancel. Not from when fio's status says the
+    process's time is read as it stands, a reaped one's joins its parent's
+    cutime caught up, so a stretch that ends after jobs ended gains what
+    their reading lagged (67 jobs ending read as 2.6 CPUs busy on one CPU);
+    within it the same processes are read the same way. Not from when fio's status says the
     jobs began I/O: a CPU-starved fio's first status, 4 s late, put that 2 s
     too late. fio's start-up after the fork is in the stretch: short where a
     prefill phase made the files, and fio's own work on the same CPUs where
@@ -203,13 +234,13 @@ def window_cpu(samples: Sequence[CpuSample], clk_tck: int) -> GeneratorCpu | Non
         return None
     first, last = best
     wall_s = last.t_s - first.t_s
-    if wall_s < MIN_WALL_S or last.ticks < first.ticks:
+    if wall_s < MIN_WALL_S or last.cpu_s < first.cpu_s:
         return None
-    cpu_s = (last.ticks - first.ticks) / clk_tck
+    cpu_s = round(last.cpu_s - first.cpu_s, 6)
     others = None
     if first.busy is not None and last.busy is not None and last.busy >= first.busy:
-        # the CPUs' busy time less fio's: each counted in whole ticks, so a
-        # hair below zero is fio's rounding, not a negative neighbour
+        # the CPUs' busy time (whole ticks) less fio's: a hair below zero is
+        # the ticks' rounding, not a negative neighbour
         others = max((last.busy - first.busy) / clk_tck - cpu_s, 0.0)
     return GeneratorCpu(cpu_s, wall_s, others)
 
@@ -227,6 +258,7 @@ class CpuWatch:
         self.samples: list[CpuSample] = []
         self.able = children_listed(proc)
         self._next = 0.0
+        self.clk_tck = os.sysconf("SC_CLK_TCK")
         # the CPUs fio may run on: this process's, which fio inherits
         self.cpus = cpus if cpus is not None else frozenset(os.sched_getaffinity(0))
 
@@ -238,12 +270,12 @@ class CpuWatch:
         # (133 ms of wall for 9 ms of CPU beside 67 jobs on one CPU)
         cpu = time.thread_time()
         before = time.time()
-        tree = tree_cpu(leader, read_tree(leader, self.proc))
+        tree = tree_cpu(leader, read_tree(leader, self.proc), self.clk_tck)
         stat = _read(f"{self.proc}/stat")
         busy = busy_ticks(stat, self.cpus) if stat is not None else None
         if tree is not None:
-            self.samples.append(CpuSample((before + time.time()) / 2, tree.ticks, tree.pids, busy))
+            self.samples.append(CpuSample((before + time.time()) / 2, tree.cpu_s, tree.pids, busy))
         self._next = start + self.SPACING * (time.thread_time() - cpu)
 
     def measured(self) -> GeneratorCpu | None:
-        return window_cpu(self.samples, os.sysconf("SC_CLK_TCK"))
+        return window_cpu(self.samples, self.clk_tck)
