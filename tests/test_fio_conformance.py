@@ -98,10 +98,17 @@ def _bare(job: Path) -> list[dict[str, float]]:
     return _figures_of(entries)
 
 
+STALLED = re.compile(r"logged nothing in seconds \d+–\d+ of the phase")
+
+
 def _ours(
     iorig, db_path: Path, job: Path, target: tuple[str, ...]
-) -> tuple[list[dict[str, float]], list[str]]:
+) -> tuple[list[dict[str, float]], list[str]] | None:
+    """iorig's figures per phase and its not-as-fio findings; None when it
+    failed a phase for a stall (collect.find_stalls)."""
     done = iorig("run", str(job), *target, timeout=180)
+    if done.returncode != 0 and STALLED.search(done.stdout + done.stderr):
+        return None
     assert done.returncode == 0, done.stdout + done.stderr
     shown = json.loads(iorig("show", "last", "--json", check=True).stdout)
     differences = [w["message"] for w in shown["run"]["warnings"] if w["code"] == "not-as-fio"]
@@ -135,14 +142,24 @@ def test_every_accepted_fio_example_gives_bare_fios_figures(scratch, iorig, db_p
         work.mkdir()
         job, target = _cut(fio_examples.EXAMPLES / name, work)
         buffered = not re.search(r"(?m)^(direct=1|buffered=0)", job.read_text())
-        bare, ours = [], []
-        for _ in range(2):
+        bare, ours, stalled = [], [], 0
+        while len(ours) < 2:
             _fresh(work, job)
-            bare.append(_bare(job))
+            fios = _bare(job)
             _fresh(work, job)
-            phases, differences = _ours(iorig, db_path, job, target)
-            ours.append(phases)
-            named[name] = differences
+            mine = _ours(iorig, db_path, job, target)
+            if mine is None:
+                # iorig found a job that completed nothing for seconds (the
+                # machine's shared disk under the suite's load: 3 s once in
+                # a CI run of fio-rand-RW): a disturbed pair, not iorig
+                # disagreeing with fio; the pair is measured again, once
+                stalled += 1
+                assert stalled < 2, f"{name}: the storage stalled in two of iorig's runs"
+                print(f"{name}: the storage stalled in iorig's run: that pair is measured again")
+                continue
+            bare.append(fios)
+            ours.append(mine[0])
+            named[name] = mine[1]
         assert len({len(r) for r in bare + ours}) == 1, (name, bare, ours)
         for phase, runs in enumerate(zip(*bare, *ours, strict=True)):
             (b1, b2, o1, o2) = runs

