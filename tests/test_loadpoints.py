@@ -310,6 +310,28 @@ def test_a_point_behind_with_fio_out_of_measured_cpu_blames_the_generator():
     assert "a load the storage cannot carry" in notes
 
 
+def test_a_point_behind_while_other_processes_took_fios_cpus_blames_neither():
+    # fio kept 0.3 of the 2 CPUs busy, other processes 1.2: saturated, fio
+    # not at its own limit, its I/Os waiting for a CPU
+    run = _ai_run(cpu_pct_per_job=5.0, usable_cpus=2.0, measured=GeneratorCpu(0.6, 1.0, 1.2))
+    result = analyse(run).search
+    one, two = result.points
+    assert one.valid and not one.contended  # kept pace: nothing to explain
+    assert not two.valid and two.contended and not two.generator_bound
+    assert "fio's I/Os waited for a CPU as well as for the storage" in "; ".join(two.problems)
+    assert "other processes 1.20" in "; ".join(two.problems)
+    notes = " ".join(loadpoint_tables(result)[0].notes)
+    assert "at 2 AI_Jobs other processes kept the CPUs fio may use busy" in notes
+    assert "a load the storage cannot carry" not in notes
+    # the same point with the CPUs to spare is the storage's
+    spare = _ai_run(cpu_pct_per_job=5.0, usable_cpus=2.0, measured=GeneratorCpu(0.6, 1.0, 0.1))
+    two = analyse(spare).search.points[1]
+    assert not two.valid and not two.contended
+    assert "a load the storage cannot carry" in " ".join(
+        loadpoint_tables(analyse(spare).search)[0].notes
+    )
+
+
 def test_a_point_behind_with_cpu_to_spare_blames_the_storage():
     result = analyse(_ai_run(cpu_pct_per_job=5.0, usable_cpus=2.0)).search
     two = result.points[1]

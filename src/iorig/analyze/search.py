@@ -250,6 +250,17 @@ def limiting_generator(
     return max(limiting, key=lambda g: g.busy_fraction) if limiting else None
 
 
+def contended_generator(
+    phases: Sequence[PhaseResult], usable_cpus: float | None
+) -> GeneratorLoad | None:
+    """The repeat of a point whose CPUs other processes took most of, where
+    they were saturated: fio's I/Os waited for a CPU as well as for the
+    storage, so a pace it missed is not (shown to be) the storage's."""
+    loads = [g for p in phases if (g := generator_load(p, usable_cpus)) is not None]
+    contended = [g for g in loads if g.contended]
+    return max(contended, key=lambda g: g.others_cpus) if contended else None
+
+
 @dataclass(frozen=True)
 class CurvePoint:
     name: str
@@ -345,6 +356,7 @@ class BusinessPoint:
     ops: tuple[OpLoad, ...]
     problems: tuple[str, ...]  # why the point is invalid; empty when valid
     generator: GeneratorLoad | None = None  # fio out of CPU at this point
+    contention: GeneratorLoad | None = None  # fio's CPUs saturated, others' share among it
 
     @property
     def valid(self) -> bool:
@@ -354,6 +366,11 @@ class BusinessPoint:
     def generator_bound(self) -> bool:
         """Fell behind with the generator, not (shown to be) the storage, at its limit."""
         return not self.valid and self.generator is not None
+
+    @property
+    def contended(self) -> bool:
+        """Fell behind while other processes took fio's CPUs: not shown to be the storage."""
+        return not self.valid and self.generator is None and self.contention is not None
 
 
 @dataclass(frozen=True)
@@ -452,8 +469,13 @@ def _loadpoints(stored: StoredRun, pooled: Mapping[str, RunPhase]) -> LoadPointR
         if cap is not None and phase.lat_mean_ns > cap:
             problems.append(f"average latency {phase.lat_mean_ns / 1e6:.2f} ms is above the cap")
         generator = limiting_generator(by_name[name], usable)
+        contention = None if generator else contended_generator(by_name[name], usable)
         if problems and generator is not None:
             problems.append(f"the load generator was the limit: {generator.describe()}")
+        elif problems and contention is not None:
+            problems.append(
+                f"fio's I/Os waited for a CPU as well as for the storage: {contention.describe()}"
+            )
         points.append(
             BusinessPoint(
                 name=name,
@@ -465,6 +487,7 @@ def _loadpoints(stored: StoredRun, pooled: Mapping[str, RunPhase]) -> LoadPointR
                 ops=tuple(ops),
                 problems=tuple(problems),
                 generator=generator,
+                contention=contention,
             )
         )
     if not points:

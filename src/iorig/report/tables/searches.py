@@ -378,8 +378,9 @@ def loadpoint_tables(result: LoadPointResult) -> list[TableModel]:
         storage = [
             f"{p.load} {result.metric}"
             for p in result.points
-            if not p.valid and not p.generator_bound
+            if not p.valid and not p.generator_bound and not p.contended
         ]
+        contended = [f"{p.load} {result.metric}" for p in result.points if p.contended]
         generator = [
             (f"{p.load} {result.metric}", p.generator) for p in result.points if p.generator_bound
         ]
@@ -391,6 +392,12 @@ def loadpoint_tables(result: LoadPointResult) -> list[TableModel]:
                 "cannot carry; its latency hides the queueing)"
             )
         notes += _generator_notes(generator)
+        if contended:
+            notes.append(
+                f"the run is NOT valid: at {', '.join(contended)} other processes kept the CPUs "
+                "fio may use busy and its I/Os waited for a CPU: whether the storage could "
+                "carry these loads is not known; run nothing else on fio's CPUs and run them again"
+            )
         problems = spec_rules([p.load for p in result.points])
         notes += [f"SPEC's load-point rules: {problem}" for problem in problems]
         cap = (
