@@ -115,3 +115,23 @@ def test_ort_command_on_the_seed_text_and_on_standard_input(tmp_path, monkeypatc
     (tmp_path / "bin.txt").write_bytes(b"\xff\xfe load")
     code, _, err = iorig(db, monkeypatch, capsys, "ort", str(tmp_path / "bin.txt"))
     assert code == 2 and "is not UTF-8 text" in err
+
+
+def test_ort_shows_rates_in_full_and_names_a_point_whose_rate_fell(tmp_path, monkeypatch, capsys):
+    """Issue 49: ``ort`` printed "1.01212e+06 ops/s" and said nothing when a
+    point achieved fewer ops/s than the one before (SPEC's rule adds the
+    area of that fall too)."""
+    table = tmp_path / "t.csv"
+    table.write_text(
+        "load,latency_ms,ops_per_s\n1,0.5,500000\n2,0.8,1012120\n3,1.9,1500000\n4,6.0,1400000\n"
+    )
+    code, out, err = iorig(tmp_path / "r.sqlite", monkeypatch, capsys, "ort", str(table))
+    assert code == 0, err
+    assert "1012120" in out.replace(",", "").replace(" ", "") and "e+06" not in out
+    assert "1,012,120" in out
+    flat = " ".join(out.split())
+    assert "point 4 (load 4) achieved 1,400,000 ops/s, fewer than point 3's 1,500,000" in flat
+    # the rate rising all the way: nothing to say
+    table.write_text("load,latency_ms,ops_per_s\n1,0.5,500\n2,0.8,1000\n")
+    code, out, err = iorig(tmp_path / "r.sqlite", monkeypatch, capsys, "ort", str(table))
+    assert code == 0 and "fewer than" not in out, out

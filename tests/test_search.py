@@ -282,6 +282,10 @@ def test_sweep_comparison_summarises_ratio_ranges_per_group():
     assert tables[0].title == "NVMe/RoCE against iSCSI across the sweep"
     assert len(tables[0].rows) == 6 and tables[0].rows[0][4] == "130%"
     assert tables[0].headers[:2] == ("rw", "bs") and tables[0].rows[0][0] == "read"
+    # issue 49: each point's figures say what they are, whatever the block size
+    by_bs = {row[1]: row for row in tables[0].rows if row[0] == "read"}
+    for row in by_bs.values():
+        assert all(cell.endswith(("IOPS", "MB/s")) for cell in row[2:4]), row
 
 
 def test_a_sweep_comparison_grouped_by_a_number_names_the_parameter():

@@ -61,6 +61,22 @@ def overall_response_time_ms(points: Sequence[tuple[float, float]]) -> float:
     return area / span
 
 
+def rate_falls(rates: Sequence[tuple[float | None, float]]) -> list[str]:
+    """Each point (its load, or None, and its achieved ops/s, in run order)
+    that achieved fewer ops/s than the one before: the curve turns back, and
+    SPEC's overall response time adds the area of that fall as well."""
+    out = []
+    for i, ((_, before), (load, now)) in enumerate(pairwise(rates), start=2):
+        if now < before:
+            at = f" (load {load:g})" if load is not None else ""
+            out.append(
+                f"point {i}{at} achieved {now:,.0f} ops/s, fewer than point {i - 1}'s "
+                f"{before:,.0f}: the curve turns back, and the overall response time adds "
+                "the area of that fall too (SPEC's rule)"
+            )
+    return out
+
+
 @dataclass(frozen=True)
 class LoadPoint:
     """One measured load point."""

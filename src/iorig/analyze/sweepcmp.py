@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 from iorig.analyze.compare import PhaseComparison, verdict_text
 from iorig.analyze.search import SearchResult, SweepResult
-from iorig.model import Change
+from iorig.model import Change, Metric
 
 
 @dataclass(frozen=True)
@@ -39,6 +39,7 @@ class PointPair:
     # None: the group itself) and the values that are not words ("iodepth=1")
     what: str | None = None
     condition: str = ""
+    headline: Metric = Metric.IOPS  # what the throughputs are (the point's headline)
 
 
 @dataclass(frozen=True)
@@ -280,6 +281,7 @@ def sweep_comparisons(
                     lat_mean_ns_a=a.lat_mean_ns,
                     lat_mean_ns_b=b.lat_mean_ns,
                     significant=significant,
+                    headline=a.headline,
                     what=" ".join(words),
                     condition=condition,
                 )

@@ -201,7 +201,7 @@ def ort(
     ],
 ) -> None:
     """SPEC's overall response time of any load-point table (e.g. a published result)."""
-    from iorig.analyze.loadpoints import ort_of, spec_rules
+    from iorig.analyze.loadpoints import ort_of, rate_falls, spec_rules
     from iorig.analyze.loadtable import parse_load_table
     from iorig.report.tables.model import to_rich
     from iorig.report.tables.searches import ort_table
@@ -223,6 +223,8 @@ def ort(
     )
     for problem in problems:
         console.print(f"[yellow]not a valid SPEC load-point set:[/] {escape(problem)}")
+    for fall in rate_falls([(r.load, r.ops_per_s) for r in rows]):
+        console.print(f"[yellow]note:[/] {escape(fall)}")
 
 
 _TABLE_LIMIT = 4_000_000  # bytes of a file, characters of stdin: a full disclosure report is ~30 k

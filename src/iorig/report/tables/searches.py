@@ -446,12 +446,17 @@ def _op_cell(point: BusinessPoint, op: str, what: str) -> str:
     return f"{found.achieved_ops_per_s:,.0f}/{found.requested_ops_per_s:,.0f}{mark}"
 
 
+def _ops(value: float) -> str:
+    """An ops/s figure as a table gives it: in full, grouped, never 1.01212e+06."""
+    return f"{value:,.0f}" if value >= 100 else f"{value:.3g}"
+
+
 def ort_table(rows: list[LoadRow]) -> TableModel:
     return TableModel(
         "Load points",
         ("load", "latency ms", "ops/s"),
         tuple(
-            ("-" if r.load is None else f"{r.load:g}", f"{r.lat_mean_ms:g}", f"{r.ops_per_s:g}")
+            ("-" if r.load is None else f"{r.load:g}", f"{r.lat_mean_ms:g}", _ops(r.ops_per_s))
             for r in rows
         ),
         ("r", "r", "r"),
@@ -535,8 +540,8 @@ def sweep_comparison_table(sc: SweepComparison) -> TableModel:
             (
                 *((pair.group or "-",) if grouped else ()),
                 pair.point.split("=", 1)[1],
-                format_si(pair.throughput_a),
-                format_si(pair.throughput_b),
+                metric(pair.headline).with_unit(pair.throughput_a),
+                metric(pair.headline).with_unit(pair.throughput_b),
                 f"{pair.throughput_b / pair.throughput_a * 100:.0f}%",
                 format_latency(pair.lat_mean_ns_a),
                 format_latency(pair.lat_mean_ns_b),
