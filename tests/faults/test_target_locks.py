@@ -189,9 +189,12 @@ def test_other_io_on_the_targets_device_is_named_by_the_audit(tmp_path, scratch)
 @pytest.mark.blockdev
 @pytest.mark.skipif(not HAS_FIO, reason="fio is not installed")
 def test_fios_own_ios_split_by_the_device_are_not_other_io(tmp_path, scratch):
-    """1 MiB reads on a loop device: each is two requests to it, its 128
-    segments of a page each (512 KiB) the limit before its max_sectors_kb
-    (1280): the device's counts are fio's own, not another program's."""
+    """1 MiB reads on a loop device: each may be two requests to it, its
+    128 segments (512 KiB where each page is a segment) the limit before its
+    max_sectors_kb (1280): the device's counts are fio's own, not another
+    program's. Whether a read splits is the buffer's: pages that happen to
+    be physically adjacent merge into one segment (a soak round's 7,709
+    reads took 7,773 requests, session 59's runs nearly twice as many)."""
     with loop_device(scratch) as device:
         db = tmp_path / "r.sqlite"
         before = _reads(device)
@@ -206,9 +209,10 @@ def test_fios_own_ios_split_by_the_device_are_not_other_io(tmp_path, scratch):
                 for p in store.load_run(run_id).phases
                 if "read" in p.aggregate.totals
             )
-        # the device split them: more requests than fio's I/Os, at most two each
-        # (and the engine probe's few 4 KiB reads)
-        assert 1.5 * ios < requests <= 2 * ios + 64, (requests, ios)
+        # the device split them or not: a request or two each (and the engine
+        # probe's few 4 KiB reads)
+        print(f"1 MiB reads: {ios} by fio, {requests} requests to the device")
+        assert ios <= requests <= 2 * ios + 64, (requests, ios)
         assert _device_warnings(db) == [], "fio's own I/O alone was called another program's"
 
 
