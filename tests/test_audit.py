@@ -248,3 +248,30 @@ def test_before_run_findings_of_the_built_in_peak_with_and_without_its_fairness(
         assert "direct I/O" in findings["cache-fit"].advice
         assert "prefill" in findings["no-prefill"].advice
         assert "page cache" in findings["cache-fit"].message
+
+
+def test_devices_in_memory_or_behind_a_page_cache_are_named():
+    """Issue 49 item 7, on disclosures as a machine gives them: zram, a loop
+    device over a file on tmpfs, one without direct I/O; a loop device with
+    direct I/O over a disk's file is storage."""
+
+    def target(*devices: dict) -> Disclosure:
+        disk = {"path": "/dev/x", "kind": "block", "backing_devices": list(devices)}
+        return Disclosure({"targets": [disk]})
+
+    def loop(fs: str, dio: bool) -> dict:
+        file = {"backing_file": "/data/disk.img", "direct_io": dio, "backing_filesystem": fs}
+        return {"name": "loop3", "transport": "loop", "loop": file}
+
+    def codes(d: Disclosure) -> list[tuple[str, str]]:
+        return [(f.code, f.message) for f in audit.check_target_location(d)]
+
+    [(code, said)] = codes(target({"name": "zram0", "transport": "zram"}))
+    assert code == "memory-backed" and "zram0, compressed RAM (zram)" in said
+    [(code, said)] = codes(target(loop("tmpfs", True)))
+    assert code == "memory-backed" and "loop3 is a loop device over /data/disk.img on tmpfs" in said
+    [(code, said)] = codes(target(loop("ext4", False)))
+    assert code == "cached-device" and "through the page cache" in said
+    assert codes(target(loop("ext4", True))) == []
+    # a disclosure from an older iorig, or a hostile one: nothing claimed
+    assert codes(target({"name": "loop3", "transport": "loop"}, "junk")) == []

@@ -311,7 +311,24 @@ def collect_block_device(name: str) -> dict[str, Any]:
     elif info["transport"] == "ata":
         link = _sata_link(device)
     info["link"] = link
+    if name.startswith("loop"):
+        info["loop"] = _loop(node)
     return info
+
+
+def _loop(node: Path) -> dict[str, Any] | None:
+    """What a loop device reads and writes: its file, whether through the
+    page cache (direct I/O off: a block read or written before is answered
+    from memory) and the filesystem the file is on; None when it has none."""
+    backing = _read(node / "loop" / "backing_file")
+    if not backing:
+        return None
+    mount = mount_of(Path(backing)) if Path(backing).exists() else None
+    return {
+        "backing_file": backing,
+        "direct_io": _read(node / "loop" / "dio") == "1",
+        "backing_filesystem": mount["fstype"] if mount else None,
+    }
 
 
 def _transport(name: str, device: Path) -> str:

@@ -68,8 +68,9 @@ def examine(given: str, fio_path: str | None = None) -> TargetReport:
             )
         )
     disclosure = disclose([(existing, kind)], collect_fio(fio, version, [engine] if engine else []))
-    findings += check_target_location(disclosure)
-    findings += _machine_checks(disclosure)
+    located = check_target_location(disclosure)
+    findings += located + _machine_checks(disclosure)
+    in_memory = any(f.code == "memory-backed" for f in located)
     limit = disclosure.interface_limit
     if limit is None:
         findings.append(
@@ -81,7 +82,7 @@ def examine(given: str, fio_path: str | None = None) -> TargetReport:
                 severity="info",
             )
         )
-    if not is_block:
+    if not is_block and not in_memory:  # direct I/O on RAM keeps nothing from the page cache
         vfs = os.statvfs(location)
         free = vfs.f_bavail * vfs.f_frsize
         memory = disclosure.memory_bytes or 0

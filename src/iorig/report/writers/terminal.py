@@ -256,10 +256,17 @@ def doctor_view(report: Any) -> Group:
                 grid, "filesystem", f"{fs.get('type')} on {fs.get('source')} ({fs.get('options')})"
             )
         for dev in t.get("backing_devices", []):
+            loop = dev.get("loop") or {}
+            over = (
+                f", over {loop.get('backing_file')} on {loop.get('backing_filesystem')} "
+                f"(direct I/O {'on' if loop.get('direct_io') else 'off'})"
+                if loop
+                else ""
+            )
             add_row(
                 grid,
                 f"device {dev.get('name')}",
-                f"{dev.get('model') or dev.get('vendor') or '?'}, {dev.get('transport')}, "
+                f"{dev.get('model') or dev.get('vendor') or '?'}, {dev.get('transport')}{over}, "
                 f"{'rotational' if dev.get('rotational') else 'non-rotational'}, "
                 f"scheduler {dev.get('scheduler')}, write cache {dev.get('write_cache')}",
             )
