@@ -31,6 +31,7 @@ from iorig.fio.cputime import (
     tree_cpu,
     window_cpu,
 )
+from iorig.fio.process import Workers, stop_group
 from iorig.model import GeneratorCpu
 from iorig.store import codecs
 
@@ -338,7 +339,7 @@ def test_a_live_fio_tree_is_read_with_every_threads_schedstat(tmp_path):
     proc = subprocess.Popen(
         [fio, "--name=spin", "--ioengine=null", "--size=1g", "--rw=randread",
          "--numjobs=2", "--time_based", "--runtime=3", "--output=/dev/null"],
-        cwd=tmp_path,
+        cwd=tmp_path, start_new_session=True,
     )  # fmt: skip
     try:
         deadline = time.monotonic() + 10
@@ -358,5 +359,9 @@ def test_a_live_fio_tree_is_read_with_every_threads_schedstat(tmp_path):
         )  # fmt: skip
         assert tree is not None and bare is not None and tree.cpu_s >= bare.cpu_s
     finally:
-        proc.kill()
-        proc.wait()
+        # the group and fio's job workers, which leave it (killing the parent
+        # alone left them running for good)
+        workers = Workers()
+        workers.record(proc.pid, now=True)
+        stop_group(proc, workers=workers)
+        assert not workers.alive()
