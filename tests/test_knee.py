@@ -4,6 +4,7 @@ fit and the plateau band, on curves whose answers are worked out by hand."""
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -25,7 +26,14 @@ from iorig.analyze.knee import (
 )
 
 
-def _pt(c: int, x: float, p99_ms: float = 0.5, iops: float | None = None, lat_ms: float = 1.0):
+def _pt(
+    c: int,
+    x: float,
+    p99_ms: float = 0.5,
+    iops: float | None = None,
+    lat_ms: float = 1.0,
+    noise: float = 0.0,
+):
     return Point(
         concurrency=c,
         throughput=x,
@@ -33,6 +41,7 @@ def _pt(c: int, x: float, p99_ms: float = 0.5, iops: float | None = None, lat_ms
         lat_mean_ns=lat_ms * 1e6,
         total_lat_mean_ns=lat_ms * 1e6,
         lat_p99_ns=p99_ms * 1e6,
+        noise=noise,
     )
 
 
@@ -381,3 +390,24 @@ def test_plateau_rejects_empty_input():
         plateau({})
     with pytest.raises(ValueError):
         plateau({8: []})
+
+
+def test_a_fall_within_the_points_noise_is_a_flat_step_not_a_dip():
+    """Issue 49 item 3: a 0.03 % drop sent the search one doubling further
+    (a dip) while a 0.03 % gain stopped it (on a flat plateau 9 fio runs
+    instead of 6). A fall within what the two points are known to (their
+    readings' bands, or a logged second's resolution) is a flat step and
+    stops the doubling as a small gain does; a fall beyond it is a dip."""
+    rule = KneeRule()
+    climb = _curve([(4, 10_000), (8, 19_000), (16, 30_000)])
+    flat_down = [*climb, _pt(32, 29_991)]
+    flat_up = [*climb, _pt(32, 30_009)]
+    assert doubling_stop(flat_up, rule) == "gain of +0.0 % from 16 to 32 is under 10 %"
+    assert doubling_stop(flat_down, rule) == "gain of -0.0 % from 16 to 32 is under 10 %"
+    assert next_doubling(flat_down, rule) is None
+    # a 2 % fall between points each known to ± 3 %: flat too
+    noisy = [*climb[:-1], replace(climb[-1], noise=0.03), _pt(32, 29_400, noise=0.03)]
+    assert doubling_stop(noisy, rule) == "gain of -2.0 % from 16 to 32 is under 10 %"
+    # the same fall between points known to ± 0.5 %: a dip, looked past
+    sure = [*climb[:-1], replace(climb[-1], noise=0.005), _pt(32, 29_400, noise=0.005)]
+    assert doubling_stop(sure, rule) is None and next_doubling(sure, rule) == 64

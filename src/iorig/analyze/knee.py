@@ -26,7 +26,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from iorig.analyze.stats import t_quantile
+from iorig.analyze.stats import RESOLUTION, t_quantile
 from iorig.units import format_latency
 
 
@@ -38,6 +38,8 @@ class Point:
     lat_mean_ns: float  # mean completion latency (fio clat)
     total_lat_mean_ns: float  # mean of slat+clat (fio "lat"): time in flight, for Little's law
     lat_p99_ns: float  # from merged histograms
+    # the throughput's band as a fraction of it (its readings' noise); 0: unknown
+    noise: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -101,8 +103,10 @@ def _stop(
     if len(ordered) >= 2:
         prev = ordered[-2]
         best = max(ordered[:-1], key=lambda p: (p.throughput, -p.concurrency))
-        if last.throughput < prev.throughput:
-            fall = 1.0 - last.throughput / prev.throughput if prev.throughput > 0 else 0.0
+        fall = 1.0 - last.throughput / prev.throughput if prev.throughput > 0 else 0.0
+        # a fall within what the two points are known to is a flat step, judged
+        # as a small gain is: a 0.03 % drop had sent the search a doubling on
+        if fall > max(prev.noise, last.noise, RESOLUTION):
             why = (
                 f"throughput fell by {fall * 100:.1f} % from {prev.concurrency} "
                 f"to {last.concurrency}"

@@ -8,7 +8,7 @@ so both see the same points."""
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from itertools import product
 
 import numpy as np
@@ -97,6 +97,10 @@ def knee_steps(phases: Iterable[PhaseResult]) -> dict[int, KneeStep]:
         settled = settle([reading(i, *_reading_of(p)) for i, p in enumerate(runs)])
         point = _pooled([p for i, p in enumerate(runs) if i in settled.kept])
         if point is not None:
+            # what the point is known to: its kept readings' widest band
+            bands = [r.half_width_pct for r in settled.kept_readings]
+            noise = max((b for b in bands if b is not None), default=0.0) / 100
+            point = replace(point, noise=noise)
             out[concurrency] = KneeStep(concurrency, tuple(runs), settled, point)
     return out
 
