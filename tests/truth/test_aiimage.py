@@ -239,19 +239,30 @@ def test_a_warm_up_runs_before_each_point(capped, truth_db, tmp_path, warm_up_s)
     assert done.returncode == 0, done.stdout + done.stderr
     with Store(truth_db) as store:
         (run_id,) = store.run_ids(limit=1)
-        points = [p for p in store.load_run(run_id).phases if p.point]
+        stored = store.load_run(run_id).phases
+    points = [p for p in stored if p.point]
     assert [int(p.point["ai_jobs"]) for p in points] == [1, 2], [p.name for p in points]
     for phase in points:
+        before = stored[stored.index(phase) - 1]  # the data set's creation, or the last point
         # the point's own pace, as its seconds read it (a quick job reads
         # about 75 % of what it asks, whatever the warm-up)
         pace = float(np.median(phase.aggregate.series["read"].bytes_per_s))
-        # the windows wholly inside the warm-up: it ends as the point's fio starts
-        windows = samples.windows("read", phase.started_at - warm_up_s, phase.started_at - 0.3)
+        # the warm-up: what the device read between the phase before and the
+        # point (iorig starts the point's fio 0.1 s to 1 s after the warm-up
+        # ends, the busier the machine, so not up to the point's start); a
+        # skipped warm-up reads nothing there. Its windows from 0.3 s in, for
+        # its fio to start up
+        span = samples.active("read", before.ended_at, phase.started_at)
+        assert span is not None, (phase.name, "no warm-up: the device read nothing before it")
+        began, ended = span
+        windows = samples.windows("read", began + 0.3, ended)
         print(
-            f"truth 8: {phase.name}: warm-up windows ÷ pace "
+            f"truth 8: {phase.name}: warm-up read {ended - began:.2f} s, windows ÷ pace "
             f"{(windows / pace).round(2).tolist()}, measured seconds "
-            f"{len(phase.aggregate.series[ALL])}"
+            f"{len(phase.aggregate.series[ALL])}, "
+            f"{phase.started_at - ended:.2f} s from its end to the point's start"
         )
+        assert ended - began >= warm_up_s - 0.5, (phase.name, began, ended)
         # windows from the samples, whenever the sampler ran (beside stress-ng a
         # clone's took 19 where every 100 ms gives 27): each one reads the warm-up
         assert windows.size, (phase.name, warm_up_s)

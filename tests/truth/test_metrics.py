@@ -144,7 +144,6 @@ def test_prometheus_sees_the_stored_total_and_the_stored_median(capped, truth_db
 # * histogram_quantile's p99 lies in the bucket of the stored p99.
 SLOW_SCRAPE_S = 15.0
 FILL_CAP_BPS = 3_000_000
-STATUS_S = 1.0  # fio's --status-interval, which the live counters follow
 FILL_BYTES = 48 << 20  # 16.8 s at the cap: more than a scrape interval
 READ_S = 10
 QUERY_SLACK_S = 0.001  # rate()'s window reaches this far before the first sample
@@ -213,11 +212,14 @@ def test_prometheus_at_15_s_gets_a_10_s_phases_total_rate_and_histogram(capped, 
     assert float(lat_sum["value"][1]) == pytest.approx(read.lat_mean_ns * read.ios / 1e9, rel=1e-9)
     assert info["metric"]["label"] == "truth 17" and info["metric"]["host"] == "local"
     assert info["metric"]["target"] == str(device.path)
-    # the 0 was before fio's first status of the read (the live counters are
-    # fio's status, once a second: a fresh clone's scrape 0.13 s after the
-    # I/O began still read 0), the final value after the read
+    # the 0 was before fio's first status of the read: the live counters are
+    # fio's status, once a second and later on a busy machine (a fresh
+    # clone's scrape 0.13 s after the I/O began still read 0, a soak's 1.06 s
+    # beside seven other truth and timing tests), so no bound is put on it:
+    # the rate's bounds below start at the I/O's start where that came
+    # first. The final value came after the read
     io_began = phase.origin
-    assert t_zero < io_began + STATUS_S and t_last > phase.ended_at, (t_zero, io_began, t_last)
+    assert t_zero < t_last and t_last > phase.ended_at, (t_zero, io_began, t_last)
     # rate() over Prometheus's own span is what the device read in it, and
     # at most what it read from the I/O's start where that came first
     span = t_last - t_zero
