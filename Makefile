@@ -39,11 +39,10 @@ test check soak: export PYTHONDONTWRITEBYTECODE =
 
 # each stage's pytest arguments, here only: make soak's scripts/soak.py reads
 # them through print-stage-args
-# timing and truth tests mostly wait (a throttled device, a scrape, a host
-# stopped on purpose), each kind beside the other: one stage of eight
-STAGES := first timing-truth serial
+STAGES := first timing truth serial
 STAGE_first := -n 5 --dist worksteal -m "not (serial or timing or truth)"
-STAGE_timing-truth := -n 8 --dist worksteal -m "(timing or truth) and not serial"
+STAGE_timing := -n 6 --dist worksteal -m "timing"
+STAGE_truth := -n 6 --dist worksteal -m "truth and not serial" tests/truth
 STAGE_serial := -m serial
 
 # each stage's JUnit XML, which .ci/run sums up (scripts/stages.py)
@@ -53,10 +52,11 @@ JUNIT = --junitxml=$(RESULTS)/$(1).xml -o junit_family=xunit1
 test: setup-test lint
 	rm -rf $(RESULTS)
 	$(BIN)/pytest $(STAGE_first) $(call JUNIT,first)
-	$(BIN)/pytest $(STAGE_timing-truth) $(call JUNIT,timing-truth)
+	$(BIN)/pytest $(STAGE_timing) $(call JUNIT,timing)
+	$(BIN)/pytest $(STAGE_truth) $(call JUNIT,truth)
 	$(BIN)/pytest $(STAGE_serial) $(call JUNIT,serial)
 
-# one stage's arguments as shell words: make -s print-stage-args STAGE=timing-truth
+# one stage's arguments as shell words: make -s print-stage-args STAGE=truth
 print-stage-args:
 	$(if $(filter $(STAGE),$(STAGES)),,$(error STAGE must be one of: $(STAGES)))
 	$(info $(STAGE_$(STAGE)))
@@ -64,7 +64,7 @@ print-stage-args:
 # a selection of tests, again and again, beside a load if asked; a table of
 # the tests that failed at least once (docs/guide/development.md, "Test tiers");
 # by default the preset flaky, 5 rounds, or e.g.
-# make soak SOAK_ARGS="--stage timing-truth --rounds 3 --stress"
+# make soak SOAK_ARGS="--stage truth --rounds 3 --stress"
 SOAK_ARGS ?=
 soak: setup-test
 	$(BIN)/python scripts/soak.py $(SOAK_ARGS)

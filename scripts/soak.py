@@ -2,7 +2,7 @@
 asked, and tell which tests failed in how many rounds and how.
 
     make soak                                   # --preset flaky --rounds 5
-    make soak SOAK_ARGS="--stage timing-truth --rounds 3 --stress"
+    make soak SOAK_ARGS="--stage truth --rounds 3 --stress"
     .venv/bin/python scripts/soak.py --rounds 2 -- tests/test_units.py
 
 A selection is one of make test's stages (``--stage``, with the Makefile's
@@ -43,13 +43,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-STAGES = ("first", "timing-truth", "serial")
+STAGES = ("first", "timing", "truth", "serial")
 # the tests that have been seen to fail now and then, each run as its stage
 # runs it: (label, stage, paths that narrow the stage to them)
 PRESETS: dict[str, tuple[tuple[str, str, tuple[str, ...]], ...]] = {
     "flaky": (
         ("faults", "first", ("tests/faults",)),
-        ("timing-truth", "timing-truth", ()),
+        ("timing", "timing", ()),
+        ("truth", "truth", ()),
         ("serial", "serial", ("tests/truth", "tests/faults")),
     ),
 }

@@ -203,10 +203,11 @@ TRUTH_DIR = Path(__file__).resolve().parent / "truth"
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     skip = pytest.mark.skip(reason="fio is not installed (make test installs it)")
     for item in items:
-        # make test's stages (Makefile): timing and truth eight at a time, serial alone
-        if "timing" in item.keywords and "serial" in item.keywords:
-            raise pytest.UsageError(f"{item.nodeid}: timing and serial are two stages")
-        # every truth test in tests/truth, where `pytest -m truth tests/truth` finds them
+        # make test's stages (Makefile): timing, truth four at a time, serial alone
+        for other in ("serial", "truth"):
+            if "timing" in item.keywords and other in item.keywords:
+                raise pytest.UsageError(f"{item.nodeid}: timing and {other} are two stages")
+        # the truth stage collects tests/truth only
         stage = "truth" in item.keywords and "serial" not in item.keywords
         if stage and TRUTH_DIR not in Path(str(item.path)).parents:
             raise pytest.UsageError(f"{item.nodeid}: a truth test belongs in tests/truth")
