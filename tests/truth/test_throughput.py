@@ -147,34 +147,6 @@ def test_sequential_read_is_the_bandwidth_cap_and_its_percent_of_the_limit(cappe
     assert "read: scored in bytes/s, not held to an IOPS limit" in " ".join(out.split())
 
 
-DEEP_CAP = 50_000_000  # 50 MB/s: a 16 MiB queue takes 0.34 s to drain
-
-
-def test_a_deep_queue_at_a_cap_is_not_above_it(capped, truth_db):
-    """Issue 49 item 4: fio counts the I/Os in flight when its runtime ends,
-    not the time they take to drain. 128 × 128 KiB reads on a 50 MB/s cap
-    for 4 s: fio's own figure is 8 % over the cap, and `compare --limit`
-    called a device exactly at its cap "above the limit: a cache answered".
-    Against a limit the share lies between the device's own bounds and is
-    not above it."""
-    device = capped(read_bps=DEEP_CAP)
-    with device.sampling(SAMPLE_S) as samples:
-        run = _run(device, truth_db, "--rw", "read", "--bs", "128k", "--iodepth", "128",
-                   "--duration", "4s", "--label", "deep")  # fmt: skip
-    measured = _measured(truth_db)
-    least, most = _device_share(samples, measured, "bytes", DEEP_CAP)
-    assert [p["metric"] for p in run["phases"]] == ["bytes_per_s"]
-    fios = measured.aggregate.totals[ALL].bytes_per_s / DEEP_CAP * 100
-    out = device.iorig(truth_db, "compare", "deep", "--limit", "50MB/s").stdout
-    _, (share,) = _limit_table(out)
-    said = " ".join(out.split())
-    print(f"truth 1: QD 128 at a 50 MB/s cap: fio's {fios:.1f} %, --limit {share} %, "
-          f"the device's {least:.1f}-{most:.1f} %")  # fmt: skip
-    assert fios > most + 2, (fios, most)  # fio's own figure: the drain counted, not its time
-    assert least - SHOWN <= share <= most + SHOWN, (share, least, most)
-    assert "is above the limit" not in said, said
-
-
 def _seconds_are_the_devices(
     phase: PhaseResult, samples: Samples, what: str, cap: float, in_flight: float
 ) -> np.ndarray:

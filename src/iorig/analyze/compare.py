@@ -40,7 +40,6 @@ from iorig.model import (
     PhaseStatus,
     SeriesStats,
     StoredRun,
-    Totals,
     histogram,
     series_stats,
 )
@@ -70,9 +69,6 @@ class RunPhase:
     status: PhaseStatus
     total_lat_mean_ns: float = math.nan  # slat + clat: time in flight, for Little's law
     point: dict = field(default_factory=dict)  # sweep / search coordinates
-    # per repeat, the share of fio's figure that is the queue drained after
-    # its runtime: time in flight ÷ (runtime + time in flight); see ``sustained``
-    drained: tuple[float, ...] = ()
     lat_range_ns: tuple[float, float] | None = None  # fastest, slowest completion
 
     @property
@@ -82,21 +78,6 @@ class RunPhase:
     @property
     def level(self) -> float:
         return self.iops if self.headline is Metric.IOPS else self.bytes_per_s
-
-    def sustained(self, metric: Metric) -> tuple[float, tuple[float, ...]]:
-        """The phase's rate of ``metric`` as the storage sustained it, and each
-        repeat's level likewise: fio divides what it moved by its runtime, but
-        counts the I/Os in flight when the runtime ends (drained after it), so
-        a queue of 128 × 128 KiB reads on a 200 MB/s cap read 0.56 % over it
-        in 15 s. Those I/Os were issued within the runtime and each spends
-        the mean time in flight W (Little's law), so the rate is fio's ×
-        runtime ÷ (runtime + W). Not fio's own figure: its totals stay."""
-        level = self.iops if metric is Metric.IOPS else self.bytes_per_s
-        if len(self.drained) != len(self.repeat_levels) or not self.drained:
-            return level, self.repeat_levels
-        keep = [1.0 - d for d in self.drained]
-        levels = tuple(v * k for v, k in zip(self.repeat_levels, keep, strict=True))
-        return level * float(np.mean(keep)), levels
 
 
 def normalized_job_text(text: str) -> str:
@@ -129,11 +110,6 @@ def pool_phases(
         lat_mean = sum(t.lat_mean_ns * t.ios for t in totals) / ios if ios else math.nan
         in_flight = sum(t.total_lat_mean_ns * t.ios for t in totals) / ios if ios else math.nan
         n = len(totals) or 1
-        drained = tuple(
-            _drained(p.aggregate.totals[ALL], p.planned_s)
-            for p in repeats
-            if ALL in p.aggregate.totals
-        )
         out[name] = RunPhase(
             name=name,
             headline=headline,
@@ -153,21 +129,8 @@ def pool_phases(
             else repeats[-1].status,
             total_lat_mean_ns=in_flight,
             point=dict(repeats[0].point),
-            drained=drained,
         )
     return out
-
-
-def _drained(totals: Totals, planned_s: float | None) -> float:
-    """The share of a timed phase's figure that is the queue fio drained
-    after its runtime (``RunPhase.sustained``): W ÷ (runtime + W), W the
-    mean time in flight; 0 for a phase run to a size (its runtime ends with
-    its last completion) or without the figures."""
-    wait_s = totals.total_lat_mean_ns / 1e9
-    if planned_s is None or not totals.iops > 0 or not math.isfinite(wait_s) or wait_s <= 0:
-        return 0.0
-    runtime_s = totals.ios / totals.iops
-    return wait_s / (runtime_s + wait_s) if runtime_s > 0 else 0.0
 
 
 @dataclass(frozen=True)
@@ -202,8 +165,8 @@ def phase_limit_share(phase: RunPhase, limit: float, metric: Metric) -> LimitSha
     phase scored in bytes/s (sequential) is not held to it."""
     if metric is Metric.IOPS and phase.headline is not Metric.IOPS:
         return None
-    level, repeats = phase.sustained(metric)
-    return limit_share(level, phase.per_second, limit, repeats)
+    level = phase.iops if metric is Metric.IOPS else phase.bytes_per_s
+    return limit_share(level, phase.per_second, limit, phase.repeat_levels)
 
 
 def _level_samples(a: RunPhase, b: RunPhase) -> tuple[list[float], list[float], str]:
