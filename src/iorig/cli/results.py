@@ -223,14 +223,14 @@ def compare_cmd(
 AsPercentOfOpt = Annotated[
     str | None,
     typer.Option(
-        help="baseline run (id, prefix, label, last~N); each run as % of it (median per second)"
+        help="baseline run (id, prefix, label, last~N); each run as % of it (phase mean)"
     ),
 ]
 LimitOpt = Annotated[
     str | None,
     typer.Option(
         help="an interface limit (3.5GB/s) or a device's rating (500kIOPS): adds each run's "
-        "median per second as % of it"
+        "phase mean as % of it (above it only beyond its noise)"
     ),
 ]
 
