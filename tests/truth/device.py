@@ -101,6 +101,10 @@ class Samples:
         n = [int(f) for f in fields[:8]]
         self._rows.append(((before + after) / 2, n[0], n[2] * 512, n[4], n[6] * 512))
 
+    def times(self) -> np.ndarray:
+        """When each sample was taken (unix seconds)."""
+        return self._columns("read", "ios")[0]
+
     def _columns(self, ddir: str, what: str) -> tuple[np.ndarray, np.ndarray]:
         """Times and the cumulative I/Os or bytes of ``ddir`` ("read" or
         "write") at each sample, of one copy of the samples taken so far."""

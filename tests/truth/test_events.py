@@ -217,4 +217,11 @@ def _seconds_are_the_devices(
         stepped |= (ends - 1 <= b) & (a < ends)
     assert stepped.sum() <= 2 * len(steps), (steps, stepped)
     inside = (bounds[:, 0] - IODEPTH <= series.iops) & (series.iops <= bounds[:, 1] + IODEPTH)
+    for k in np.flatnonzero(~(inside | stepped)).tolist():  # what the failure needs said
+        start = phase.origin + series.t_s[k] - 1
+        near = [round(t - start, 3) for t in samples.times() if start - 0.3 <= t <= start + 1.3]
+        print(
+            f"truth events: second {series.t_s[k]:g}: iorig {series.iops[k]:.0f}, the device "
+            f"{bounds[k, 0]:.0f}..{bounds[k, 1]:.0f}; samples at {near} s from its start"
+        )
     assert (inside | stepped).all(), (series.iops, bounds, stepped)
