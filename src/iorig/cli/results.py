@@ -222,9 +222,7 @@ def compare_cmd(
 
 AsPercentOfOpt = Annotated[
     str | None,
-    typer.Option(
-        help="baseline run (id, prefix, label, last~N); each run as % of it (phase mean)"
-    ),
+    typer.Option(help="baseline run (id, prefix, label, last~N); each run as % of it (phase mean)"),
 ]
 LimitOpt = Annotated[
     str | None,
