@@ -201,14 +201,8 @@ def check_target_location(disclosure: Disclosure) -> list[Finding]:
         if "path" not in target:
             continue
         fs = target.get("filesystem") or {}
-        if fs.get("type") in ("tmpfs", "ramfs"):
-            out.append(
-                Finding(
-                    "memory-backed",
-                    f"{target['path']} is on {fs['type']}: that is RAM, not storage",
-                    "point --target at the storage you mean to measure",
-                )
-            )
+        if fs.get("type") in MEMORY_FILESYSTEMS:
+            out.append(_in_memory(f"{target['path']} is on {fs['type']}"))
         out += _memory_devices(target)
         if target.get("shares_os_device"):
             out.append(
@@ -228,6 +222,14 @@ MEMORY_FILESYSTEMS = ("tmpfs", "ramfs")
 MEMORY_DEVICES = {"zram": "compressed RAM (zram)", "ram": "a RAM disk (brd)"}
 
 
+def _in_memory(where: str) -> Finding:
+    return Finding(
+        "memory-backed",
+        f"{where}: that is RAM, not storage",
+        "point --target at the storage you mean to measure",
+    )
+
+
 def _memory_devices(target: dict[str, Any]) -> list[Finding]:
     """Block devices under a target that are RAM or answer from a page
     cache: zram and RAM disks, a loop device over a file on tmpfs, a loop
@@ -240,21 +242,12 @@ def _memory_devices(target: dict[str, Any]) -> list[Finding]:
         name, transport = str(device.get("name")), device.get("transport")
         loop = device.get("loop") if isinstance(device.get("loop"), dict) else None
         if transport in MEMORY_DEVICES:
-            out.append(
-                Finding(
-                    "memory-backed",
-                    f"{target['path']} is on {name}, {MEMORY_DEVICES[transport]}: "
-                    "that is RAM, not storage",
-                    "point --target at the storage you mean to measure",
-                )
-            )
+            out.append(_in_memory(f"{target['path']} is on {name}, {MEMORY_DEVICES[transport]}"))
         elif loop and loop.get("backing_filesystem") in MEMORY_FILESYSTEMS:
             out.append(
-                Finding(
-                    "memory-backed",
+                _in_memory(
                     f"{name} is a loop device over {loop['backing_file']} on "
-                    f"{loop['backing_filesystem']}: that is RAM, not storage",
-                    "point --target at the storage you mean to measure",
+                    f"{loop['backing_filesystem']}"
                 )
             )
         elif loop and not loop.get("direct_io"):

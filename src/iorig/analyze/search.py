@@ -245,8 +245,7 @@ def limiting_generator(
     phases: Sequence[PhaseResult], usable_cpus: float | None
 ) -> GeneratorLoad | None:
     """The busiest of a point's repeats whose fio ran out of CPU, if any."""
-    loads = [g for p in phases if (g := generator_load(p, usable_cpus)) is not None]
-    limiting = [g for g in loads if g.limiting]
+    limiting = [g for g in _generator_loads(phases, usable_cpus) if g.limiting]
     return max(limiting, key=lambda g: g.busy_fraction) if limiting else None
 
 
@@ -256,9 +255,14 @@ def contended_generator(
     """The repeat of a point whose CPUs other processes took most of, where
     they were saturated: fio's I/Os waited for a CPU as well as for the
     storage, so a pace it missed is not (shown to be) the storage's."""
-    loads = [g for p in phases if (g := generator_load(p, usable_cpus)) is not None]
-    contended = [g for g in loads if g.contended]
+    contended = [g for g in _generator_loads(phases, usable_cpus) if g.contended]
     return max(contended, key=lambda g: g.others_cpus) if contended else None
+
+
+def _generator_loads(
+    phases: Sequence[PhaseResult], usable_cpus: float | None
+) -> list[GeneratorLoad]:
+    return [g for p in phases if (g := generator_load(p, usable_cpus)) is not None]
 
 
 @dataclass(frozen=True)
