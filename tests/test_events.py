@@ -359,14 +359,38 @@ def test_an_event_that_began_late_is_named_and_one_on_time_is_not():
     with PhaseEvents(plan, phase) as events:
         events.begin(time.time() - 1.0)
         wait_until(events.so_far, 5, "the mark due 0.8 s ago done")
-    (late,) = [f for f in events.findings if f.code == "event-late"]
+    (late,) = [f for f in events.findings() if f.code == "event-late"]
     (mark,) = events.records
     assert late.severity == "info" and late.message.startswith(f"event '{mark.label}' at 0.2s")
     assert mark.started_at - events.origin - 0.2 > EVENT_LATE_S
     with PhaseEvents(plan, phase) as events:
         events.begin(time.time())
         wait_until(events.so_far, 5, "the mark at 0.2 s done")
-    assert not [f for f in events.findings if f.code == "event-late"]
+    assert not [f for f in events.findings() if f.code.startswith("event-")]
+
+
+def test_an_event_is_judged_on_the_stored_series_clock_early_or_late():
+    """Told the jobs began when their processes did, the events fire on
+    time by that clock; the series' second 0 (the jobs' first I/O, from
+    their logs) came 0.4 s later, so on the series the event was 0.4 s
+    early, and the run says so; a series that began 0.4 s earlier makes it
+    late; within EVENT_LATE_S of the series' clock nothing is said."""
+    from iorig.run.actions import EVENT_LATE_S, PhaseEvents
+
+    plan, phase = _clocked_phase()
+    with PhaseEvents(plan, phase) as events:
+        events.begin(time.time())
+        wait_until(events.so_far, 5, "the mark at 0.2 s done")
+    (mark,) = events.records
+    on_own_clock_s = mark.started_at - events.origin - 0.2
+    assert 0 <= on_own_clock_s < EVENT_LATE_S  # an idle machine's wake-up
+    (early,) = events.findings(events.origin + 0.4)
+    off_s = mark.started_at - (events.origin + 0.4 + 0.2)
+    assert early.code == "event-early" and early.severity == "info"
+    assert f"began {-off_s:.2f} s early, at {0.2 + off_s:.2f}s of the jobs' I/O" in early.message
+    (late,) = events.findings(events.origin - 0.4)
+    assert late.code == "event-late" and f"began {on_own_clock_s + 0.4:.2f} s late" in late.message
+    assert not events.findings(events.origin + on_own_clock_s - EVENT_LATE_S / 2)
 
 
 def test_events_of_a_phase_whose_jobs_never_began_are_skipped_saying_so():

@@ -181,6 +181,24 @@ class Samples:
             return None
         return float(t[i + moved[0]]), float(t[i + moved[-1] + 1])
 
+    def mean_rate(
+        self, ddir: str, started_at: float, ended_at: float, what: str = "bytes"
+    ) -> tuple[float, float]:
+        """The least and most a phase's mean rate of ``ddir`` (fio's bytes or
+        I/Os over fio's runtime) can be, from the device's own counts: at
+        least what it did within the phase over the phase's whole time
+        (fio's runtime lies within it: beside stress-ng it ran 0.2-1.2 %
+        longer than the device's I/O); at most what it did over its I/O's
+        span less the sampling interval at either end, as the samples were
+        taken (a soak's 99.8 % lay over a bound taken from 20 ms edges)."""
+        span = self.active(ddir, started_at, ended_at)
+        assert span is not None, (ddir, started_at, ended_at)
+        first, last = span
+        done = self.total(ddir, first, last, what)
+        within, _ = self.bounds(ddir, started_at, ended_at, what)
+        after, before = self.inside(ddir, first, last)
+        return within / (ended_at - started_at), done / (before - after)
+
     def windows(
         self, ddir: str, start: float, end: float, length_s: float = 1.0, what: str = "bytes"
     ) -> np.ndarray:

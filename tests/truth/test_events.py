@@ -94,7 +94,6 @@ def test_a_throttle_event_dips_to_its_rate_and_recovers_after_unthrottle(
     per_second = {s["t_s"]: s["iops"] for s in doc["samples"] if s["ddir"] == "all"}
     capped_at = cap["started_at"] - doc["run"]["started_at"]  # near 4 s + start-up
     inside = [v for t, v in per_second.items() if capped_at + 1.5 <= t <= capped_at + 4 - 0.5]
-    after = [v for t, v in per_second.items() if t >= capped_at + 4 + 2]
     with Store(truth_db) as store:
         (run_id,) = store.run_ids(limit=1)
         (phase,) = store.load_run(run_id).phases
@@ -104,7 +103,7 @@ def test_a_throttle_event_dips_to_its_rate_and_recovers_after_unthrottle(
     freed = _device_median(samples, lift["started_at"] + 2.0, phase.ended_at)
     print(
         f"truth events: free {free_iops:.0f} IOPS, base {BASE_IOPS}, throttled seconds "
-        f"{inside}, after the unthrottle {after}, impact {impact}; the device's median "
+        f"{inside}, impact {impact}; the device's median "
         f"{throttled:.0f} IOPS capped, {freed:.0f} after"
     )
     assert len(_steps(rules)) == 2, rules  # the event's cap on, then off
@@ -127,7 +126,8 @@ def test_a_throttle_event_dips_to_its_rate_and_recovers_after_unthrottle(
     # itself: beside a load the throttle let one second through 4 % over it
     # (20,835 for 20,000) and the next under, while its median over the
     # phase's later seconds (freed, above) kept within truth 1's band
-    low, high = _device_seconds_median(phase, samples, cap["started_at"] - phase.origin)
+    before = _baseline_seconds(phase, cap["started_at"] - phase.origin)
+    low, high = _device_seconds_median(phase, samples, before)
     assert low - IODEPTH <= impact["baseline"] <= high + IODEPTH, (impact, low, high)
     # the dip is the lowest second after the event, a capped one: a stored
     # second, so within the device's counts over it (_seconds_are_the_devices),
@@ -140,7 +140,19 @@ def test_a_throttle_event_dips_to_its_rate_and_recovers_after_unthrottle(
     assert impact["recovered"] and 3.5 <= impact["recovery_s"] <= 6.0, impact
     assert impact["lost_ios"] > 0.5 * (impact["baseline"] - CAP_IOPS) * 3
     assert lift["impact"] is None
-    assert after and float(np.median(after)) == pytest.approx(freed, rel=CAP_BAND), after
+    # recovered to what the device did after the lift: the median of the
+    # seconds from 2 s after it, within the median of the device's counts
+    # over the same seconds (the throttle's pace after the lift is the
+    # kernel's: beside stress-ng 18,039-20,097 under the owner's 20,000)
+    t = phase.aggregate.series[ALL].t_s
+    after_t = t[t - 1 >= lift["started_at"] - phase.origin + 2.0]
+    after = phase.aggregate.series[ALL].iops[np.isin(t, after_t)]
+    low, high = _device_seconds_median(phase, samples, after_t)
+    print(
+        f"truth events: after the unthrottle {after.tolist()}, the device's {low:.0f}..{high:.0f}"
+    )
+    assert float(np.median(after)) > CAP_IOPS * (1 + CAP_BAND), after
+    assert low - IODEPTH <= float(np.median(after)) <= high + IODEPTH, (after, low, high)
     # the owner's cap is back, not lifted with the event's
     assert throttle.rules(device.majmin) == {
         "read_iops": BASE_IOPS,
@@ -178,17 +190,26 @@ def _device_median(samples: Samples, start: float, end: float) -> float:
     return float(np.median(windows))
 
 
-def _device_seconds_median(
-    phase: PhaseResult, samples: Samples, event_t_s: float, baseline_s: float = 3.0
-) -> tuple[float, float]:
-    """The medians of the device's counts (between the samples just inside
-    and just outside each) over the seconds an impact's baseline takes: the
+def _baseline_seconds(phase: PhaseResult, event_t_s: float, baseline_s: float = 3.0) -> np.ndarray:
+    """The seconds an impact's baseline takes (their ends, ``t_s``): the
     last whole ones before the event, at most ``baseline_s`` (analyze.impact)."""
     t = phase.aggregate.series[ALL].t_s
     ended = t <= event_t_s + 1e-9
-    before = t[ended & (t - 1 >= t[ended].max() - baseline_s - 1e-9)]
+    return t[ended & (t - 1 >= t[ended].max() - baseline_s - 1e-9)]
+
+
+def _device_seconds_median(
+    phase: PhaseResult, samples: Samples, seconds: np.ndarray
+) -> tuple[float, float]:
+    """The medians of the device's counts over ``seconds`` of the phase's
+    series (their ends, ``t_s``), between the samples just inside and just
+    outside each."""
+    assert seconds.size, "no seconds"
     bounds = np.array(
-        [samples.bounds("read", phase.origin + s - 1, phase.origin + s, what="ios") for s in before]
+        [
+            samples.bounds("read", phase.origin + s - 1, phase.origin + s, what="ios")
+            for s in seconds
+        ]
     )
     return float(np.median(bounds[:, 0])), float(np.median(bounds[:, 1]))
 

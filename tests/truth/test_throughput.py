@@ -59,23 +59,10 @@ def _measured(db) -> PhaseResult:
 
 
 def _device_share(samples: Samples, phase: PhaseResult, what: str, limit: float) -> tuple:
-    """The least and most percent of ``limit`` the phase's mean (fio's bytes
-    over fio's runtime) can be, from the device's own reads: at least what
-    it read within the phase over the phase's whole time (fio's runtime lies
-    within it: beside stress-ng it ran 0.2-1.2 % longer than the device's
-    I/O); at most what it read over its I/O's span less the sampling
-    interval at either end, as the samples were taken (see the module's
-    docstring)."""
-    span = samples.active("read", phase.started_at, phase.ended_at)
-    assert span is not None, phase.name
-    first, last = span
-    done = samples.total("read", first, last, what)
-    within, _ = samples.bounds("read", phase.started_at, phase.ended_at, what)
-    whole = phase.ended_at - phase.started_at
-    after, before = samples.inside("read", first, last)
-    # a soak's 99.8 % lay over a bound of 99.42 % taken from 20 ms edges
-    shortest = before - after
-    return 100 * within / whole / limit, 100 * done / shortest / limit
+    """The least and most percent of ``limit`` the phase's mean can be, from
+    the device's own counts (``Samples.mean_rate``)."""
+    least, most = samples.mean_rate("read", phase.started_at, phase.ended_at, what)
+    return 100 * least / limit, 100 * most / limit
 
 
 def test_random_read_median_is_the_iops_cap(capped, truth_db):

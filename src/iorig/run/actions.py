@@ -200,10 +200,15 @@ class PhaseEvents:
         with self._lock:
             return tuple(self.records)
 
-    @property
-    def findings(self) -> list[Finding]:
+    def findings(self, series_origin: float | None = None) -> list[Finding]:
         """Events that failed, as warnings of the run, and events that began
-        late (a busy machine woke their thread late), as notes."""
+        off their time, as notes. Off time on the phase's stored series
+        (``series_origin``: its second 0, from the jobs' own logs) where it
+        is known, the clock its impact is read on: the events count from
+        the jobs' start as told while they ran (the status's clock, or
+        when the hosts' job processes began), which can lie before the
+        jobs' first I/O on a busy host, so an event can be early on it."""
+        origin = self.origin if series_origin is None else series_origin
         failed = [
             Finding(
                 "event",
@@ -214,21 +219,13 @@ class PhaseEvents:
             for r in self.records
             if r.status is EventStatus.FAILED
         ]
-        late = [
-            Finding(
-                "event-late",
-                f"event '{r.label}' at {r.at_s:g}s began {late_s:.2f} s late, at "
-                f"{r.at_s + late_s:.2f}s of the jobs' I/O (this machine was busy)",
-                "its impact is measured from when it happened; keep the machine "
-                "that drives the run free of other work",
-                self.phase.name,
-                severity="info",
-            )
+        off = [
+            _off_time(r, off_s, self.phase.name)
             for r in self.records
             if r.status is EventStatus.DONE
-            and (late_s := r.started_at - (self.origin + r.at_s)) > EVENT_LATE_S
+            and abs(off_s := r.started_at - (origin + r.at_s)) > EVENT_LATE_S
         ]
-        return failed + late
+        return failed + off
 
     def _run(self) -> None:
         while not (self._begun.is_set() or self._done.is_set()):
@@ -398,3 +395,28 @@ def _output(handle: object) -> str:
         data = handle.read(OUTPUT_LIMIT + 1)  # type: ignore[attr-defined]
     text = data.decode("utf-8", "replace")
     return text[:OUTPUT_LIMIT] + ("\n… (cut at 64 KiB)" if len(data) > OUTPUT_LIMIT else "")
+
+
+def _off_time(record: EventRecord, off_s: float, phase: str) -> Finding:
+    """A note that ``record`` began ``off_s`` seconds after (or, negative,
+    before) its time on the phase's series."""
+    if off_s > 0:
+        return Finding(
+            "event-late",
+            f"event '{record.label}' at {record.at_s:g}s began {off_s:.2f} s late, at "
+            f"{record.at_s + off_s:.2f}s of the jobs' I/O (this machine was busy)",
+            "its impact is measured from when it happened; keep the machine "
+            "that drives the run free of other work",
+            phase,
+            severity="info",
+        )
+    return Finding(
+        "event-early",
+        f"event '{record.label}' at {record.at_s:g}s began {-off_s:.2f} s early, at "
+        f"{record.at_s + off_s:.2f}s of the jobs' I/O (their I/O began after "
+        "iorig was told they had started)",
+        "its impact is measured from when it happened; a host slow to start its "
+        "jobs' I/O (a busy machine, a long file layout) delays the series' second 0",
+        phase,
+        severity="info",
+    )

@@ -405,8 +405,8 @@ class RunSession:
         assert raw is not None, "a backend ends a phase with its raw result"
         if raw.problem is None and (full := workdir_full(job.workdir)) is not None:
             raw = replace(raw, problem=full)
-        self._event_findings += events.findings
         result = phase_result(job.phase, job.repeat, raw, self.plan.fio_version, events.pauses)
+        self._event_findings += events.findings(result.series_origin)
         if result.status is PhaseStatus.OK and stopped_at_limit(raw, job.phase):
             self._event_findings.append(limit_finding(self.plan, job.phase))
         self._device_findings += devices.findings(result)  # after the events were undone
