@@ -45,7 +45,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from iorig.analyze.stats import RESOLUTION, LimitShare, mean_interval, t_quantile
+from iorig.analyze.stats import RESOLUTION, LimitShare, batch_means, mean_interval, t_quantile
 from iorig.analyze.stoprule import CounterRates
 from iorig.model import PrecisionState
 
@@ -187,22 +187,23 @@ MIN_SECONDS_ALL_ABOVE = 3  # too short for an interval: every one of 3 seconds a
 def limit_share(
     level: float, per_second: Sequence[float], limit: float, repeat_levels: Sequence[float] = ()
 ) -> LimitShare:
-    """``level`` / ``limit`` and the interval its noise allows, scaled to the
-    level: from the repeats' levels (two or more), else the median second's
-    interval (batch means allowing for autocorrelation; its coverage is
-    tested in tests/test_precision.py), else, too short for one, the range
-    of its seconds (above only when its slowest second was). Never narrower
-    than what one logged second is known to (``RESOLUTION``): identical
-    repeats or seconds a hair over a cap are not above it."""
+    """``level`` (a phase mean: fio's bytes or I/Os over its runtime) /
+    ``limit`` and the interval its noise allows, scaled to the level: the
+    interval of the mean of the repeats' levels (two or more), else of the
+    mean of its seconds (batch means, allowing for autocorrelation), else,
+    too short for two batches, the range of its seconds (above only when
+    its slowest second was). The mean's own interval, not the median
+    second's: a throttle lets a phase's first second through several per
+    cent over its cap, which moves the mean and not the median, so a device
+    exactly at its cap read 100.5 % of it with the median's narrow interval
+    entirely above 100 % (docs/methodology.md §7). Never narrower than what
+    one logged second is known to (``RESOLUTION``): identical repeats or
+    seconds a hair over a cap are not above it."""
     share = level / limit
-    if len(repeat_levels) >= 2:
-        interval = mean_interval(repeat_levels, REPORTED_CONFIDENCE)
-        centre, method = float(np.mean(repeat_levels)), "repeats"
-    else:
-        median = median_interval(per_second, REPORTED_CONFIDENCE)
-        known = median.low is not None and median.high is not None
-        interval = (median.low, median.high) if known else None  # type: ignore[assignment]
-        centre, method = median.median, "the median second's interval"
+    samples = list(repeat_levels) if len(repeat_levels) >= 2 else batch_means(per_second)
+    interval = mean_interval(samples, REPORTED_CONFIDENCE)
+    method = "repeats" if len(repeat_levels) >= 2 else "batch means of its seconds"
+    centre = float(np.mean(samples)) if samples else math.nan
     if interval is None or not centre > 0:
         seconds = np.asarray(per_second, dtype=float)
         seconds = seconds[np.isfinite(seconds)]
