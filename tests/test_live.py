@@ -84,7 +84,9 @@ def fake_plan():
 def test_a_hosts_counters_read_what_the_job_makes_knowable():
     (phase,) = [p for p in _plan().phases if p.name == "randread"]
     shape = HostJobShape.of(phase)
-    assert shape == HostJobShape({"read": 4096, "write": None}, False, 16, "read")
+    assert shape == HostJobShape(
+        {"read": 4096, "write": None}, False, 16, "read", frozenset({"read"})
+    )
     (mixed,) = [p for p in _plan("randrw", read_pct="70").phases if p.name == "randrw"]
     shape = HostJobShape.of(mixed)
     assert shape.direction is None and shape.block_bytes["write"] == 4096
@@ -187,6 +189,16 @@ def test_host_counters_count_from_the_phase_start_on_the_hosts_clock():
     assert meter.feed(_io(9001.4, 60_000_000), 501.6) == []
     (s2,) = meter.feed(_io(9002.0, 10_000_000 + 81_920_000), 502.2)
     assert s2.second == 2 and s2.bytes_per_s == pytest.approx(40_960_000)
+
+
+def test_host_counters_of_a_direction_the_job_does_not_do_are_not_its_io():
+    """A write-only fill's processes also read (a job its libraries and
+    job file): those reads are no second of the phase's."""
+    shape = _shape(block_bytes={"write": 1 << 20}, direction="write", directions={"write"})
+    meter = HostIoMeter(0, "fill", "local", shape, began_s=0.0)
+    meter.feed(_io(1.0, 0), 0.0)
+    (s,) = meter.feed(_io(2.0, 65536, wb=8 << 20), 1.0)
+    assert (s.direction, s.io_bytes, s.ios) == ("write", 8 << 20, 8)
 
 
 def test_host_counts_and_latency_only_where_the_job_tells_them():
@@ -726,3 +738,19 @@ def test_serve_exports_an_ended_runs_final_figures_until_every_scraper_has_them(
         at_once = LiveMetrics()
         MetricFeed(at_once, Scrapes(), linger_s=0).poll(live)
         assert "iorig_io_bytes_total{" not in _scrape(at_once)
+
+
+def test_a_phase_over_its_data_once_runs_without_fios_status_unless_a_rule_needs_it():
+    """fio before 3.42 deadlocks in its status reporting where I/Os take
+    seconds (run/local.py, needs_status): the data set's fill decides
+    nothing from the status, so fio runs it without; a measured phase
+    streams it, and so does a fill whose events count from it."""
+    from iorig.model import PhaseKind
+    from iorig.run.local import needs_status
+
+    fill, measured = _sweep_plan().phases[:2]
+    assert fill.kind is PhaseKind.PREFILL and measured.kind is PhaseKind.MEASURE
+    assert not needs_status(fill, [])
+    assert needs_status(measured, [])
+    assert needs_status(fill, [PrecisionWatch(5.0, 3.0, 30.0, "iops")])
+    assert needs_status(replace(fill, events=(object(),)), [])

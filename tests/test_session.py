@@ -798,3 +798,25 @@ def test_a_precise_phase_keeps_the_seconds_its_rule_would_have_stopped_on():
     swinging = np.array([2000.0, 1000.0, 3000.0] * 5)[:14]
     assert judged_seconds(phase, builders.phase("read", swinging), 14) == 14
     assert judged_seconds(phase, result, None) is None  # unknown: the last two are dropped
+
+
+def test_fio_stuck_grabbing_stat_sem_fails_the_phase_saying_why_and_what_to_change():
+    """fio 3.33's recorded stderr when its status reporting deadlocked
+    (tests/data/stat-sem): the phase fails with fio's own line and what it
+    means, the fio version that fixed it and what to change here."""
+    from iorig.run.collect import STAT_SEM_WHY
+
+    stderr = (Path(__file__).parent / "data" / "stat-sem" / "stderr.txt").read_text()
+    backend = FakeBackend()
+    phase = _plan(backend).phases[1]
+    raw = backend._raw(phase, Step())
+    failed = phase_result(
+        phase, 0, replace(raw, exit=replace(raw.exit, returncode=52, stderr=stderr)), "fio-3.33"
+    )
+    assert failed.status is PhaseStatus.FAILED
+    assert failed.error.startswith(
+        "fio exited with code 52: fio seems to be stuck grabbing stat_sem"
+    )
+    assert failed.error.endswith(STAT_SEM_WHY) and "fio 3.42" in STAT_SEM_WHY
+    ok = phase_result(phase, 0, raw, "fio-3.33")
+    assert ok.status is PhaseStatus.OK and ok.error is None

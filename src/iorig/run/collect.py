@@ -195,6 +195,8 @@ def collect(
             f"fio job {j.name}{where} ended with error {j.error}: "
             f"{tail(raw.exit.stderr) or '(fio printed no error message)'}"
         )
+        if why := fio_failure_why(raw.exit.stderr):
+            problems.append(why)
     if phase.kind is PhaseKind.MEASURE and (unlogged := find_unlogged(sections)):
         # the other jobs' seconds alone would understate the phase: no series
         # where a job's are missing (the audit says so); fio's totals are kept
@@ -220,6 +222,22 @@ def collect(
         record,
         _checkpoint(phase, sections),
     )
+
+
+# fio before 3.42 deadlocks in its status reporting where I/Os take seconds
+# (run/local.py, needs_status): what it prints, and what it means
+STAT_SEM_STUCK = "fio seems to be stuck grabbing stat_sem"
+STAT_SEM_WHY = (
+    "fio's status reporting deadlocked: its I/Os took seconds while it reported "
+    "(many jobs queued on a slow device), which fio before 3.42 cannot survive "
+    "(fixed by fio commit 00084f95); use fio 3.42 or later, or fewer jobs or a "
+    "lower iodepth on this device"
+)
+
+
+def fio_failure_why(stderr: str) -> str | None:
+    """What a failure fio printed means, where iorig knows it."""
+    return STAT_SEM_WHY if STAT_SEM_STUCK in stderr else None
 
 
 # fio stops a job at its runtime to the millisecond, less its last I/Os' wait

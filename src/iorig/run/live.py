@@ -115,6 +115,9 @@ class HostJobShape:
     calls_are_ios: bool  # every workload issues one read or write call per I/O
     in_flight: int | None  # I/Os queued at all times, where every workload keeps it full
     direction: str | None  # the one direction every workload does, if one
+    # the directions the workloads do: a process's other reads or writes (a
+    # job reading its libraries, a server its socket) are not the job's I/O
+    directions: frozenset[str] = frozenset({"read", "write"})
 
     @classmethod
     def of(cls, phase: PlannedPhase) -> HostJobShape:
@@ -136,6 +139,7 @@ class HostJobShape:
             calls_are_ios=all(w.engine in SYNC_ENGINES for w in phase.workloads),
             in_flight=None if paced else in_flight,
             direction=next(iter(directions)) if len(directions) == 1 else None,
+            directions=frozenset(directions),
         )
 
 
@@ -172,7 +176,7 @@ class HostIoMeter:
         )  # fmt: skip
         rates = {}
         for direction, total_bytes, d_bytes, total_calls, d_calls in figures:
-            if total_bytes <= 0:
+            if total_bytes <= 0 or direction not in self.shape.directions:
                 continue
             ios, d_ios = self._counts(direction, total_bytes, d_bytes, total_calls, d_calls)
             rates[direction] = (ios, d_ios, total_bytes, d_bytes)

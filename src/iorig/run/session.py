@@ -46,7 +46,7 @@ from iorig.model.combine import drop_last, first_seconds
 from iorig.run.actions import PhaseEvents
 from iorig.run.asfio import differences
 from iorig.run.backend import PhaseBackend, PhaseJob, RawPhase
-from iorig.run.collect import collect, stopped_at_limit, tail
+from iorig.run.collect import collect, fio_failure_why, stopped_at_limit, tail
 from iorig.run.devwatch import DeviceWatch
 from iorig.run.events import (
     Event,
@@ -483,6 +483,8 @@ def phase_result(
     exited = None
     if raw.exit_code_counts and raw.exit.returncode != 0 and raw.exit.stopped_by != "request":
         exited = f"fio exited with code {raw.exit.returncode}: {tail(raw.exit.stderr) or '-'}"
+        if why := fio_failure_why(raw.exit.stderr):
+            exited += f" — {why}"
     state, error = phase_state(raw.exit, raw.problem or exited or collected.problem)
     result = phase.result(
         repeat,
