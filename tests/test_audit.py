@@ -250,6 +250,22 @@ def test_before_run_findings_of_the_built_in_peak_with_and_without_its_fairness(
         assert "page cache" in findings["cache-fit"].message
 
 
+def test_a_file_set_kept_from_an_earlier_run_is_no_unwritten_read():
+    """Issue 49: ai-image's documented create=false reuses the data set a
+    kept run created; fio lays out any file it reads that is missing, so a
+    file set's reads never find unwritten blocks and no-prefill was false.
+    peak without its prefill still reads blocks nothing wrote."""
+    memory = Disclosure({"memory": {"total_bytes": 8 << 30}})
+    for create in ("true", "false"):
+        resolved = resolve(read_source("ai-image"), "quick", {"create": create})
+        plan = FakeBackend().prepare(resolved, {}, allow_destroy=False, repeats=1)
+        assert any(w.spec.fileset for p in plan.phases for w in p.workloads)
+        assert "no-prefill" not in {f.code for f in audit.before_run(plan, memory)}, create
+    resolved = resolve(read_source("peak"), "quick", {"size": "16MiB", "prefill": "false"})
+    plan = FakeBackend().prepare(resolved, {}, allow_destroy=False, repeats=1)
+    assert "no-prefill" in {f.code for f in audit.before_run(plan, memory)}
+
+
 def test_devices_in_memory_or_behind_a_page_cache_are_named():
     """Issue 49 item 7, on disclosures as a machine gives them: zram, a loop
     device over a file on tmpfs, one without direct I/O; a loop device with

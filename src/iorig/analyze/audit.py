@@ -113,20 +113,19 @@ def _covers(intervals: list[tuple[int, int]], size: int) -> bool:
 
 
 def check_prefill(plan: Any) -> list[Finding]:
-    """Reads of a region no earlier phase has written completely."""
+    """Reads of a region no earlier phase has written completely. Not a
+    file set's: fio lays out every file a job reads that is missing or
+    short, writing each byte before the job's first read, so its reads
+    find written data whether a creation phase ran or the files were kept
+    from an earlier run (ai-image's documented create=false)."""
     written: dict[str, list[tuple[int, int]]] = {}
-    filesets: dict[tuple[str, str], int] = {}  # (role, set) -> jobs whose files were written
     out = []
     for phase in plan.phases:
         for w in phase.workloads:
             role = w.target.role
-            if w.engine == "null":  # reads nothing
+            if w.engine == "null" or w.spec.fileset is not None:
                 continue
-            if w.spec.fileset is not None:
-                unread = w.spec.op == "stat" or w.spec.rw not in READS
-                if unread or filesets.get((role, w.spec.fileset), 0) >= w.spec.jobs:
-                    continue
-            elif w.spec.rw not in READS or _covers(written.get(role, []), w.target.size_bytes):
+            if w.spec.rw not in READS or _covers(written.get(role, []), w.target.size_bytes):
                 continue
             out.append(
                 Finding(
@@ -143,8 +142,6 @@ def check_prefill(plan: Any) -> list[Finding]:
         if PhaseKind(phase.kind).writes_once:
             for w in phase.workloads:
                 if w.spec.fileset is not None:
-                    key = (w.target.role, w.spec.fileset)
-                    filesets[key] = max(filesets.get(key, 0), w.spec.jobs)
                     continue
                 step = w.spec.offset_increment or 0
                 for job in range(w.spec.jobs if step else 1):
