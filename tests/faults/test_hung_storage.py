@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 from tests.conftest import REPO
 from tests.truth.device import Unavailable, capped_device, mechanism, mounted
-from tests.waiting import wait_for_phase
+from tests.waiting import wait_for_phase, wait_until
 
 pytestmark = pytest.mark.fio
 
@@ -31,6 +31,11 @@ def _status(db: Path) -> tuple[str, str | None] | None:
             with sqlite3.connect(db) as conn:
                 return conn.execute("SELECT status, error FROM runs").fetchone()
     return None
+
+
+def _written_sectors(device) -> int:
+    """Sectors of 512 bytes the device has written (Documentation/block/stat.rst)."""
+    return int(Path(f"/sys/block/{device.path.name}/stat").read_text().split()[6])
 
 
 def test_a_frozen_filesystem_under_a_prefill_fails_the_run_in_bounded_time(scratch, tmp_path):
@@ -47,6 +52,7 @@ def test_a_frozen_filesystem_under_a_prefill_fails_the_run_in_bounded_time(scrat
         # 16 MiB at 4 MiB/s: the prefill runs for 4 s, long enough to freeze under it
         device.cap(write_bps=4 << 20)
         env = dict(os.environ, IORIG_DB=str(db), COLUMNS="200")
+        before = _written_sectors(device)
         proc = subprocess.Popen(
             [
                 sys.executable,
@@ -73,8 +79,17 @@ def test_a_frozen_filesystem_under_a_prefill_fails_the_run_in_bounded_time(scrat
             text=True,
         )
         stack.callback(lambda: proc.poll() is None and proc.kill())
-        # the prefill writing: the freeze comes under it, not before fio starts
-        wait_for_phase(db, "fill", io_seconds=1, timeout_s=60, proc=proc)
+        # the prefill writing: the freeze comes under it, not before fio
+        # starts. A prefill runs without fio's status, so no live second
+        # tells: the device's own count of written sectors does (a MiB past
+        # what it had written as the run began), within the fill phase
+        wait_for_phase(db, "fill", timeout_s=60, proc=proc)
+        wait_until(
+            lambda: proc.poll() is None and _written_sectors(device) >= before + 2048,
+            60,
+            "the prefill writing a MiB to the device",
+        )
+        assert proc.poll() is None, proc.communicate()
         subprocess.run(["fsfreeze", "-f", str(mnt)], check=True, timeout=30)
         frozen_at = time.monotonic()
         thaw = stack.enter_context(contextlib.ExitStack())
