@@ -70,6 +70,13 @@ PROBE_TIMEOUT_S = 5.0
 SLACK_S = 90.0  # fio drops a silent server after ~42 s; then iorig's deadline
 CLEANUP_TIMEOUT_S = 60.0
 STOPPED_CLEANUP_TIMEOUT_S = 1.0  # after Ctrl-C the run ends within seconds, whatever a host does
+# After Ctrl-C the run ends within 5 s (docs/guide/running.md): the data
+# files' removal ends this long after the stop at the latest, leaving the
+# rest for storing and leaving. A hung host's client is killed 2 s in and,
+# on a busy machine, its end, the results' storing and the removal's own
+# second took a run to 5.1 s
+STOP_BUDGET_S = 4.0
+MIN_CLEANUP_S = 0.2  # less is no chance for a fio client to start
 # A client asked to stop passes it to its server and gets the results back
 # within a second; one whose server hangs heeds nothing but SIGKILL.
 CLIENT_STOP = ((signal.SIGINT, 1.5), (signal.SIGTERM, 0.5), (signal.SIGKILL, 1.0))
@@ -84,6 +91,7 @@ class ServerBackend:
         self.specs = tuple(hosts)
         self._stop = threading.Event()  # a phase is asked to stop (Ctrl-C)
         self._hurry = threading.Event()  # and at once (a second Ctrl-C)
+        self._stopped_at: float | None = None  # time.monotonic() of the first stop
         # hosts whose client got no answer to a stop request (a hung host or
         # device): after Ctrl-C their files are not waited for
         self._unanswered: set[str] = set()
@@ -443,6 +451,8 @@ class ServerBackend:
                 held.name_run(run_id)
 
     def stop(self, *, at_once: bool = False) -> None:
+        if self._stopped_at is None:
+            self._stopped_at = time.monotonic()
         self._stop.set()
         if at_once:
             self._hurry.set()
@@ -501,13 +511,21 @@ class ServerBackend:
         texts = {host: text for host, text in texts.items() if host not in hung}
         if not texts:
             return problems
+        timeout_s = CLEANUP_TIMEOUT_S
         hurry = threading.Event()
         if stopped:
             hurry.set()
+            since_s = time.monotonic() - (self._stopped_at or time.monotonic())
+            timeout_s = min(STOPPED_CLEANUP_TIMEOUT_S, STOP_BUDGET_S - since_s)
+            if timeout_s < MIN_CLEANUP_S:
+                return problems + [
+                    f"could not remove iorig's data file(s) on {host}: no time was left "
+                    f"after the stop ({since_s:.1f} s of the {STOP_BUDGET_S:g} s a stopped run "
+                    "gives it); remove them in the agent's working directory yourself"
+                    for host in texts
+                ]
         try:
-            done = self._run_jobs(
-                texts, STOPPED_CLEANUP_TIMEOUT_S if stopped else CLEANUP_TIMEOUT_S, hurry
-            )
+            done = self._run_jobs(texts, timeout_s, hurry)
         except (OSError, UserError) as exc:
             return [*problems, f"could not remove the data files on the servers: {exc}"]
         removed = {j.host for j in _jobs_of(done) if not j.error}
