@@ -40,6 +40,9 @@ pytestmark = [pytest.mark.fio, pytest.mark.truth]
 
 CAP = 5_000
 GENERATOR_CODES = {"generator-limit", "cpu-bound", "generator-ceiling"}
+# four io_uring jobs at QD 32: pinned, they saturate a CPU; capped, they wait on the device
+QD32 = ("--rw", "randread", "--jobs", "4", "--iodepth", "32", "--engine", "io_uring",
+        "--bs", "4k", "--size", "64MiB", "--duration", "3s")  # fmt: skip
 
 
 def _iorig(db: Path, *args: str, prefix: tuple[str, ...] = ()) -> subprocess.CompletedProcess:
@@ -176,20 +179,7 @@ def test_four_io_uring_jobs_at_qd32_pinned_to_one_cpu_name_the_generator(truth_d
         done = _iorig(
             truth_db,
             "run",
-            "--rw",
-            "randread",
-            "--jobs",
-            "4",
-            "--iodepth",
-            "32",
-            "--engine",
-            "io_uring",
-            "--bs",
-            "4k",
-            "--size",
-            "64MiB",
-            "--duration",
-            "3s",
+            *QD32,
             "--set",
             "direct=false",
             "--keep-files",
@@ -234,20 +224,7 @@ def test_four_io_uring_jobs_at_qd32_on_a_capped_device_do_not_blame_the_generato
         done = device.iorig(
             truth_db,
             "run",
-            "--rw",
-            "randread",
-            "--jobs",
-            "4",
-            "--iodepth",
-            "32",
-            "--engine",
-            "io_uring",
-            "--bs",
-            "4k",
-            "--size",
-            "64MiB",
-            "--duration",
-            "3s",
+            *QD32,
             "--target",
             str(device.path),
         )
