@@ -465,7 +465,7 @@ def needs_status(phase: PlannedPhase, rules: list[StopRule]) -> bool:
     status where I/Os take seconds: its status thread holds stat_sem while
     it waits for each job to report its CPU, a job in a slow I/O reports
     late, and a job ending meanwhile gives up after 5 s ("fio seems to be
-    stuck grabbing stat_sem", exit 41; fixed by fio commit 00084f95). A
+    stuck grabbing stat_sem", exit 41 or 52; fixed by fio commit 00084f95). A
     data set written by 85 jobs at QD 4 to a 9.6 MB/s device queues 19 s
     of writes (docs/methodology.md §10)."""
     quiet = phase.kind.size_based or phase.kind is PhaseKind.WARMUP
