@@ -205,12 +205,7 @@ def _device_seconds_median(
     series (their ends, ``t_s``), between the samples just inside and just
     outside each."""
     assert seconds.size, "no seconds"
-    bounds = np.array(
-        [
-            samples.bounds("read", phase.origin + s - 1, phase.origin + s, what="ios")
-            for s in seconds
-        ]
-    )
+    bounds = samples.seconds("read", phase.origin, seconds, what="ios")
     return float(np.median(bounds[:, 0])), float(np.median(bounds[:, 1]))
 
 
