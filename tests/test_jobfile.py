@@ -9,6 +9,7 @@ import subprocess
 import pytest
 
 from iorig.fio.jobfile import JobFileError, Section, render, workload_options
+from iorig.run.jobtext import flow_groups
 
 
 def _options(**over: object) -> dict:
@@ -128,6 +129,10 @@ def test_section_names_and_comments():
         render({}, [Section("a b]\n[x", {})])
     with pytest.raises(JobFileError, match="duplicate"):
         render({}, [Section("a", {}), Section("a", {})])
+    # a workload's later jobs as sections of their own repeat its name, right after
+    assert render({}, [Section("a", {}), Section("a", {}, job=1)]).count("[a]") == 2
+    with pytest.raises(JobFileError, match="duplicate"):
+        render({}, [Section("a", {}), Section("b", {}), Section("a", {}, job=1)])
     text = render({"direct": True}, [Section("a", {})], comment="line one\nexec_prerun=x")
     assert text.splitlines()[:2] == ["; line one", "; exec_prerun=x"]
     assert "[global]" in text
@@ -149,3 +154,21 @@ def test_fio_accepts_the_rendered_job_including_an_escaped_colon(tmp_path):
     # fio read the escaped colon as part of one file name, not as two files
     assert "dev\\:1" in shown.stdout or "dev:1" in shown.stdout
     assert "--runtime=30000ms" in shown.stdout
+
+
+def test_workloads_with_a_flow_pair_up_job_by_job():
+    """fio holds each job of a flow group to its own share of the group: a
+    workload's jobs in one group wait on each other (docs/methodology.md §4),
+    so job k of every workload with a flow is flow group k + 1."""
+    db = _options(rw="randrw", jobs=3, flow=1000)
+    assert db["numjobs"] == 3 and db["flow_id"] == 1
+    groups = flow_groups(db)
+    assert [g["flow_id"] for g in groups] == [1, 2, 3]
+    assert all(g["numjobs"] == 1 and g["flow"] == 1000 for g in groups)
+    # each job's slice where fio's offset_increment would have put it
+    log = _options(rw="write", jobs=3, flow=533, offset=4096, offset_increment=1 << 20)
+    assert [g["offset"] for g in flow_groups(log)] == [4096, 4096 + (1 << 20), 4096 + (2 << 20)]
+    assert not any("offset_increment" in g for g in flow_groups(log))
+    # without a flow, or with one job, one section as before
+    assert flow_groups(_options(jobs=3)) == [_options(jobs=3)]
+    assert flow_groups(_options(jobs=1, flow=10)) == [_options(jobs=1, flow=10)]

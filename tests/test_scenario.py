@@ -177,3 +177,30 @@ def test_parse_assignments():
     assert scenario.parse_assignments(["bs=4k", "x = 1"]) == {"bs": "4k", "x": "1"}
     with pytest.raises(UserError, match="expected name=value"):
         scenario.parse_assignments(["bs"])
+
+
+def test_exchange_pairs_each_thread_with_a_log_writer():
+    """Each thread and its log writer are a flow group of their own (job k
+    of each, iorig.run.jobtext.flow_groups), at db_to_log database bytes
+    per log byte: 10 × 6 KiB (the average log write) / 32 KiB pages is
+    1.875 of a thread's I/Os per log write, weights 1000 : 533."""
+    r = scenario.load("exchange", "quick", {"threads": "12"})
+    (perf,) = [p for p in r.scenario.phases if p.name == "performance"]
+    by = {w.label: w for w in perf.workloads}
+    assert (by["db"].jobs, by["db"].iodepth, by["db"].flow) == (12, 1, 1000)
+    logs = by["log_streams"]
+    assert (logs.jobs, logs.iodepth, logs.flow) == (12, 1, 533)
+    # the writers' slices side by side in log_size, then the latency writer's
+    assert logs.jobs * logs.offset_increment <= 16 * MiB == by["log"].offset
+    assert r.scenario.targets["log"].size == 16 * MiB + 4 * MiB
+
+
+def test_workloads_with_a_flow_need_the_same_jobs(tmp_path):
+    text = GOOD.replace("rw: randread", "rw: randread\n        flow: 10\n        jobs: 2")
+    doubled = text.replace(
+        "    workloads:\n",
+        "    workloads:\n      - {name: other, rw: write, bs: 4KiB, flow: 5}\n",
+        1,
+    )
+    with pytest.raises(UserError, match=r"need the same jobs; here other 1, .* 2"):
+        scenario.load(_write(tmp_path, doubled))

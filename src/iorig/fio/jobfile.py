@@ -299,6 +299,9 @@ _NAME_CHARS = set("abcdefghijklmnopqrstuvwxyz0123456789-_.")
 class Section:
     name: str
     options: Mapping[str, OptionValue]
+    # a workload's job after its first, as a section of its own (fio flow
+    # groups, iorig.run.jobtext.flow_groups): the name repeats, right after
+    job: int = 0
 
 
 def render_options(options: Mapping[str, OptionValue]) -> list[str]:
@@ -326,10 +329,13 @@ def render(
         out.append("[global]")
         out += render_options(global_options)
     seen = set()
+    previous = ""
     for section in sections:
         if not section.name or not set(section.name) <= _NAME_CHARS or section.name == "global":
             raise JobFileError(f"bad fio section name {section.name!r}")
-        if section.name in seen:
+        again = section.job > 0 and section.name == previous
+        previous = section.name
+        if section.name in seen and not again:
             raise JobFileError(f"duplicate fio section name {section.name!r}")
         seen.add(section.name)
         out.append("")

@@ -31,8 +31,11 @@ def job_text(
     hosts' (fio names client-mode logs by address only) and the logs carry
     Unix timestamps so hosts can be put on one time axis."""
     sections = [
-        Section(w.label, job_options(phase, w, (targets or {}).get(w.spec.target), log_suffix))
+        Section(w.label, options, job)
         for w in phase.workloads
+        for job, options in enumerate(
+            flow_groups(job_options(phase, w, (targets or {}).get(w.spec.target), log_suffix))
+        )
     ]
     comment = (
         f"iorig {__version__} run {run_id}\n"
@@ -98,6 +101,30 @@ def job_options(
     # a fio job file's own options, as it gives them (iorig.scenario.fiopolicy passes
     # none that names a file, a log or the time base)
     return options | dict(w.spec.fio_options)
+
+
+def flow_groups(options: dict[str, OptionValue]) -> list[dict[str, OptionValue]]:
+    """A workload's sections: one, or with a flow and several jobs one per
+    job, job k in fio flow group k + 1. fio holds each job of a flow group
+    to its own share of the group's I/Os, so jobs of one workload in one
+    group wait on each other: twelve Exchange threads at queue depth 1 kept
+    9.5 I/Os in flight against bare fio's 12, and 12.0 paired job by job
+    with log writers (docs/methodology.md §4). The phase's workloads with a
+    flow have the same jobs (``scenario.schema.Phase``), so job k of each
+    forms group k + 1."""
+    jobs = int(options.get("numjobs", 1))
+    if "flow" not in options or jobs == 1:
+        return [options]
+    step = int(options.get("offset_increment", 0))
+    start = int(options.get("offset", 0))
+    out = []
+    for k in range(jobs):
+        one = {o: v for o, v in options.items() if o != "offset_increment"}
+        one |= {"numjobs": 1, "flow_id": k + 1}
+        if step:
+            one["offset"] = start + k * step
+        out.append(one)
+    return out
 
 
 def state_role(phase: PlannedPhase, w: PlannedWorkload) -> str | None:

@@ -263,8 +263,9 @@ class Workload(_Model):
     rate: Size | None = None
     """bytes/s per job (fio rate), e.g. background maintenance"""
     flow: int | None = Field(default=None, ge=1, le=1000)
-    """Keep this workload's I/O count at flow:(sum of flows) of the phase's jobs with a flow
-    (fio flow_id/flow): a log that writes as the database does."""
+    """Keep each job's I/O count at flow:(sum of flows) of its flow group: job k of every
+    workload with a flow in the phase (fio flow_id/flow), so those workloads need the same
+    jobs. A log writer that writes as its database thread does."""
     verify: Literal["none", "crc32c"] = "none"
     """writes carry checksums a verify phase checks"""
     verify_interval: Size | None = None
@@ -503,6 +504,9 @@ class SteadyRule(_Model):
         return value
 
 
+MAX_FLOW_GROUPS = 1000  # fio's flow_id: job k of a workload with a flow is group k
+
+
 class Phase(_Model):
     name: str = Field(pattern=_NAME_RE)
     """the phase's name, unique in the scenario"""
@@ -582,6 +586,17 @@ class Phase(_Model):
                     raise ValueError(f"a {self.kind} phase only writes; rw: {w.rw} is not allowed")
         elif self.duration is None or self.duration <= 0:
             raise ValueError(f"a {self.kind} phase needs a duration greater than zero")
+        flows = {w.label: w.jobs for w in self.workloads if w.flow is not None}
+        if flows and max(flows.values()) > MAX_FLOW_GROUPS:
+            raise ValueError(
+                f"workloads with a flow take at most {MAX_FLOW_GROUPS} jobs (fio's flow_id)"
+            )
+        if len(set(flows.values())) > 1:
+            said = ", ".join(f"{name} {jobs}" for name, jobs in flows.items())
+            raise ValueError(
+                "workloads with a flow pair up job by job (job k of each is fio flow group k), "
+                f"so they need the same jobs; here {said}"
+            )
         labels = [w.label for w in self.workloads]
         if len(set(labels)) != len(labels):
             raise ValueError(
