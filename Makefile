@@ -21,8 +21,9 @@ demo: setup
 UNIT := not (fio or blockdev or truth or browser or system)
 
 # Everything, as CI runs it, in four stages that between them run every test
-# once: those that may share the machine, on five workers (a fio phase runs
-# its time whatever CPU it gets, so more workers than cores overlap waits);
+# once: those that may share the machine, on six workers (a fio phase runs
+# its time whatever CPU it gets, so more workers than cores overlap waits:
+# 204 s against 227 s at five and 206 s at seven, the CPUs 91 % busy);
 # those that time seconds or pace rates, beside each other only, on six
 # workers (they wait more than they compute: 85 s against 93 s at five);
 # truth tests six at a time (their devices are in memory, so they share
@@ -40,7 +41,7 @@ test check soak: export PYTHONDONTWRITEBYTECODE =
 # each stage's pytest arguments, here only: make soak's scripts/soak.py reads
 # them through print-stage-args
 STAGES := first timing truth serial
-STAGE_first := -n 5 --dist worksteal -m "not (serial or timing or truth)"
+STAGE_first := -n 6 --dist worksteal -m "not (serial or timing or truth)"
 STAGE_timing := -n 6 --dist worksteal -m "timing"
 STAGE_truth := -n 6 --dist worksteal -m "truth and not serial" tests/truth
 STAGE_serial := -m serial
