@@ -504,7 +504,7 @@ class SteadyRule(_Model):
         return value
 
 
-MAX_FLOW_GROUPS = 1000  # fio's flow_id: job k of a workload with a flow is group k
+MAX_FLOW_GROUPS = 1000  # fio's flow_id: the k-th job of each workload with a flow is group k
 
 
 class Phase(_Model):
@@ -594,8 +594,8 @@ class Phase(_Model):
         if len(set(flows.values())) > 1:
             said = ", ".join(f"{name} {jobs}" for name, jobs in flows.items())
             raise ValueError(
-                "workloads with a flow pair up job by job (job k of each is fio flow group k), "
-                f"so they need the same jobs; here {said}"
+                "workloads with a flow pair up job by job (the k-th job of each is one fio "
+                f"flow group), so they need the same jobs; here {said}"
             )
         labels = [w.label for w in self.workloads]
         if len(set(labels)) != len(labels):
