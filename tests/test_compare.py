@@ -134,7 +134,26 @@ def test_phase_only_in_one_run_is_listed_and_definitions_are_diffed():
     text = "\n".join(cmp.definition_differences)
     assert "fio version differs" in text and "fio-3.36" in text
     assert "target kind differs" in text
-    assert "rr: fio job definition (hash) differs" in text
+    assert "rr: fio option [rr] rw differs — A: randread; B: randwrite" in text
+
+
+def test_compare_names_the_fio_options_that_differ_once_for_every_phase():
+    """Two runs on different targets: the path differs in every phase's job
+    file, said once; what differs in one phase only is said for that phase."""
+    names = ("rr", "sw")
+    a = _run("a1", "A", [_phase(n, "iops", _noisy(1e5)) for n in names])
+    b = _run("b2", "B", [_phase(n, "iops", _noisy(1e5, seed=4)) for n in names])
+    texts = [
+        {n: f"; run {r}\n[{n}]\nfilename=/{r}/data.dat\nrw=randread\niodepth={d}\n" for n in names}
+        for r, d in (("a", 4), ("b", 4))
+    ]
+    texts[1]["sw"] = texts[1]["sw"].replace("iodepth=4", "iodepth=8\nnorandommap")
+    notes = compare([a, b], texts).definition_differences
+    assert notes == (
+        "every phase: fio option filename differs — A: /a/data.dat; B: /b/data.dat",
+        "sw: fio option [sw] iodepth differs — A: 4; B: 8",
+        "sw: fio option [sw] norandommap differs — A: (not set); B: (set)",
+    ), notes
 
 
 def test_job_text_comments_do_not_count_as_a_difference():

@@ -70,6 +70,7 @@ class RunPhase:
     total_lat_mean_ns: float = math.nan  # slat + clat: time in flight, for Little's law
     point: dict = field(default_factory=dict)  # sweep / search coordinates
     lat_range_ns: tuple[float, float] | None = None  # fastest, slowest completion
+    job_text: str = ""  # the phase's fio job file, when it was asked for
 
     @property
     def stats(self) -> SeriesStats:
@@ -88,6 +89,23 @@ def normalized_job_text(text: str) -> str:
 
 def job_hash(text: str) -> str:
     return hashlib.sha256(normalized_job_text(text).encode()).hexdigest()[:12]
+
+
+def job_options(text: str) -> dict[str, str]:
+    """A fio job file's options by where they are, ``[section] option``
+    (``[section #2]`` for a name's second section, as a workload's flow
+    groups have it), each valued as written ("" for a flag)."""
+    out: dict[str, str] = {}
+    section, seen = "", {}
+    for line in normalized_job_text(text).splitlines():
+        if line.startswith("[") and line.endswith("]"):
+            name = line[1:-1]
+            seen[name] = seen.get(name, 0) + 1
+            section = name if seen[name] == 1 else f"{name} #{seen[name]}"
+            continue
+        option, _, value = line.partition("=")
+        out[f"[{section}] {option.strip()}" if section else option.strip()] = value.strip()
+    return out
 
 
 def pool_phases(
@@ -122,6 +140,7 @@ def pool_phases(
             lat_range_ns=latency_range(totals),
             hist=hist,
             job_hash=job_hash((job_texts or {}).get(name, "")),
+            job_text=(job_texts or {}).get(name, ""),
             engine=repeats[0].engine,
             fio_version=repeats[0].fio_version,
             status=PhaseStatus.OK
@@ -326,14 +345,57 @@ def definition_differences(
         differ(f"parameter {name}", [p.get(name, {}).get("text", "(none)") for p in params])
     notes += _disclosure_differences(runs, labels)
     notes += sut_differences(runs, labels)
+    by_phase: dict[str, dict[str, tuple[str, ...]]] = {}
     for name in dict.fromkeys(n for p in per_run for n in p):
         entries = [p.get(name) for p in per_run]
         if any(e is None for e in entries):
             continue
         differ(f"{name}: engine", [e.engine for e in entries if e])
-        hashes = [e.job_hash for e in entries if e]
-        if len(set(hashes)) > 1 and not any(h == job_hash("") for h in hashes):
-            differ(f"{name}: fio job definition (hash)", hashes)
+        texts = [e.job_text for e in entries if e]
+        if all(texts) and len({job_hash(t) for t in texts}) > 1:
+            by_phase[name] = option_differences(texts)
+    return notes + _job_differences(by_phase, labels)
+
+
+MAX_OPTION_LINES = 6  # per phase: past that, a count
+
+
+def option_differences(texts: Sequence[str]) -> dict[str, tuple[str, ...]]:
+    """The fio options whose values differ between job files, each with its
+    value in every file ("(not set)" where a file has none)."""
+    options = [job_options(t) for t in texts]
+    keys = dict.fromkeys(k for o in options for k in o)
+    values = {k: tuple(o.get(k, "(not set)") for o in options) for k in keys}
+    return {k: v for k, v in values.items() if len(set(v)) > 1}
+
+
+def _job_differences(
+    by_phase: Mapping[str, Mapping[str, tuple[str, ...]]], labels: Sequence[str]
+) -> list[str]:
+    """One line per differing fio option, said once when every phase whose
+    job files differ has it the same way (a target path), else per phase."""
+
+    def line(where: str, option: str, values: tuple[str, ...]) -> str:
+        listed = "; ".join(f"{lab}: {v or '(set)'}" for lab, v in zip(labels, values, strict=True))
+        return f"{where}fio option {option} differs — {listed}"
+
+    def bare(key: str) -> str:  # the option without its section
+        return key.rsplit("] ", 1)[-1]
+
+    shared: dict[tuple[str, tuple[str, ...]], int] = {}
+    for diffs in by_phase.values():
+        for key, values in dict.fromkeys((bare(k), v) for k, v in diffs.items()):
+            shared[(key, values)] = shared.get((key, values), 0) + 1
+    everywhere = [kv for kv, n in shared.items() if n == len(by_phase) > 1]
+    notes = [line("every phase: ", k, v) for k, v in everywhere]
+    for phase, diffs in by_phase.items():
+        own = [(k, v) for k, v in diffs.items() if (bare(k), v) not in everywhere]
+        notes += [line(f"{phase}: ", k, v) for k, v in own[:MAX_OPTION_LINES]]
+        if len(own) > MAX_OPTION_LINES:
+            notes.append(
+                f"{phase}: … and {len(own) - MAX_OPTION_LINES} more fio options differ "
+                "(iorig show RUN --jobs)"
+            )
     return notes
 
 
