@@ -20,6 +20,7 @@ import pytest
 from tests.fioservers import fio_servers
 from tests.truth.device import Capped
 
+from iorig.fio.parse import read_logs
 from iorig.store import Store
 from iorig.units import format_si
 
@@ -200,6 +201,7 @@ def test_database_read_latency_queues_on_the_cap_thread_by_thread(capped, truth_
 
 THREADS = 12
 READ_CAP = 300
+READ_CODE = 0  # fio's data direction code for reads in its logs
 
 
 def _bare_read_seconds_ms(db: Capped, prefix: Path, seconds: int) -> np.ndarray:
@@ -222,21 +224,18 @@ def _bare_read_seconds_ms(db: Capped, prefix: Path, seconds: int) -> np.ndarray:
         runtime_s=seconds,
     )
 
-    def reads(kind: str) -> dict[tuple[str, int], float]:
-        out = {}
-        for log in prefix.parent.glob(f"{prefix.name}_{kind}.*.log"):
-            job = log.name.rsplit(".", 2)[-2]
-            for line in log.read_text().splitlines():
-                t_ms, value, ddir, *_ = (x.strip() for x in line.split(","))
-                if ddir == "0":
-                    out[(job, round(int(t_ms) / 1000))] = float(value)
-        return out
-
-    means, counts = reads("clat"), reads("iops")
     by_second: dict[int, list[tuple[float, float]]] = {}
-    for (job, second), mean in means.items():
-        if counts.get((job, second)):
-            by_second.setdefault(second, []).append((mean, counts[(job, second)]))
+    for kinds in read_logs(prefix.parent)[(prefix.name, None)].values():
+        iops, clat = kinds["iops"], kinds["clat"]
+        reads = {
+            round(int(t) / 1000): float(n)
+            for t, n, d in zip(iops.t_ms, iops.value, iops.ddir, strict=True)
+            if d == READ_CODE
+        }
+        for t, mean, d in zip(clat.t_ms, clat.value, clat.ddir, strict=True):
+            second = round(int(t) / 1000)
+            if d == READ_CODE and reads.get(second):
+                by_second.setdefault(second, []).append((float(mean), reads[second]))
     weighted = [
         sum(m * n for m, n in pairs) / sum(n for _, n in pairs)
         for _, pairs in sorted(by_second.items())

@@ -352,7 +352,7 @@ def definition_differences(
             continue
         differ(f"{name}: engine", [e.engine for e in entries if e])
         texts = [e.job_text for e in entries if e]
-        if all(texts) and len({job_hash(t) for t in texts}) > 1:
+        if all(texts) and len({e.job_hash for e in entries if e}) > 1:
             by_phase[name] = option_differences(texts)
     return notes + _job_differences(by_phase, labels)
 
