@@ -297,8 +297,8 @@ class FakeBackend:
                         entry |= {"hostname": address, "port": int(port)}
                     entries.append(entry)
                 late = (step.late_ms or {}).get(host.label, 0)
-                # fake servers' logs: wall-clock times (log_unix_epoch) from the launch
-                shift = round(launched * 1000) + late if self.remote else 0
+                # logs on the unix clock (log_unix_epoch, as both backends run fio)
+                shift = round(launched * 1000) + late
                 suffix = host.label.rsplit(":", 1)[0] if self.remote else None
                 logs[(w.label + host.log_suffix, suffix)] = _edited(
                     _synthetic_logs(step.scale, step.seconds, shift)
@@ -329,7 +329,7 @@ class FakeBackend:
             exit=exit_,
             logs=logs,
             hosts=hosts,
-            wallclock_logs=self.remote,
+            wallclock_logs=True,
             exit_code_counts=not self.remote,
             # this machine: fio's live status tells when its jobs began
             io_started_at=None if self.remote else launched,

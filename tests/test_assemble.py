@@ -227,6 +227,28 @@ def test_a_stat_counts_as_an_op_that_reads_no_bytes():
     assert list(everything.series["read"].bytes_per_s) == list(read.series["read"].bytes_per_s)
 
 
+def test_jobs_started_more_than_half_a_second_apart_count_from_the_first():
+    # two jobs logging one-second windows on the unix clock, the second started
+    # 600 ms after the first: second 0 is the first job's start. Read from
+    # all the windows at once, the late job's first (at 1.6 s) looked like a
+    # second window and put second 0 400 ms before either job started
+    raw, phase = _stat_phase()
+    t0 = 1_790_000_000_000  # unix ms
+
+    def windows(start: int, iops: float) -> dict:
+        return {"iops": [LogSample(start + k * 1000, iops, "read", 4096) for k in (1, 2, 3)]}
+
+    raw = replace(
+        raw,
+        logs={("st", None): {1: windows(t0, 100)}, ("rd", None): {2: windows(t0 + 600, 10)}},
+        wallclock_logs=True,
+    )
+    reading = phase.workloads[1].spec
+    phase.workloads = [SimpleNamespace(label=w.label, spec=reading) for w in phase.workloads]
+    got = collect(raw, phase)  # type: ignore[arg-type]
+    assert got.origin_s == t0 / 1000
+
+
 def test_completions_on_the_unix_clock_count_from_the_phases_first_read():
     # two paced jobs that log every completion (log_unix_epoch=1), the second
     # started 300 ms after the first: each second holds what all of them
@@ -242,7 +264,9 @@ def test_completions_on_the_unix_clock_count_from_the_phases_first_read():
         return {"clat": [LogSample(t, latency_ns, "read", 4096) for t in times]}
 
     raw = replace(
-        raw, logs={("st", None): {1: completions(first)}, ("rd", None): {2: completions(second)}}
+        raw,
+        logs={("st", None): {1: completions(first)}, ("rd", None): {2: completions(second)}},
+        wallclock_logs=True,
     )
     reading = phase.workloads[1].spec  # the reading workload's, for both
     phase.workloads = [SimpleNamespace(label=w.label, spec=reading) for w in phase.workloads]

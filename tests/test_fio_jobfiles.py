@@ -535,15 +535,17 @@ def _fake_run(db_path: Path, source: ScenarioSource, **overrides: str):
         return plan, store.load_run(outcome.run_id), store.job_texts(outcome.run_id)
 
 
-def test_a_job_logging_every_completion_logs_it_on_the_unix_clock(tmp_path, db_path):
-    # a slow paced job logs every completion; its seconds then count from the
-    # phase's first read on one clock (iorig.run.collect.completion_clock)
+def test_every_job_logs_on_the_unix_clock_a_slow_paced_one_every_completion(tmp_path, db_path):
+    # a slow paced job logs every completion, a faster one one-second
+    # windows; both on the unix clock, which the phase's second 0 and every
+    # job's seconds are read from (iorig.run.collect._host_starts)
     text = f"[global]\n{TIMED}rw=randread\n[slow]\nrate_iops=20\n[fast]\nrate_iops=500\n"
     plan, stored, _ = _fake_run(db_path, _source(tmp_path, text))
     sections = job_text(plan, stored.run.id, plan.phases[-1]).split("\n[")
     slow, fast = (next(s for s in sections if s.startswith(f"{n}]")) for n in ("slow", "fast"))
     assert "write_lat_log=slow" in slow and "log_unix_epoch=1" in slow
-    assert "write_iops_log=fast" in fast and "log_unix_epoch" not in fast
+    assert "write_iops_log=fast" in fast and "log_unix_epoch=1" in fast
+    assert "write_lat_log" not in fast and "write_iops_log" not in slow
 
 
 def test_passed_options_reach_fio_as_written_and_the_rest_as_iorig_renders_them(tmp_path, db_path):

@@ -47,6 +47,10 @@ class JobLogs:
     # runtime: a paced job's averaged windows are completed with them
     done: Mapping[str, tuple[int, int]] = field(default_factory=dict, repr=False)
     runtime_ms: int = 0
+    # when the job began on its host's axis (its logs' times count from the
+    # host's first job, and fio starts a phase's jobs up to a third of a
+    # second apart): its runtime is counted from here
+    started_ms: int = 0
 
     def __post_init__(self) -> None:
         # columns, whatever the caller built the logs from
@@ -132,7 +136,12 @@ def _per_second(
 
 
 def _completed(
-    samples: Iterable[LogSample], ddir: str, total: float, runtime_ms: int, scale: float = 1.0
+    samples: Iterable[LogSample],
+    ddir: str,
+    total: float,
+    runtime_ms: int,
+    scale: float = 1.0,
+    started_ms: int = 0,
 ) -> dict[int, float]:
     """Per second, what a paced job did, from its averaged windows made whole.
 
@@ -141,20 +150,22 @@ def _completed(
     one. Its cumulative count is rebuilt from the windows it wrote (rate ×
     window length, ``scale`` turning the logged unit into the counted one),
     ended at the job's JSON total at its runtime, and read at each whole
-    second: the seconds then add up to what the job did."""
+    second: the seconds then add up to what the job did. Its windows and
+    seconds are on its host's axis, where it began at ``started_ms``."""
     windows = sorted({s.t_ms: s.value for s in samples if s.ddir == ddir}.items())
-    t, c = [0.0], [0.0]
+    ended_ms = started_ms + runtime_ms
+    t, c = [float(started_ms)], [0.0]
     for t_ms, value in windows:
-        if t[-1] < t_ms <= runtime_ms:
+        if t[-1] < t_ms <= ended_ms:
             c.append(c[-1] + value * scale * (t_ms - t[-1]) / 1000)
             t.append(float(t_ms))
-    if runtime_ms > t[-1]:
-        t.append(float(runtime_ms))
+    if ended_ms > t[-1]:
+        t.append(float(ended_ms))
         c.append(max(total, c[-1]))
     if c[-1] <= 0:
         return {}
     cumulative = np.asarray(c) * (total / c[-1])
-    seconds = runtime_ms // 1000
+    seconds = ended_ms // 1000
     at = np.interp(np.arange(seconds + 1) * 1000.0, np.asarray(t), cumulative)
     return {s + 1: float(v) for s, v in enumerate(np.diff(at))}
 
@@ -180,8 +191,10 @@ def _ddir_series(ddir: str, logs: Sequence[JobLogs], horizon_s: int | None = Non
             hists = functools.partial(_rows_of, by_second)
         elif horizon_s is not None and ddir in log.done and log.runtime_ms >= 1000:
             ios, io_bytes = log.done[ddir]
-            iops = _completed(log.iops, ddir, ios, log.runtime_ms)
-            bw = _completed(log.bw, ddir, io_bytes / 1024, log.runtime_ms)
+            iops = _completed(log.iops, ddir, ios, log.runtime_ms, started_ms=log.started_ms)
+            bw = _completed(
+                log.bw, ddir, io_bytes / 1024, log.runtime_ms, started_ms=log.started_ms
+            )
             hists = functools.partial(log.hist.by_second, ddir)
         else:
             iops, bw = (s.by_second(ddir) for s in (log.iops, log.bw))
@@ -195,7 +208,7 @@ def _ddir_series(ddir: str, logs: Sequence[JobLogs], horizon_s: int | None = Non
         # job logs a window late or not at all: count up to the last second
         # most jobs logged, never past the time every job ran
         last = sorted(max(job[0]) for job in jobs)
-        n = min(horizon_s, last[(len(last) - 1) // 2])
+        n = max(0, min(horizon_s, last[(len(last) - 1) // 2]))
         jobs = [({s: iops.get(s, 0.0) for s in range(1, n + 1)}, *rest) for iops, *rest in jobs]
     else:
         n = min(_complete_seconds(job[0]) for job in jobs)
@@ -238,13 +251,16 @@ def merge_series(logs: Sequence[JobLogs], horizon_s: int | None = None) -> dict[
 # ---------------------------------------------------------------- scopes
 
 
-def _horizon(jobs: Sequence[JobStats]) -> int | None:
-    """Whole seconds every job ran, when the jobs are rate-limited or
-    flow-controlled (they may log nothing in a second without completions);
-    None otherwise, so that free-running jobs keep the strict gap rule."""
+def _horizon(jobs: Sequence[JobStats], logs: Sequence[JobLogs] = ()) -> int | None:
+    """Whole seconds every job ran (on their host's axis, each from its
+    start), when the jobs are rate-limited or flow-controlled (they may log
+    nothing in a second without completions); None otherwise, so that
+    free-running jobs keep the strict gap rule."""
     runtimes = [j.job_runtime_ms for j in jobs]
     if not runtimes or min(runtimes) <= 0 or not any(j.paced for j in jobs):
         return None
+    if logs and all(log.runtime_ms for log in logs):  # each with its job's runtime
+        return min(log.started_ms + log.runtime_ms for log in logs) // 1000
     return min(runtimes) // 1000
 
 
@@ -264,7 +280,7 @@ def build_scope(scope: Scope, sections: Sequence[SectionData]) -> ScopeResult:
         scope=scope,
         jobs=len(jobs),
         totals=merge_totals(_job_totals(j) for j in jobs),
-        series=merge_series(logs, _horizon(jobs)),
+        series=merge_series(logs, _horizon(jobs, logs)),
         usr_cpu_pct=float(np.mean([j.usr_cpu_pct for j in jobs])) if jobs else 0.0,
         sys_cpu_pct=float(np.mean([j.sys_cpu_pct for j in jobs])) if jobs else 0.0,
         busiest_job_cpu_pct=max(cpu, default=0.0),

@@ -67,14 +67,17 @@ class RawPhase:
     # parse.read_logs of fio's working directory: (prefix, suffix) -> job -> kind -> rows
     logs: Mapping[tuple[str, str | None], Mapping[int, Mapping[str, list[Any]]]]
     hosts: tuple[HostLogs, ...]
-    wallclock_logs: bool  # log times are Unix epoch ms (hosts are aligned on them)
+    # log times are unix epoch ms (log_unix_epoch, as both backends run fio),
+    # the phase's jobs and hosts aligned on them; False for recordings whose
+    # logs count from each job's own start
+    wallclock_logs: bool
     exit_code_counts: bool  # a non-zero exit means failure (not so for fio's client)
     steady: SteadyState | None = None  # judged live, when the backend could
     # why a host brought nothing back, where the backend knows (host -> reason)
     host_problems: Mapping[str, str] = field(default_factory=dict)
     problem: str | None = None  # what else failed the phase (e.g. a target replaced)
     # unix seconds when fio's jobs began I/O, where fio's live status told
-    # (this machine): second 0 of logs that count from the jobs' start
+    # (this machine): second 0 where no job logged a time to read it from
     io_started_at: float | None = None
     # fio's CPU as measured from /proc while it ran (this machine); None where
     # the backend cannot see fio's processes (fio servers)

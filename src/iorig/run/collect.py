@@ -3,10 +3,11 @@
 results, with what went wrong.
 
 Hosts are told apart by how fio names their jobs and by the log prefix each
-host's job file used (``RawPhase.hosts``). Where log times are wall-clock
-(fio servers, ``log_unix_epoch=1``), each host's start is read from its logs
-and the hosts' per-second series are put on one time axis; hosts' clocks
-must agree (NTP) for that to be right to the second.
+host's job file used (``RawPhase.hosts``). Log times are wall-clock
+(``log_unix_epoch=1``, this machine's as fio servers'): each host's start is
+read from its logs and its jobs' and the hosts' per-second series are put
+on one time axis; hosts' clocks must agree (NTP) for that to be right to
+the second.
 """
 
 from __future__ import annotations
@@ -68,8 +69,9 @@ def host_start_ms(sample_times_ms: Sequence[int], interval_ms: int = 1000) -> in
 def _job_logs(
     kinds: Mapping[str, list[Any]], start_ms: int, paused: Sequence[tuple[int, int]] = ()
 ) -> JobLogs:
-    """A job's logs, times made relative to its host's start; the seconds its
-    host was stopped on purpose (``paused``, on that axis) logged as zero."""
+    """A job's logs, times made relative to its host's start (``start_ms``,
+    0 for logs that count from the job's own start); the seconds its host
+    was stopped on purpose (``paused``, on that axis) logged as zero."""
     kinds = {
         k: parse.HistLog.of(v) if k == "clat_hist" else parse.SampleLog.of(v)
         for k, v in kinds.items()
@@ -79,6 +81,35 @@ def _job_logs(
     if paused:
         kinds = {k: _zero_filled(v, paused) if k in ("iops", "bw") else v for k, v in kinds.items()}
     return JobLogs.of(kinds)
+
+
+def _job_start(kinds: Mapping[str, Any]) -> float | None:
+    """When a job began at the latest (its logs' clock): from its averaged
+    logs' window times, its first taken as its first second's, or, where it
+    logged every completion, its first I/O's submission (that completion's
+    time less its latency); None where it logged neither. A paced job may
+    log no window in its first seconds (a stat job at 63 a second logged
+    its first at 2.56 s), so this may be seconds late for it."""
+    if times := _times(kinds.get("iops", ())):
+        return host_start_ms(times)
+    if _completions(kinds) and len(kinds["clat"]):
+        log = parse.SampleLog.of(kinds["clat"])
+        return float(np.min(log.t_ms - log.value / 1e6))  # latency in ns
+    return None
+
+
+def _started(log: JobLogs, job: parse.JobStats) -> JobLogs:
+    """A job's logs with when it began on its host's axis: no later than
+    its first window says (``_job_start``), and no earlier than its runtime
+    before its last window (it ran past every window it wrote); the earlier
+    of the two, as a paced job's first window may be seconds late while its
+    last lies within its runtime's last second, and never before its host's
+    first job."""
+    times = _times(log.iops)
+    if not times or job.job_runtime_ms <= 0:
+        return log
+    began = min(host_start_ms(times), max(times) - job.job_runtime_ms)
+    return replace(log, started_ms=max(0, math.floor(began)))
 
 
 def _overlaps(a_ms: int, b_ms: int, paused: Sequence[tuple[int, int]]) -> bool:
@@ -132,13 +163,18 @@ def collect(
     present = {j.host for j in output.jobs}
     missing = [h for h in raw.hosts if h.label not in present]
     starts = _host_starts(raw.hosts, phase, by_prefix) if raw.wallclock_logs else {}
+    if raw.io_started_at is not None and len(starts) == 1:
+        # this machine's live status told when its jobs began, also no earlier
+        # than they did (its clock is read after their runtimes): the earlier
+        # of the two, where its jobs' logs began late (paced ones)
+        ((host, start),) = starts.items()
+        starts[host] = min(start, math.floor(raw.io_started_at * 1000))
     first = min(starts.values(), default=0)
     paused = {
         h: [(round(a * 1000) - starts[h], round(b * 1000) - starts[h]) for a, b in spans]
         for h, spans in (pauses or {}).items()
         if h in starts
     }
-    clock = 0 if raw.wallclock_logs else completion_clock(by_prefix)
     sections = [
         _section(
             phase,
@@ -148,7 +184,6 @@ def collect(
             by_prefix=by_prefix,
             start=starts.get(host.label, 0),
             paused=paused,
-            clock=clock,
         )
         for host in raw.hosts
         if host not in missing
@@ -207,8 +242,8 @@ def collect(
         lost = [u for u in unlogged if u.ran_ms >= SURE_WINDOW_MS]
         if lost and not phase.until_done:
             problems.append(lost_logs_message(lost, several))
-    # the hosts' clock, or this machine's completions': where the series' second 0 was
-    origin = first / 1000 if starts else (clock / 1000 if clock else None)
+    # the hosts' clock: where the series' second 0 was
+    origin = first / 1000 if starts else None
     printed = parse.io_errors(raw.exit.stderr)
     counted = printed + parse.unprinted_errors(printed, output.jobs, "local")
     record = _training(phase, sections, {h: float(s - first) for h, s in starts.items()})
@@ -292,37 +327,9 @@ def _training(
     return TrainingRecord(model, training.traces(model, readers, shift_ms)) if readers else None
 
 
-# fio's log times since a job's start never reach this (31 years); unix
-# milliseconds have been past it since 2001
-UNIX_MS = 10**12
-
-
 def _completions(kinds: Mapping[str, Any]) -> bool:
     """Whether a job logged every completion (see ``JobLogs.of``)."""
     return "clat" in kinds and "iops" not in kinds
-
-
-def completion_clock(by_prefix: Mapping[str, Mapping[int, Mapping[str, list[Any]]]]) -> int:
-    """Second 0 (unix ms) of this machine's jobs that log every completion
-    on the unix clock (``log_unix_epoch``): the first of their I/Os to be
-    submitted (a completion's time less its latency); 0 where none did.
-
-    Their seconds count from it, all of them, not each job's from its own
-    start. The jobs of a phase start up to a third of a second apart (fio
-    starts them one by one: 65-350 ms for 113 jobs on 2 CPUs), and a job's
-    own first second then ends after the others': past a 215.6 MB/s cap
-    on the device, the AI image's second 1 held 1.07-1.10 times the cap
-    with each job's own seconds, 0.99-1.00 times on one clock, and the
-    device 0.99-1.03 times in its own first second (12 runs)."""
-    first: list[float] = []
-    for jobs in by_prefix.values():
-        for kinds in jobs.values():
-            if not _completions(kinds) or not len(kinds["clat"]):
-                continue
-            log = parse.SampleLog.of(kinds["clat"])
-            first.append(float(np.min(log.t_ms - log.value / 1e6)))  # latency in ns
-    start = min(first, default=0.0)
-    return int(start) if start > UNIX_MS else 0
 
 
 def _section(
@@ -334,18 +341,17 @@ def _section(
     by_prefix: Mapping[str, Mapping[int, Mapping[str, list[Any]]]],
     start: int,
     paused: Mapping[str, Sequence[tuple[int, int]]],
-    clock: int = 0,
 ) -> SectionData:
     """One workload on one host: its jobs, and its logs on the host's axis
-    (this machine's completions on ``clock``'s, see ``completion_clock``)."""
+    (``start``: its second 0 on the unix clock, see ``_host_starts``)."""
     mine = tuple(j for j in jobs if j.name == w.label and j.host == host.label)
     kinds_by_job = by_prefix.get(w.label + host.log_suffix, {})
     logs = tuple(
-        _job_logs(
-            kinds, clock if clock and _completions(kinds) else start, paused.get(host.label, [])
-        )
+        _job_logs(kinds, start, paused.get(host.label, []))
         for _, kinds in sorted(kinds_by_job.items())
     )
+    if start and len(logs) == len(mine):  # fio numbers a section's jobs and logs alike
+        logs = tuple(_started(log, job) for log, job in zip(logs, mine, strict=True))
     if phase.kind is PhaseKind.VERIFY:
         logs = tuple(_read_logs(log) for log in logs)
     if w.spec.op == "stat":
@@ -413,20 +419,22 @@ def _host_starts(
     phase: PlannedPhase,
     by_prefix: Mapping[str, Mapping[int, Mapping[str, list[Any]]]],
 ) -> dict[str, int]:
-    """Each host's start (epoch ms): from its averaged logs' window times, or,
-    where it only logged every completion, its first completion."""
-    windows: dict[str, list[int]] = defaultdict(list)
-    completions: dict[str, list[int]] = defaultdict(list)
+    """Each host's start (epoch ms): its earliest job's (``_job_start``), job
+    by job: jobs start up to a third of a second apart, more than the half
+    second that tells one window from the next in ``host_start_ms``.
+
+    Every job's seconds count from it, not each job's from its own start:
+    past a 215.6 MB/s cap on the device, the AI image's second 1 held
+    1.07-1.10 times the cap with each job's own seconds, 0.99-1.00 times on
+    one clock, and the device 0.99-1.03 times in its own first second (12
+    runs)."""
+    starts: dict[str, list[float]] = defaultdict(list)
     for host in hosts:
         for w in phase.workloads:
             for kinds in by_prefix.get(w.label + host.log_suffix, {}).values():
-                if "iops" in kinds:
-                    windows[host.label] += _times(kinds["iops"])
-                elif "clat" in kinds:
-                    completions[host.label] += _times(kinds["clat"])
-    starts = {host: host_start_ms(t) for host, t in windows.items() if t}
-    starts |= {h: min(t) for h, t in completions.items() if t and h not in starts}
-    return starts
+                if (began := _job_start(kinds)) is not None:
+                    starts[host.label].append(began)
+    return {host: math.floor(min(t)) for host, t in starts.items()}
 
 
 # fio closes a job's first one-second window at 1 s and writes it: a job that

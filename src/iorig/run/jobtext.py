@@ -92,12 +92,13 @@ def job_options(
     )
     if phase.ramp_s:
         options["ramp_time"] = round(phase.ramp_s * 1000)
-    if (target is not None and target.host) or w.spec.completions or slow_paced(w):
-        # A job logging every completion logs it on the unix clock: the
-        # phase's jobs start up to a third of a second apart, and seconds
-        # counted from each job's own start held 8-10 % more than the device
-        # read in any second (iorig.run.collect.completion_clock).
-        options["log_unix_epoch"] = True
+    # Log times on the unix clock, every job's: a phase's second 0 and each
+    # job's place on it are read from the logs (iorig.run.collect), not from
+    # fio's live status, which a short phase on a loaded machine may end
+    # before, nor from each job's own start: the jobs start up to a third of
+    # a second apart, and seconds counted from each job's own start held
+    # 8-10 % more than the device read in any second.
+    options["log_unix_epoch"] = True
     # a fio job file's own options, as it gives them (iorig.scenario.fiopolicy passes
     # none that names a file, a log or the time base)
     return options | dict(w.spec.fio_options)

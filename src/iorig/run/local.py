@@ -397,7 +397,7 @@ class LocalBackend:
             exit=proc.exit,
             logs=parse.read_logs(job.workdir),
             hosts=(HostLogs(LABEL),),
-            wallclock_logs=False,
+            wallclock_logs=True,
             exit_code_counts=True,
             steady=watch.state if watch is not None else None,
             problem=self._target_change(job.plan) or dropped,
@@ -416,7 +416,7 @@ class LocalBackend:
             exit=FioExit(0, "", "", None, 0.0),
             logs={},
             hosts=(HostLogs(LABEL),),
-            wallclock_logs=False,
+            wallclock_logs=True,
             exit_code_counts=True,
             problem=f"{problem}; the phase was not run",
         )
