@@ -820,3 +820,28 @@ def test_fio_stuck_grabbing_stat_sem_fails_the_phase_saying_why_and_what_to_chan
     assert failed.error.endswith(STAT_SEM_WHY) and "fio 3.42" in STAT_SEM_WHY
     ok = phase_result(phase, 0, raw, "fio-3.33")
     assert ok.status is PhaseStatus.OK and ok.error is None
+
+
+def test_a_knee_search_whose_confirmation_still_climbs_doubles_on(db_path):
+    # issue 49 item 3: readings at 8 that the doubling's two put 8 % over 4
+    # (under the 10 % a doubling must gain) and confirmation's third put
+    # higher: pooled, the step 4 -> 8 gained, and the verdict said "the knee
+    # lies beyond 8" with 16 never measured. The search doubles on from
+    # there until a step stops paying
+    levels = {1: 0.125, 2: 0.25, 4: 0.7, 6: 0.71}  # 0.9 from 9 to 15, then the cap
+    eight = (0.75, 0.78, 0.80, 0.80, 0.80)
+
+    def step(phase: PlannedPhase, repeat: int) -> Step:
+        concurrency = phase.point.get("concurrency")
+        if concurrency is None:
+            return Step()
+        if concurrency == 8:
+            rng = np.random.default_rng(800 + repeat)
+            return Step(seconds=tuple(eight[repeat] * (1 + 0.08 * rng.standard_normal(30))))
+        level = levels.get(concurrency, 0.9 if concurrency < 16 else 1.0)
+        return Step(seconds=_noisy_seconds(concurrency, repeat, level))
+
+    result, ran = _knee_search(db_path, FakeBackend(steps=step))
+    assert ("iodepth=16", 0) in ran, ran
+    assert result.knee.point.concurrency == 16, result.knee.reason
+    assert "lies beyond" not in result.knee.reason

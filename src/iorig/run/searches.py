@@ -169,61 +169,70 @@ def run_knee(session: RunSession, settings: KneeSettings) -> None:  # noqa: C901
     def points() -> list[Point]:
         return [s.point for s in knee_steps(session.results).values()]
 
-    rule = settings.rule
-    concurrency: int | None = fixed
-    rechecked: set[int] = set()
-    while concurrency is not None:
-        measure(concurrency)
-        if session.stopped:
-            return
-        steps = knee_steps(session.results)
-        measured = [s.point for s in steps.values()]
-        if stops_on_throughput(measured, rule) and concurrency not in rechecked:
-            # a fall or a flat step may be one noisy point: both ends of the
-            # step once more before the search believes it
-            rechecked.add(concurrency)
-            previous = max(p.concurrency for p in measured if p.concurrency < concurrency)
-            for c in (previous, concurrency):
-                measure(c)
-                if session.stopped:
-                    return
-            steps = knee_steps(session.results)
-            measured = [s.point for s in steps.values()]
-        if doubling_stop(measured, rule) is None:
-            nxt = next_doubling(measured, rule)
-        elif stops_on_throughput(measured, rule) and stop_is_uncertain(steps, rule):
-            # readings too far apart to tell a plateau from noise: one more
-            # doubling (the maximum concurrency always ends the stage)
-            nxt = min(2 * concurrency, rule.max_concurrency)
-        else:
-            break
-        # only whole multiples of the fixed factor can be run, and only
-        # depths the engine keeps (a capped last doubling may not be one)
+    def doubled(nxt: int | None) -> int | None:
+        """The next doubling as fio can run it: whole multiples of the fixed
+        factor, depths the engine keeps (a capped last doubling may not be
+        one); None where there is none or it was measured."""
         value = None if nxt is None else max(1, nxt // fixed)
         while value is not None and value > 1 and not kept(value):
             value -= 1
         concurrency = None if value is None else value * fixed
-        if concurrency is not None and concurrency in phases:
-            break
-    measured = sorted(points(), key=lambda p: p.concurrency)
-    if settings.refine and len(measured) >= 2:
-        lo, hi = measured[-2].concurrency, measured[-1].concurrency
-        done = set(phases)
-        for c in refine_between(
-            lo // fixed, hi // fixed, {x // fixed for x in done}, settings.refine
-        ):
-            if not kept(c):
-                continue  # io_uring before fio 3.39 would run the next power of two
-            measure(c * fixed)
+        return None if concurrency is None or concurrency in phases else concurrency
+
+    rule = settings.rule
+    concurrency: int | None = fixed
+    rechecked: set[int] = set()
+    while concurrency is not None:  # a doubling stage, then refine and confirm
+        while concurrency is not None:
+            measure(concurrency)
             if session.stopped:
                 return
-    candidates = knee_top_candidates(points(), settings.top, rule)
-    while candidates and min(runs[c] for c in candidates) < settings.confirm:
-        for c in candidates:
-            if runs[c] < settings.confirm:
-                measure(c)
+            steps = knee_steps(session.results)
+            measured = [s.point for s in steps.values()]
+            if stops_on_throughput(measured, rule) and concurrency not in rechecked:
+                # a fall or a flat step may be one noisy point: both ends of the
+                # step once more before the search believes it
+                rechecked.add(concurrency)
+                previous = max(p.concurrency for p in measured if p.concurrency < concurrency)
+                for c in (previous, concurrency):
+                    measure(c)
+                    if session.stopped:
+                        return
+                steps = knee_steps(session.results)
+                measured = [s.point for s in steps.values()]
+            if doubling_stop(measured, rule) is None:
+                nxt = next_doubling(measured, rule)
+            elif stops_on_throughput(measured, rule) and stop_is_uncertain(steps, rule):
+                # readings too far apart to tell a plateau from noise: one more
+                # doubling (the maximum concurrency always ends the stage)
+                nxt = min(2 * concurrency, rule.max_concurrency)
+            else:
+                break
+            concurrency = doubled(nxt)
+        measured = sorted(points(), key=lambda p: p.concurrency)
+        if settings.refine and len(measured) >= 2:
+            lo, hi = measured[-2].concurrency, measured[-1].concurrency
+            done = set(phases)
+            for c in refine_between(
+                lo // fixed, hi // fixed, {x // fixed for x in done}, settings.refine
+            ):
+                if not kept(c):
+                    continue  # io_uring before fio 3.39 would run the next power of two
+                measure(c * fixed)
                 if session.stopped:
                     return
+        candidates = knee_top_candidates(points(), settings.top, rule)
+        while candidates and min(runs[c] for c in candidates) < settings.confirm:
+            for c in candidates:
+                if runs[c] < settings.confirm:
+                    measure(c)
+                    if session.stopped:
+                        return
+        # confirmation's readings may show the last step still paying, where
+        # the doubling's had not: double on rather than call the knee beyond
+        # a point below the maximum (issue 49: "beyond 8", 16 never measured)
+        final = points()
+        concurrency = doubled(next_doubling(final, rule)) if final else None
 
 
 # ------------------------------------------------------------------ curve
