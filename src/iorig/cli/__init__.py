@@ -26,9 +26,11 @@ from iorig.cli import sut as _sut  # noqa: F401
 from iorig.cli import serve as _serve  # noqa: F401
 
 # isort: on
-from iorig.cli.common import app, err_console
+from iorig.cli.common import app, click_command, err_console, one_line_summaries
 from iorig.errors import UserError
 from iorig.untrusted import check_argv, visible
+
+one_line_summaries(app)
 
 
 def main() -> None:
@@ -44,7 +46,7 @@ def main() -> None:
         # before anything is read or made: an argument that is not UTF-8, or
         # that holds what a terminal would act on (typer's own errors quote it)
         check_argv(sys.argv[1:])
-        app()
+        click_command(app)()
     except UserError as exc:
         # messages quote user input: Text, never markup or highlighting, shown
         # visibly by the console

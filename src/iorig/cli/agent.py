@@ -361,7 +361,9 @@ def agent_token(
         Path | None,
         typer.Option(help="where to write it (default ~/.config/iorig/agent.token)"),
     ] = None,
-    force: Annotated[bool, typer.Option(help="replace a token file that exists")] = False,
+    force: Annotated[
+        bool, typer.Option("--force", help="replace a token file that exists")
+    ] = False,
 ) -> None:
     """Make a new token for authenticated agents: a file only its owner can
     read. Give the same file to every agent (`iorig agent --token-file`);

@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import inspect
 import os
 import shlex
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.markup import escape
@@ -53,10 +54,77 @@ app = typer.Typer(
     add_completion=False,
     no_args_is_help=True,
     pretty_exceptions_show_locals=False,
+    rich_markup_mode=None,
     help="iorig: fair, repeatable storage benchmarks on fio, with every result kept.",
 )
 scenarios_app = typer.Typer(no_args_is_help=False, invoke_without_command=True)
 app.add_typer(scenarios_app, name="scenarios", help="List built-in scenarios or show one.")
+
+
+# typer's placeholders (``<int range>``, ``<list[str]>``) as a reader says them;
+# text is named by the parameter (--label LABEL)
+_PLACEHOLDERS = {"int": "N", "int range": "N", "float": "NUM", "float range": "NUM", "path": "PATH"}
+# choices longer than this are named by the parameter and listed in its help:
+# joined with "|" they are one word, which help split mid-word at 80 columns
+_CHOICES_INLINE = 24
+
+
+def click_command(typer_app: typer.Typer) -> Any:
+    """The click command ``typer_app`` builds, its help made to read in any
+    terminal and pipe (``tidy_help``)."""
+    command = typer.main.get_command(typer_app)
+    tidy_help(command)
+    return command
+
+
+def tidy_help(command: Any) -> None:
+    """Placeholders a reader understands in place of typer's ``<str>``,
+    ``<list[str]>``, ``<int range>``: N for a count, PATH, the parameter's
+    own name for text, short choices as ``a|b`` and long ones by name with
+    the choices in the help. Idempotent (tests build the command once)."""
+    ctx = typer.Context(command)
+    for param in command.params:
+        if param.metavar is not None or getattr(param, "is_flag", False):
+            continue
+        try:
+            shown = str(param.display_type(ctx)).strip("<>")
+        except (AttributeError, TypeError):  # not typer's parameter: as it is
+            continue
+        if shown.startswith("list[") and shown.endswith("]"):
+            shown = shown[5:-1]
+        name = (param.name or "value").rstrip("_").upper()
+        if "|" in shown and len(shown) > _CHOICES_INLINE:
+            param.metavar = name
+            param.help = f"{param.help or ''} (one of: {shown.replace('|', ', ')})".strip()
+        elif "|" in shown:
+            param.metavar = shown
+        else:
+            param.metavar = _PLACEHOLDERS.get(shown.lower(), name)
+    for sub in getattr(command, "commands", {}).values():
+        tidy_help(sub)
+
+
+def one_line_summaries(typer_app: typer.Typer) -> None:
+    """Each command's summary in its group's help: its help's first
+    paragraph, its docstring's line breaks joined. typer keeps them in a
+    command list (rich) or cuts the text at the first break with "..."
+    (plain), which broke ab's, doctor's and serve's descriptions
+    mid-sentence and cut agent's."""
+    for info in typer_app.registered_commands:
+        if not isinstance(info.short_help, str):
+            info.short_help = _first_paragraph(info.help, info.callback)
+    for group in typer_app.registered_groups:
+        inner = group.typer_instance
+        callback = inner.registered_callback.callback if inner.registered_callback else None
+        if not isinstance(group.short_help, str):  # typer's placeholder for "not given"
+            group.short_help = _first_paragraph(group.help or inner.info.help, callback)
+        one_line_summaries(inner)
+
+
+def _first_paragraph(help_text: Any, callback: Any) -> str | None:
+    given = help_text if isinstance(help_text, str) else None
+    text = inspect.cleandoc(given or (callback and callback.__doc__) or "")
+    return " ".join(text.split("\n\n")[0].split()) or None
 
 
 def exit_code(status: RunStatus) -> int:

@@ -42,39 +42,56 @@ TargetOpt = Annotated[
     list[str] | None,
     typer.Option(
         "--target",
+        metavar="PATH",
         help="file, directory (ends with /) or block device; ROLE=PATH for a scenario with "
         "several targets (repeatable)",
     ),
 ]
-SizeOpt = Annotated[str | None, typer.Option(help="working set, e.g. 64MiB, 16GiB")]
+SizeOpt = Annotated[str | None, typer.Option(metavar="SIZE", help="working set, e.g. 64MiB, 16GiB")]
 SetOpt = Annotated[
-    list[str] | None, typer.Option("--set", help="parameter override name=value (repeatable)")
+    list[str] | None,
+    typer.Option("--set", metavar="NAME=VALUE", help="parameter override name=value (repeatable)"),
 ]
-QuickOpt = Annotated[bool, typer.Option(help="use the scenario's quick profile (a fast look)")]
-ProfileOpt = Annotated[str | None, typer.Option(help="use a named profile of the scenario")]
+QuickOpt = Annotated[
+    bool, typer.Option("--quick", help="use the scenario's quick profile (a fast look)")
+]
+ProfileOpt = Annotated[
+    str | None, typer.Option(metavar="NAME", help="use a named profile of the scenario")
+]
 AllowDestroyOpt = Annotated[
-    bool, typer.Option(help="allow overwriting a device or file that holds data")
+    bool, typer.Option("--allow-destroy", help="allow overwriting a device or file that holds data")
 ]
 KeepFilesOpt = Annotated[
-    bool, typer.Option(help="keep the data file iorig creates in a directory target")
+    bool,
+    typer.Option("--keep-files", help="keep the data file iorig creates in a directory target"),
 ]
-BsOpt = Annotated[str | None, typer.Option(help="ad-hoc: block size")]
-IodepthOpt = Annotated[int | None, typer.Option(help="ad-hoc: outstanding I/Os per job")]
-JobsOpt = Annotated[int | None, typer.Option(help="ad-hoc: fio jobs")]
-DurationOpt = Annotated[str | None, typer.Option(help="ad-hoc: measured time, e.g. 30s")]
-ReadPctOpt = Annotated[int | None, typer.Option(help="ad-hoc randrw/rw: read percentage")]
+BsOpt = Annotated[str | None, typer.Option(metavar="SIZE", help="ad-hoc: block size")]
+IodepthOpt = Annotated[
+    int | None, typer.Option(metavar="N", help="ad-hoc: outstanding I/Os per job")
+]
+JobsOpt = Annotated[int | None, typer.Option(metavar="N", help="ad-hoc: fio jobs")]
+DurationOpt = Annotated[
+    str | None, typer.Option(metavar="DURATION", help="ad-hoc: measured time, e.g. 30s")
+]
+ReadPctOpt = Annotated[
+    int | None, typer.Option(metavar="PCT", help="ad-hoc randrw/rw: read percentage")
+]
 EngineOpt = Annotated[
     str | None,
-    typer.Option(help="ad-hoc: io_uring, libaio, psync, auto, or null (fio's ceiling, no storage)"),
+    typer.Option(
+        metavar="ENGINE",
+        help="ad-hoc: io_uring, libaio, psync, auto, or null (fio's ceiling, no storage)",
+    ),
 ]
 RepeatOpt = Annotated[
-    int, typer.Option(min=1, help="run the measured phases N times (for significance)")
+    int, typer.Option(metavar="N", min=1, help="run the measured phases N times (for significance)")
 ]
 PrecisionOpt = Annotated[
     str | None,
     typer.Option(
+        metavar="PCT",
         help="measure each measured phase until its median is known to ±N % (e.g. 2%; its "
-        "duration becomes the maximum) and warm up until steady"
+        "duration becomes the maximum) and warm up until steady",
     ),
 ]
 
@@ -87,36 +104,47 @@ def check_label(param: typer.CallbackParam, value: str | None) -> str | None:
 LabelOpt = Annotated[
     str | None,
     typer.Option(
-        help="a name for this run in comparisons, e.g. 'with passthrough'", callback=check_label
+        metavar="TEXT",
+        help="a name for this run in comparisons, e.g. 'with passthrough'",
+        callback=check_label,
     ),
 ]
-FioOpt = Annotated[str | None, typer.Option(help="fio binary (default: $IORIG_FIO or PATH)")]
+FioOpt = Annotated[
+    str | None, typer.Option(metavar="PATH", help="fio binary (default: $IORIG_FIO or PATH)")
+]
 HostsOpt = Annotated[
     str | None,
     typer.Option(
+        metavar="HOSTS",
         help="run on these hosts: ssh://[USER@]HOST[:PORT] (reached over SSH) or an `iorig "
-        "agent`'s HOST[:PORT], comma-separated (default: this machine)"
+        "agent`'s HOST[:PORT], comma-separated (default: this machine)",
     ),
 ]
 SutOpt = Annotated[
     Path | None,
     typer.Option(
         "--sut",
+        metavar="FILE",
         help="a YAML file describing the system under test (see `iorig sut template`); "
         "merged over the scenario's sut: section",
     ),
 ]
 NoteOpt = Annotated[
     list[str] | None,
-    typer.Option("--note", help="free text stored with the run, e.g. 'cache off' (repeatable)"),
+    typer.Option(
+        "--note",
+        metavar="TEXT",
+        help="free text stored with the run, e.g. 'cache off' (repeatable)",
+    ),
 ]
 
 
 HostsFileOpt = Annotated[
     Path | None,
     typer.Option(
+        metavar="FILE",
         help="a file listing the hosts, one per line: ssh://[USER@]HOST[:PORT] or an "
-        "`iorig agent`'s HOST[:PORT]"
+        "`iorig agent`'s HOST[:PORT]",
     ),
 ]
 
@@ -125,6 +153,7 @@ EventOpt = Annotated[
     list[str] | None,
     typer.Option(
         "--event",
+        metavar="PHASE@TIME=ACTION",
         help="add an event to a phase: PHASE@TIME=ACTION, e.g. measure@20s='stop-host 2' "
         "(repeatable; see docs/guide/availability-integrity.md)",
     ),
@@ -133,12 +162,15 @@ EventCommandOpt = Annotated[
     list[str] | None,
     typer.Option(
         "--event-command",
+        metavar="NAME=COMMAND",
         help="allow the event command NAME to run COMMAND: NAME='COMMAND' (repeatable)",
     ),
 ]
 AllowCommandsOpt = Annotated[
     list[Path] | None,
-    typer.Option("--allow-commands", help="a YAML file of event commands, NAME: COMMAND"),
+    typer.Option(
+        "--allow-commands", metavar="FILE", help="a YAML file of event commands, NAME: COMMAND"
+    ),
 ]
 
 
@@ -178,8 +210,9 @@ DataRulesOpt = Annotated[
 MinRateOpt = Annotated[
     str | None,
     typer.Option(
+        metavar="RATE",
         help="below this rate a prefill, creation or checksum counts as hung and is stopped "
-        "(default 1MiB/s)"
+        "(default 1MiB/s)",
     ),
 ]
 

@@ -29,7 +29,7 @@ from rich.markup import escape
 from typer.cli import get_docs_for_click
 
 from iorig.cli import app
-from iorig.cli.common import console
+from iorig.cli.common import click_command, console
 from iorig.scenario.events import EventSpec, ImpactRule
 from iorig.scenario.schema import Scenario
 
@@ -50,7 +50,7 @@ _PARSED = {
 
 def cli_reference() -> str:
     """``iorig --help`` and every command's, as Markdown."""
-    command = typer.main.get_command(app)
+    command = click_command(app)
     with typer.Context(command, info_name="iorig") as ctx:
         text = get_docs_for_click(obj=command, ctx=ctx, name="iorig", title="iorig command line")
     return f"{GENERATED}\n\n{text.strip()}\n"

@@ -56,6 +56,12 @@ class SafeConsole(Console):
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(highlight=False, **kwargs)
+        # into a pipe or a file, a line of prose stays one line: wrapped at
+        # 80 columns it split the commands iorig suggests (`iorig compare
+        # A⏎B`) for whoever copies them or greps the output. Tables still
+        # fit the width, and a terminal wraps prose at words
+        if not self.is_terminal:
+            self.soft_wrap = True
 
     def render_str(self, text: str, **kwargs: Any) -> Text:
         # markup of iorig's own messages is parsed first, then what it holds is shown
