@@ -12,6 +12,7 @@ import ssl
 import urllib.error
 import urllib.parse
 import urllib.request
+from pathlib import Path
 
 import pytest
 from tests.agents import iorig
@@ -19,6 +20,7 @@ from tests.serving import start_serve, token_serve
 from tests.waiting import wait_until
 
 pytestmark = [pytest.mark.system]
+DATA = Path(__file__).parent / "data"
 
 
 def test_serve_refuses_an_address_beyond_loopback_without_authentication(tmp_path):
@@ -156,3 +158,21 @@ def test_idle_connections_past_the_descriptor_limit_do_not_stop_serve(tmp_path):
     assert len(idle) == 300 and status == 200
     assert closed
     assert "Traceback" not in (tmp_path / "serve.log").read_text()
+
+
+def test_a_served_report_links_back_and_one_ticked_run_opens_its_page(tmp_path):
+    # issue 50: run and comparison pages had no way back to the list, and
+    # comparing one ticked run gave a bare-text 400 page
+    db = tmp_path / "results.sqlite"
+    db.write_bytes((DATA / "report-peak" / "results.sqlite").read_bytes())
+    serve, url = start_serve(db, tmp_path / "serve.log")
+    try:
+        listed = urllib.request.urlopen(url, timeout=30).read().decode()
+        run_id = listed.split('name="run" value="', 1)[1].split('"', 1)[0]
+        page = urllib.request.urlopen(f"{url}runs/{run_id}", timeout=60).read().decode()
+        assert '<a href="/">&larr; all runs</a>' in page
+        one = urllib.request.urlopen(f"{url}compare?run={run_id}", timeout=60)
+        assert one.geturl() == f"{url}runs/{run_id}" and one.status == 200
+    finally:
+        serve.terminate()
+        serve.wait(10)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import shutil
 import sqlite3
 import subprocess
@@ -98,6 +99,24 @@ def test_the_live_page_of_a_four_host_run_in_chromium(tmp_path):
                     hosts = page.evaluate(listed)
                     assert sorted(set(hosts)) == sorted(h.label for h in lab.hosts), hosts
                     assert page.evaluate("document.getElementById('rule').textContent") == ""
+                    # issue 50: a 4 KiB random read charts IOPS, as its report does;
+                    # the clock says how much is left, the value axis has ticks
+                    # between its ends, p99 beside the mean, IOPS with a prefix
+                    title = page.evaluate("document.getElementById('throughput-title').textContent")
+                    assert title == "IOPS per second", title
+                    clock = page.evaluate("document.getElementById('elapsed').textContent")
+                    assert re.fullmatch(r"\d+ s of 15 s, \d+ s left", clock), clock
+                    ticks = page.evaluate("document.querySelectorAll('#throughput .grid').length")
+                    assert ticks == 4, ticks
+                    dashed = (
+                        "document.querySelectorAll('#latency polyline[stroke-dasharray]').length"
+                    )
+                    assert page.evaluate(dashed) >= 1
+                    iops = page.evaluate(
+                        "Array.from(document.querySelectorAll('#last tr td:nth-child(4)'))"
+                        ".map(function (c) { return c.textContent; })"
+                    )
+                    assert all(re.fullmatch(r"\d{1,3}(\.\d+)?( [kMG])?|–", v) for v in iops), iops
                     # the host stopped and resumed, listed as it happens
                     page.wait_for("+document.getElementById('live').dataset.events >= 2", 20)
                     listed = page.evaluate("document.getElementById('events').textContent")

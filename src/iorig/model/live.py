@@ -139,6 +139,10 @@ class LivePhase:
     rule: str | None  # the steady-state or precision rule's state, in words
     source: LiveSource | None  # None before the first live second
     events: tuple[LiveEvent, ...] = ()  # the phase's events done so far
+    # the phase's headline (what its report and summary lead with) and its
+    # planned length (None: it runs through its data), for the live page
+    metric: str = "bytes_per_s"
+    duration_s: float | None = None
 
 
 @dataclass(frozen=True)

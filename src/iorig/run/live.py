@@ -441,6 +441,12 @@ class LiveFeed:
                 fraction=0.0,
                 rule=None,
                 source=None,
+                metric=str(event.phase.headline),
+                duration_s=(
+                    None
+                    if event.phase.until_done or event.phase.kind.size_based
+                    else event.phase.duration_s
+                ),
             )
             run.events_seen = 0
             self._learn(run, event.index, event.phase)

@@ -160,6 +160,8 @@ class Views:
 
     async def compare(self, request: web.Request) -> web.Response:
         ids = request.query.getall("run", [])
+        if len(ids) == 1 and _is_run_id(ids[0]):  # one ticked: that run's page, not an error
+            raise web.HTTPFound(f"/runs/{ids[0]}")
         if not 2 <= len(ids) <= 12:
             raise web.HTTPBadRequest(text="choose from 2 to 12 runs to compare (run=ID&run=ID)")
         if not all(_is_run_id(run_id) for run_id in ids):
@@ -247,9 +249,14 @@ def _page(template: str, **values: object) -> web.Response:
     )
 
 
+# a served report's way back to the run list (a report file stands alone)
+_BACK = '<nav class="served"><a href="/">&larr; all runs</a></nav>'
+
+
 def _report(html: str) -> web.Response:
+    at = html.find(">", html.find("<body")) + 1 if "<body" in html else 0
     return web.Response(
-        text=html,
+        text=html[:at] + _BACK + html[at:],
         content_type="text/html",
         headers={"Content-Security-Policy": REPORT_CSP, "Cache-Control": "no-store"},
     )

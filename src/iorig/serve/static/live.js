@@ -11,6 +11,7 @@
                 "#e377c2", "#7f7f7f", "#bcbd22", "#17becf"];
   var ALL = "all hosts";
   var phaseIndex = null;
+  var metric = "bytes_per_s";  // the phase's headline: what its report leads with
   var seconds = {};  // host -> second -> {direction -> live second}
   var count = 0;
 
@@ -32,11 +33,21 @@
     return (ns / 1e3).toFixed(1) + " µs";
   }
 
+  // "12 s of 60 s, 48 s left", or "12 s" where the phase runs through its data
+  function clock(elapsed, duration) {
+    var shown = elapsed.toFixed(0) + " s";
+    if (duration === null || duration === undefined) { return shown; }
+    var left = Math.max(0, duration - elapsed);
+    return shown + " of " + duration.toFixed(0) + " s, " + left.toFixed(0) + " s left";
+  }
+
   function onPhase(p) {
     if (phaseIndex !== p.phase_index) { seconds = {}; phaseIndex = p.phase_index; }
     text("phase", p.phase + " (" + p.index + "/" + (p.total === null ? "?" : p.total) + ")");
     document.getElementById("fraction").value = p.fraction === null ? 0 : p.fraction;
-    text("elapsed", p.elapsed_s.toFixed(0) + " s");
+    metric = p.metric || "bytes_per_s";
+    text("throughput-title", metric === "iops" ? "IOPS per second" : "throughput per second");
+    text("elapsed", clock(p.elapsed_s, p.duration_s));
     text("rule", p.rule || "");
     text("source", p.source ? "figures from " + p.source : "");
     var list = document.getElementById("events");
@@ -103,6 +114,29 @@
     return list.reduce(function (sum, second) { return sum + bytesOf(second); }, 0);
   };
 
+  function iopsOf(second) {
+    var sum = 0, known = false;
+    Object.keys(second).forEach(function (d) {
+      if (second[d].ios_per_s !== null) { sum += second[d].ios_per_s; known = true; }
+    });
+    return known ? sum : null;
+  }
+  iopsOf.combine = function (list) {
+    var each = list.map(iopsOf);
+    return each.indexOf(null) >= 0 ? null : each.reduce(function (a, b) { return a + b; }, 0);
+  };
+
+  // a second's p99: of its one direction, or the slowest direction's (a
+  // percentile of several directions or hosts cannot be made from theirs)
+  function p99Of(second) {
+    var worst = null;
+    Object.keys(second).forEach(function (d) {
+      var v = second[d].lat_p99_ns;
+      if (v !== null && v !== undefined && (worst === null || v > worst)) { worst = v; }
+    });
+    return worst;
+  }
+
   function latencyOf(second) {
     var weighted = 0, ios = 0;
     Object.keys(second).forEach(function (d) {
@@ -139,25 +173,44 @@
     }
     el("line", {x1: L, y1: B, x2: R, y2: B, "class": "axis"});
     el("line", {x1: L, y1: T, x2: L, y2: B, "class": "axis"});
-    el("text", {x: 4, y: T + 10}, format(y1));
-    el("text", {x: 4, y: B}, format(0));
-    el("text", {x: L, y: B + 16}, "second " + x0);
-    el("text", {x: R - 70, y: B + 16}, "second " + Math.round(x1));
+    for (var k = 0; k <= 4; k++) {  // the value axis in quarters, each labelled
+      var yk = B - (B - T) * k / 4;
+      if (k > 0) { el("line", {x1: L, y1: yk, x2: R, y2: yk, "class": "grid"}); }
+      el("text", {x: 4, y: yk + 4}, format(y1 * k / 4));
+    }
+    var span = Math.max(1, Math.round(x1 - x0));
+    var step = Math.max(1, Math.ceil(span / 8));
+    for (var sec = x0; sec <= x1; sec += step) {  // seconds, at most about 8 labels
+      var xs_ = L + (R - L) * (x1 === x0 ? 0.5 : (sec - x0) / (x1 - x0));
+      el("text", {x: xs_ - 8, y: B + 16}, String(sec));
+    }
+    el("text", {x: R - 40, y: B + 16}, "second");
     names.forEach(function (n, i) {
-      var color = n === ALL ? "#000" : COLORS[i % COLORS.length];
+      var base = n.replace(/ p99$/, "");
+      var color = base === ALL ? "#000" : COLORS[Object.keys(data).filter(function (m) {
+        return !/ p99$/.test(m);
+      }).indexOf(base) % COLORS.length];
       var points = data[n].map(function (p) {
         var x = L + (R - L) * (x1 === x0 ? 0.5 : (p[0] - x0) / (x1 - x0));
         var y = B - (B - T) * p[1] / y1;
         return x.toFixed(1) + "," + y.toFixed(1);
       }).join(" ");
-      el("polyline", {points: points, "class": "line", stroke: color});
+      var attrs = {points: points, "class": "line", stroke: color};
+      if (n !== base) { attrs["stroke-dasharray"] = "6 4"; }
+      el("polyline", attrs);
       el("text", {x: L + 10 + ((R - L) / names.length) * i, y: B + 30, fill: color}, n);
     });
   }
 
   function draw() {
-    chart("throughput", series(bytesOf), function (v) { return si(v, "B/s"); });
-    chart("latency", series(latencyOf), latency);
+    if (metric === "iops") {
+      chart("throughput", series(iopsOf), function (v) { return si(v, "IOPS"); });
+    } else {
+      chart("throughput", series(bytesOf), function (v) { return si(v, "B/s"); });
+    }
+    var lat = series(latencyOf), tails = series(p99Of);
+    Object.keys(tails).forEach(function (h) { lat[h + " p99"] = tails[h]; });
+    chart("latency", lat, latency);
     var body = document.getElementById("last");
     while (body.firstChild) { body.removeChild(body.firstChild); }
     Object.keys(seconds).sort().forEach(function (h) {
@@ -166,7 +219,7 @@
       Object.keys(seconds[h][last]).sort().forEach(function (d) {
         var s = seconds[h][last][d];
         var row = document.createElement("tr");
-        [h, d, String(last), s.ios_per_s === null ? "–" : s.ios_per_s.toFixed(0),
+        [h, d, String(last), s.ios_per_s === null ? "–" : si(s.ios_per_s, "").trim(),
          (s.bytes_per_s / 1e6).toFixed(1), latency(s.lat_mean_ns), latency(s.lat_p50_ns),
          latency(s.lat_p99_ns)].forEach(function (v) {
           var cell = document.createElement("td");
