@@ -160,9 +160,10 @@ def test_idle_connections_past_the_descriptor_limit_do_not_stop_serve(tmp_path):
     assert "Traceback" not in (tmp_path / "serve.log").read_text()
 
 
-def test_a_served_report_links_back_and_one_ticked_run_opens_its_page(tmp_path):
-    # issue 50: run and comparison pages had no way back to the list, and
-    # comparing one ticked run gave a bare-text 400 page
+def test_a_served_report_links_back_loads_plotly_once_and_one_ticked_run_opens(tmp_path):
+    # issue 50: run and comparison pages had no way back to the list, each
+    # inlined plotly (4.9 MB a page), and comparing one ticked run gave a
+    # bare-text 400 page
     db = tmp_path / "results.sqlite"
     db.write_bytes((DATA / "report-peak" / "results.sqlite").read_bytes())
     serve, url = start_serve(db, tmp_path / "serve.log")
@@ -171,6 +172,12 @@ def test_a_served_report_links_back_and_one_ticked_run_opens_its_page(tmp_path):
         run_id = listed.split('name="run" value="', 1)[1].split('"', 1)[0]
         page = urllib.request.urlopen(f"{url}runs/{run_id}", timeout=60).read().decode()
         assert '<a href="/">&larr; all runs</a>' in page
+        src = page.split('<script src="', 1)[1].split('"', 1)[0]
+        assert src.startswith("/plotly-") and len(page) < 1_000_000, (src, len(page))
+        assert "script-src 'self' 'sha256-" in page  # the page's own site, and its hashes
+        plotly = urllib.request.urlopen(url + src.lstrip("/"), timeout=60)
+        assert "immutable" in plotly.headers["Cache-Control"]
+        assert len(plotly.read()) > 1_000_000
         one = urllib.request.urlopen(f"{url}compare?run={run_id}", timeout=60)
         assert one.geturl() == f"{url}runs/{run_id}" and one.status == 200
     finally:

@@ -26,3 +26,6 @@ class RenderOptions:
     # text: the output is no terminal (a pipe, a file, a CI log): tables at their
     # natural width and lines never wrapped, whatever the width says
     piped: bool = False
+    # html: plotly from this address of the page's own site (iorig serve,
+    # cached once) instead of inlined (a report file stands alone: 4.9 MB)
+    plotly_src: str | None = None

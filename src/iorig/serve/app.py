@@ -18,7 +18,9 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
+import functools
 import hmac
+import importlib.metadata
 import json
 import secrets
 from collections.abc import Awaitable, Callable
@@ -151,7 +153,9 @@ class Views:
                 stored = store.load_run(run_id)
             if stored.run.status is RunStatus.RUNNING:
                 return "live", stored.run.title
-            return "report", HtmlExporter().run(analyse(stored), RenderOptions())
+            return "report", HtmlExporter().run(
+                analyse(stored), RenderOptions(plotly_src=PLOTLY_SRC)
+            )
 
         kind, body = await asyncio.to_thread(work)
         if kind == "live":
@@ -176,7 +180,7 @@ class Views:
             cmp = compare(analyses, threshold=THRESHOLD, confidence=CONFIDENCE)
             found = shared_limit([a.stored for a in analyses])
             limit = Limit(found.bytes_per_s, Metric.BYTES_PER_S, found.source) if found else None
-            return HtmlExporter().comparison(cmp, RenderOptions(limit=limit))
+            return HtmlExporter().comparison(cmp, RenderOptions(limit=limit, plotly_src=PLOTLY_SRC))
 
         return _report(await asyncio.to_thread(work))
 
@@ -246,6 +250,27 @@ def _page(template: str, **values: object) -> web.Response:
         text=text,
         content_type="text/html",
         headers={"Content-Security-Policy": PAGE_CSP, "Cache-Control": "no-store"},
+    )
+
+
+# plotly once for every page, cached by the browser: inlined, each run's or
+# comparison's page was 4.9 MB. Its version in the address: a new plotly is
+# a new address, never a stale cache
+PLOTLY_SRC = f"/plotly-{importlib.metadata.version('plotly')}.min.js"
+
+
+@functools.cache
+def _plotly_bytes() -> bytes:
+    from plotly.offline import get_plotlyjs
+
+    return get_plotlyjs().encode()
+
+
+async def _plotly(request: web.Request) -> web.Response:
+    return web.Response(
+        body=await asyncio.to_thread(_plotly_bytes),
+        content_type="application/javascript",
+        headers={"Cache-Control": "public, max-age=31536000, immutable"},
     )
 
 
@@ -349,5 +374,6 @@ def make_app(
     app.router.add_get("/runs/{run_id}", views.run)
     app.router.add_get("/runs/{run_id}/live", views.live)
     app.router.add_get("/compare", views.compare)
+    app.router.add_get(PLOTLY_SRC, _plotly)
     app.router.add_static("/static/", STATIC, show_index=False, follow_symlinks=False)
     return app

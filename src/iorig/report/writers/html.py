@@ -332,10 +332,11 @@ _INLINE_SCRIPT = re.compile(r"<script>(.*?)</script>", re.S)
 CSP_PLACEHOLDER = "script-src 'iorig-script-hashes'"
 
 
-def _with_script_hashes(page: str) -> str:
+def _with_script_hashes(page: str, own_site: bool = False) -> str:
     """The page with its CSP allowing exactly its own inline scripts, by hash
-    (no 'unsafe-inline', no 'unsafe-eval')."""
-    hashes = " ".join(
+    (no 'unsafe-inline', no 'unsafe-eval'); ``own_site``: and scripts from
+    the site that serves it (plotly, from iorig serve)."""
+    hashes = ("'self' " if own_site else "") + " ".join(
         "'sha256-" + base64.b64encode(hashlib.sha256(m.encode()).digest()).decode() + "'"
         for m in _INLINE_SCRIPT.findall(page)
     )
@@ -361,6 +362,7 @@ def render_report(
     tables: list[TableModel],
     notes: list[str],
     comparison: Comparison | None = None,
+    plotly_src: str | None = None,
 ) -> str:
     names = list(
         dict.fromkeys(p.name for r in runs for p in r.stored.phases if p.kind is PhaseKind.MEASURE)
@@ -402,10 +404,11 @@ def render_report(
         phases=phases,
         steady=[{"id": c["id"], "title": c["title"]} for c in steady],
         search=[{"id": c["id"], "title": c["title"]} for c in search],
-        plotly_js=_plotly_js(),
+        plotly_js=None if plotly_src else _plotly_js(),
+        plotly_src=plotly_src,
         charts_json=_json_for_script(_plotly_escaped(charts)),
     )
-    return _with_script_hashes(page)
+    return _with_script_hashes(page, own_site=plotly_src is not None)
 
 
 class HtmlExporter:
@@ -413,12 +416,13 @@ class HtmlExporter:
         tables = summary_tables(analysis.measured) + search_tables(analysis.search)
         if options.limit is not None:
             tables.append(run_limit_table(analysis, options.limit))
-        return render_report([ReportRun(analysis, analysis.run.name)], tables, [])
+        runs = [ReportRun(analysis, analysis.run.name)]
+        return render_report(runs, tables, [], plotly_src=options.plotly_src)
 
     def comparison(self, cmp: Comparison, options: RenderOptions) -> str:
         tables = comparison_tables(cmp, options)
         runs = [ReportRun(a, label) for a, label in zip(cmp.runs, cmp.labels, strict=True)]
-        return render_report(runs, tables, comparison_notes(cmp), cmp)
+        return render_report(runs, tables, comparison_notes(cmp), cmp, options.plotly_src)
 
 
 def _axis_order(values: list[str]) -> list[str]:
