@@ -222,3 +222,30 @@ def test_export_import_round_trip_without_duplicates(_cli, two_runs, tmp_path):
     assert len(runs) == 1
     exists = _cli(db, "export", "last", "-o", str(bundle), check=False)
     assert exists.returncode == 2 and "already exists" in exists.stderr
+
+
+def test_html_charts_label_latency_in_its_units_and_tell_p99_from_throughput(_cli, two_runs):
+    # issue 50: the percentile charts' log axes labelled minor ticks with bare
+    # digits and put "100µ" on an ms axis; a timeline's throughput and p99
+    # were two black lines in its legend
+    db, base = two_runs
+    report = base / "report.html"
+    _cli(db, "report", "last", "-o", str(report))
+    found = re.search(
+        r'<script type="application/json" id="iorig-charts">(.*?)</script>',
+        report.read_text(),
+        re.S,
+    )
+    charts = {c["id"]: c for c in json.loads(found[1])}
+    for chart_id, chart in charts.items():
+        if not chart_id.endswith("-percentiles"):
+            continue
+        axis = chart["layout"]["yaxis"]
+        assert axis["type"] == "log" and axis["ticktext"], chart_id
+        assert all(re.fullmatch(r"\d+ (ns|µs|ms|s)", t) for t in axis["ticktext"]), axis
+        latencies = [v for t in chart["data"] for v in t["y"] if v]
+        shown = [v for v in axis["tickvals"] if min(latencies) <= v <= max(latencies)]
+        assert shown, (axis["tickvals"], min(latencies), max(latencies))
+    (timeline,) = [c for i, c in charts.items() if i.startswith("timeline-")]
+    styles = {t["name"]: t["line"].get("dash") for t in timeline["data"]}
+    assert styles["p99 latency"] == "dot" and not styles[next(n for n in styles if "p99" not in n)]

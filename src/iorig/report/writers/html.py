@@ -38,7 +38,7 @@ from iorig.report.tables.sut import sut_tables, undisclosed
 from iorig.report.tables.timeline import build_timeline
 from iorig.report.writers.terminal import limit_text
 from iorig.report.writers.timelinechart import chart_title, timeline_chart
-from iorig.units import format_bytes, format_duration
+from iorig.units import format_bytes, format_duration, format_latency
 
 _PERCENTILE_TICKS = (0, 1, 2, 3, 4, 5)
 _PERCENTILE_LABELS = ("0", "90", "99", "99.9", "99.99", "99.999")
@@ -183,6 +183,22 @@ def _percentile_trace(counts: np.ndarray) -> tuple[list[float], list[float]]:
     return x.tolist(), (values / 1e6).tolist()
 
 
+def _latency_ticks(traces: list[dict[str, Any]]) -> dict[str, Any]:
+    """A log axis of latencies (ms) labelled in their own units at 1, 2 and 5
+    of each decade (every decade's 1 alone past four decades): plotly's own
+    labelled minor ticks as bare digits ("1, 9, 8…2") and put "100µ" on an
+    ms axis."""
+    values = [v for t in traces for v in t.get("y", ()) if v is not None and v > 0]
+    if not values:
+        return {}
+    low, high = math.floor(math.log10(min(values))), math.ceil(math.log10(max(values)))
+    steps = (1,) if high - low > 4 else (1, 2, 5)
+    ticks = [m * 10.0**d for d in range(low, high + 1) for m in steps]
+    # "100 µs", "2 ms": a tick is a round number, its zeros after the point say nothing
+    text = [re.sub(r"\.0+ ", " ", format_latency(t * 1e6)) for t in ticks]
+    return {"tickvals": ticks, "ticktext": text}
+
+
 def _layout(title: str, x_title: str, y_title: str, **extra: Any) -> dict[str, Any]:
     layout = {
         "title": chart_title(title),
@@ -300,7 +316,7 @@ def phase_charts(index: int, name: str, runs: list[ReportRun]) -> list[dict[str,
                     "tickvals": list(_PERCENTILE_TICKS),
                     "ticktext": list(_PERCENTILE_LABELS),
                 },
-                yaxis={"title": {"text": "ms"}, "type": "log"},
+                yaxis={"title": {"text": "latency"}, "type": "log", **_latency_ticks(percentiles)},
                 hovermode="closest",
             ),
         },
