@@ -65,3 +65,14 @@ def test_into_a_pipe_a_suggested_command_stays_on_one_line():
     console.print(f"A/B 078af78c7906: 2 round(s) completed, order seed 376755387; {suggestion}")
     (line,) = out.getvalue().splitlines()
     assert len(line) > WIDTH and "`iorig compare 8a2251c4fed9 f76d097d4ff9`" in line
+
+
+def test_scenarios_lists_every_scenarios_measured_phases_and_mixes(cli, db_path):
+    # issue 50: train's and checkpoint's phases (from their own sections) were
+    # blank, and a block-size mix was listed as its first size
+    listed = cli(db_path, "scenarios", columns=200, check=True).stdout
+    rows = {line.split("│")[1].strip(): line for line in listed.splitlines() if "│" in line}
+    assert "│ train " in rows["train"], rows["train"]
+    assert "write-1 … write-10, read-1 … read-10" in rows["checkpoint"], rows["checkpoint"]
+    shown = cli(db_path, "scenarios", "show", "ai-image", columns=200, check=True).stdout
+    assert "randread mix 256KiB 95% 64KiB 5%" in shown

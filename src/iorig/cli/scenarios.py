@@ -20,8 +20,8 @@ def scenarios_list(ctx: typer.Context) -> None:
         from iorig.report.writers import terminal
         from iorig.scenario import loading as scenario_mod
 
-        sources = [scenario_mod.read_source(n) for n in scenario_mod.builtin_names()]
-        console.print(terminal.scenarios_table(sources))
+        resolved = [scenario_mod.load(n) for n in scenario_mod.builtin_names()]
+        console.print(terminal.scenarios_table(resolved))
         console.print("show one with `iorig scenarios show NAME`")
 
 

@@ -26,7 +26,7 @@ from iorig.units import format_bytes, format_duration, format_rate, format_si
 from iorig.untrusted import visible
 
 if TYPE_CHECKING:  # types only: `iorig runs` needs no scenario loading
-    from iorig.scenario.loading import ResolvedScenario, ScenarioSource
+    from iorig.scenario.loading import ResolvedScenario
 
 # User text (titles, labels, paths, descriptions) is shown as rich Text, never
 # parsed for markup or highlighted, made visible (a control or text-direction
@@ -202,18 +202,45 @@ def runs_table(
     )
 
 
-def scenarios_table(sources: list[ScenarioSource]) -> Table:
+def scenarios_table(scenarios: list[ResolvedScenario]) -> Table:
+    """Each scenario by name, with its measured phases as its defaults make
+    them (a training or checkpoint scenario's come from its own section)."""
     table = Table(header_style="bold")
     table.add_column("name")
     table.add_column("title")
     table.add_column("phases")
-    for src in sources:
-        data = src.doc.data
-        phases = data.get("phases", [])
-        measured = [p.get("name", "?") for p in phases if p.get("kind") == PhaseKind.MEASURE]
-        title = clip(str(data.get("title", "")), TITLE_CHARS)
-        add_row(table, src.name, title, ", ".join(measured))
+    for resolved in scenarios:
+        s = resolved.scenario
+        measured = [p.name for p in s.phases if p.kind == PhaseKind.MEASURE]
+        add_row(table, s.name, clip(s.title, TITLE_CHARS), ", ".join(_runs_of_names(measured)))
     return table
+
+
+def _runs_of_names(names: list[str]) -> list[str]:
+    """Names, a run of three or more numbered alike as its ends
+    ("write-1 … write-10")."""
+    out: list[str] = []
+    run: list[str] = []
+
+    def stem(name: str) -> str | None:
+        head, _, number = name.rpartition("-")
+        return head if head and number.isdigit() else None
+
+    for name in [*names, ""]:
+        if run and stem(name) is not None and stem(name) == stem(run[0]):
+            run.append(name)
+            continue
+        out += [f"{run[0]} … {run[-1]}"] if len(run) >= 3 else run
+        run = [name]
+    return [n for n in out if n]
+
+
+def _block_sizes(w: Any) -> str:
+    """A workload's block size, or its mix of sizes (bssplit: size/percent)."""
+    if not w.bssplit:
+        return format_bytes(w.bs)
+    mix = [item.split("/") for item in str(w.bssplit).split(":") if "/" in item]
+    return "mix " + " ".join(f"{format_bytes(int(b))} {p}%" for b, p in mix if b.isdigit())
 
 
 def scenario_detail(resolved: ResolvedScenario) -> Group:
@@ -234,7 +261,7 @@ def scenario_detail(resolved: ResolvedScenario) -> Group:
         phases.add_column(col)
     for p in s.phases:
         work = "; ".join(
-            f"{w.rw} {format_bytes(w.bs)} QD{w.iodepth} x{w.jobs}"
+            f"{w.rw} {_block_sizes(w)} QD{w.iodepth} x{w.jobs}"
             + (f" read {w.read_pct:g}%" if w.read_pct is not None else "")
             for w in p.workloads
         )
