@@ -135,6 +135,17 @@ def test_value_from_a_parameter_says_so(tmp_path):
         scenario.load(path, None, {"bs": "4KB"})
 
 
+def test_an_ad_hoc_value_is_named_as_typed_not_by_the_scenario_iorig_wrote(refused, db_path):
+    # issue 50: "adhoc:58: phases[1].workloads[0].bs: … (value from … --set)"
+    # named a file the user never wrote and an option they did not give
+    done = refused("run", "--rw", "randread", "--bs", "4KB", "--target", "/nonexistent/x")
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "bs=4KB (on the command line): block size 4000 bytes is not a multiple of 512" in (
+        done.stderr
+    )
+    assert "adhoc:" not in done.stderr and "phases[" not in done.stderr
+
+
 @pytest.mark.parametrize(
     ("text", "line", "message"),
     [

@@ -165,7 +165,7 @@ def test_a_megabyte_title_prints_at_once_as_plain_text_clipped():
         fio_version="fio-3.33",
         engines=["psync"],
     )
-    source = SimpleNamespace(name="big", doc=SimpleNamespace(data={"title": title, "phases": []}))
+    source = SimpleNamespace(scenario=SimpleNamespace(name="big", title=title, phases=[]))
     started = time.monotonic()
     ProgressView(console).handle(RunStarted("abc123", plan))  # type: ignore[arg-type]
     console.print(terminal.scenarios_table([source]))  # type: ignore[list-item]

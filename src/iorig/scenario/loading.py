@@ -140,8 +140,17 @@ def source_from_text(text: str, origin: str) -> ScenarioSource:
 
 
 def format_errors(
-    errors: list, doc: YamlDoc, substituted: dict[Path_, str], prefix: Path_ = ()
+    errors: list,
+    doc: YamlDoc,
+    substituted: dict[Path_, str],
+    prefix: Path_ = (),
+    given: dict[Path_, str] | None = None,
 ) -> str:
+    """Each validation error at its place in the scenario file, with the
+    parameter values that made it. ``given``: where every value came from
+    the command line, what was typed (``bs=4KB``): the error leads with it,
+    and an ad-hoc run's scenario, whose lines the user never wrote
+    ("adhoc:58: phases[1]…"), is not named."""
     lines = []
     for err in errors:
         # Drop pydantic's validator tags (e.g. "function-after[...]"), keep the data path.
@@ -155,6 +164,10 @@ def format_errors(
             message = "required field is missing"
         elif err["type"] == "string_pattern_mismatch":
             message = "use lowercase letters, digits, '-' or '_' (e.g. random-read)"
+        typed = (given or {}).get(path)
+        if typed and doc.source == "adhoc":
+            lines.append(f"{typed} (on the command line): {message}")
+            continue
         origin = substituted.get(path)
         suffix = f" (value from parameter {origin})" if origin else ""
         lines.append(f"{doc.where(path)}: {field}: {message}{suffix}")
@@ -319,10 +332,16 @@ def resolve(
         if names
     }
     body = _generated_body(body, source.doc, described)
+    # values only the command line gave, as typed (the error leads with them)
+    typed = {
+        path: ", ".join(f"{n}={raw_text.get(n, '?')}" for n in names.split(", "))
+        for path, names in used.items()
+        if names and all(origins.get(n) == "--set" for n in names.split(", "))
+    }
     try:
         scenario = Scenario.model_validate(body)
     except ValidationError as exc:
-        raise UserError(format_errors(exc.errors(), source.doc, described)) from None
+        raise UserError(format_errors(exc.errors(), source.doc, described, given=typed)) from None
     return ResolvedScenario(scenario, source, values, origins, profile, notes=source.notes)
 
 
