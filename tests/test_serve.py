@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import http.cookiejar
+import json
 import socket
 import ssl
 import urllib.error
@@ -161,9 +162,9 @@ def test_idle_connections_past_the_descriptor_limit_do_not_stop_serve(tmp_path):
 
 
 def test_a_served_report_links_back_loads_plotly_once_and_one_ticked_run_opens(tmp_path):
-    # issue 50: run and comparison pages had no way back to the list, each
-    # inlined plotly (4.9 MB a page), and comparing one ticked run gave a
-    # bare-text 400 page
+    # issue 50: run and comparison pages had no way back to the list nor any
+    # download, each inlined plotly (4.9 MB a page), and comparing one ticked
+    # run gave a bare-text 400 page
     db = tmp_path / "results.sqlite"
     db.write_bytes((DATA / "report-peak" / "results.sqlite").read_bytes())
     serve, url = start_serve(db, tmp_path / "serve.log")
@@ -178,6 +179,15 @@ def test_a_served_report_links_back_loads_plotly_once_and_one_ticked_run_opens(t
         plotly = urllib.request.urlopen(url + src.lstrip("/"), timeout=60)
         assert "immutable" in plotly.headers["Cache-Control"]
         assert len(plotly.read()) > 1_000_000
+        # its files, as the command line writes them, named for the run
+        for fmt, start in (("json", b"{"), ("bundle", b"SQLite format 3"), ("seconds", b"")):
+            assert f'href="/runs/{run_id}/download/{fmt}"' in page
+            got = urllib.request.urlopen(f"{url}runs/{run_id}/download/{fmt}", timeout=60)
+            assert run_id in got.headers["Content-Disposition"]
+            body = got.read()
+            assert body.startswith(start) and len(body) > 100, (fmt, body[:80])
+        doc = json.loads(urllib.request.urlopen(f"{url}runs/{run_id}/download/json").read())
+        assert doc["run"]["id"] == run_id
         one = urllib.request.urlopen(f"{url}compare?run={run_id}", timeout=60)
         assert one.geturl() == f"{url}runs/{run_id}" and one.status == 200
     finally:

@@ -167,6 +167,25 @@ def test_the_run_list_and_a_comparison_in_chromium(tmp_path):
                 ".map(function (c) { return c.textContent; })"
             )
             assert LABEL in cells
+            # issue 50: the list shows each run's target and figures, and sorts
+            figures = page.evaluate(
+                "Array.from(document.querySelectorAll('td.figures'))"
+                ".map(function (c) { return c.textContent; })"
+            )
+            assert len(figures) == 2 and all("IOPS" in f for f in figures), figures
+            targets = page.evaluate(
+                "Array.from(document.querySelectorAll('td.target'))"
+                ".map(function (c) { return c.textContent; })"
+            )
+            assert sorted(targets) == sorted([str(tmp_path / "a.dat"), str(tmp_path / "b.dat")])
+            order = (
+                "Array.from(document.querySelectorAll('td.label'))"
+                ".map(function (c) { return c.textContent; })"
+            )
+            newest_first = page.evaluate(order)
+            page.evaluate("document.querySelector('th[aria-sort]').click()")
+            assert page.evaluate("document.body.dataset.sortedBy") == "started ascending"
+            assert page.evaluate(order) == newest_first[::-1]
             page.evaluate(
                 f"document.querySelector('input[value=\"{first}\"]').click();"
                 f"document.querySelector('input[value=\"{second}\"]').click();"

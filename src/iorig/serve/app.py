@@ -23,6 +23,7 @@ import hmac
 import importlib.metadata
 import json
 import secrets
+import tempfile
 from collections.abc import Awaitable, Callable
 from dataclasses import asdict
 from pathlib import Path
@@ -33,12 +34,14 @@ from aiohttp import web
 from iorig.analyze.analysis import analyse, compare
 from iorig.analyze.compare import shared_limit
 from iorig.errors import UserError
-from iorig.model import Metric, RunStatus
+from iorig.model import Metric, RunStatus, series_stats
 from iorig.model.live import LiveSecond
+from iorig.report.exporters import render
 from iorig.report.options import Limit, RenderOptions
+from iorig.report.tables.metrics import metric
 from iorig.report.writers.html import HtmlExporter
 from iorig.serve.address import host_allowed
-from iorig.store import Store
+from iorig.store import Store, export_run
 from iorig.store.live import LiveStore, LiveUnwritable
 
 STATIC = Path(__file__).with_name("static")
@@ -121,6 +124,7 @@ class Views:
                     until=until + 86400 if until is not None else None,
                     limit=LIST_LIMIT,
                 )
+                headlines = {r.id: store.headline_series(r.id) for r in found}
             return [
                 {
                     "id": r.id,
@@ -129,7 +133,14 @@ class Views:
                     "title": r.title,
                     "status": str(r.status),
                     "started": _when(r.started_at),
+                    "started_at": r.started_at or 0,
                     "hosts": ", ".join(r.hosts) or "this machine",
+                    "target": ", ".join(t["given"] for t in r.targets),
+                    # each measured phase's median second, as `iorig runs` shows
+                    "figures": ", ".join(
+                        f"{name} {metric(unit).format(series_stats(values).median)}"
+                        for name, unit, values in headlines[r.id]
+                    ),
                 }
                 for r in found
             ]
@@ -160,7 +171,38 @@ class Views:
         kind, body = await asyncio.to_thread(work)
         if kind == "live":
             return _page("live.html.j2", run_id=run_id, title=body)
-        return _report(body)
+        return _report(body, downloads=run_id)
+
+    async def download(self, request: web.Request) -> web.Response:
+        """A stored run as a file: what `iorig show --json`, `report --format
+        csv|md|seconds|html` and `iorig export` write."""
+        run_id = _run_id(request)
+        fmt = request.match_info["fmt"]
+        if fmt not in DOWNLOADS:
+            raise web.HTTPNotFound(text=f"no download {fmt[:20]!r}: {', '.join(DOWNLOADS)}")
+        extension, content_type = DOWNLOADS[fmt]
+
+        def work() -> bytes:
+            with self._store() as store:
+                if store.run_status(run_id) is None:
+                    raise web.HTTPNotFound(text=f"no run {run_id} in {self.db}")
+                if fmt == "bundle":
+                    with tempfile.TemporaryDirectory() as directory:
+                        path = Path(directory) / "bundle.sqlite"
+                        export_run(store, run_id, path)
+                        return path.read_bytes()
+                analysis = analyse(store.load_run(run_id))
+            return render(fmt, analysis, RenderOptions()).encode()
+
+        return web.Response(
+            body=await asyncio.to_thread(work),
+            content_type=content_type,
+            headers={
+                "Content-Disposition": f'attachment; filename="iorig-{run_id}.{extension}"',
+                "Content-Security-Policy": "default-src 'none'",
+                "Cache-Control": "no-store",
+            },
+        )
 
     async def compare(self, request: web.Request) -> web.Response:
         ids = request.query.getall("run", [])
@@ -274,14 +316,39 @@ async def _plotly(request: web.Request) -> web.Response:
     )
 
 
-# a served report's way back to the run list (a report file stands alone)
-_BACK = '<nav class="served"><a href="/">&larr; all runs</a></nav>'
+# a stored run's files (format -> file extension, media type), as the
+# command line writes them
+DOWNLOADS = {
+    "json": ("json", "application/json"),
+    "csv": ("csv", "text/csv"),
+    "seconds": ("seconds.csv", "text/csv"),
+    "md": ("md", "text/markdown"),
+    "html": ("html", "text/html"),
+    "bundle": ("sqlite", "application/vnd.sqlite3"),
+}
+_DOWNLOAD_NAMES = {
+    "json": "JSON",
+    "csv": "CSV",
+    "seconds": "every second (CSV)",
+    "md": "Markdown",
+    "html": "report (HTML)",
+    "bundle": "bundle (iorig import)",
+}
 
 
-def _report(html: str) -> web.Response:
+def _report(html: str, downloads: str | None = None) -> web.Response:
+    """A served report with a way back to the run list (a report file stands
+    alone) and, for one run, links to its files."""
+    links = " · ".join(
+        f'<a href="/runs/{downloads}/download/{fmt}" download>{name}</a>'
+        for fmt, name in _DOWNLOAD_NAMES.items()
+    )
+    nav = '<nav class="served"><a href="/">&larr; all runs</a>' + (
+        f" &nbsp; download: {links}</nav>" if downloads else "</nav>"
+    )
     at = html.find(">", html.find("<body")) + 1 if "<body" in html else 0
     return web.Response(
-        text=html[:at] + _BACK + html[at:],
+        text=html[:at] + nav + html[at:],
         content_type="text/html",
         headers={"Content-Security-Policy": REPORT_CSP, "Cache-Control": "no-store"},
     )
@@ -373,6 +440,7 @@ def make_app(
     app.router.add_get("/", views.runs)
     app.router.add_get("/runs/{run_id}", views.run)
     app.router.add_get("/runs/{run_id}/live", views.live)
+    app.router.add_get("/runs/{run_id}/download/{fmt}", views.download)
     app.router.add_get("/compare", views.compare)
     app.router.add_get(PLOTLY_SRC, _plotly)
     app.router.add_static("/static/", STATIC, show_index=False, follow_symlinks=False)
