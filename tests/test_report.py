@@ -249,3 +249,12 @@ def test_html_charts_label_latency_in_its_units_and_tell_p99_from_throughput(_cl
     (timeline,) = [c for i, c in charts.items() if i.startswith("timeline-")]
     styles = {t["name"]: t["line"].get("dash") for t in timeline["data"]}
     assert styles["p99 latency"] == "dot" and not styles[next(n for n in styles if "p99" not in n)]
+
+
+def test_a_comparison_leads_with_its_tables_each_runs_details_after(_cli, two_runs):
+    # issue 50: a comparison's tables sat three screens down, below each run's details
+    db, base = two_runs
+    report = base / "compare.html"
+    _cli(db, "report", "last~1", "last", "-o", str(report))
+    headings = re.findall(r"<h2>([^<]*)", report.read_text())
+    assert headings[0] == "Comparison" and headings[1] == "Run A", headings
