@@ -186,6 +186,8 @@ def test_the_run_list_and_a_comparison_in_chromium(tmp_path):
             page.evaluate("document.querySelector('th[aria-sort]').click()")
             assert page.evaluate("document.body.dataset.sortedBy") == "started ascending"
             assert page.evaluate(order) == newest_first[::-1]
+            page.evaluate("document.querySelector('th[aria-sort]').click()")  # newest first again
+            assert page.evaluate(order) == newest_first
             page.evaluate(
                 f"document.querySelector('input[value=\"{first}\"]').click();"
                 f"document.querySelector('input[value=\"{second}\"]').click();"

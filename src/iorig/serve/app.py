@@ -138,7 +138,7 @@ class Views:
                     "target": ", ".join(t["given"] for t in r.targets),
                     # each measured phase's median second, as `iorig runs` shows
                     "figures": ", ".join(
-                        f"{name} {metric(unit).format(series_stats(values).median)}"
+                        f"{name} {metric(unit).with_unit(series_stats(values).median)}"
                         for name, unit, values in headlines[r.id]
                     ),
                 }
