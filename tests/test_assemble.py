@@ -249,6 +249,23 @@ def test_jobs_started_more_than_half_a_second_apart_count_from_the_first():
     assert got.origin_s == t0 / 1000
 
 
+def test_a_job_that_began_past_the_half_second_counts_from_its_hosts_second_one():
+    # free-running jobs on one clock, the second begun 600 ms after the first
+    # (fio starts a phase's jobs one by one; more than half a second apart
+    # beside a load): its first window ends at 1.6 s, in second 2, and the
+    # phase keeps its seconds from 1 instead of none
+    def logs(start: int, iops: float) -> JobLogs:
+        samples = [LogSample(start + k * 1000, iops, "read", 4096) for k in (1, 2, 3)]
+        return JobLogs(iops=samples, bw=samples, started_ms=start)
+
+    series = merge_series([logs(0, 100), logs(600, 10)])["read"]
+    assert dict(zip(series.t_s.tolist(), series.iops.tolist(), strict=True)) == {
+        1: 100,
+        2: 110,
+        3: 110,
+    }
+
+
 def test_completions_on_the_unix_clock_count_from_the_phases_first_read():
     # two paced jobs that log every completion (log_unix_epoch=1), the second
     # started 300 ms after the first: each second holds what all of them

@@ -60,7 +60,7 @@ def test_long_choices_are_named_and_listed_in_the_help(cli, db_path):
 
 def test_into_a_pipe_a_suggested_command_stays_on_one_line():
     out = io.StringIO()
-    console = SafeConsole(file=out, width=WIDTH)
+    console = SafeConsole(file=out, width=WIDTH, unwrapped_in_pipe=True)
     suggestion = "stored in results.sqlite; again with `iorig compare 8a2251c4fed9 f76d097d4ff9`"
     console.print(f"A/B 078af78c7906: 2 round(s) completed, order seed 376755387; {suggestion}")
     (line,) = out.getvalue().splitlines()

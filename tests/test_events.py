@@ -423,6 +423,24 @@ def test_the_jobs_start_is_the_status_time_less_the_longest_runtime():
     assert status.io_started_at(status.snapshot(doc)) is None
 
 
+def test_a_status_before_the_jobs_io_is_forgotten_once_their_clock_restarts():
+    """fio 3.33 laying out a 1 GiB file: the status at 1 s counted the job's
+    1,001 ms since its creation, the next 562 ms since its first I/O (its
+    logs on the unix clock put that at …132.200 s)."""
+    from iorig.fio import status
+
+    def snap(timestamp_ms: int, runtime_ms: int) -> status.Snapshot:
+        doc = {"timestamp_ms": timestamp_ms, "jobs": [{"job_runtime": runtime_ms, "elapsed": 1}]}
+        return status.snapshot(doc)
+
+    known, previous = None, None
+    for stamp, runtime in ((1795950131762, 1001), (1795950132762, 562), (1795950133762, 1561)):
+        current = snap(stamp, runtime)
+        known = status.jobs_began(known, previous, current)
+        previous = current
+    assert known == pytest.approx(1795950132.200)
+
+
 def test_the_jobs_start_is_the_earliest_any_status_puts_it():
     """A status's clock is read after its runtimes: a busy fio printed its
     first one late, and second 0 (hence each second's place beside an

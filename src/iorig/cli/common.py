@@ -47,8 +47,8 @@ if TYPE_CHECKING:
 EXIT_VERDICT_FAILED = 3
 
 # every text printed is shown visibly (report/writers/console.py), never re-styled
-console = SafeConsole()
-err_console = SafeConsole(stderr=True)
+console = SafeConsole(unwrapped_in_pipe=True)
+err_console = SafeConsole(stderr=True, unwrapped_in_pipe=True)
 
 app = typer.Typer(
     add_completion=False,

@@ -170,6 +170,16 @@ def _completed(
     return {s + 1: float(v) for s, v in enumerate(np.diff(at))}
 
 
+# a job's first one-second window rounds past its host's second 1 when the
+# job began this long after the host's first job
+LATE_START_MS = 500
+
+
+def _from_second_one(by_second: dict[int, float], first: int) -> dict[int, float]:
+    """Seconds from 1, those before ``first`` zero."""
+    return {s: 0.0 for s in range(1, first)} | by_second
+
+
 def _complete_seconds(by_second: Mapping[int, float]) -> int:
     n = 0
     while n + 1 in by_second:
@@ -199,6 +209,10 @@ def _ddir_series(ddir: str, logs: Sequence[JobLogs], horizon_s: int | None = Non
         else:
             iops, bw = (s.by_second(ddir) for s in (log.iops, log.bw))
             hists = functools.partial(log.hist.by_second, ddir)
+            if iops and log.started_ms >= LATE_START_MS:
+                # a job that began past the half second has its first window
+                # in its host's second 2 or later: it did nothing before
+                iops, bw = (_from_second_one(v, min(iops)) for v in (iops, bw))
         if iops:
             jobs.append((iops, bw, hists))
     if not jobs:

@@ -163,12 +163,11 @@ def collect(
     present = {j.host for j in output.jobs}
     missing = [h for h in raw.hosts if h.label not in present]
     starts = _host_starts(raw.hosts, phase, by_prefix) if raw.wallclock_logs else {}
-    if raw.io_started_at is not None and len(starts) == 1:
-        # this machine's live status told when its jobs began, also no earlier
-        # than they did (its clock is read after their runtimes): the earlier
-        # of the two, where its jobs' logs began late (paced ones)
-        ((host, start),) = starts.items()
-        starts[host] = min(start, math.floor(raw.io_started_at * 1000))
+    # Not fio's live status (RawPhase.io_started_at), which stands in only
+    # where no job logged a time: a status printed while a job still laid out
+    # its file counts that job's runtime from before its I/O, and beside
+    # stress-ng put second 0 more than half a second early, every second of
+    # a one-job phase one later, and the phase without a second 1 stored none
     first = min(starts.values(), default=0)
     paused = {
         h: [(round(a * 1000) - starts[h], round(b * 1000) - starts[h]) for a, b in spans]

@@ -370,8 +370,8 @@ class LocalBackend:
             for doc in proc.new_snapshots():
                 snap = status.snapshot(doc)
                 live = status.rates(previous, snap)
+                io_started = status.jobs_began(io_started, previous, snap)
                 previous = snap
-                io_started = status.earliest(io_started, status.io_started_at(snap))
                 if phase.duration_s:
                     fraction = live.elapsed_s / phase.duration_s
                     if phase.until_done:  # through its data, as a rule long before its limit

@@ -54,14 +54,19 @@ class SafeConsole(Console):
     """A rich Console that shows every text it renders visibly (never
     highlighted: user text is not re-styled either)."""
 
-    def __init__(self, **kwargs: Any) -> None:
+    def __init__(self, *, unwrapped_in_pipe: bool = False, **kwargs: Any) -> None:
         super().__init__(highlight=False, **kwargs)
-        # into a pipe or a file, a line of prose stays one line: wrapped at
-        # 80 columns it split the commands iorig suggests (`iorig compare
-        # A⏎B`) for whoever copies them or greps the output. Tables still
-        # fit the width, and a terminal wraps prose at words
-        if not self.is_terminal:
-            self.soft_wrap = True
+        self._unwrapped_in_pipe = unwrapped_in_pipe
+
+    def print(self, *objects: Any, **kwargs: Any) -> None:
+        # the command line's own consoles: into a pipe or a file, a line of
+        # prose stays one line (wrapped at 80 columns it split the commands
+        # iorig suggests, `iorig compare A⏎B`, for whoever copies or greps
+        # them); a terminal wraps prose at words. Asked at each print: what
+        # the output is may be known only then (tests, a redirected stdout)
+        if self._unwrapped_in_pipe and "soft_wrap" not in kwargs and not self.is_terminal:
+            kwargs["soft_wrap"] = True
+        super().print(*objects, **kwargs)
 
     def render_str(self, text: str, **kwargs: Any) -> Text:
         # markup of iorig's own messages is parsed first, then what it holds is shown
