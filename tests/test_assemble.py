@@ -4,6 +4,7 @@ stat's op without bytes."""
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 from types import SimpleNamespace
 
@@ -264,6 +265,37 @@ def test_a_job_that_began_past_the_half_second_counts_from_its_hosts_second_one(
         2: 110,
         3: 110,
     }
+
+
+def test_a_free_running_job_begun_late_without_its_last_window_keeps_second_one():
+    # collect end to end: a free-running job begun 600 ms after the first,
+    # its last, partial window not written (fio's habit). Its start is its
+    # first window's (0.6 s), not its runtime before its last window (-0.4 s,
+    # which had put it at 0 and left the phase without a second)
+    raw, phase = _stat_phase()
+    doc = json.loads(raw.exit.output)
+    for job in doc["jobs"]:  # free-running: no rate
+        job["job options"].pop("rate_iops")
+    t0 = 1_790_000_000_000  # unix ms
+
+    def windows(start: int, iops: float, count: int) -> dict:
+        return {
+            kind: [LogSample(start + k * 1000, iops, "read", 4096) for k in range(1, count + 1)]
+            for kind in ("iops", "bw")
+        }
+
+    raw = replace(
+        raw,
+        exit=replace(raw.exit, output=json.dumps(doc)),
+        logs={("st", None): {1: windows(t0, 40, 3)}, ("rd", None): {2: windows(t0 + 600, 10, 2)}},
+        wallclock_logs=True,
+    )
+    free = Workload(rw="randread", bs="4k")
+    phase.workloads = [SimpleNamespace(label=w.label, spec=free) for w in phase.workloads]
+    got = collect(raw, phase)  # type: ignore[arg-type]
+    assert got.origin_s == t0 / 1000
+    everything = next(s for s in got.scopes if s.scope.workload is None)
+    assert everything.series["read"].t_s.tolist()[:1] == [1], everything.series
 
 
 def test_completions_on_the_unix_clock_count_from_the_phases_first_read():

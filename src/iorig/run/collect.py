@@ -99,16 +99,20 @@ def _job_start(kinds: Mapping[str, Any]) -> float | None:
 
 
 def _started(log: JobLogs, job: parse.JobStats) -> JobLogs:
-    """A job's logs with when it began on its host's axis: no later than
-    its first window says (``_job_start``), and no earlier than its runtime
-    before its last window (it ran past every window it wrote); the earlier
-    of the two, as a paced job's first window may be seconds late while its
-    last lies within its runtime's last second, and never before its host's
-    first job."""
+    """A job's logs with when it began on its host's axis, never before its
+    host's first job: where its first window says (``_job_start``); for a
+    paced job the earlier of that and its runtime before its last window (it
+    ran past every window it wrote), as a paced job's first window may be
+    seconds late (a stat job at 63 a second logged its only one at 2.56 s).
+    Not so a free-running one's: its windows come every second from its
+    first, but its last, partial one may be missing, which put a job begun
+    at 0.6 s at 0."""
     times = _times(log.iops)
     if not times or job.job_runtime_ms <= 0:
         return log
-    began = min(host_start_ms(times), max(times) - job.job_runtime_ms)
+    began = host_start_ms(times)
+    if job.paced:
+        began = min(began, max(times) - job.job_runtime_ms)
     return replace(log, started_ms=max(0, math.floor(began)))
 
 
