@@ -23,6 +23,7 @@ import pytest
 pytestmark = [pytest.mark.fio, pytest.mark.truth]
 
 TRIM_IOPS_CAP = 1_000
+TRIM_BURST = 0.1  # of the cap: how many trims the throttle passes at once
 
 
 def test_random_trims_run_at_the_write_iops_cap(capped, truth_db):
@@ -57,6 +58,13 @@ def test_random_trims_run_at_the_write_iops_cap(capped, truth_db):
         f"iorig per-second median {median:.0f} (seconds {seconds})"
     )
     assert phase["metric"] == "iops" and phase["status"] == "ok"
-    assert median == pytest.approx(TRIM_IOPS_CAP, rel=0.03), median
+    # the phase at the cap, as bare fio's is: its mean (fio's trims over its
+    # runtime) within truth 1's band. Its seconds within one burst of it: the
+    # throttle passed trims in bursts of about a tenth of the cap, and beside
+    # stress-ng seconds of 1,100, 900, 1,082, 915, 1,100, 797 and 1,062
+    # alternated (a median of 1,062 against a 3 % band) where bare fio's
+    # 3 s read 999 a second
+    assert phase["iops"] == pytest.approx(TRIM_IOPS_CAP, rel=0.03), phase["iops"]
+    assert median == pytest.approx(TRIM_IOPS_CAP, rel=TRIM_BURST), median
     (trim,) = phase["directions"]
     assert trim["ddir"] == "trim" and trim["ios"] == phase["ios"] > 0
