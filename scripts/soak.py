@@ -508,6 +508,10 @@ def main(argv: list[str] | None = None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     for sig in (signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, _interrupt)
+    # started in the background by a shell (`make soak &`, a CI step) SIGINT
+    # comes ignored, and pytest would inherit that: Ctrl-C then waited out
+    # PYTEST_GRACE_S before SIGKILL, with no cleanup
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     rounds, interrupted = soak(args, parts, out)
     summary = report(rounds, what, args.load, out)
     print("\n" + format_report(summary), flush=True)

@@ -25,12 +25,13 @@ import numpy as np
 import pytest
 from tests.conftest import REPO
 from tests.faults.watch import processes_with, stored_hosts
-from tests.fioservers import fio_server
+from tests.fioservers import fio_server, server_dir
 from tests.waiting import wait_for_phase, wait_until
 
 from iorig.fio.server import FioServer, process_tree
 from iorig.model import PhaseKind
 from iorig.model.kinds import ALL
+from iorig.run.servers import CLIENT_STOP
 from iorig.store import Store
 
 # Ctrl-C must end a run within seconds: on a busy machine a healthy
@@ -116,11 +117,31 @@ def _local_clients(tmp_path: Path) -> list[int]:
     return processes_with(b"--client=", str(tmp_path).encode())
 
 
+def _ctrl_c(proc: subprocess.Popen) -> tuple[float, str, str]:
+    """Ctrl-C to the run: the seconds it took to end, and what it printed."""
+    sent = time.monotonic()
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    return time.monotonic() - sent, out, err
+
+
 @pytest.mark.timing
 def test_ctrl_c_with_a_stopped_server_ends_in_seconds_and_keeps_the_healthy_host(tmp_path):
     db = tmp_path / "results.sqlite"
     with contextlib.ExitStack() as stack:
         servers = [stack.enter_context(fio_server(tmp_path, index=i)) for i in range(2)]
+        # the same run with both hosts healthy, stopped at the same point: what
+        # ending (stopping, storing, removing files) takes on this machine now
+        baseline = tmp_path / "healthy.sqlite"
+        with _run(tmp_path, baseline, servers, "20s") as healthy_run:
+            _measuring(healthy_run, baseline, servers)
+            healthy_took, out, err = _ctrl_c(healthy_run)
+        assert healthy_run.returncode == 130, out + err
+        # hosts that answered the stop have their data files removed: on main
+        # the removal was given 1 s, and a fio client's tiny job takes 1.3 s
+        assert "could not remove" not in out + err, out + err
+        left = [p for s in servers for p in server_dir(tmp_path, s.address).glob("iorig-*")]
+        assert left == []
         proc = stack.enter_context(_run(tmp_path, db, servers, "20s"))
         _measuring(proc, db, servers)
         hung = servers[1]
@@ -128,16 +149,21 @@ def test_ctrl_c_with_a_stopped_server_ends_in_seconds_and_keeps_the_healthy_host
         stack.callback(lambda: [os.kill(p, signal.SIGCONT) for p in tree if _exists(p)])
         wait_until(lambda: _stopped(tree), 10, f"{hung.address.label}'s processes stopped")
         time.sleep(1.0)  # on purpose: the host hung a while, not just stopped, at the Ctrl-C
-        sent = time.monotonic()
-        proc.send_signal(signal.SIGINT)
-        out, err = proc.communicate(timeout=60)
-        took = time.monotonic() - sent
+        took, out, err = _ctrl_c(proc)
         clients_left = _local_clients(tmp_path)
     assert proc.returncode == 130, out + err
-    # the healthy client gets its results back, the hung one is killed after
-    # 2 s (a second signal kills at once: test_processes.py)
-    print(f"ctrl-c took {took:.2f} s")
-    assert took < 5.0, f"the run took {took:.1f} s to end after Ctrl-C"
+    # the healthy client gets its results back; the hung one is given the
+    # client's stop steps (SIGINT, SIGTERM, then SIGKILL's wait) and no more:
+    # a hung host adds at most those to what ending takes with none. Not a
+    # bound in seconds alone: beside the timing stage's other tests and a
+    # load, a healthy end itself has taken 3 s (a second signal kills at
+    # once: test_processes.py)
+    allowance = sum(wait for _sig, wait in CLIENT_STOP)
+    print(f"ctrl-c took {took:.2f} s, {healthy_took:.2f} s with no host hung")
+    assert took < healthy_took + allowance, (
+        f"the run took {took:.1f} s to end after Ctrl-C with a host hung, "
+        f"{healthy_took:.1f} s with none: more than the client's stop steps ({allowance:g} s)"
+    )
     assert "Traceback" not in err
     assert clients_left == []
     (status, _), hosts = stored_hosts(db)
