@@ -31,7 +31,11 @@ before a phase's generator CPU held what other processes took of fio's CPUs —
 every golden's measured `generator_cpu` has `others_cpu_s: null`; v13:
 commit 8e0ed91, an ad-hoc randread run labelled v13-read with a note and a
 `mark` event at 3 s, and an ad-hoc randrw run labelled v13-mixed, from before
-runs stored their owner's PID namespace); the
+runs stored their owner's PID namespace; v14: commit eb5d762, an ad-hoc
+randread run labelled v14-read with a note and a `mark` event at 3 s, and an
+ad-hoc randrw run labelled v14-mixed, from before phases stored the
+workloads their headline counts — every golden's phases have `workloads:
+null`); the
 JSON next to each is its run as this iorig reads it after upgrading (checked field by
 field against what the writing iorig's own `show --json` printed when the
 goldens were made). Any change to the schema, the payload codecs or the

@@ -36,6 +36,7 @@ from iorig.analyze.abrounds import MIN_AUTO_ROUNDS
 from iorig.analyze.compare import Difference, PhaseComparison
 from iorig.analyze.stats import RESOLUTION, RatioTest, t_cdf, t_quantile
 from iorig.model import ALL, Change, PhaseKind, PhaseResult, PhaseStatus, StoredRun
+from iorig.model.combine import headline_scope
 
 METHOD = "paired rounds"
 EARLY_SHARE = 4  # the early looks of auto spend 1/EARLY_SHARE of α in all
@@ -158,15 +159,16 @@ def keep_going(
 def round_level(phase: PhaseResult) -> float:
     """A round's level: the median per second of the headline metric, or
     fio's phase mean when there is no per-second series."""
-    if phase.aggregate is None:
+    scope = headline_scope(phase)
+    if scope is None:
         return math.nan
-    series = phase.aggregate.series.get(ALL)
+    series = scope.series.get(ALL)
     if series is not None:
         values = np.asarray(series.values(phase.headline), dtype=float)
         values = values[~np.isnan(values)]
         if values.size:
             return float(np.median(values))
-    totals = phase.aggregate.totals.get(ALL)
+    totals = scope.totals.get(ALL)
     return totals.level(phase.headline) if totals is not None else math.nan
 
 

@@ -38,12 +38,13 @@ from iorig.model import (
     PhaseKind,
     PhaseResult,
     PhaseStatus,
+    ScopeResult,
     SeriesStats,
     StoredRun,
     histogram,
     series_stats,
 )
-from iorig.model.combine import latency_range
+from iorig.model.combine import headline_scope, latency_range
 from iorig.model.sut import NOT_DISCLOSED, flat_description
 
 NO_DIFFERENCE = "no significant difference"
@@ -113,14 +114,15 @@ def pool_phases(
 ) -> dict[str, RunPhase]:
     """Measured phases by name in order of first appearance, repeats pooled.
     ``job_texts``: phase name -> its fio job file (for the definition hash)."""
-    groups: dict[str, list[PhaseResult]] = {}
+    groups: dict[str, list[tuple[PhaseResult, ScopeResult]]] = {}
     for phase in phases:
-        if phase.kind is PhaseKind.MEASURE and phase.aggregate is not None:
-            groups.setdefault(phase.name, []).append(phase)
+        if phase.kind is PhaseKind.MEASURE and (scope := headline_scope(phase)) is not None:
+            groups.setdefault(phase.name, []).append((phase, scope))
     out = {}
-    for name, repeats in groups.items():
-        totals = [p.aggregate.totals[ALL] for p in repeats if ALL in p.aggregate.totals]
-        series = [p.aggregate.series[ALL] for p in repeats if ALL in p.aggregate.series]
+    for name, pairs in groups.items():
+        repeats = [p for p, _ in pairs]
+        totals = [s.totals[ALL] for _, s in pairs if ALL in s.totals]
+        series = [s.series[ALL] for _, s in pairs if ALL in s.series]
         headline = repeats[0].headline
         per_second = np.concatenate([s.values(headline) for s in series]) if series else np.zeros(0)
         ios = sum(t.ios for t in totals)

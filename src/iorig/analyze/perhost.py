@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 from iorig.analyze.analysis import RunAnalysis
 from iorig.model import ALL, Metric, PhaseKind, Spread, spread
+from iorig.model.combine import headline_scope
 
 
 @dataclass(frozen=True)
@@ -45,7 +46,8 @@ def per_host(analysis: RunAnalysis) -> list[HostPhase]:
         label = phase.name + (f" #{phase.repeat + 1}" if phase.repeat else "")
         hosts = []
         for scope in phase.host_scopes:
-            totals = scope.totals.get(ALL)
+            counted = headline_scope(phase, scope.scope.host)
+            totals = counted.totals.get(ALL) if counted is not None else None
             host = scope.scope.host or ""
             hosts.append(
                 HostFigures(

@@ -21,6 +21,7 @@ from iorig.model import (
     Totals,
     series_stats,
 )
+from iorig.model.combine import headline_scope
 
 REPORTED_PERCENTILES = (50.0, 90.0, 99.0, 99.9, 99.99)
 
@@ -63,6 +64,8 @@ class PhaseSummary:
     precision: PrecisionState | None = None  # until: precise phases
     directions: tuple[DirectionFigures, ...] = ()  # each direction with I/O, in fio's order
     generator_cpu: GeneratorCpu | None = None  # fio's CPU as iorig measured it
+    # the workloads the figures count where the scenario named some; () every one
+    headline_workloads: tuple[str, ...] = ()
 
     @property
     def trims(self) -> bool:
@@ -76,7 +79,7 @@ class PhaseSummary:
 
 
 def summarize_phase(phase: PhaseResult) -> PhaseSummary:
-    scope = phase.aggregate
+    scope = headline_scope(phase)
     totals = scope.totals.get(ALL) if scope else None
     series = scope.series.get(ALL) if scope else None
     values = series.values(phase.headline) if series is not None else np.zeros(0)
@@ -109,6 +112,7 @@ def summarize_phase(phase: PhaseResult) -> PhaseSummary:
         precision=phase.precision,
         directions=_directions(scope.totals if scope else {}),
         generator_cpu=phase.generator_cpu,
+        headline_workloads=phase.headline_of.workloads if phase.headline_of else (),
     )
 
 

@@ -210,6 +210,7 @@ class ProgressView:
     def handle(self, event: Event) -> None:
         from iorig.analyze.summary import summarize_phase
         from iorig.model import ALL, PhaseKind
+        from iorig.model.combine import headline_scope
         from iorig.report.tables.metrics import metric
         from iorig.report.writers.terminal import DESCRIPTION_CHARS, TITLE_CHARS, clip
         from iorig.run.events import PhaseFinished, PhaseProgress, PhaseStarted, RunStarted
@@ -264,10 +265,12 @@ class ProgressView:
                 s = summarize_phase(result)
                 fmt = metric(s.headline)
                 stats += f": {fmt.with_unit(s.headline_value)} (phase mean)"
-                hosts = result.host_scopes
+                hosts = [headline_scope(result, h.scope.host) for h in result.host_scopes]
                 if hosts:  # fio's client mode reports rates per host at the end only
                     each = "/".join(
-                        fmt.format(sc.totals[ALL].level(s.headline)) if ALL in sc.totals else "-"
+                        fmt.format(sc.totals[ALL].level(s.headline))
+                        if sc is not None and ALL in sc.totals
+                        else "-"
                         for sc in hosts
                     )
                     stats += f" [{len(hosts)} hosts: {each}]"

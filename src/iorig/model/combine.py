@@ -13,8 +13,8 @@ from dataclasses import replace
 import numpy as np
 
 from iorig.model import histogram
-from iorig.model.kinds import ALL, DDIRS
-from iorig.model.results import AGGREGATE, ScopeResult, Series, Totals
+from iorig.model.kinds import ALL, DDIRS, PhaseStatus
+from iorig.model.results import AGGREGATE, PhaseResult, Scope, ScopeResult, Series, Totals
 from iorig.model.secondhists import SecondHists
 
 # ---------------------------------------------------------------- totals
@@ -183,4 +183,51 @@ def merge_hosts(hosts: Sequence[ScopeResult], shifts_s: Mapping[str, int]) -> Sc
         sys_cpu_pct=sum(h.sys_cpu_pct * h.jobs for h in hosts) / jobs if jobs else 0.0,
         busiest_job_cpu_pct=max((h.busiest_job_cpu_pct for h in hosts), default=0.0),
         errors=sum(h.errors for h in hosts),
+    )
+
+
+# ---------------------------------------------------------------- headline
+
+
+def headline_scope(phase: PhaseResult, host: str | None = None) -> ScopeResult | None:
+    """What a phase's headline figures count (its summary, the run list,
+    comparisons): the aggregate, or ``host``'s share of a multi-host phase;
+    only the workloads the scenario named where it named some (Exchange's
+    database threads, not its log and maintenance streams, as Jetstress
+    reports transactional IOPS; docs/methodology.md §4)."""
+    whole = (
+        phase.aggregate
+        if host is None
+        else next((s for s in phase.host_scopes if s.scope.host == host), None)
+    )
+    of = phase.headline_of
+    if of is None or whole is None:
+        return whole
+    parts = [
+        s
+        for s in phase.workload_scopes(list(of.workloads))
+        if s.status is PhaseStatus.OK and (host is None or s.scope.host == host)
+    ]
+    if not parts:
+        return None
+    hosts = list(dict.fromkeys(s.scope.host for s in parts))
+    each = [_workloads_of(Scope(host=h), [s for s in parts if s.scope.host == h]) for h in hosts]
+    if len(each) == 1:
+        return replace(each[0], scope=whole.scope)
+    return merge_hosts(each, of.host_shifts_s)
+
+
+def _workloads_of(scope: Scope, parts: Sequence[ScopeResult]) -> ScopeResult:
+    """Workloads of one host together: their series share the host's axis."""
+    jobs = sum(p.jobs for p in parts)
+    ddirs = dict.fromkeys(d for p in parts for d in p.series)
+    return ScopeResult(
+        scope=scope,
+        jobs=jobs,
+        totals=merge_totals([{d: t for d, t in p.totals.items() if d != ALL} for p in parts]),
+        series={d: combine_series(d, [p.series[d] for p in parts if d in p.series]) for d in ddirs},
+        usr_cpu_pct=sum(p.usr_cpu_pct * p.jobs for p in parts) / jobs if jobs else 0.0,
+        sys_cpu_pct=sum(p.sys_cpu_pct * p.jobs for p in parts) / jobs if jobs else 0.0,
+        busiest_job_cpu_pct=max((p.busiest_job_cpu_pct for p in parts), default=0.0),
+        errors=sum(p.errors for p in parts),
     )

@@ -183,6 +183,18 @@ class GeneratorCpu:
 
 
 @dataclass(frozen=True)
+class HeadlineOf:
+    """The workloads a phase's headline figures count, where the scenario
+    named some (Exchange's transactional I/O is its database threads, not
+    its log or maintenance streams; docs/methodology.md §4), and how many
+    seconds each host's series began after the first host's, to sum the
+    named workloads' hosts on the aggregate's axis."""
+
+    workloads: tuple[str, ...]
+    host_shifts_s: Mapping[str, int] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
 class PhaseResult:
     """A finished (or interrupted) phase, ready to store."""
 
@@ -224,6 +236,8 @@ class PhaseResult:
     training: TrainingRecord | None = None
     # a checkpoint phase's processes and how long each took (MLPerf Storage)
     checkpoint: CheckpointRecord | None = None
+    # the workloads its headline counts; None: every one (model.combine.headline_scope)
+    headline_of: HeadlineOf | None = None
 
     @property
     def io_error_total(self) -> int:

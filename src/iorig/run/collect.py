@@ -16,7 +16,7 @@ import errno
 import math
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from itertools import pairwise
 from typing import Any
 
@@ -44,6 +44,8 @@ class Collected:
     io_errors: tuple[IoErrorCount, ...] = ()  # the I/O errors fio reported, per type and host
     training: TrainingRecord | None = None  # a training phase's accelerators' batches
     checkpoint: CheckpointRecord | None = None  # a checkpoint phase's processes
+    # each host's series began this many seconds after the first host's
+    host_shifts_s: Mapping[str, int] = field(default_factory=dict)
 
 
 def tail(text: str, lines: int = 3) -> str:
@@ -259,6 +261,7 @@ def collect(
         counted,
         record,
         _checkpoint(phase, sections),
+        shifts if several else {},
     )
 
 

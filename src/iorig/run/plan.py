@@ -6,14 +6,22 @@ asked by ``run/request.py``'s ``prepare``.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from iorig.analyze.audit import Asked
 from iorig.errors import UserError
 from iorig.fio.hosts import HostSpec
-from iorig.model import Disclosure, InterfaceLimit, Metric, PhaseKind, PhaseResult, SutRecord
+from iorig.model import (
+    Disclosure,
+    HeadlineOf,
+    InterfaceLimit,
+    Metric,
+    PhaseKind,
+    PhaseResult,
+    SutRecord,
+)
 from iorig.model.checkpoint import CheckpointRecord
 from iorig.model.training import AcceleratorModel
 from iorig.scenario.checkpoint import planned_record
@@ -69,6 +77,7 @@ class PlannedPhase:
     # the point), "" for a phase of the scenario itself: metrics label phases
     # by it, a bounded set, not by names that change with every point
     scenario_phase: str = ""
+    headline_workloads: tuple[str, ...] = ()  # what its headline counts; () every workload
 
     @property
     def scenario_name(self) -> str:
@@ -80,10 +89,14 @@ class PlannedPhase:
         """For size-based phases: what fio writes before it finishes."""
         return sum(w.size_bytes * w.spec.jobs * w.loops for w in self.workloads)
 
-    def result(self, repeat: int, **measured: Any) -> PhaseResult:
+    def result(
+        self, repeat: int, host_shifts_s: Mapping[str, int] | None = None, **measured: Any
+    ) -> PhaseResult:
         """A result of this phase: what it was planned as, plus ``measured``
-        (status, times, scopes, fio's output …)."""
+        (status, times, scopes, fio's output …); ``host_shifts_s``: each
+        host's series began that many seconds after the first host's."""
         engines = ",".join(sorted({w.engine for w in self.workloads}))
+        named = self.headline_workloads
         return PhaseResult(
             **{"engine": engines, "scopes": ()} | measured,
             seq=self.seq,
@@ -93,6 +106,7 @@ class PlannedPhase:
             headline=self.headline,
             repeat=repeat,
             point=self.point,
+            headline_of=HeadlineOf(named, dict(host_shifts_s or {})) if named else None,
         )
 
     def timeout_s(self, slack_s: float, min_bytes_per_s: float = MIN_BYTES_PER_S) -> float:
@@ -377,6 +391,7 @@ def build_plan(
                 kind=phase.kind,
                 duration_s=phase.duration,
                 headline=phase.headline,
+                headline_workloads=tuple(phase.headline_workloads or ()),
                 description=phase.description,
                 workloads=tuple(planned),
                 steady=phase.steady_rule,

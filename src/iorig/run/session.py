@@ -492,6 +492,7 @@ def phase_result(
         started_at=raw.started_at,
         ended_at=raw.ended_at,
         scopes=collected.scopes,
+        host_shifts_s=collected.host_shifts_s,
         job_text=raw.job_text,
         command=raw.command,
         fio_version=collected.fio_version or fio_version,

@@ -541,6 +541,11 @@ class Phase(_Model):
     """the I/O streams that run together in this phase"""
     events: list[EventSpec] = Field(default_factory=list, max_length=100)
     """done to the system at set times of the phase (a host stopped, a throttle)"""
+    headline_workloads: list[str] | None = Field(default=None, min_length=1)
+    """the workloads the phase's headline counts (its IOPS or bytes/s, per-second figures
+    and latency in summaries, the run list and comparisons); every workload by default.
+    Exchange names its database threads, as Jetstress reports transactional IOPS, not the
+    log or maintenance streams beside them"""
 
     @model_validator(mode="after")
     def _shape(self) -> Phase:  # noqa: C901, PLR0912
@@ -548,6 +553,12 @@ class Phase(_Model):
             if self.kind not in (PhaseKind.WARMUP, PhaseKind.MEASURE):
                 raise ValueError("events apply to warmup and measure phases (they run for a time)")
             check_phase_events(self.events, self.duration)
+        labels = [w.label for w in self.workloads]
+        if unknown := [n for n in self.headline_workloads or () if n not in labels]:
+            raise ValueError(
+                f"headline_workloads names {', '.join(unknown)}, not a workload of this phase "
+                f"(its workloads: {', '.join(labels) or 'none'})"
+            )
         if self.ramp is not None and self.kind not in (PhaseKind.MEASURE, PhaseKind.WARMUP):
             raise ValueError("ramp applies to measure and warmup phases")
         if self.until == "steady" and self.kind is not PhaseKind.WARMUP:
@@ -597,7 +608,6 @@ class Phase(_Model):
                 "workloads with a flow pair up job by job (the k-th job of each is one fio "
                 f"flow group), so they need the same jobs; here {said}"
             )
-        labels = [w.label for w in self.workloads]
         if len(set(labels)) != len(labels):
             raise ValueError(
                 "workloads in one phase need distinct names; add 'name:' to each workload"
@@ -605,10 +615,16 @@ class Phase(_Model):
         return self
 
     @property
+    def headline_of(self) -> list[Workload]:
+        """The workloads its headline counts (``headline_workloads``, else all)."""
+        named = self.headline_workloads
+        return [w for w in self.workloads if named is None or w.label in named]
+
+    @property
     def headline(self) -> Metric:
         """IOPS for random work, bytes/s when every workload is sequential."""
         if self.kind in (PhaseKind.PRECONDITION, PhaseKind.VERIFY) or (
-            self.workloads and all(w.sequential for w in self.workloads)
+            self.workloads and all(w.sequential for w in self.headline_of)
         ):
             return Metric.BYTES_PER_S
         return Metric.IOPS

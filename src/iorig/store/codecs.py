@@ -33,6 +33,7 @@ from iorig.model import (
     EventStatus,
     Finding,
     GeneratorCpu,
+    HeadlineOf,
     InterfaceLimit,
     IoErrorCount,
     PrecisionState,
@@ -590,9 +591,44 @@ IO_ERRORS = Codec[tuple]("I/O errors", _io_errors_to_data, _io_errors_from_data)
 SUT = Codec[SutRecord]("system under test", _sut_to_data, _sut_from_data)
 PRECISION = Codec[Any]("precision", _precision_to_data, _precision_from_data)
 AB = Codec[Any]("A/B link", _ab_to_data, _ab_from_data)
+# ------------------------------------------------------------ headline
+
+_HEADLINE_WORKLOADS = 256  # far more than a phase has
+_SHIFT_LIMIT_S = 86_400  # hosts start within seconds of each other, never a day
+
+
+def _headline_of_from_data(data: Any) -> HeadlineOf | None:
+    """The workloads a phase's headline counts, checked (bundles are untrusted)."""
+    if data is None:
+        return None
+    if not isinstance(data, dict) or set(data) != {"workloads", "host_shifts_s"}:
+        raise ValueError("the headline's workloads are not {workloads, host_shifts_s}")
+    names, shifts = data["workloads"], data["host_shifts_s"]
+    if not isinstance(names, list) or not 0 < len(names) <= _HEADLINE_WORKLOADS:
+        raise ValueError("the headline's workloads are not a list of names")
+    if not all(isinstance(n, str) and 0 < len(n) <= _NAME_LIMIT for n in names):
+        raise ValueError("a headline workload's name is not a name")
+    if not isinstance(shifts, dict) or not all(
+        isinstance(h, str)
+        and 0 < len(h) <= _NAME_LIMIT
+        and type(v) is int
+        and 0 <= v <= _SHIFT_LIMIT_S
+        for h, v in shifts.items()
+    ):
+        raise ValueError("the hosts' shifts are not host: whole seconds from 0 to a day")
+    return HeadlineOf(tuple(names), dict(shifts))
+
+
+def _headline_of_to_data(of: HeadlineOf | None) -> dict[str, Any] | None:
+    if of is None:
+        return None
+    return {"workloads": list(of.workloads), "host_shifts_s": dict(of.host_shifts_s)}
+
+
 GENERATOR_CPU = Codec[Any]("generator CPU", _generator_cpu_to_data, _generator_cpu_from_data)
 TRAINING = Codec[Any]("training", _training_to_data, _training_from_data)
 CHECKPOINT = Codec[Any]("checkpoint", _checkpoint_to_data, _checkpoint_from_data)
+HEADLINE_OF = Codec[Any]("headline workloads", _headline_of_to_data, _headline_of_from_data)
 
 # RunRecord fields kept as JSON payloads, each in the column "<field>_json".
 RUN_PAYLOADS: dict[str, Codec[Any]] = {
@@ -615,4 +651,5 @@ PHASE_PAYLOADS: dict[str, Codec[Any]] = {
     "generator_cpu": GENERATOR_CPU,
     "training": TRAINING,
     "checkpoint": CHECKPOINT,
+    "headline_of": HEADLINE_OF,
 }

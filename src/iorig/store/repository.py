@@ -30,6 +30,7 @@ from typing import Any, TypeVar
 from iorig.errors import UserError
 from iorig.model import (
     AGGREGATE,
+    ALL,
     AbLink,
     Finding,
     Metric,
@@ -46,6 +47,7 @@ from iorig.model import (
     Totals,
     histogram,
 )
+from iorig.model.combine import headline_scope
 from iorig.store import codecs, connection, owner
 from iorig.store.cells import (
     ARTIFACT_LIMITS,
@@ -532,19 +534,35 @@ class Store:
         return StoredRun(record, tuple(phases), tuple(ids))
 
     def headline_series(self, run_id: str) -> list[tuple[str, Metric, list[float]]]:
-        """Per measured phase: (name, metric, per-second values of the aggregate)."""
+        """Per measured phase: (name, metric, per-second values of what its
+        headline counts: the aggregate's, or the named workloads')."""
+        kind = str(PhaseKind.MEASURE)
         rows = self.conn.execute(
             "SELECT p.id, p.name, p.headline, s.iops, s.bytes_per_s FROM phases p "
             "JOIN phase_results r ON r.phase_id = p.id AND r.workload = '' AND r.host = '' "
             "JOIN samples s ON s.result_id = r.id AND s.ddir = 'all' "
             "WHERE p.run_id = ? AND p.kind = ? ORDER BY p.seq, p.repeat, s.t_s",
-            (run_id, str(PhaseKind.MEASURE)),
+            (run_id, kind),
         ).fetchall()
         out: dict[int, tuple[str, Metric, list[float]]] = {}
         for phase_id, name, metric, iops, bytes_per_s in rows:
             entry = out.setdefault(phase_id, (name, Metric(metric), []))
             entry[2].append(iops if metric == Metric.IOPS else bytes_per_s)
-        return list(out.values())
+        for p in self._rows(  # a phase whose headline counts some workloads: theirs
+            "SELECT * FROM phases WHERE run_id = ? AND kind = ? AND headline_of_json != 'null' "
+            "ORDER BY seq, repeat",
+            (run_id, kind),
+        ):
+            try:
+                scope = headline_scope(self._phase(p, artifacts=False))
+            except (ValueError, TypeError) as exc:
+                raise UserError(
+                    f"run {run_id} in {self.path} is damaged: {exc}", hint=DAMAGED_HINT
+                ) from None
+            metric = member(Metric, p["headline"], "headline")
+            series = scope.series.get(ALL) if scope is not None else None
+            out[p["id"]] = (p["name"], metric, series.values(metric).tolist() if series else [])
+        return [out[k] for k in sorted(out)]  # phases are stored as they ran
 
     def job_texts(self, run_id: str) -> dict[str, str]:
         """Phase name -> the fio job file of its first run (repeats share it)."""

@@ -367,6 +367,14 @@ def _migrate_to_v14(conn: sqlite3.Connection) -> None:
     _execute_script(conn, "ALTER TABLE runs ADD COLUMN owner_pidns TEXT")
 
 
+# Version 15: the workloads a phase's headline counts and the hosts' series
+# shifts to sum them on (codecs.HEADLINE_OF); null: every workload, as before.
+def _migrate_to_v15(conn: sqlite3.Connection) -> None:
+    _execute_script(
+        conn, "ALTER TABLE phases ADD COLUMN headline_of_json TEXT NOT NULL DEFAULT 'null'"
+    )
+
+
 MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [
     _migrate_to_v1,
     _migrate_to_v2,
@@ -382,6 +390,7 @@ MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [
     _migrate_to_v12,
     _migrate_to_v13,
     _migrate_to_v14,
+    _migrate_to_v15,
 ]
 LATEST = len(MIGRATIONS)
 UNWRAPPED = 10  # payloads without their version envelopes from this version on

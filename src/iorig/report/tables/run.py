@@ -25,8 +25,13 @@ from iorig.untrusted import visible
 
 
 def phase_label(s: PhaseSummary) -> str:
-    """ "random-read (IOPS)", with the repeat when there are several."""
-    return f"{s.name} ({metric(s.headline).label})" + (f" #{s.repeat + 1}" if s.repeat else "")
+    """ "random-read (IOPS)", with the repeat when there are several, and the
+    workloads the figures count where the scenario named some: "performance
+    (IOPS of db)"."""
+    counted = f" of {'+'.join(s.headline_workloads)}" if s.headline_workloads else ""
+    return f"{s.name} ({metric(s.headline).label}{counted})" + (
+        f" #{s.repeat + 1}" if s.repeat else ""
+    )
 
 
 def _pct(value: float) -> str:

@@ -27,6 +27,7 @@ from iorig.analyze.search import (
     SweepResult,
 )
 from iorig.model import ALL, Metric, PhaseKind, PhaseResult, StoredRun, histogram
+from iorig.model.combine import headline_scope
 from iorig.model.records import flatten, target_name
 from iorig.report.options import RenderOptions
 from iorig.report.tables.compare import comparison_notes, comparison_tables, run_limit_table
@@ -255,7 +256,7 @@ def phase_charts(index: int, name: str, runs: list[ReportRun]) -> list[dict[str,
         repeats = [p for p in r.stored.phases if p.name == name and p.kind is PhaseKind.MEASURE]
         merged = []
         for p in repeats:
-            scope = p.aggregate
+            scope = headline_scope(p)
             if scope is None or ALL not in scope.series:
                 continue
             headline = p.headline

@@ -94,6 +94,8 @@ def phase_dict(s: PhaseSummary) -> dict[str, Any]:
         "repeat": s.repeat,
         "status": str(s.status),
         "metric": str(s.headline),
+        # the workloads these figures count; null: every workload of the phase
+        "workloads": list(s.headline_workloads) or None,
         "per_second": series_dict(s.per_second),
         "iops": _num(s.iops),
         "bytes_per_s": _num(s.bytes_per_s),
