@@ -529,6 +529,14 @@ def stall_ms(completions_per_s: float, seconds: float) -> float:
     return max(STALL_MS, 1000.0 * chance_s)
 
 
+def _job_gap_ms(*jobs: parse.JobStats) -> float:
+    """The longest a job of ``jobs`` (one, or a workload's alike) may log
+    nothing by chance at their completions' pace (``stall_ms``)."""
+    seconds = max((j.job_runtime_ms for j in jobs), default=0) / 1000
+    ios = sum(d.ios for j in jobs for d in j.dirs.values())
+    return stall_ms(ios / len(jobs) / seconds if jobs and seconds else 0.0, seconds)
+
+
 def find_stalls(
     raw: RawPhase,
     phase: PlannedPhase,
@@ -559,11 +567,15 @@ def find_stalls(
             found.append((1, round(late_s)))
         start = starts.get(host.label, 0)
         mine = [j for j in jobs if j.host == host.label]
-        seconds = max((j.job_runtime_ms for j in mine), default=0) / 1000
-        ios = sum(d.ios for j in mine for d in j.dirs.values())
-        longest = stall_ms(ios / len(mine) / seconds if mine and seconds else 0.0, seconds)
         for w in phase.workloads:
-            for kinds in by_prefix.get(w.label + host.log_suffix, {}).values():
+            logs = [k for _, k in sorted(by_prefix.get(w.label + host.log_suffix, {}).items())]
+            theirs = [j for j in mine if j.name == w.label]
+            # fio numbers a section's jobs and logs alike: each job at its own
+            # pace (a host's average held ai-image's 1 op/s checkpoint writer
+            # to 20 ops/s and took its 3 s Poisson wait for a stall)
+            paces = [_job_gap_ms(j) for j in theirs] if len(theirs) == len(logs) else []
+            for i, kinds in enumerate(logs):
+                longest = paces[i] if paces else _job_gap_ms(*theirs) if theirs else STALL_MS
                 times = sorted({t - start for t in _times(kinds.get("iops", ()))})
                 for a, b in pairwise(times):
                     if b - a > longest and not _overlaps(a, b, (paused or {}).get(host.label, ())):
