@@ -137,11 +137,18 @@ def test_ctrl_c_with_a_stopped_server_ends_in_seconds_and_keeps_the_healthy_host
             _measuring(healthy_run, baseline, servers)
             healthy_took, out, err = _ctrl_c(healthy_run)
         assert healthy_run.returncode == 130, out + err
-        # hosts that answered the stop have their data files removed: on main
-        # the removal was given 1 s, and a fio client's tiny job takes 1.3 s
-        assert "could not remove" not in out + err, out + err
-        left = [p for s in servers for p in server_dir(tmp_path, s.address).glob("iorig-*")]
-        assert left == []
+        # hosts that answered the stop have their data files removed, or are
+        # named in a warning: a fio client's tiny job takes 1.3-1.4 s on a
+        # quiet machine, and main gave the removal 1 s, so every host's files
+        # stayed; now 2.5 s, and beside a load a slower client may still miss
+        # it (a stressed soak's did), which the warning must then say
+        said = " ".join((out + err).split())
+        for server in servers:
+            left = list(server_dir(tmp_path, server.address).glob("iorig-*"))
+            named = f"could not remove iorig's data file(s) on {server.address.label}" in said
+            assert bool(left) == named, (server.address.label, left, out + err)
+            for path in left:  # for the hung run below, as a user would
+                path.unlink()
         proc = stack.enter_context(_run(tmp_path, db, servers, "20s"))
         _measuring(proc, db, servers)
         hung = servers[1]

@@ -86,7 +86,9 @@ def test_random_read_median_is_the_iops_cap(capped, truth_db):
     assert phase["metric"] == "iops"
     median = phase["per_second"]["median"]
     print(f"truth 1: read IOPS cap {IOPS_CAP}, per-second median {median:.0f}")
-    seconds = _seconds_are_the_devices(measured, samples, "ios", IOPS_CAP, in_flight=32)
+    seconds = _seconds_are_the_devices(
+        measured, samples, "ios", IOPS_CAP, in_flight=32, named=_named(run)
+    )
     at_cap = device.iorig(truth_db, "compare", "last", "--limit", f"{IOPS_CAP}IOPS").stdout
     _, (share,) = _limit_table(at_cap, "randread")
     assert least - SHOWN <= share <= most + SHOWN, (share, least, most)
@@ -117,7 +119,9 @@ def test_sequential_read_is_the_bandwidth_cap_and_its_percent_of_the_limit(cappe
         bands.append(_device_share(samples, measured, "bytes", BPS_CAP))
         (phase,) = run["phases"]
         assert phase["metric"] == "bytes_per_s"
-        _seconds_are_the_devices(measured, samples, "bytes", BPS_CAP, in_flight=8 * 128 << 10)
+        _seconds_are_the_devices(
+            measured, samples, "bytes", BPS_CAP, in_flight=8 * 128 << 10, named=_named(run)
+        )
     out = device.iorig(truth_db, "compare", "first", "second", "--limit", "100MB/s").stdout
     title, shares = _limit_table(out)
     print(
@@ -134,13 +138,31 @@ def test_sequential_read_is_the_bandwidth_cap_and_its_percent_of_the_limit(cappe
     assert "read: scored in bytes/s, not held to an IOPS limit" in " ".join(out.split())
 
 
+# what iorig says when fio, not the device, set the pace: a device below its
+# cap is one whose reads fio could not ask for (a stressed soak's device read
+# 83 % of a 100 MB/s cap with other processes on 1.96 of fio's 2 CPUs)
+GENERATOR_NAMED = ("generator-limit", "generator-ceiling", "cpu-bound", "cpu-contention")
+
+
+def _named(run: dict) -> set[str]:
+    """The audit's findings on the load generator, by phase."""
+    return {w["phase"] for w in run["run"]["warnings"] if w["code"] in GENERATOR_NAMED}
+
+
 def _seconds_are_the_devices(
-    phase: PhaseResult, samples: Samples, what: str, cap: float, in_flight: float
+    phase: PhaseResult,
+    samples: Samples,
+    what: str,
+    cap: float,
+    in_flight: float,
+    named: set[str],
 ) -> np.ndarray:
     """Each second of the phase's series did what the device did in it (see
     the module's docstring), and the device was capped: the median of its
-    one-second windows within ``THROTTLE_BAND`` of the cap. The device's
-    bounds of each second, (least, most) rows."""
+    one-second windows within ``THROTTLE_BAND`` of the cap, or under it where
+    iorig named the load generator (``named``: the phases it did) and so
+    did not take the figure for the storage's. The device's bounds of each
+    second, (least, most) rows."""
     series = phase.aggregate.series[ALL]
     figures = series.iops if what == "ios" else series.bytes_per_s
     bounds = samples.seconds("read", phase.origin, series.t_s, what, edge_s=LOG_LATE_S)
@@ -154,7 +176,9 @@ def _seconds_are_the_devices(
     )
     inside = (bounds[:, 0] - in_flight <= figures) & (figures <= bounds[:, 1] + in_flight)
     assert inside.all(), (figures, bounds)
-    assert float(np.median(windows)) == pytest.approx(cap, rel=THROTTLE_BAND), windows
+    median = float(np.median(windows))
+    assert median <= cap * (1 + THROTTLE_BAND), windows
+    assert median >= cap * (1 - THROTTLE_BAND) or phase.name in named, (windows, named)
     return bounds
 
 
