@@ -115,6 +115,34 @@ def test_a_seconds_mean_from_its_histogram_is_within_half_a_bin_of_the_exact_mea
     assert 0 < worst <= 1 / 128
 
 
+def test_a_paced_jobs_last_second_has_the_latency_of_what_no_window_held():
+    """fio never writes a paced job's last window: its last second's I/Os
+    come from the job's JSON totals (``_completed``), and so does its
+    latency now: the completions no logged row holds (the job's histogram
+    less its rows). On main that second had IOPS but no latency, and a
+    report's latency line ended a second early (issue 50)."""
+    windows = (1090, 2120, 3150, 4180)  # a slow paced job closes each late
+    logged = [[1000] * 100 for _ in windows]
+    last = [9000] * 60  # the fifth second's, in no window
+    every = np.array([v for row in [*logged, last] for v in row], dtype=np.uint64)
+    log = JobLogs(
+        iops=tuple(_sample(t, 100) for t in windows),
+        bw=tuple(_sample(t, 400) for t in windows),
+        hist=tuple(_hist(t, row) for t, row in zip(windows, logged, strict=True)),
+        done={"read": (460, 460 * 4096)},
+        done_hist={"read": histogram.from_values(every)},
+        runtime_ms=5000,
+    )
+    series = merge_series([log], horizon_s=5)["read"]
+    assert series.t_s.tolist() == [1, 2, 3, 4, 5] and series.iops[-1] > 0
+    assert series.lat_mean_ns[-1] == BIN_VALUES_NS[histogram.bin_index(9000)]
+    assert series.lat_mean_ns[:4].tolist() == [BIN_VALUES_NS[histogram.bin_index(1000)]] * 4
+    assert int(series.hist.totals()[-1]) == 60
+    # a job whose rows hold everything gives its last second no more
+    whole = replace(log, done_hist={"read": histogram.from_values(every[:400])})
+    assert np.isnan(merge_series([whole], horizon_s=5)["read"].lat_mean_ns[-1])
+
+
 def test_pooled_standard_deviation_matches_numpy():
     rng = np.random.default_rng(1)
     parts = [rng.normal(1000, 50, 400), rng.normal(1500, 80, 100)]

@@ -46,6 +46,9 @@ class JobLogs:
     # what the job's JSON says it did, by direction (I/Os, bytes) and its
     # runtime: a paced job's averaged windows are completed with them
     done: Mapping[str, tuple[int, int]] = field(default_factory=dict, repr=False)
+    # and its latency histogram by direction: what no logged row holds is
+    # its last, never written, window's (_with_unlogged)
+    done_hist: Mapping[str, np.ndarray] = field(default_factory=dict, repr=False)
     runtime_ms: int = 0
     # when the job began on its host's axis (its logs' times count from the
     # host's first job, and fio starts a phase's jobs up to a third of a
@@ -61,7 +64,8 @@ class JobLogs:
     def of_job(self, job: JobStats) -> JobLogs:
         """These logs with their job's totals."""
         done = {d: (s.ios, s.io_bytes) for d, s in job.dirs.items()}
-        return replace(self, done=done, runtime_ms=job.job_runtime_ms)
+        hists = {d: s.hist for d, s in job.dirs.items()}
+        return replace(self, done=done, done_hist=hists, runtime_ms=job.job_runtime_ms)
 
     @classmethod
     def of(cls, kinds: Mapping[str, Sequence]) -> JobLogs:
@@ -205,7 +209,7 @@ def _ddir_series(ddir: str, logs: Sequence[JobLogs], horizon_s: int | None = Non
             bw = _completed(
                 log.bw, ddir, io_bytes / 1024, log.runtime_ms, started_ms=log.started_ms
             )
-            hists = functools.partial(log.hist.by_second, ddir)
+            hists = functools.partial(_with_unlogged, log, ddir)
         else:
             iops, bw = (s.by_second(ddir) for s in (log.iops, log.bw))
             hists = functools.partial(log.hist.by_second, ddir)
@@ -242,6 +246,24 @@ def _ddir_series(ddir: str, logs: Sequence[JobLogs], horizon_s: int | None = Non
     # a second's mean from its merged histogram, like its percentiles
     lat = hist.mean_each() if len(hist) == n else np.full(n, np.nan)
     return Series(ddir, seconds, iops_sum, bytes_sum, lat, hist)
+
+
+def _with_unlogged(log: JobLogs, ddir: str, seconds: np.ndarray) -> SecondHists:
+    """A paced job's rows of ``seconds``; where the last has none, the
+    completions no logged row holds (the job's JSON histogram less its
+    rows): fio never writes a paced job's last window, whose I/Os
+    ``_completed`` counts from the same totals."""
+    rows = log.hist.by_second(ddir, seconds)
+    total = log.done_hist.get(ddir)
+    if total is None or not len(rows) or rows.lengths()[-1] > 0:
+        return rows
+    logged = log.hist.of_ddir(ddir).rows.merged()
+    rest = total.astype(np.int64) - (logged if logged.size else 0)
+    if rest.size == 0 or (rest < 0).any() or not rest.any():
+        return rows  # rows that are not the JSON's: nothing is made up
+    bins = np.flatnonzero(rest)
+    last = SecondHists.from_rows([(bins, rest[bins])])
+    return SecondHists.concat([rows.head(len(rows) - 1), last])
 
 
 def _rows_of(
