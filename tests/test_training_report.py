@@ -16,6 +16,7 @@ from iorig.analyze.analysis import analyse
 from iorig.report.writers.disclosure import disclosure_context
 from iorig.report.writers.html import ReportRun, search_charts
 from iorig.store import Store
+from iorig.units import format_bytes
 
 RECORDED = DATA / "training" / "results.sqlite"
 
@@ -69,6 +70,31 @@ def test_the_search_shows_every_count_its_answer_and_a_chart(_cli, db):
     assert lowest["y"] == pytest.approx([p["au_min"] * 100 for p in search["points"]])
     # the search's details are its answer's: one epoch table, of 16 accelerators
     assert out.count("Training epochs") == 1
+
+
+def test_a_searchs_data_set_is_each_counts_own(_cli, db):
+    """Each count writes its own data set: the header gave the plan's, the
+    first count's (19.7MiB for 1 to 16 accelerators, issue 49); each count's
+    is what its data generation wrote, in the search's table."""
+    out = _cli(db, "show", "search").stdout
+    doc = json.loads(_cli(db, "show", "search", "--json").stdout)
+    (target,) = [line for line in out.splitlines() if line.startswith("target")]
+    assert target.endswith("(fileset, a data set per count)"), target
+    written = {
+        p["phase"].partition(":")[2]: p["io_bytes"]
+        for p in doc["timed_phases"]
+        if p["phase"].startswith("datagen:")
+    }
+    table = out[out.index("Accelerators search") :]
+    for point in doc["search"]["points"]:
+        wrote = written[f"accelerators={point['accelerators']}"]
+        assert point["dataset_bytes"] == wrote
+        row = next(
+            line
+            for line in table.splitlines()
+            if [c.strip() for c in line.split("│")[1:2]] == [str(point["accelerators"])]
+        )
+        assert f" {format_bytes(wrote)} " in row, row
 
 
 def test_checkpoint_result_and_each_checkpoint(_cli, db):

@@ -217,8 +217,12 @@ class ProgressView:
 
         if isinstance(event, RunStarted):
             plan = event.plan
+            # an accelerators search writes a data set per count: the plan's
+            # is its first count's
+            per_count = event.search_kind == "accelerators"
             targets = ", ".join(
-                f"{t.path} ({format_bytes(t.size_bytes)})" for t in plan.targets.values()
+                f"{t.path} ({'a data set per count' if per_count else format_bytes(t.size_bytes)})"
+                for t in plan.targets.values()
             )
             self.console.print(  # user text as Text: no markup, no highlighting
                 Text.assemble(

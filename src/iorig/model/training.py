@@ -63,6 +63,11 @@ class AcceleratorModel:
         return self.reader_threads * self.files_per_job * self.samples_per_file
 
     @property
+    def dataset_bytes(self) -> int:
+        """The data set per host: every accelerator's files, as emulated."""
+        return int(self.accelerators * self.samples_per_epoch * self.sample_bytes)
+
+    @property
     def steps_per_epoch(self) -> int:
         """Batches per accelerator and epoch; a last partial batch is dropped
         (DLIO's drop_last). A PyTorch worker builds whole batches only."""

@@ -19,6 +19,7 @@ class RunStarted:
     # the phases in the order they will run, where the plan says them (not
     # a search's, which it decides as it goes)
     schedule: tuple[tuple[PlannedPhase, int], ...] | None = None
+    search_kind: str | None = None  # the search the run is ("knee", "accelerators" …)
 
 
 @dataclass(frozen=True)

@@ -197,7 +197,11 @@ class RunSession:
             # stamped with this process: a killed run's is removed by the next run
             self._tmp = self._stack.enter_context(temporary_directory("iorig-"))
             # its listener may fail too (an output that cannot be written)
-            self.on_event(RunStarted(self.run_id, self.plan, self.label, self.schedule))
+            self.on_event(
+                RunStarted(
+                    self.run_id, self.plan, self.label, self.schedule, self.search.get("kind")
+                )
+            )
         except BaseException as exc:
             self.__exit__(type(exc), exc, exc.__traceback__)  # never left "running"
             raise

@@ -24,7 +24,7 @@ from iorig.analyze.sweepcmp import SweepComparison
 from iorig.report.tables.metrics import metric
 from iorig.report.tables.run import TableModel
 from iorig.report.tables.training import au_text, mb_s, mib_s, samples_text
-from iorig.units import format_latency, format_si
+from iorig.units import format_bytes, format_latency, format_si
 
 
 def _integer(text: str) -> int | None:
@@ -485,6 +485,7 @@ def accelerators_table(result: AcceleratorsResult) -> TableModel:
         (
             str(p.accelerators),
             str(p.accelerators * result.hosts),
+            format_bytes(p.training.model.dataset_bytes),
             au_text(p.training.au_mean),
             au_text(p.au_min),
             samples_text(p.training.samples_per_s),
@@ -513,6 +514,7 @@ def accelerators_table(result: AcceleratorsResult) -> TableModel:
         (
             "per host",
             "in all",
+            "data set",
             "AU",
             "lowest epoch",
             "samples/s",
@@ -521,11 +523,11 @@ def accelerators_table(result: AcceleratorsResult) -> TableModel:
             "verdict",
         ),
         rows,
-        ("r", "r", "r", "r", "r", "r", "r", "l"),
+        ("r", "r", "r", "r", "r", "r", "r", "r", "l"),
         (
             answer,
             "doubling while every epoch passes, then halving the gap to the first count "
-            "that did not; each count writes its data set and trains on it",
+            "that did not; each count writes its data set (per host) and trains on it",
         ),
     )
 

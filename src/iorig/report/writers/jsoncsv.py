@@ -368,6 +368,7 @@ def search_dict(result: SearchResult | None) -> dict[str, Any] | None:
                 {
                     "accelerators": p.accelerators,
                     "phase": p.phase,
+                    "dataset_bytes": p.training.model.dataset_bytes,  # per host
                     "au_mean": p.training.au_mean,
                     "au_min": p.au_min,
                     "au": [f.au for f in p.training.epochs],

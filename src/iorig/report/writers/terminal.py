@@ -75,7 +75,13 @@ def run_header(run: RunRecord, engines: list[str]) -> Table:
     if run.error:
         add_row(grid, "error", Text(clip(run.error, DESCRIPTION_CHARS), style="red"))
     for t in run.targets:
-        size = format_bytes(t["size_bytes"])
+        # an accelerators search writes a data set per count: the plan's
+        # size is its first count's (the search's table has each)
+        size = (
+            "a data set per count"
+            if (run.search or {}).get("kind") == "accelerators"
+            else format_bytes(t["size_bytes"])
+        )
         add_row(grid, f"target {target_name(t)}", f"{t['path']} ({t['kind']}, {size})")
     add_row(grid, "host", ", ".join(run.hosts))
     add_row(grid, "fio", run.fio_version + (f", engine {', '.join(engines)}" if engines else ""))
