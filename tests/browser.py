@@ -14,8 +14,10 @@ import contextlib
 import json
 import os
 import select
+import shutil
 import signal
 import subprocess
+import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -84,6 +86,7 @@ class _DevTools:
         self._answers: dict[int, dict] = {}
         self._pending = b""
         self._sent = 0
+        self._tmp = tempfile.mkdtemp(prefix="iorig-chromium-")
         to_browser, from_browser = os.pipe(), os.pipe()
 
         def as_fds_3_and_4() -> None:
@@ -110,6 +113,7 @@ class _DevTools:
                 ],
                 pass_fds=(3, 4),
                 preexec_fn=as_fds_3_and_4,
+                env=_own_tmp(self._tmp),
                 start_new_session=True,  # its renderers and helpers go with it
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL,
@@ -118,6 +122,7 @@ class _DevTools:
         except BaseException:
             for fd in (*to_browser, *from_browser):
                 os.close(fd)
+            shutil.rmtree(self._tmp, ignore_errors=True)
             raise
         os.close(to_browser[0])
         os.close(from_browser[1])
@@ -185,6 +190,16 @@ class _DevTools:
             os.killpg(self.proc.pid, signal.SIGKILL)
         os.close(self._out)
         os.close(self._in)
+        shutil.rmtree(self._tmp, ignore_errors=True)
+
+
+def _own_tmp(directory: str) -> dict[str, str]:
+    """Chromium's environment with its temporary files in ``directory``, one
+    removed when it ends: its singleton directory (org.chromium.Chromium.*)
+    outlives a killed browser, and the suite left 95 in /tmp. Short (under
+    /tmp, not the test's own directory): it holds a Unix socket, whose path
+    may not pass 107 bytes."""
+    return dict(os.environ, TMPDIR=directory)
 
 
 def _attach(devtools: _DevTools, deadline: float) -> str:
@@ -452,29 +467,31 @@ def dump_dom(
     """The DOM headless Chromium made of ``page`` after ``budget_ms`` of
     virtual time, the lines its console logged (errors, CSP violations), and
     its whole error output; no request leaves the machine."""
-    done = subprocess.run(
-        [
-            browser,
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            *extra,
-            "--no-first-run",
-            "--disable-background-networking",
-            "--disable-component-update",
-            "--disable-sync",
-            f"--user-data-dir={profile}",
-            "--enable-logging=stderr",
-            "--v=0",
-            "--host-resolver-rules=MAP * ~NOTFOUND",
-            *([f"--window-size={window}"] if window else []),
-            f"--virtual-time-budget={budget_ms}",
-            "--dump-dom",
-            f"file://{page}",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=timeout_s,
-    )
+    with tempfile.TemporaryDirectory(prefix="iorig-chromium-") as own:
+        done = subprocess.run(
+            [
+                browser,
+                "--headless",
+                "--no-sandbox",
+                "--disable-gpu",
+                *extra,
+                "--no-first-run",
+                "--disable-background-networking",
+                "--disable-component-update",
+                "--disable-sync",
+                f"--user-data-dir={profile}",
+                "--enable-logging=stderr",
+                "--v=0",
+                "--host-resolver-rules=MAP * ~NOTFOUND",
+                *([f"--window-size={window}"] if window else []),
+                f"--virtual-time-budget={budget_ms}",
+                "--dump-dom",
+                f"file://{page}",
+            ],
+            env=_own_tmp(own),
+            capture_output=True,
+            text=True,
+            timeout=timeout_s,
+        )
     console = [line for line in done.stderr.splitlines() if ":CONSOLE" in line]
     return done.stdout, console, done.stderr

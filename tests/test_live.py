@@ -655,6 +655,24 @@ def test_a_sweeps_points_are_the_scenarios_phase_and_a_number_from_the_start():
     assert "side a" not in _scrape(metrics)
 
 
+def test_the_live_page_is_told_the_phases_still_to_come(tmp_path):
+    # issue 50: the live page said "(2/4)" and not which phases were to come
+    plan = _sweep_plan()
+    with LiveStore(tmp_path / "results.sqlite") as live:
+        feed = LiveFeed([live])
+        feed.handle(RunStarted("r1", plan, None, tuple(plan.schedule())))
+        feed.handle(PhaseStarted(plan.phases[1], 0, 1, 4))
+        now = live.phase("r1")
+        assert now is not None and (now.index, now.total) == (2, 4)
+        assert now.coming == ("randread:bs=8KiB", "randread:bs=16KiB")
+        feed.handle(PhaseStarted(plan.phases[3], 0, 3, 4))
+        assert live.phase("r1").coming == ()  # the last phase
+        # a search decides its phases as it goes: none are said to come
+        feed.handle(RunStarted("r2", plan, None, None))
+        feed.handle(PhaseStarted(plan.phases[1], 0, 1, None))
+        assert live.phase("r2").coming == ()
+
+
 def test_a_stopped_runs_phases_that_never_began_are_dropped_at_its_end():
     metrics = LiveMetrics()
     phases = (MetricPhase(0, "fill", None, ("write",)), MetricPhase(1, "measure", None, ("read",)))

@@ -171,6 +171,11 @@ def test_a_served_report_links_back_loads_plotly_once_and_one_ticked_run_opens(t
     try:
         listed = urllib.request.urlopen(url, timeout=30).read().decode()
         run_id = listed.split('name="run" value="', 1)[1].split('"', 1)[0]
+        # filtered by a target's path (issue 50: the list had no target filter)
+        for text, runs in (("tmpd1z3dc33", 2), ("elsewhere", 0)):
+            page = urllib.request.urlopen(f"{url}?target={text}", timeout=30).read().decode()
+            assert page.count('name="run" value="') == runs, text
+            assert f'name="target" value="{text}"' in page
         page = urllib.request.urlopen(f"{url}runs/{run_id}", timeout=60).read().decode()
         assert '<a href="/">&larr; all runs</a>' in page
         src = page.split('<script src="', 1)[1].split('"', 1)[0]

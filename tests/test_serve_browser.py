@@ -106,6 +106,10 @@ def test_the_live_page_of_a_four_host_run_in_chromium(tmp_path):
                     assert title == "IOPS per second", title
                     clock = page.evaluate("document.getElementById('elapsed').textContent")
                     assert re.fullmatch(r"\d+ s of 15 s, \d+ s left", clock), clock
+                    # the prefill ran first: the measured phase is the last to come
+                    phase = page.evaluate("document.getElementById('phase').textContent")
+                    coming = page.evaluate("document.getElementById('coming').textContent")
+                    assert (phase, coming) == ("randread (2/2)", "the last phase"), phase
                     ticks = page.evaluate("document.querySelectorAll('#throughput .grid').length")
                     assert ticks == 4, ticks
                     dashed = (
@@ -153,8 +157,10 @@ def test_the_live_page_of_a_four_host_run_in_chromium(tmp_path):
 def test_the_run_list_and_a_comparison_in_chromium(tmp_path):
     browser = chromium_or_skip()
     db = tmp_path / "results.sqlite"
-    first = _quick_run(db, tmp_path / "a.dat", LABEL, "1")
+    first = _quick_run(db, tmp_path / "a.dat", "qd1", "1")
     second = _quick_run(db, tmp_path / "b.dat", "qd4", "4")
+    # a label that would run script if it were markup: shown as text
+    _quick_run(db, tmp_path / "c.dat", LABEL, "1")
     serve, url = start_serve(db, tmp_path / "serve.log")
     try:
         with BrowserSession(browser, tmp_path / "profile", window="1100,1250") as page:
@@ -172,12 +178,12 @@ def test_the_run_list_and_a_comparison_in_chromium(tmp_path):
                 "Array.from(document.querySelectorAll('td.figures'))"
                 ".map(function (c) { return c.textContent; })"
             )
-            assert len(figures) == 2 and all("IOPS" in f for f in figures), figures
+            assert len(figures) == 3 and all("IOPS" in f for f in figures), figures
             targets = page.evaluate(
                 "Array.from(document.querySelectorAll('td.target'))"
                 ".map(function (c) { return c.textContent; })"
             )
-            assert sorted(targets) == sorted([str(tmp_path / "a.dat"), str(tmp_path / "b.dat")])
+            assert sorted(targets) == [str(tmp_path / f"{n}.dat") for n in "abc"]
             order = (
                 "Array.from(document.querySelectorAll('td.label'))"
                 ".map(function (c) { return c.textContent; })"
@@ -188,6 +194,7 @@ def test_the_run_list_and_a_comparison_in_chromium(tmp_path):
             assert page.evaluate(order) == newest_first[::-1]
             page.evaluate("document.querySelector('th[aria-sort]').click()")  # newest first again
             assert page.evaluate(order) == newest_first
+            shots = {"runs": page.screenshot(tmp_path / "runs.png", full_page=False)}
             page.evaluate(
                 f"document.querySelector('input[value=\"{first}\"]').click();"
                 f"document.querySelector('input[value=\"{second}\"]').click();"
@@ -197,14 +204,23 @@ def test_the_run_list_and_a_comparison_in_chromium(tmp_path):
             # newest first in the list: the second run is the baseline
             assert page.current_url() == f"{url}compare?run={second}&run={first}"
             rows = page.evaluate(_MEDIAN_ROWS)
+            shots["compare"] = page.screenshot(tmp_path / "compare.png", full_page=False)
             page.back()
             page.wait_for("location.pathname === '/' && !!document.querySelector('td.label')", 10)
+            page.goto(f"{url}runs/{first}")
+            page.wait_for("!!document.body.dataset.chartsDrawn", 60)
+            shots["run"] = page.screenshot(tmp_path / "run.png", full_page=False)
             errors, requests = list(page.console_errors), list(page.requests)
     finally:
         serve.terminate()
         serve.wait(10)
     assert errors == [], errors
     assert all(r.startswith(url) or r.startswith("data:") for r in requests), requests
+    for name, shot in shots.items():  # a page drawn, not a blank window
+        data = shot.read_bytes()
+        assert data.startswith(b"\x89PNG") and len(data) > 30_000, (name, len(data))
+        if os.environ.get("IORIG_UPDATE_SCREENSHOT"):
+            shutil.copyfile(shot, SCREENSHOT.parent / f"serve-{name}.png")
     expected = json.loads(
         iorig("--db", str(db), "compare", second, first, "--format", "json").stdout
     )

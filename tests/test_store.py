@@ -179,6 +179,34 @@ def test_a_scope_other_than_the_aggregate_reads_its_series_when_used(db_path):
         workload.series[ALL]
 
 
+def test_runs_are_found_by_their_targets_paths_not_the_records_keys(db_path):
+    def target(given: str) -> list[dict]:
+        return [
+            {
+                "role": "data",
+                "given": given,
+                "path": f"{given}iorig-data.dat",
+                "kind": "directory",
+                "size_bytes": 1,
+            }
+        ]
+
+    with Store(db_path) as store:
+        ssd = _run(store, "0123456789ab", targets=target("/mnt/ssd_1/"))
+        hdd = _run(store, "0123456789ac", targets=target("/mnt/hdd/"))
+        found = {
+            text: [r.id for r in store.find_runs(target=text)]
+            for text in ("ssd", "SSD", "iorig-data", "directory", "role", "ssd_", "d%1", "/mnt/")
+        }
+        both = [r.id for r in store.find_runs(target="/mnt/", label="nothing")]
+    assert found["ssd"] == found["SSD"] == found["ssd_"] == [ssd]
+    assert sorted(found["iorig-data"]) == sorted(found["/mnt/"]) == sorted([ssd, hdd])
+    # the record's keys and other fields are not searched: every run has them
+    assert found["directory"] == found["role"] == []
+    assert found["d%1"] == []  # a LIKE wildcard is itself
+    assert both == []  # with the other filters, not instead of them
+
+
 def test_phase_write_is_atomic(db_path, monkeypatch):
     with Store(db_path) as store:
         run_id = _run(store)

@@ -143,6 +143,7 @@ class LivePhase:
     # planned length (None: it runs through its data), for the live page
     metric: str = "bytes_per_s"
     duration_s: float | None = None
+    coming: tuple[str, ...] = ()  # the phases still to run, where the plan says them
 
 
 @dataclass(frozen=True)

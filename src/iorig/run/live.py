@@ -315,6 +315,7 @@ class _Following:
     hosts: tuple[str, ...] = ()  # the run's host labels
     info: LiveRun | None = None  # what the metrics say of it, and its phases known so far
     points: dict[str, int] = field(default_factory=dict)  # each point's number, in order
+    planned: tuple[str, ...] = ()  # the phases' names in order, where the plan says them
 
 
 DIRECTIONS = ("read", "write", "trim")
@@ -412,6 +413,7 @@ class LiveFeed:
         if isinstance(event, RunStarted):
             run.run_id = event.run_id
             run.hosts = tuple(event.plan.host_labels)
+            run.planned = tuple(phase.name for phase, _ in event.schedule or ())
             # the planned phases' series count from 0 from now on: a scrape
             # before a phase's I/O is the baseline its rate() counts from
             phases = tuple(
@@ -442,6 +444,7 @@ class LiveFeed:
                 rule=None,
                 source=None,
                 metric=str(event.phase.headline),
+                coming=run.planned[event.index + 1 :],
                 duration_s=(
                     None
                     if event.phase.until_done or event.phase.kind.size_based

@@ -109,7 +109,10 @@ class Views:
 
     async def runs(self, request: web.Request) -> web.Response:
         q = request.query
-        chosen = {k: q.get(k, "")[:200] for k in ("label", "scenario", "status", "since", "until")}
+        chosen = {
+            k: q.get(k, "")[:200]
+            for k in ("label", "scenario", "target", "status", "since", "until")
+        }
         if chosen["status"] and chosen["status"] not in {s.value for s in RunStatus}:
             raise web.HTTPBadRequest(text=f"status: one of {', '.join(RunStatus)}")
         since, until = _day(chosen["since"], "since"), _day(chosen["until"], "until")
@@ -119,6 +122,7 @@ class Views:
                 found = store.find_runs(
                     label=chosen["label"] or None,
                     scenario=chosen["scenario"] or None,
+                    target=chosen["target"] or None,
                     status=chosen["status"] or None,
                     since=since,
                     until=until + 86400 if until is not None else None,

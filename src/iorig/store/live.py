@@ -271,6 +271,7 @@ class LiveStore:
                 source = data.get("source")
                 data["source"] = LiveSource(source) if source is not None else None
                 data["events"] = tuple(LiveEvent(**e) for e in data.get("events") or ())
+                data["coming"] = tuple(str(name) for name in data.get("coming") or ())
                 return LivePhase(**data)
         return None
 

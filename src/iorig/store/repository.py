@@ -454,18 +454,28 @@ class Store:
         *,
         label: str | None = None,
         scenario: str | None = None,
+        target: str | None = None,
         status: str | None = None,
         since: float | None = None,
         until: float | None = None,
         limit: int = 200,
     ) -> list[RunRecord]:
-        """Runs newest first whose label or scenario holds the text given
-        (any case), with that status, started in [since, until)."""
+        """Runs newest first whose label, scenario or a target (as given, or
+        its path) holds the text given (any case), with that status,
+        started in [since, until)."""
         where, params = [], []
         for column, text in (("label", label), ("scenario", scenario)):
             if text:
                 where.append(f"{column} LIKE ? ESCAPE '\\'")
                 params.append(f"%{_like_literal(text)}%")
+        if target:  # the targets' paths, not the JSON's keys ("data" is every run's role)
+            where.append(
+                "json_valid(runs.targets_json) AND EXISTS (SELECT 1 FROM "
+                "json_each(runs.targets_json) t WHERE "
+                "json_extract(t.value, '$.given') LIKE ? ESCAPE '\\' OR "
+                "json_extract(t.value, '$.path') LIKE ? ESCAPE '\\')"
+            )
+            params += [f"%{_like_literal(target)}%"] * 2
         if status:
             where.append("status = ?")
             params.append(status)

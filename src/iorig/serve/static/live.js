@@ -41,9 +41,18 @@
     return shown + " of " + duration.toFixed(0) + " s, " + left.toFixed(0) + " s left";
   }
 
+  // "next: fill, random-read and 3 more", "the last phase", or nothing for a
+  // search, which decides its phases as it goes
+  function coming(names, total) {
+    if (names.length === 0) { return total === null ? "" : "the last phase"; }
+    var shown = names.slice(0, 4).join(", ");
+    return "next: " + shown + (names.length > 4 ? " and " + (names.length - 4) + " more" : "");
+  }
+
   function onPhase(p) {
     if (phaseIndex !== p.phase_index) { seconds = {}; phaseIndex = p.phase_index; }
     text("phase", p.phase + " (" + p.index + "/" + (p.total === null ? "?" : p.total) + ")");
+    text("coming", coming(p.coming || [], p.total));
     document.getElementById("fraction").value = p.fraction === null ? 0 : p.fraction;
     metric = p.metric || "bytes_per_s";
     text("throughput-title", metric === "iops" ? "IOPS per second" : "throughput per second");
