@@ -55,10 +55,11 @@ def _windows(*ends_ms: int) -> dict[str, list[parse.LogSample]]:
 
 
 def test_a_slow_paced_job_is_judged_at_its_own_pace_not_its_hosts():
-    """Issue 49's default ai-image: beside 16 jobs at 37 ops/s, a checkpoint
-    writer at 1 op/s waited 3.1 s between completions (a Poisson wait it
-    has by chance one phase in 20). Judged at the host's average pace it
-    was a stall, and the load point failed; at its own it is not, while the
+    """Issue 49's default ai-image: load 4's warm-up failed as a stall (no
+    window in seconds 2-4) with every job judged at its host's average
+    pace, some 20 ops/s. Its slowest job, the 1 op/s checkpoint writer,
+    waits 3 s between completions by chance in about one 4 s phase in six
+    (e^-3 a gap, four gaps). At its own pace it is not a stall, while the
     busy jobs still stall after STALL_MS."""
     raw = SimpleNamespace(hosts=[HostLogs("local")])
     phase = SimpleNamespace(workloads=[SimpleNamespace(label="busy"), SimpleNamespace(label="cp")])
