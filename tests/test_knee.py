@@ -158,6 +158,7 @@ def test_knee_of_a_curve_that_never_flattens_is_the_last_point():
     assert "maximum concurrency" in knee.reason
     assert "+86.6 %" in knee.reason
     assert "beyond" in knee.reason
+    assert knee.beyond and knee.where == "beyond 64"  # what every table and chart says
 
 
 def test_knee_of_a_curve_that_falls_after_its_peak_is_at_the_peak():
@@ -166,6 +167,7 @@ def test_knee_of_a_curve_that_falls_after_its_peak_is_at_the_peak():
     assert knee.point is not None and knee.point.concurrency == 16
     assert knee.reason.startswith("no higher concurrency gains ≥ 10 % per doubling over 16")
     assert "-10.0 % per doubling at 32" in knee.reason
+    assert not knee.beyond and knee.where == "16"
 
 
 def test_knee_sits_below_the_peak_when_the_top_is_flat():

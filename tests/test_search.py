@@ -3,6 +3,7 @@ scenario, and the analyses of constructed runs (knee, curve, sweep A/B)."""
 
 from __future__ import annotations
 
+import re
 import shutil
 from pathlib import Path
 
@@ -195,6 +196,42 @@ def test_knee_of_a_stored_run_finds_the_knee_the_band_and_little():
     tables = search_tables(k)
     assert [t.title for t in tables][1] == "Knee"
     assert any("knee" in row[-1] for row in tables[0].rows)
+
+
+def test_a_knee_beyond_the_last_point_is_said_so_in_every_place():
+    """Issue 50: a curve still climbing at its maximum printed "knee:
+    concurrency 16" and starred 16 on its chart while its explanation said
+    the knee lies beyond 16. One decision (Knee.beyond) now words the
+    table's mark, the verdict's row, the chart's marker, compare's cell and
+    the JSON; and the peak plateau of two readings never goes below zero."""
+    run = _knee_run({1: [10e3], 2: [19e3], 4: [34e3], 8: [60e3], 16: [90e3, 150e3]})
+    k = knee_of(run)
+    assert k.knee.point is not None and k.knee.point.concurrency == 16
+    assert k.knee.beyond and k.knee.where == "beyond 16" and "lies beyond" in k.knee.reason
+    curve, verdict = search_tables(k)[:2]
+    marks = {row[0]: row[-1] for row in curve.rows}
+    assert "highest measured: the knee lies beyond" in marks["16"] and "knee" not in marks["8"]
+    rows = dict(verdict.rows)
+    assert rows["knee"].startswith("beyond concurrency 16 (at 16:"), rows["knee"]
+    from iorig.report.writers.html import ReportRun, search_charts
+    from iorig.report.writers.jsoncsv import search_dict
+
+    traces = [t for c in search_charts([ReportRun(analyse(run), "a")]) for t in c["data"]]
+    marked = [t for t in traces if str(t.get("name", "")).endswith("knee beyond 16")]
+    assert len(marked) == 1 and marked[0]["marker"]["symbol"] != "star"
+    assert not any(t.get("marker", {}).get("symbol") == "star" for t in traces)
+    doc = search_dict(k)
+    assert doc["knee_beyond"] is True and doc["knee"]["concurrency"] == 16
+    cmp = comparison_search_tables(compare([analyse(run), analyse(run)]))
+    cells = [row for t in cmp for row in t.rows if row[0] == "knee concurrency"]
+    assert cells == [("knee concurrency", "beyond 16", "beyond 16")]
+    # 16's two readings, 90 K and 150 K: their 95 % interval, 120 K ± 381 K,
+    # read "-261K IOPS" before; a throughput is at least 0, and the sentence
+    # says the interval is too wide to place the peak
+    assert k.plateau is not None and k.plateau.best.concurrency == 16
+    assert k.plateau.best.ci_low == 0.0
+    said = k.plateau.describe()
+    assert not re.search(r"(^|\s)-\d", said) and "too wide to place the peak" in said, said
 
 
 def test_knee_with_an_slo_reports_the_best_point_within_it():

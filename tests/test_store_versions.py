@@ -35,7 +35,7 @@ runs stored their owner's PID namespace; v14: commit eb5d762, an ad-hoc
 randread run labelled v14-read with a note and a `mark` event at 3 s, and an
 ad-hoc randrw run labelled v14-mixed, from before phases stored the
 workloads their headline counts — every golden's phases have `workloads:
-null`); the
+null`, and v2's knee search `knee_beyond`); the
 JSON next to each is its run as this iorig reads it after upgrading (checked field by
 field against what the writing iorig's own `show --json` printed when the
 goldens were made). Any change to the schema, the payload codecs or the

@@ -203,6 +203,16 @@ class Knee:
     reason: str
     efficiency: tuple[Step, ...]  # consecutive measured points, all of them
     slo_best: Point | None  # highest throughput with p99 ≤ SLO; None without an SLO
+    # the curve never flattened: ``point`` is the highest measured, and the
+    # knee lies beyond it. Every table, chart and sentence says so from here
+    beyond: bool = False
+
+    @property
+    def where(self) -> str:
+        """The knee's place in words: "16", "beyond 16" or "-"."""
+        if self.point is None:
+            return "-"
+        return f"beyond {self.point.concurrency}" if self.beyond else str(self.point.concurrency)
 
 
 def _steps(points: list[Point]) -> tuple[Step, ...]:
@@ -282,7 +292,7 @@ def find_knee(points: Sequence[Point], rule: KneeRule) -> Knee:
                 f"no knee up to {where}: the last step still gained {_pct(g)} per doubling "
                 f"(≥ {threshold}), so the knee lies beyond it"
             )
-            return Knee(p, reason + slo_note, steps, slo_best)
+            return Knee(p, reason + slo_note, steps, slo_best, beyond=True)
         best_gain = max(gains)
         q = higher[gains.index(best_gain)]
         reason = (
@@ -498,6 +508,11 @@ class Candidate:
     ci_high: float | None
 
 
+# a best mean's interval wider than this (each side, share of the mean) says
+# nothing of where the peak is: every point of a curve fits in it
+WIDE_PLATEAU = 0.25
+
+
 @dataclass(frozen=True)
 class Plateau:
     candidates: tuple[Candidate, ...]  # by concurrency
@@ -529,9 +544,15 @@ class Plateau:
                 f"peak {fmt(best.mean)} at {where}; best {best.concurrency} "
                 "(a single measurement: no confidence interval)"
             )
+        wide = (
+            f"; too wide to place the peak (±{(best.ci_high - best.mean) / best.mean:.0%} of "
+            f"the mean from {best.n} readings): take more readings (--confirm)"
+            if best.mean > 0 and best.ci_high - best.mean > WIDE_PLATEAU * best.mean
+            else ""
+        )
         return (
             f"peak plateau {fmt(best.ci_low)}–{fmt(best.ci_high)} ({conf} CI of the best mean) "
-            f"at {where}; best {best.concurrency} (mean of {best.n})"
+            f"at {where}; best {best.concurrency} (mean of {best.n}){wide}"
         )
 
 
@@ -547,7 +568,9 @@ def _candidate(concurrency: int, values: Sequence[float], confidence: float) -> 
             * float(data.std(ddof=1))
             / math.sqrt(data.size)
         )
-        low, high = mean - half, mean + half
+        # a throughput is never below zero: a wide interval of two readings
+        # read "peak plateau -41.93K IOPS-239.48K IOPS" (issue 50)
+        low, high = max(0.0, mean - half), mean + half
     return Candidate(
         concurrency, int(data.size), mean, float(data.min()), float(data.max()), low, high
     )

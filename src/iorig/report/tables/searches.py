@@ -109,7 +109,9 @@ def knee_tables(result: KneeResult) -> list[TableModel]:
     for p, little, really in zip(result.points, result.little, kept, strict=True):
         step = steps.get(p.concurrency)
         mark = []
-        if p.concurrency == knee_c and result.uncertain is None:
+        if p.concurrency == knee_c and result.knee.beyond:
+            mark.append("highest measured: the knee lies beyond")
+        elif p.concurrency == knee_c and result.uncertain is None:
             mark.append("knee")
         elif p.concurrency == knee_c:
             mark.append("knee of the pooled readings")
@@ -206,8 +208,11 @@ def knee_verdict_table(result: KneeResult) -> TableModel:
     if knee.point is not None:
         p = knee.point
         at = (
-            f"concurrency {p.concurrency}: {throughput(p.throughput)}, "
+            f"{'beyond ' if knee.beyond else ''}concurrency {p.concurrency}"
+            + (f" (at {p.concurrency}:" if knee.beyond else ":")
+            + f" {throughput(p.throughput)}, "
             f"mean {format_latency(p.lat_mean_ns)}, p99 {format_latency(p.lat_p99_ns)}"
+            + (")" if knee.beyond else "")
         )
         if result.uncertain is not None:
             lo, hi = result.uncertain
@@ -579,7 +584,7 @@ def _side_by_side(title: str, labels: tuple[str, ...], rows: list[tuple[str, ...
 def _knee_cell(k: KneeResult) -> str:
     if k.uncertain is not None:
         return f"uncertain: {k.uncertain[0]}–{k.uncertain[1]}"
-    return str(k.knee.point.concurrency) if k.knee.point else "-"
+    return k.knee.where
 
 
 def comparison_search_tables(cmp: Comparison) -> list[TableModel]:

@@ -597,14 +597,19 @@ def search_charts(runs: list[ReportRun]) -> list[dict[str, Any]]:
                 }
             )
             if k.knee.point:
+                # a star on the knee; where the curve never flattened, an
+                # arrow past the last point: the table's and sentence's words
                 thr.append(
                     {
                         "type": "scatter",
                         "mode": "markers",
-                        "name": f"{r.label}: knee",
+                        "name": f"{r.label}: knee {k.knee.where}",
                         "x": [k.knee.point.concurrency],
                         "y": [k.knee.point.throughput * scale],
-                        "marker": {"size": 14, "symbol": "star"},
+                        "marker": {
+                            "size": 14,
+                            "symbol": "triangle-right" if k.knee.beyond else "star",
+                        },
                     }
                 )
             if k.usl:

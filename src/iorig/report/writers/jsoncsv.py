@@ -417,6 +417,8 @@ def search_dict(result: SearchResult | None) -> dict[str, Any] | None:
                 )
             ],
             "knee": _knee_point(k.knee.point) if k.knee.point else None,
+            # the curve never flattened: "knee" is the highest point measured
+            "knee_beyond": k.knee.beyond,
             "reason": k.knee.reason,
             "uncertain_between": list(k.uncertain) if k.uncertain else None,
             "remeasured": [
