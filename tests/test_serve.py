@@ -195,6 +195,20 @@ def test_a_served_report_links_back_loads_plotly_once_and_one_ticked_run_opens(t
         assert doc["run"]["id"] == run_id
         one = urllib.request.urlopen(f"{url}compare?run={run_id}", timeout=60)
         assert one.geturl() == f"{url}runs/{run_id}" and one.status == 200
+        # errors: a page of the site to a browser, its text escaped, a way
+        # home; plain text to anything else (issue 50: bare-text error pages)
+        asked = f"{url}runs/<b>nope</b>"
+        for accept, page_like in (("text/html,application/xhtml+xml", True), ("*/*", False)):
+            request = urllib.request.Request(
+                asked.replace("<b>", "%3Cb%3E").replace("</b>", "%3C/b%3E"),
+                headers={"Accept": accept},
+            )
+            with pytest.raises(urllib.error.HTTPError) as caught:
+                urllib.request.urlopen(request, timeout=30)
+            body = caught.value.read().decode()
+            assert caught.value.code in (400, 404), body
+            assert ('<a href="/">&larr; all runs</a>' in body) == page_like, body
+            assert "<b>nope" not in body
     finally:
         serve.terminate()
         serve.wait(10)

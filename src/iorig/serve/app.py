@@ -362,13 +362,26 @@ def _report(html: str, downloads: str | None = None) -> web.Response:
 async def _hardened(
     request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
 ) -> web.StreamResponse:
-    """Headers every answer carries; errors as plain text (no markup of theirs)."""
+    """Headers every answer carries; errors as a page of this site to a
+    browser (its text escaped, a way back to the list), as plain text to
+    anything else (an event stream, curl)."""
     try:
         response = await handler(request)
     except web.HTTPException as exc:
-        exc.headers["Content-Security-Policy"] = "default-src 'none'"
-        exc.headers["X-Content-Type-Options"] = "nosniff"
-        raise
+        if exc.status >= 400 and "text/html" in request.headers.get("Accept", ""):
+            message = exc.text or ""
+            prefix = f"{exc.status}: "
+            response = _page(
+                "error.html.j2",
+                status=exc.status,
+                reason=exc.reason,
+                message=message.removeprefix(prefix),
+            )
+            response.set_status(exc.status, exc.reason)
+        else:
+            exc.headers["Content-Security-Policy"] = "default-src 'none'"
+            exc.headers["X-Content-Type-Options"] = "nosniff"
+            raise
     response.headers.setdefault("X-Content-Type-Options", "nosniff")
     response.headers.setdefault("Referrer-Policy", "no-referrer")
     return response
