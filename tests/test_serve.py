@@ -178,6 +178,11 @@ def test_a_served_report_links_back_loads_plotly_once_and_one_ticked_run_opens(t
             assert f'name="target" value="{text}"' in page
         page = urllib.request.urlopen(f"{url}runs/{run_id}", timeout=60).read().decode()
         assert '<a href="/">&larr; all runs</a>' in page
+        # picked from its own page for a comparison: the list opens with it ticked
+        assert f'<a href="/?pick={run_id}">compare with other runs</a>' in page
+        picking = urllib.request.urlopen(f"{url}?pick={run_id}", timeout=30).read().decode()
+        assert f'value="{run_id}" aria-label="compare {run_id}" checked>' in picking
+        assert picking.count(" checked>") == 1
         src = page.split('<script src="', 1)[1].split('"', 1)[0]
         assert src.startswith("/plotly-") and len(page) < 1_000_000, (src, len(page))
         assert "script-src 'self' 'sha256-" in page  # the page's own site, and its hashes

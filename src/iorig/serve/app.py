@@ -113,6 +113,9 @@ class Views:
             k: q.get(k, "")[:200]
             for k in ("label", "scenario", "target", "status", "since", "until")
         }
+        # runs ticked for a comparison when the list opens (a run page's
+        # "compare with other runs"); ids only, as the form sends them
+        picked = {p for p in q.getall("pick", []) if _is_run_id(p)}
         if chosen["status"] and chosen["status"] not in {s.value for s in RunStatus}:
             raise web.HTTPBadRequest(text=f"status: one of {', '.join(RunStatus)}")
         since, until = _day(chosen["since"], "since"), _day(chosen["until"], "until")
@@ -154,6 +157,7 @@ class Views:
             "runs.html.j2",
             rows=rows,
             chosen=chosen,
+            picked=picked,
             statuses=[s.value for s in RunStatus],
             limit=LIST_LIMIT,
         )
@@ -347,7 +351,9 @@ def _report(html: str, downloads: str | None = None) -> web.Response:
         f'<a href="/runs/{downloads}/download/{fmt}" download>{name}</a>'
         for fmt, name in _DOWNLOAD_NAMES.items()
     )
-    nav = '<nav class="served"><a href="/">&larr; all runs</a>' + (
+    # a run's own page picks it for a comparison: the list opens with it ticked
+    pick = f' · <a href="/?pick={downloads}">compare with other runs</a>' if downloads else ""
+    nav = f'<nav class="served"><a href="/">&larr; all runs</a>{pick}' + (
         f" &nbsp; download: {links}</nav>" if downloads else "</nav>"
     )
     at = html.find(">", html.find("<body")) + 1 if "<body" in html else 0
