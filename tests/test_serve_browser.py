@@ -116,6 +116,10 @@ def test_the_live_page_of_a_four_host_run_in_chromium(tmp_path):
                         "document.querySelectorAll('#latency polyline[stroke-dasharray]').length"
                     )
                     assert page.evaluate(dashed) >= 1
+                    # the legend readable: no two names overlap (4 hosts, all and
+                    # each one's p99 are 10 names; in one row they did)
+                    overlaps = page.evaluate(_LEGEND_OVERLAPS)
+                    assert overlaps == [], overlaps
                     iops = page.evaluate(
                         "Array.from(document.querySelectorAll('#last tr td:nth-child(4)'))"
                         ".map(function (c) { return c.textContent; })"
@@ -232,6 +236,26 @@ def test_the_run_list_and_a_comparison_in_chromium(tmp_path):
         assert row[5].startswith(words[theirs["verdict"]]), (row, theirs["verdict"])
     else:
         assert not row[5].startswith(("better", "worse", "not testable")), row
+
+
+# pairs of legend names (each chart's) whose boxes overlap
+_LEGEND_OVERLAPS = """
+(function () {
+  var out = [];
+  ["throughput", "latency"].forEach(function (id) {
+    var names = Array.from(document.querySelectorAll("#" + id + " text.legend"));
+    var boxes = names.map(function (t) { return t.getBBox(); });
+    boxes.forEach(function (a, i) {
+      boxes.slice(i + 1).forEach(function (b, j) {
+        var apart = a.x + a.width <= b.x || b.x + b.width <= a.x ||
+                    a.y + a.height <= b.y || b.y + b.height <= a.y;
+        if (!apart) { out.push([id, names[i].textContent, names[i + 1 + j].textContent]); }
+      });
+    });
+  });
+  return out;
+})()
+"""
 
 
 # the comparison page's Median table, each row's cells as text

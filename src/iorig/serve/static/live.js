@@ -7,6 +7,7 @@
   if (!root) { return; }
   var runId = root.dataset.run;
   var SVG = "http://www.w3.org/2000/svg";
+  var LEGEND_W = 180;  // a legend entry's width: 24 characters of 11 px
   var COLORS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b",
                 "#e377c2", "#7f7f7f", "#bcbd22", "#17becf"];
   var ALL = "all hosts";
@@ -194,20 +195,29 @@
       el("text", {x: xs_ - 8, y: B + 16}, String(sec));
     }
     el("text", {x: R - 40, y: B + 16}, "second");
+    // the legend in rows of PER_ROW under the chart (16 hosts and their p99
+    // are 32 names); a host past the palette's 10 colours draws dotted
+    var bases = names.filter(function (m) { return !/ p99$/.test(m); });
+    var perRow = Math.max(1, Math.floor((R - L) / LEGEND_W));
+    svg.setAttribute("viewBox", "0 0 800 " + (246 + 14 * (Math.ceil(names.length / perRow) - 1)));
     names.forEach(function (n, i) {
       var base = n.replace(/ p99$/, "");
-      var color = base === ALL ? "#000" : COLORS[Object.keys(data).filter(function (m) {
-        return !/ p99$/.test(m);
-      }).indexOf(base) % COLORS.length];
+      var index = bases.indexOf(base);
+      var color = base === ALL ? "#000" : COLORS[index % COLORS.length];
       var points = data[n].map(function (p) {
         var x = L + (R - L) * (x1 === x0 ? 0.5 : (p[0] - x0) / (x1 - x0));
         var y = B - (B - T) * p[1] / y1;
         return x.toFixed(1) + "," + y.toFixed(1);
       }).join(" ");
       var attrs = {points: points, "class": "line", stroke: color};
-      if (n !== base) { attrs["stroke-dasharray"] = "6 4"; }
+      var late = base !== ALL && index >= COLORS.length;
+      if (n !== base) { attrs["stroke-dasharray"] = late ? "8 3 2 3" : "6 4"; }
+      else if (late) { attrs["stroke-dasharray"] = "2 3"; }
       el("polyline", attrs);
-      el("text", {x: L + 10 + ((R - L) / names.length) * i, y: B + 30, fill: color}, n);
+      // a long name keeps its end: the port and " p99" tell hosts apart
+      var shown = n.length > 24 ? "…" + n.slice(n.length - 23) : n;
+      el("text", {x: L + 10 + LEGEND_W * (i % perRow), y: B + 30 + 14 * Math.floor(i / perRow),
+                  fill: color, "class": "legend"}, shown);
     });
   }
 
