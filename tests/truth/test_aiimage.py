@@ -61,6 +61,19 @@ pytestmark = [pytest.mark.fio, pytest.mark.truth]
 GENERATOR_FINDINGS = (*NAMED_GENERATOR, "cpu-contention")
 
 
+def _starved(shown: dict) -> set[int]:
+    """The loads whose point iorig said fio, not the device, held back: the
+    audit named the load generator for its phase, or the point says fio's
+    I/Os waited for a CPU."""
+    generator = {w["phase"] for w in shown["run"]["warnings"] if w["code"] in GENERATOR_FINDINGS}
+    cpu = ("the load generator was the limit", "fio's I/Os waited for a CPU")
+    return {
+        p["load"]
+        for p in shown["search"]["points"]
+        if p["phase"] in generator or any(c in q for q in p["problems"] for c in cpu)
+    }
+
+
 def _reads_per_job() -> tuple[float, int]:
     """Bytes/s one quick AI_Job asks to read, from the scenario's definition,
     and its largest read."""
@@ -175,13 +188,7 @@ def test_load_points_past_the_bandwidth_cap_are_invalid(capped, truth_db, tmp_pa
     # two cores), is the generator's: iorig must say so, naming the phase,
     # or, where other processes took fio's CPUs, say that on the point (a
     # soak's load 1 fell behind with the generator named at load 4 only)
-    generator = {w["phase"] for w in shown["run"]["warnings"] if w["code"] in GENERATOR_FINDINGS}
-    cpu = ("the load generator was the limit", "fio's I/Os waited for a CPU")
-    starved = {
-        p["load"]
-        for p in search["points"]
-        if p["phase"] in generator or any(c in q for q in p["problems"] for c in cpu)
-    }
+    starved = _starved(shown)
     print(
         f"truth 8: reads per job {per_job / 1e6:.0f} MB/s, cap {cap / 1e6:.1f} "
         f"MB/s, validity {validity}, the generator or contention named at loads "
@@ -328,13 +335,7 @@ def test_the_default_structure_runs_every_point_valid_up_to_the_cap(capped, trut
     assert shown["run"]["profile"] is None
     search = shown["search"]
     validity = {p["load"]: p["valid"] for p in search["points"]}
-    generator = {w["phase"] for w in shown["run"]["warnings"] if w["code"] in GENERATOR_FINDINGS}
-    cpu = ("the load generator was the limit", "fio's I/Os waited for a CPU")
-    starved = {
-        p["load"]
-        for p in search["points"]
-        if p["phase"] in generator or any(c in q for q in p["problems"] for c in cpu)
-    }
+    starved = _starved(shown)
     print(f"truth 8: default structure, cap {cap / 1e6:.1f} MB/s, validity {validity}")
     expected = {1: True, 2: True, 3: False, 4: False}
     wrong = {load for load, valid in validity.items() if valid != expected[load]}

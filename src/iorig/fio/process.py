@@ -23,7 +23,7 @@ import signal
 import subprocess
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import IO
 
@@ -84,10 +84,18 @@ def _live_member(pgid: int) -> bool:
     """Whether /proc lists a process of the group that is not a zombie (True
     where /proc cannot tell: the group answered a signal)."""
     try:
-        entries = os.scandir("/proc")
+        return any(
+            int(fields[2]) == pgid and fields[0] not in (b"Z", b"X")
+            for _pid, fields in _proc_stats()
+        )
     except OSError:
         return True
-    with entries:
+
+
+def _proc_stats() -> Iterator[tuple[int, list[bytes]]]:
+    """Each process's pid and the fields of its /proc stat after its name
+    (state, ppid, pgrp, session, …); those that ended meanwhile left out."""
+    with os.scandir("/proc") as entries:
         for entry in entries:
             if not entry.name.isdigit():
                 continue
@@ -96,10 +104,7 @@ def _live_member(pgid: int) -> bool:
                     stat = f.read()
             except OSError:
                 continue
-            fields = stat[stat.rindex(b")") + 2 :].split()  # state, ppid, pgrp, …
-            if len(fields) > 2 and int(fields[2]) == pgid and fields[0] not in (b"Z", b"X"):
-                return True
-    return False
+            yield int(entry.name), stat[stat.rindex(b")") + 2 :].split()
 
 
 def signal_group(pgid: int, sig: int) -> None:
@@ -132,20 +137,9 @@ def proc_table() -> dict[int, tuple[int, int]]:
     """pid -> (parent pid, session id) of every live process. Zombies are
     left out: they hold nothing, and one handed to an init that reaps slowly
     (a container's) would look like a job still running."""
-    table: dict[int, tuple[int, int]] = {}
-    for entry in os.scandir("/proc"):
-        if not entry.name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry.name}/stat", "rb") as f:
-                stat = f.read()
-        except OSError:
-            continue
-        fields = stat[stat.rindex(b")") + 2 :].split()  # state, ppid, pgrp, session, …
-        if fields[0] == b"Z":
-            continue
-        table[int(entry.name)] = (int(fields[1]), int(fields[3]))
-    return table
+    return {
+        pid: (int(fields[1]), int(fields[3])) for pid, fields in _proc_stats() if fields[0] != b"Z"
+    }
 
 
 def children_map(table: dict[int, tuple[int, int]]) -> dict[int, list[int]]:
