@@ -128,7 +128,9 @@ def _seconds_are_the_devices(phase: PhaseResult, samples: Samples, largest: int)
     assert inside.all(), (phase.name, series.bytes_per_s, bounds)
 
 
-def _the_device_read_the_cap(phase: PhaseResult, samples: Samples, cap: float) -> None:
+def _the_device_read_the_cap(
+    phase: PhaseResult, samples: Samples, cap: float, *, below: bool = False
+) -> None:
     span = samples.active("read", phase.started_at, phase.ended_at)
     assert span is not None, phase.name
     windows = samples.windows("read", *span)
@@ -137,10 +139,9 @@ def _the_device_read_the_cap(phase: PhaseResult, samples: Samples, cap: float) -
         f"÷ cap: median {np.median(windows) / cap:.3f}, min {windows.min() / cap:.3f}, "
         f"p99 {np.percentile(windows, 99) / cap:.3f}, max {windows.max() / cap:.3f}"
     )
-    assert float(np.median(windows)) == pytest.approx(cap, rel=THROTTLE_BAND), (
-        phase.name,
-        windows,
-    )
+    median = float(np.median(windows))
+    assert median <= cap * (1 + THROTTLE_BAND), (phase.name, windows)
+    assert below or median >= cap * (1 - THROTTLE_BAND), (phase.name, windows)
 
 
 def _paced_below_the_cap(phase: PhaseResult) -> None:
@@ -214,9 +215,13 @@ def test_load_points_past_the_bandwidth_cap_are_invalid(capped, truth_db, tmp_pa
         assert len(phase.aggregate.series[ALL]) >= 2, phase.name
         _read_what_reached_the_device(phase, samples, largest)
         _seconds_are_the_devices(phase, samples, largest)
-        if int(phase.point["ai_jobs"]) > 2:
-            _the_device_read_the_cap(phase, samples, cap)
-        elif int(phase.point["ai_jobs"]) not in wrong:
+        load = int(phase.point["ai_jobs"])
+        if load > 2:
+            # where iorig said fio could not ask for the reads (its CPUs taken:
+            # a stressed soak's load 5 at 0.90 of the cap), the device need
+            # not be at its cap; never above it
+            _the_device_read_the_cap(phase, samples, cap, below=load in starved)
+        elif load not in wrong:
             _paced_below_the_cap(phase)
 
 
@@ -244,10 +249,12 @@ def _warmed_up(phase: PhaseResult, before: PhaseResult, samples: Samples, warm_u
     steady = samples.windows("read", steady_from, ended)
     if not steady.size:
         # beside a load the sampler ran late and no whole second of samples
-        # fits (a stressed soak's 2 s warm-up): what the device read between
-        # the samples inside that span, over all of it, is the least rate
-        least, _ = samples.bounds("read", steady_from, ended)
-        steady = np.array([least / (ended - steady_from)])
+        # fits (a stressed soak's 2 s warm-up): the rate between the first
+        # and last sample inside that span (over the span's whole length it
+        # read 0.03 of the pace: the samples were 0.2 s apart)
+        a, b = samples.inside("read", steady_from, ended)
+        assert b > a, (phase.name, "fewer than two samples in the warm-up's last second")
+        steady = np.array([samples.bounds("read", a, b)[0] / (b - a)])
     print(
         f"truth 8: {phase.name}: warm-up read {ended - began:.2f} s, windows ÷ pace "
         f"{(windows / pace).round(2).tolist()}, measured seconds "
@@ -352,7 +359,9 @@ def test_the_default_structure_runs_every_point_valid_up_to_the_cap(capped, trut
         _warmed_up(phase, before, samples, float(DEFAULT_STRUCTURE["warmup"].rstrip("s")))
         _read_what_reached_the_device(phase, samples, largest)
         if int(phase.point["ai_jobs"]) > 2:
-            _the_device_read_the_cap(phase, samples, cap)
+            _the_device_read_the_cap(
+                phase, samples, cap, below=int(phase.point["ai_jobs"]) in starved
+            )
 
 
 WRITE_CAP = 9_600_000  # bytes/s: the slow device, a tenth of one AI_Job's pace
