@@ -26,7 +26,7 @@ from rich.text import Text
 from iorig import __version__
 from iorig.errors import UserError
 from iorig.report.writers.console import SafeConsole
-from iorig.units import format_bytes, format_duration, format_latency, format_rate, format_si
+from iorig.units import format_duration, format_latency, format_rate, format_si
 
 if TYPE_CHECKING:
     from rich.progress import TaskID
@@ -212,16 +212,18 @@ class ProgressView:
         from iorig.model import ALL, PhaseKind
         from iorig.model.combine import headline_scope
         from iorig.report.tables.metrics import metric
-        from iorig.report.writers.terminal import DESCRIPTION_CHARS, TITLE_CHARS, clip
+        from iorig.report.writers.terminal import (
+            DESCRIPTION_CHARS,
+            TITLE_CHARS,
+            clip,
+            target_size,
+        )
         from iorig.run.events import PhaseFinished, PhaseProgress, PhaseStarted, RunStarted
 
         if isinstance(event, RunStarted):
             plan = event.plan
-            # an accelerators search writes a data set per count: the plan's
-            # is its first count's
-            per_count = event.search_kind == "accelerators"
             targets = ", ".join(
-                f"{t.path} ({'a data set per count' if per_count else format_bytes(t.size_bytes)})"
+                f"{t.path} ({target_size(t.size_bytes, event.search_kind)})"
                 for t in plan.targets.values()
             )
             self.console.print(  # user text as Text: no markup, no highlighting

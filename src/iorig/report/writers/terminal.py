@@ -65,6 +65,13 @@ def status_text(status: str) -> Text:
     return Text(status, style=STATUS_STYLE.get(status, ""))
 
 
+def target_size(size_bytes: int, search_kind: str | None) -> str:
+    """A target's size as a run's header says it: an accelerators search
+    writes a data set per count, and the plan's is its first count's (the
+    search's table has each)."""
+    return "a data set per count" if search_kind == "accelerators" else format_bytes(size_bytes)
+
+
 def run_header(run: RunRecord, engines: list[str]) -> Table:
     grid = Table.grid(padding=(0, 2))
     grid.add_column(style="bold")
@@ -75,13 +82,7 @@ def run_header(run: RunRecord, engines: list[str]) -> Table:
     if run.error:
         add_row(grid, "error", Text(clip(run.error, DESCRIPTION_CHARS), style="red"))
     for t in run.targets:
-        # an accelerators search writes a data set per count: the plan's
-        # size is its first count's (the search's table has each)
-        size = (
-            "a data set per count"
-            if (run.search or {}).get("kind") == "accelerators"
-            else format_bytes(t["size_bytes"])
-        )
+        size = target_size(t["size_bytes"], (run.search or {}).get("kind"))
         add_row(grid, f"target {target_name(t)}", f"{t['path']} ({t['kind']}, {size})")
     add_row(grid, "host", ", ".join(run.hosts))
     add_row(grid, "fio", run.fio_version + (f", engine {', '.join(engines)}" if engines else ""))

@@ -195,7 +195,7 @@
       el("text", {x: xs_ - 8, y: B + 16}, String(sec));
     }
     el("text", {x: R - 40, y: B + 16}, "second");
-    // the legend in rows of PER_ROW under the chart (16 hosts and their p99
+    // the legend in rows of perRow names under the chart (16 hosts and their p99
     // are 32 names); a host past the palette's 10 colours draws dotted
     var bases = names.filter(function (m) { return !/ p99$/.test(m); });
     var perRow = Math.max(1, Math.floor((R - L) / LEGEND_W));
